@@ -1,0 +1,3 @@
+"""Commands of this group (placeholder until implemented)."""
+
+commands: list = []

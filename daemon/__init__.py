@@ -1,0 +1,1 @@
+"""Long-running processes: the FUSE mount server and the indexer daemon (installed as ``libraryfs.daemon``)."""

@@ -1,0 +1,1 @@
+"""libraryfs.cards (see its modules)."""

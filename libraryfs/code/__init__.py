@@ -1,0 +1,1 @@
+"""libraryfs.code (see its modules)."""

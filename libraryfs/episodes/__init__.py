@@ -1,0 +1,1 @@
+"""libraryfs.episodes (see its modules)."""

@@ -1,0 +1,1 @@
+"""libraryfs.llm (see its modules)."""

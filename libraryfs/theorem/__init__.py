@@ -1,0 +1,1 @@
+"""libraryfs.theorem (see its modules)."""
