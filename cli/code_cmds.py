@@ -1,3 +1,210 @@
-"""Commands of this group (placeholder until implemented)."""
+"""``libraryfs code add/route/eval`` and ``libraryfs budget verify`` (issue 9; PAPERS.md §3).
 
-commands: list = []
+The library is opened with :func:`libraryfs.library.open_tree` (``--library DIR``, env
+``LIBRARYFS_LIBRARY``); ``--tree DIR`` writes into a plain directory instead (a mountpoint, or any
+directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import click
+
+from libraryfs.tree import DirTree, Tree
+
+
+def _open_tree(library: str | None, tree_dir: str | None) -> Tree:
+    if tree_dir:
+        os.makedirs(tree_dir, exist_ok=True)
+        return DirTree(tree_dir)
+    if not library:
+        raise click.ClickException("no library: give --library DIR (or LIBRARYFS_LIBRARY) or --tree DIR")
+    try:
+        from libraryfs.library import open_tree
+    except ImportError as e:
+        raise click.ClickException(f"cannot open a library here ({e}); use --tree DIR") from e
+    try:
+        return open_tree(library)
+    except Exception as e:  # noqa: BLE001 - any failure to open is one user-facing line
+        raise click.ClickException(f"cannot open library {library}: {e}") from e
+
+
+def _tree_options(f):
+    f = click.option("--tree", "tree_dir", type=click.Path(file_okay=False),
+                     help="Write into this plain directory instead of a library.")(f)
+    f = click.option("--library", envvar="LIBRARYFS_LIBRARY", type=click.Path(file_okay=False),
+                     help="Library directory (env LIBRARYFS_LIBRARY).")(f)
+    return f
+
+
+@click.group("code")
+def code_group() -> None:
+    """Code index: mirror a repository as root → directory → file → symbol, route tasks."""
+
+
+@code_group.command("add")
+@click.argument("repo", type=click.Path(exists=True, file_okay=False))
+@click.option("--name", help="Name under code/ (default: the directory's name).")
+@click.option("--watch", is_flag=True, help="Keep watching and re-index changed files until interrupted.")
+@click.option("--debounce", "debounce_s", default=0.2, show_default=True, help="Quiet time before applying changes (s).")
+@_tree_options
+def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, library: str | None, tree_dir: str | None) -> None:
+    """Index REPO into code/<name>/ of the library (incremental on re-add)."""
+    from libraryfs.code.index import CodeIndex
+    from libraryfs.code.render import Renderer, load_index, repo_dir
+
+    tree = _open_tree(library, tree_dir)
+    root = os.path.abspath(repo)
+    name = name or os.path.basename(root.rstrip("/"))
+    if not name or "/" in name or name in (".", ".."):
+        raise click.ClickException(f"bad repository name {name!r}: give --name")
+    t0 = time.perf_counter()
+    index = CodeIndex.build(root, name)
+    t_parse = time.perf_counter() - t0
+    try:
+        previous = load_index(tree, name)
+    except (FileNotFoundError, ValueError):
+        previous = None
+
+    def read_source(rel: str) -> bytes:
+        with open(os.path.join(root, rel), "rb") as f:
+            return f.read()
+
+    renderer = Renderer(tree, index, read_source)
+    renderer.full(previous)
+    n_sym = sum(len(fp.symbols) for fp in index.files.values())
+    click.echo(f"indexed {name}: {len(index.files)} files, {n_sym} symbols, "
+               f"{sum(len(v) for v in index.edges.imports.values())} import edges, "
+               f"{sum(len(v) for v in index.edges.calls.values())} call edges; parse {t_parse * 1e3:.1f} ms, "
+               f"total {(time.perf_counter() - t0) * 1e3:.1f} ms; {renderer.writes} files written under {repo_dir(name)}/")
+    if not watch:
+        return
+    from libraryfs.code.watch import CodeWatcher
+
+    def report(changed: list[str], removed: list[str]) -> None:
+        parts = [f"~{p}" for p in changed] + [f"-{p}" for p in removed]
+        click.echo(f"{time.strftime('%H:%M:%S')} updated {' '.join(parts)}")
+
+    click.echo(f"watching {root} (Ctrl-C to stop)")
+    with CodeWatcher(index, renderer, debounce_s=debounce_s, on_update=report):
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+@code_group.command("route")
+@click.argument("task")
+@click.option("--repo", required=True, help="Repository name under code/.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
+@click.option("--limit", default=10, show_default=True, help="Hits to show.")
+@_tree_options
+def code_route(task: str, repo: str, as_json: bool, limit: int, library: str | None, tree_dir: str | None) -> None:
+    """Retrieve the code TASK touches, measure it, and name the topology that fits."""
+    from libraryfs.code.render import load_index
+    from libraryfs.code.retrieve import Retriever
+    from libraryfs.code.router import regex_route, route
+
+    tree = _open_tree(library, tree_dir)
+    try:
+        index = load_index(tree, repo)
+    except FileNotFoundError:
+        raise click.ClickException(f"no code index for {repo!r}: run `libraryfs code add` first") from None
+    t0 = time.perf_counter()
+    retriever = Retriever(index)
+    t1 = time.perf_counter()
+    d = route(retriever, task, limit=limit)
+    t2 = time.perf_counter()
+    if as_json:
+        doc = d.as_dict()
+        doc.update(baseline=regex_route(task), bm25_build_ms=round((t1 - t0) * 1e3, 3), route_ms=round((t2 - t1) * 1e3, 3))
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        return
+    v = d.vector
+    click.echo(f"{d.topology}{' (' + d.shape + ')' if d.shape else ''} — {d.rule}")
+    click.echo(f"query type {d.qtype}, coverage {d.coverage:.2f}; c = (d_dep {v.d_dep}, n_f {v.n_f}, n_s {v.n_s}, "
+               f"h_t {v.h_t}, ρ_x {v.rho_x:.2f}); regex baseline: {regex_route(task)}; route {(t2 - t1) * 1e3:.2f} ms")
+    for h in d.hits:
+        click.echo(f"  {h.score:.4f}  {h.path}")
+
+
+@code_group.command("eval")
+@click.argument("checkouts", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--max-commits", default=500, show_default=True, help="Most recent commits per checkout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines) here.")
+def code_eval(checkouts: tuple[str, ...], max_commits: int, as_json: bool, tasks_out: str | None) -> None:
+    """Route real commits of CHECKOUTS (default: .) and score against the written rubric."""
+    import subprocess
+    from dataclasses import asdict
+
+    from libraryfs.code.evalset import RUBRIC, build_tasks, summarize
+
+    tasks, counts = [], {}
+    for co in checkouts or (".",):
+        try:
+            ts, c = build_tasks(co, max_commits)
+        except subprocess.CalledProcessError as e:
+            raise click.ClickException(f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})") from None
+        tasks += ts
+        counts[os.path.abspath(co)] = c
+    s = summarize(tasks, counts)
+    if tasks_out:
+        with open(tasks_out, "w", encoding="utf-8") as f:
+            for t in tasks:
+                f.write(json.dumps(asdict(t)) + "\n")
+    if as_json:
+        click.echo(json.dumps(s, indent=2))
+        return
+    click.echo(RUBRIC)
+    for co, c in counts.items():
+        click.echo(f"{co}: {c['commits']} commits seen, {c['root']} root, {c['no_code']} without code → {c['tasks']} tasks")
+    n = s["n"]
+    if not n:
+        click.echo("no tasks: the history has no non-root commit that changes code")
+        return
+    for who in ("router", "baseline"):
+        r = s[who]
+        lo, hi = r["wilson95"]
+        click.echo(f"{who:9s} misrouted {r['misrouted']}/{n} = {r['rate']:.1%}  (Wilson 95% {lo:.1%}–{hi:.1%})")
+    m = s["mcnemar"]
+    click.echo(f"McNemar exact: router-only wrong {m['router_only_wrong']}, baseline-only wrong "
+               f"{m['baseline_only_wrong']}, p = {m['p']:.3g}")
+    click.echo(f"gold: {s['gold_distribution']}; independence: {s['independence']}")
+
+
+@click.group("budget")
+def budget_group() -> None:
+    """Budget contracts: verify that a delegation plan conserves its budget."""
+
+
+@budget_group.command("verify")
+@click.argument("plan", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def budget_verify(plan: str, as_json: bool) -> None:
+    """VERIFYCONSERVATION of PLAN (.json/.yaml): exit 1 naming each offending node and dimension."""
+    from libraryfs.code.budget import load_plan, verify_plan
+
+    try:
+        r = verify_plan(load_plan(plan))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps({"ok": r.ok, "nodes": r.n_nodes, "edges": r.n_edges, "roots": r.roots,
+                               "violations": [{"kind": v.kind, "node": v.node, "dimension": v.dimension,
+                                               "need": v.need, "have": v.have, "message": str(v)}
+                                              for v in r.violations]}, indent=2))
+    elif r.ok:
+        click.echo(f"plan conserves its budget: {r.n_nodes} nodes, {r.n_edges} edges, roots: {', '.join(r.roots)}")
+    else:
+        for v in r.violations:
+            click.echo(str(v))
+    if not r.ok:
+        raise click.ClickException(f"plan rejected: {len(r.violations)} violation(s)")
+
+
+commands: list = [code_group, budget_group]

@@ -1,3 +1,190 @@
-"""Commands of this group (placeholder until implemented)."""
+"""``libraryfs init | check | status | find | index``: commands that work on the store directly."""
 
-commands: list = []
+from __future__ import annotations
+
+import os
+import time
+
+import click
+
+from libraryfs import schema as S
+from libraryfs.check import check as run_check
+from libraryfs.check import describe
+from libraryfs.errors import Busy, LibraryMissing
+from libraryfs.find import find as run_find
+from libraryfs.library import mount_info
+from libraryfs.store import Store, is_library
+from libraryfs.toc import DEFAULT_MAX_TOKENS
+
+from .common import display_path, echo_json, handle_errors, library_argument
+
+
+@click.command()
+@library_argument
+@click.option("--toc-max-tokens", type=click.IntRange(200, 100_000), default=DEFAULT_MAX_TOKENS,
+              show_default=True, help="Token bound C of every TOC page.")
+@click.option("--map-size-mb", type=click.IntRange(1), default=None, help="Initial LMDB map size (grows).")
+@handle_errors
+def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
+    """Create a new, empty library in LIBDIR (mode 0700)."""
+    if is_library(libdir):
+        raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
+    if os.path.exists(libdir) and not os.path.isdir(libdir):
+        raise click.ClickException(f"{libdir} exists and is not a directory")
+    st = Store.create(libdir, {"toc_max_tokens": toc_max_tokens},
+                      map_size=map_size_mb << 20 if map_size_mb else None)
+    st.close()
+    click.echo(f"initialised library {os.path.abspath(libdir)} (TOC pages ≤ {toc_max_tokens} tokens)")
+
+
+@click.command()
+@library_argument
+@click.option("--repair", is_flag=True, help="Fix what can be fixed (the library must not be mounted).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@handle_errors
+def check(libdir: str, repair: bool, as_json: bool) -> None:
+    """Verify every invariant of the store (fsck); exit status 1 if problems remain."""
+    if repair and mount_info(libdir):
+        raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
+    st = Store(libdir)
+    try:
+        report = run_check(st, repair=repair)
+    finally:
+        st.close()
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(describe(report))
+    if not report.clean:
+        raise SystemExit(1)
+
+
+@click.command()
+@library_argument
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable status.")
+@handle_errors
+def status(libdir: str, as_json: bool) -> None:
+    """Is it mounted, what is the indexer doing, what went wrong last."""
+    libdir = os.path.abspath(libdir)
+    if not is_library(libdir):
+        raise LibraryMissing(f"{libdir} is not a libraryfs library")
+    from libraryfs.daemon.launcher import _pid_alive, read_run
+
+    st = Store(libdir, readonly=True)
+    try:
+        with st.read() as t:
+            tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
+            idx = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
+            out = {
+                "library": libdir,
+                "clean_shutdown": t.cfg(S.CFG_CLEAN) == b"1",
+                "journal_tail": tail,
+                "pending_records": max(0, tail - cursor),
+                "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
+                "inodes": t.count(st.db_inodes),
+                "map": st.map_info(),
+                "indexer": idx,
+            }
+    finally:
+        st.env.close()
+    minfo = mount_info(libdir)
+    run = read_run(libdir)
+    out["mounted"] = bool(minfo)
+    out["mount"] = minfo or {}
+    ipid = (idx or {}).get("pid")  # type: ignore[union-attr]
+    out["indexer_running"] = bool(ipid and _pid_alive(ipid) and idx.get("state") != "stopped")  # type: ignore[union-attr]
+    if minfo:
+        out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
+        try:
+            import json
+
+            with open(os.path.join(minfo["mountpoint"], ".libraryfs", "stats.json")) as f:
+                out["stats"] = json.load(f).get("total", {})
+        except (OSError, ValueError):
+            pass
+    out["run"] = run
+    if as_json:
+        echo_json(out)
+        return
+    m = out["mount"]
+    click.echo(f"library     {libdir}")
+    click.echo(f"mounted     {'yes at ' + m['mountpoint'] + ' (pid ' + str(m['pid']) + ')' if minfo else 'no'}")
+    last = (idx or {}).get("last_pass") or {}  # type: ignore[union-attr]
+    click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}"
+               f"{' (' + idx.get('state', '?') + ', pid ' + str(ipid) + ')' if out['indexer_running'] else ''}")
+    click.echo(f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"
+               f" pending, builder {((idx or {}).get('builder') or {}).get('builder', 'deterministic')}")
+    if last:
+        click.echo(f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
+                   f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s")
+    click.echo(f"last error  {(idx or {}).get('last_error') or 'none'}")
+    builder = (idx or {}).get("builder") or {}
+    if builder.get("requests") is not None:
+        click.echo(f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
+                   f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks")
+    if "stats" in out:
+        s = out["stats"]
+        click.echo(f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
+                   f"{s.get('tokens_read', 0)} tokens since mount")
+    click.echo(f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
+               f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}")
+
+
+@click.command()
+@library_argument
+@click.argument("term")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@handle_errors
+def find(libdir: str, term: str, limit: int) -> None:
+    """Resolve TERM to paths without the model: exact names, then name and summary matches."""
+    st = Store(libdir, readonly=True)
+    try:
+        with st.read() as t:
+            paths = run_find(t, term, limit)
+    finally:
+        st.env.close()
+    minfo = mount_info(libdir)
+    prefix = minfo["mountpoint"] if minfo else ""
+    if not paths:
+        raise click.ClickException(f"no match for {term!r}")
+    for p in paths:
+        click.echo(prefix + display_path(p))
+
+
+@click.command()
+@library_argument
+@click.option("--full", is_flag=True, help="Re-examine every entry and directory.")
+@click.option("--llm/--no-llm", default=None, help="Use (or not) the configured LLM endpoint.")
+@handle_errors
+def index(libdir: str, full: bool, llm: bool | None) -> None:
+    """Run one indexing pass now, then exit (refused while an indexer daemon is running)."""
+    from libraryfs.daemon.indexer import Indexer, make_builder
+    from libraryfs.daemon.mountd import acquire_lock
+
+    libdir = os.path.abspath(libdir)
+    if not is_library(libdir):
+        raise LibraryMissing(f"{libdir} is not a libraryfs library")
+    lock = acquire_lock(libdir, "indexer.lock")
+    try:
+        st = Store(libdir)
+        try:
+            builder = make_builder(libdir, st, use_llm=llm)
+            minfo = mount_info(libdir)
+            idx = Indexer(libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None)
+            with st.read() as t:
+                never = t.cfg(S.CFG_TOC_GEN) is None
+            rep = idx.run_once(full=full or never)
+            try:
+                from libraryfs.llm import report_line
+                line = report_line(builder.status())
+            except (ImportError, AttributeError):
+                line = f"builder {builder.name}"
+        finally:
+            st.close()
+    finally:
+        os.close(lock)
+    click.echo(f"indexed: {rep.records} journal records, {rep.summarized} summaries, {rep.dirs_rendered} TOCs "
+               f"({rep.pages_written} pages), {len(rep.filed)} inbox entries filed in {rep.seconds:.2f} s; {line}")
+
+
+commands = [init, check, status, find, index]

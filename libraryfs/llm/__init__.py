@@ -1,1 +1,53 @@
-"""libraryfs.llm (see its modules)."""
+"""The LLM index builder (ARCHITECTURE §4): summaries, section descriptions, inbox filing and TOC groups
+written by a model behind any OpenAI-compatible endpoint, falling back per job to the deterministic builder.
+
+Modules: :mod:`.config` (settings and where they came from), :mod:`.client` (the only ``openai`` user),
+:mod:`.prompts` (versioned prompts, schemas, validators), :mod:`.cache` (answers in LMDB ``llmcache``),
+:mod:`.spend` (hourly request/token limit), :mod:`.builder` (:class:`LLMIndexBuilder`).
+How to point it at OpenAI, vLLM, Ollama or llama.cpp: ``docs/llm.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..jobs import DeterministicBuilder, IndexBuilder
+from ..store import Store
+from .config import ConfigError, LLMConfig, load_config
+
+__all__ = ["LLMConfig", "ConfigError", "load_config", "make_builder", "report_line"]
+
+
+def make_builder(libdir: str | os.PathLike[str], store: Store,
+                 overrides: dict[str, Any] | None = None) -> IndexBuilder:
+    """The index builder for a library: an ``LLMIndexBuilder`` when an endpoint is configured (base URL and
+    model from flags, environment or ``<libdir>/config.toml``), else :class:`DeterministicBuilder`.
+
+    ``overrides`` are CLI flag values keyed by :class:`LLMConfig` field (``None`` = not given).
+    Raises :class:`ConfigError` when a setting is invalid.
+    """
+    cfg = load_config(libdir, overrides)
+    if not cfg.enabled:
+        return DeterministicBuilder()
+    from .builder import LLMIndexBuilder  # imports openai only when a model is configured
+
+    return LLMIndexBuilder(cfg, store)
+
+
+def report_line(status: dict) -> str:
+    """One line for the end of ``libraryfs index --llm`` from a builder's :meth:`status` dict, e.g.
+    ``"llm:gpt-4o-mini: 12 requests, 34,567 tokens, 120 cache hits, 0 fallbacks"``."""
+    name = status.get("builder", "deterministic")
+    if name == "deterministic" or "requests" not in status:
+        return f"{name}: no LLM configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL), 0 requests"
+    line = (f"{name}: {status.get('requests', 0):,} requests, {status.get('tokens', 0):,} tokens, "
+            f"{status.get('cache_hits', 0):,} cache hits, {status.get('fallbacks', 0):,} fallbacks")
+    if status.get("invalid_answers"):
+        line += f", {status['invalid_answers']:,} invalid answers"
+    if status.get("pause_reason"):
+        line += f"; paused ({status['pause_reason']})"
+    err = status.get("last_error")
+    if err and (status.get("fallbacks") or status.get("pause_reason")):
+        line += f"; last error [{err.get('job')}] {err.get('kind')}: {str(err.get('message', ''))[:100]}"
+    return line

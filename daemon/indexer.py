@@ -1,0 +1,583 @@
+"""The indexer daemon: tails the journal and keeps every directory's TOC current (ARCHITECTURE §1, §4).
+
+One pass (:meth:`Indexer.run_once`):
+
+1. read the journal records after the persisted cursor;
+2. for each changed entry, hash its content; if the hash changed, count its tokens and ask the builder for a
+   one-line summary (results stored in ``meta``, keyed by inode, with the content hash: unchanged content is
+   never summarised again); keep the ``names`` DB used by ``find``;
+3. file settled entries of ``/inbox`` into sections (through the mount when it is mounted, so the kernel
+   sees the move);
+4. re-render the TOCs of the changed directories and of their ancestors only — deepest first, since a
+   section's line in its parent carries its description and totals — each into bounded pages
+   (:mod:`libraryfs.toc`);
+5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
+   advance the cursor, trim consumed records.
+
+It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
+re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
+every ``poll_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from libraryfs import schema as S
+from libraryfs.errors import LibraryError
+from libraryfs.find import names_key
+from libraryfs.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
+from libraryfs.store import Store, Txn, now_ns
+from libraryfs.tokens import count_tokens
+from libraryfs.toc import DEFAULT_MAX_TOKENS, Item, render
+
+log = logging.getLogger("libraryfs.indexer")
+
+INBOX = b"inbox"
+UNSORTED = "unsorted"
+HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
+TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
+_TEMP = re.compile(rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|"
+                   rb"\.goutputstream-.*)$")
+
+
+def is_hidden(name: bytes) -> bool:
+    """Names left out of TOCs: dotfiles and editors' temporary files (they are transient)."""
+    return bool(_TEMP.match(name))
+
+
+@dataclass
+class PassReport:
+    """What one pass did (counts; seconds)."""
+
+    records: int = 0
+    entries_seen: int = 0
+    summarized: int = 0
+    dirs_rendered: int = 0
+    pages_written: int = 0
+    filed: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+    cursor: int = 0
+
+    def to_json(self) -> dict:
+        """JSON-able dict."""
+        return {"records": self.records, "entries_seen": self.entries_seen, "summarized": self.summarized,
+                "dirs_rendered": self.dirs_rendered, "pages_written": self.pages_written,
+                "filed": [list(f) for f in self.filed], "seconds": round(self.seconds, 4),
+                "cursor": self.cursor}
+
+
+class Indexer:
+    """Keeps the TOCs of one library current. ``builder`` defaults to :class:`DeterministicBuilder`.
+
+    ``mountpoint``: when the library is mounted there, inbox moves go through the mount.
+    ``toc_max_tokens``: the page bound C (default: the library setting, else 2,000).
+    """
+
+    def __init__(self, libdir: str, *, builder: IndexBuilder | None = None, mountpoint: str | None = None,
+                 toc_max_tokens: int | None = None, store: Store | None = None, settle_s: float = 1.0,
+                 batch: int = 32) -> None:
+        self.libdir = os.path.abspath(libdir)
+        self.store = store or Store(self.libdir)
+        self.builder: IndexBuilder = builder or DeterministicBuilder()
+        self.fallback = DeterministicBuilder()
+        settings = self.store.settings()
+        self.max_tokens = int(toc_max_tokens or settings.get("toc_max_tokens") or DEFAULT_MAX_TOKENS)
+        self.mountpoint = mountpoint
+        self.settle_s = settle_s
+        self.batch = batch
+        self.passes = 0
+        self.last_error: str | None = None
+        self.last_report: PassReport | None = None
+        self.state = "starting"
+
+    # ------------------------------------------------------------------------------------------------
+    def pending(self) -> int:
+        """Journal records not yet processed."""
+        with self.store.read() as t:
+            return max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
+
+    def run_forever(self, stop: threading.Event | None = None, poll_s: float = 0.2,
+                    debounce_s: float = 0.25, on_pass=None) -> None:
+        """Loop until ``stop`` is set: wait for journal records, debounce, run a pass."""
+        stop = stop or threading.Event()
+        self._write_status()
+        first = True
+        while not stop.is_set():
+            try:
+                with self.store.read() as t:
+                    tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
+                    never = t.cfg(S.CFG_TOC_GEN) is None
+                    inbox = self._inbox_ino(t)
+                    inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
+                if tail > cursor or never or first or inbox_busy:
+                    # debounce: let a burst of writes finish (bounded)
+                    deadline = time.monotonic() + 2.0
+                    while time.monotonic() < deadline and not stop.is_set():
+                        stop.wait(debounce_s)
+                        with self.store.read() as t:
+                            t2 = t.journal_tail()
+                        if t2 == tail:
+                            break
+                        tail = t2
+                    report = self.run_once(full=never)
+                    first = False
+                    if on_pass:
+                        on_pass(report)
+                    if inbox_busy and not report.filed and report.records == 0:
+                        stop.wait(self.settle_s)
+                else:
+                    stop.wait(poll_s)
+            except Exception as e:  # the indexer never dies on one bad pass; the last good TOC stays
+                self.last_error = f"{type(e).__name__}: {e}"
+                log.error("indexer pass failed: %s\n%s", e, traceback.format_exc())
+                self._write_status()
+                stop.wait(2.0)
+        self.state = "stopped"
+        self._write_status()
+
+    # ------------------------------------------------------------------------------------------------
+    def run_once(self, full: bool = False) -> PassReport:
+        """One indexing pass (see module docstring); ``full`` re-examines every entry and directory."""
+        t0 = time.monotonic()
+        self.state = "indexing"
+        rep = PassReport()
+        with self.store.read() as t:
+            cursor = t.cfg_int(S.CFG_CURSOR)
+            records = t.journal_since(cursor, 100_000)
+        rep.records = len(records)
+        upto = records[-1][0] if records else cursor
+        dirty_dirs: set[int] = set()
+        dirty_entries: dict[int, tuple[int, bytes]] = {}
+        dead_names: list[tuple[bytes, int]] = []
+        for _seq, r in records:
+            if r.parent:
+                dirty_dirs.add(r.parent)
+            if r.old_parent:
+                dirty_dirs.add(r.old_parent)
+            if r.op in (S.OP_CREATE, S.OP_WRITE, S.OP_SYMLINK, S.OP_LINK, S.OP_RENAME):
+                if r.op == S.OP_WRITE and not r.parent:
+                    dirty_entries.setdefault(r.ino, (0, b""))
+                else:
+                    dirty_entries[r.ino] = (r.parent, r.name)
+            if r.op in (S.OP_MKDIR, S.OP_RENAME):
+                dirty_dirs.add(r.ino)
+            if r.op == S.OP_RENAME and r.old_name:
+                dead_names.append((r.old_name, r.ino))
+            if r.op in (S.OP_UNLINK, S.OP_RMDIR):
+                dead_names.append((r.name, r.ino))
+        if full:
+            with self.store.read() as t:
+                for k, v in t.t.cursor(db=self.store.db_dirents):
+                    parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
+                    node = t.inode(child)
+                    if node is None:
+                        continue
+                    if node.is_dir:
+                        dirty_dirs.add(child)
+                    else:
+                        dirty_entries[child] = (parent, name)
+            dirty_dirs.add(S.ROOT_INO)
+
+        # 2. entries
+        self._update_entries(dirty_entries, dead_names, rep, force=full)
+        # 3. inbox
+        self._file_inbox(rep)
+        # 4. TOCs: changed dirs and their ancestors, deepest first
+        with self.store.read() as t:
+            expanded: dict[int, int] = {}
+            for d in dirty_dirs:
+                ino = d
+                depth_path = []
+                while True:
+                    node = t.inode(ino)
+                    if node is None or not node.is_dir:
+                        break
+                    depth_path.append(ino)
+                    if ino == S.ROOT_INO:
+                        break
+                    link = t.dirparent(ino)
+                    if link is None:
+                        depth_path = []
+                        break
+                    ino = link[0]
+                for k, a in enumerate(depth_path):
+                    expanded[a] = len(depth_path) - 1 - k
+        order = sorted(expanded, key=lambda i: -expanded[i])
+        rendered: list[int] = []
+        for d in order:
+            if self._render_dir(d, rep, upto):
+                rendered.append(d)
+        rep.dirs_rendered = len(rendered)
+
+        # 5. commit
+        def fin(t: Txn) -> None:
+            gen = t.cfg_int(S.CFG_TOC_GEN) + 1
+            t.put_cfg(S.CFG_TOC_GEN, S.u64(gen))
+            t.put_cfg(S.CFG_TOC_DIRTY, S.dumps(rendered[:5000]))
+            if upto > t.cfg_int(S.CFG_CURSOR):
+                t.put_cfg(S.CFG_CURSOR, S.u64(upto))
+            t.journal_trim(upto)
+
+        self.store.run_write(fin)
+        rep.cursor = upto
+        rep.seconds = time.monotonic() - t0
+        self.passes += 1
+        self.last_report = rep
+        self.state = "idle"
+        self._write_status()
+        if rep.records or rep.dirs_rendered:
+            log.info("pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s", rep.records,
+                     rep.summarized, rep.dirs_rendered, len(rep.filed), rep.seconds)
+        return rep
+
+    # ------------------------------------------------------------------------------------------------
+    def _update_entries(self, dirty: dict[int, tuple[int, bytes]], dead_names: list[tuple[bytes, int]],
+                        rep: PassReport, force: bool = False) -> None:
+        todo: list[tuple[int, dict, EntryDoc | None]] = []
+        with self.store.read() as t:
+            for ino, (parent, name) in dirty.items():
+                node = t.inode(ino)
+                if node is None or node.is_dir:
+                    continue
+                meta = t.meta(ino)
+                if not parent:
+                    parent, name = meta.get("parent", 0), os.fsencode(meta.get("name", ""))
+                    if not parent:
+                        continue
+                if t.lookup(parent, name) != ino:
+                    continue  # renamed or removed since; a later record covers it
+                if is_hidden(name):
+                    continue
+                rep.entries_seen += 1
+                m, doc = self._examine(t, node, parent, name, meta, force)
+                todo.append((ino, m, doc))
+        need = [(i, m, d) for i, m, d in todo if d is not None]
+        for k in range(0, len(need), self.batch):
+            chunk = need[k:k + self.batch]
+            docs = [d for _i, _m, d in chunk]
+            summaries = self._call("summarize", docs)
+            for (_i, m, _d), s in zip(chunk, summaries):
+                m["summary"] = s
+                m["by"] = getattr(self.builder, "name", "?")
+            rep.summarized += len(chunk)
+
+        def write(t: Txn) -> None:
+            for name, ino in dead_names:
+                t.t.delete(names_key(name, ino), db=self.store.db_names)
+                if t.inode(ino) is None:
+                    t.t.delete(S.u64(ino), db=self.store.db_meta)
+            for ino, m, _d in todo:
+                if t.inode(ino) is None:
+                    continue
+                t.put_meta(ino, m)
+                name = os.fsencode(m["name"])
+                t.t.put(names_key(name, ino), S.u64(m["parent"]) + name, db=self.store.db_names)
+
+        self.store.run_write(write)
+
+    def _examine(self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: dict, force: bool
+                 ) -> tuple[dict, EntryDoc | None]:
+        """New meta for an entry, and the doc to summarise if its content changed."""
+        rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
+        m = dict(meta)
+        m.update(name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
+        if node.is_lnk:
+            target = t.read_data(node.ino, 0, node.size, node.size)
+            m.update(summary=f"symbolic link → {target.decode('utf-8', 'backslashreplace')}", tokens=0,
+                     hash="link:" + hashlib.sha256(target).hexdigest()[:16], link=True)
+            return m, None  # a link's target is never read or sent to a builder
+        if node.size > HASH_LIMIT_BYTES:
+            h = f"big:{node.size}:{node.generation}"
+            sample = t.read_data(node.ino, 0, 8192, node.size)
+        else:
+            data = t.read_data(node.ino, 0, node.size, node.size)
+            h = hashlib.sha256(data).hexdigest()
+            sample = data[:8192]
+        if h == meta.get("hash") and "summary" in meta and not (force and meta.get("by") != self.builder.name):
+            return m, None
+        binary = b"\0" in sample[:4096] or _mostly_binary(sample)
+        text = "" if binary else sample.decode("utf-8", "replace")
+        if binary:
+            tokens, approx = (node.size + 3) // 4, True
+        elif node.size > TOKEN_LIMIT_BYTES:
+            tokens, approx = (node.size + 3) // 4, True
+        else:
+            tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
+        m.update(hash=h, tokens=tokens, approx=approx, link=False)
+        doc = EntryDoc(path=os.fsdecode(rel.lstrip(b"/")), name=os.fsdecode(name), content_hash=h, text=text,
+                       size_bytes=node.size, is_binary=binary)
+        return m, doc
+
+    def _call(self, job: str, *args):
+        """Call a builder job; on any exception use the deterministic result (and record the error)."""
+        try:
+            out = getattr(self.builder, job)(*args)
+            if job != "group" and (not isinstance(out, list) or len(out) != len(args[0])):
+                raise ValueError(f"builder returned {len(out) if isinstance(out, list) else out!r} results")
+            return out
+        except Exception as e:
+            self.last_error = f"{job}: {type(e).__name__}: {e}"
+            log.warning("builder %s failed (%s); using the deterministic result", job, e)
+            return getattr(self.fallback, job)(*args)
+
+    # ------------------------------------------------------------------------------------------------
+    def _inbox_ino(self, t: Txn) -> int | None:
+        ino = t.lookup(S.ROOT_INO, INBOX)
+        if ino is None:
+            return None
+        node = t.inode(ino)
+        return ino if node is not None and node.is_dir else None
+
+    def _file_inbox(self, rep: PassReport) -> None:
+        now = now_ns()
+        with self.store.read() as t:
+            inbox = self._inbox_ino(t)
+            if inbox is None:
+                return
+            ready: list[tuple[bytes, EntryDoc]] = []
+            for name, child in t.iter_dir(inbox):
+                node = t.inode(child)
+                if node is None or not node.is_reg or is_hidden(name):
+                    continue
+                if now - node.mtime_ns < self.settle_s * 1e9:
+                    continue  # still being written
+                data = t.read_data(child, 0, 8192, node.size)
+                binary = b"\0" in data[:4096]
+                ready.append((name, EntryDoc(path="inbox/" + os.fsdecode(name), name=os.fsdecode(name),
+                                             content_hash="", text="" if binary else data.decode("utf-8", "replace"),
+                                             size_bytes=node.size, is_binary=binary)))
+            if not ready:
+                return
+            sections = self._sections(t)
+        targets = self._call("file", [d for _n, d in ready], sections)
+        from libraryfs.jobs import safe_section_name
+        for (name, _doc), target in zip(ready, targets):
+            sect = safe_section_name(target or "") or UNSORTED
+            try:
+                final = self._move(b"inbox/" + name, os.fsencode(sect), name)
+                rep.filed.append((os.fsdecode(name), os.fsdecode(final)))
+            except (OSError, LibraryError) as e:
+                self.last_error = f"filing {os.fsdecode(name)}: {e}"
+                log.warning("could not file inbox/%s into %s: %s", os.fsdecode(name), sect, e)
+
+    def _sections(self, t: Txn) -> list[SectionDoc]:
+        out = []
+        for name, child in t.iter_dir(S.ROOT_INO):
+            node = t.inode(child)
+            if node is None or not node.is_dir or name == INBOX or is_hidden(name):
+                continue
+            out.append(self._section_doc(t, child, os.fsdecode(name)))
+            for sub, sc in t.iter_dir(child):
+                sn = t.inode(sc)
+                if sn is not None and sn.is_dir and not is_hidden(sub):
+                    out.append(self._section_doc(t, sc, os.fsdecode(name + b"/" + sub)))
+        return out
+
+    def _section_doc(self, t: Txn, ino: int, path: str, limit: int = 200) -> SectionDoc:
+        entries = []
+        for k, (name, child) in enumerate(t.iter_dir(ino)):
+            if k >= limit:
+                break
+            if not is_hidden(name):
+                entries.append((os.fsdecode(name), t.meta(child).get("summary") or t.meta(child).get(
+                    "description", "")))
+        return SectionDoc(path=path, entries=entries, description=t.meta(ino).get("description", ""))
+
+    def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
+        """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
+        from libraryfs.view import LibraryView
+        mounted = self.mountpoint and _is_live(self.mountpoint)
+        with self.store.read() as t:
+            final = name
+            ino = S.ROOT_INO
+            for comp in section.split(b"/"):
+                nxt = t.lookup(ino, comp) if ino else None
+                ino = nxt or 0
+            k = 2
+            stem, dot, ext = name.rpartition(b".")
+            if not dot or not stem:
+                stem, ext = name, b""
+            while ino and t.lookup(ino, final) is not None:
+                final = stem + b"-%d" % k + (b"." + ext if ext else b"")
+                k += 1
+        if mounted:
+            mp = os.fsencode(self.mountpoint)  # type: ignore[arg-type]
+            os.makedirs(mp + b"/" + section, exist_ok=True)
+            os.rename(mp + b"/" + src_rel, mp + b"/" + section + b"/" + final)
+        else:
+            view = LibraryView(self.store)
+            path = b""
+            for comp in section.split(b"/"):
+                path += b"/" + comp
+                try:
+                    view.mkdir(path, 0o755, os.getuid(), os.getgid())
+                except LibraryError as e:
+                    if e.errno != 17:
+                        raise
+            view.rename(b"/" + src_rel, path + b"/" + final, 0)
+        return section + b"/" + final
+
+    # ------------------------------------------------------------------------------------------------
+    def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
+        with self.store.read() as t:
+            node = t.inode(ino)
+            if node is None or not node.is_dir:
+                return False
+            path = t.path_of(ino)
+            if path is None:
+                return False
+            items: list[Item] = []
+            missing: dict[int, tuple[int, bytes]] = {}
+            for name, child in t.iter_dir(ino):
+                if is_hidden(name):
+                    continue
+                cn = t.inode(child)
+                if cn is None:
+                    continue
+                m = t.meta(child)
+                if cn.is_dir:
+                    items.append(Item(name, m.get("description", "section"), m.get("tokens_total", 0), True,
+                                      m.get("entries_total", 0)))
+                else:
+                    if "summary" not in m or m.get("size") != cn.size:
+                        missing[child] = (ino, name)
+                    items.append(Item(name, m.get("summary", ""), m.get("tokens", 0), False,
+                                      is_link=cn.is_lnk, approx=m.get("approx", False)))
+        if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
+            self._update_entries(missing, [], rep)
+            return self._render_dir(ino, rep, upto, _retry=False)
+        title = "/" if ino == S.ROOT_INO else os.fsdecode(path.rsplit(b"/", 1)[-1])
+        sect = SectionDoc(path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary)
+                                                                         for i in items])
+        description = self._call("describe", [sect])[0] if items else "empty section"
+        groups = None
+        if len(items) > 40:
+            groups = self._call("group", sect, 200)
+        total_tokens = sum(i.tokens for i in items)
+        total_entries = sum((i.entries if i.is_dir else 1) for i in items)
+        gen = node.generation
+        facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
+        out = render(title, description, items, max_tokens=self.max_tokens, count_tokens=count_tokens,
+                     header_facts=facts, groups=groups)
+
+        def write(t: Txn) -> None:
+            if t.inode(ino) is None:
+                return
+            t.put_toc_pages(ino, out.pages)
+            m = t.meta(ino)
+            m.update(description=description, tokens_total=total_tokens, entries_total=total_entries,
+                     toc_generation=gen, toc_journal_seq=upto, toc_pages=len(out.pages), toc_levels=out.levels,
+                     toc_max_page_tokens=max(out.page_tokens))
+            t.put_meta(ino, m)
+
+        self.store.run_write(write)
+        rep.pages_written += len(out.pages)
+        return True
+
+    # ------------------------------------------------------------------------------------------------
+    def _write_status(self) -> None:
+        rep = self.last_report
+        builder_status = {}
+        try:
+            builder_status = self.builder.status()
+        except Exception as e:  # pragma: no cover - a broken builder must not break status
+            builder_status = {"error": str(e)}
+        status = {"pid": os.getpid(), "state": self.state, "passes": self.passes,
+                  "last_pass": rep.to_json() if rep else None, "last_error": self.last_error,
+                  "builder": builder_status, "toc_max_tokens": self.max_tokens, "updated_ns": now_ns()}
+        try:
+            self.store.run_write(lambda t: t.put_cfg(S.CFG_INDEXER_STATUS, S.dumps(status)))
+        except LibraryError as e:
+            log.warning("could not write indexer status: %s", e)
+
+
+def _mostly_binary(sample: bytes) -> bool:
+    if not sample:
+        return False
+    try:
+        sample.decode("utf-8")
+        return False
+    except UnicodeDecodeError as e:
+        return e.start < len(sample) - 4  # not just a multi-byte char cut at the end
+
+
+def _is_live(mountpoint: str) -> bool:
+    try:
+        os.statvfs(mountpoint)
+        with open("/proc/mounts") as f:
+            mp = os.path.realpath(mountpoint)
+            return any(line.split()[1] == mp for line in f if len(line.split()) > 1)
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry of the indexer process (``python -m libraryfs.daemon.indexer LIBDIR``)."""
+    import argparse
+    import signal
+    import sys
+
+    from libraryfs.daemon.mountd import acquire_lock
+
+    ap = argparse.ArgumentParser(prog="libraryfs-indexer")
+    ap.add_argument("libdir")
+    ap.add_argument("--mountpoint", default=None)
+    ap.add_argument("--once", action="store_true", help="one pass, then exit")
+    ap.add_argument("--full", action="store_true", help="re-examine every entry and directory")
+    ap.add_argument("--llm", action="store_true", help="use the configured LLM endpoint (see docs/llm.md)")
+    ap.add_argument("--no-llm", action="store_true", help="deterministic builder only")
+    ap.add_argument("--log-level", default=os.environ.get("LIBRARYFS_LOG_LEVEL", "INFO"))
+    a = ap.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        lock = acquire_lock(os.path.abspath(a.libdir), "indexer.lock")
+        store = Store(a.libdir)
+        builder = make_builder(a.libdir, store, use_llm=None if not (a.llm or a.no_llm) else a.llm)
+        idx = Indexer(a.libdir, builder=builder, mountpoint=a.mountpoint, store=store)
+    except LibraryError as e:
+        print(f"libraryfs-indexer: {e}", file=sys.stderr)
+        return 1
+    try:
+        if a.once:
+            idx.run_once(full=a.full)
+            return 0
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        idx.run_forever(stop)
+        return 0
+    finally:
+        store.close()
+        os.close(lock)
+
+
+def make_builder(libdir: str, store: Store, use_llm: bool | None = None) -> IndexBuilder:
+    """The builder for a library: the LLM builder when an endpoint is configured (and ``use_llm`` is not
+    False), else the deterministic one. ``use_llm=True`` without an endpoint raises :class:`LibraryError`."""
+    if use_llm is False:
+        return DeterministicBuilder()
+    try:
+        from libraryfs.llm import make_builder as llm_make_builder
+    except ImportError:
+        if use_llm:
+            raise LibraryError("the LLM builder is not available in this installation") from None
+        return DeterministicBuilder()
+    builder = llm_make_builder(libdir, store)
+    if use_llm and isinstance(builder, DeterministicBuilder):
+        raise LibraryError("no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; "
+                           "see docs/llm.md)")
+    return builder
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -1,0 +1,308 @@
+"""Starting and stopping a library's processes: mount server + indexer (what ``libraryfs mount`` does).
+
+* refuses a mountpoint inside the library directory (or the library inside the mountpoint: the server
+  would deadlock on its own files, cases C25), a non-empty mountpoint, a library already mounted;
+* detects a stale mountpoint left by a killed server (ENOTCONN from ``statvfs``) and clears it with
+  ``fusermount3 -u``, then ``-uz`` if busy (ARCHITECTURE §7);
+* daemonises by spawning ``python -m libraryfs.daemon.mountd`` in a new session (never by forking a
+  process that has LMDB open), waits until the mount answers, then spawns the indexer;
+* ``umount`` unmounts and stops that library's indexer.
+
+Process facts are kept in ``<libdir>/run.json``; logs go to ``<libdir>/logs/``.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from libraryfs.errors import Busy, LibraryError, LibraryMissing
+from libraryfs.store import is_library
+
+from .mountd import is_mounted, mount_entry, wait_until_mounted
+
+
+class LaunchError(LibraryError):
+    """The mount or indexer could not be started (message says why, in one line)."""
+
+
+def fusermount() -> str:
+    """Path of ``fusermount3`` (or ``fusermount``)."""
+    for name in ("fusermount3", "fusermount"):
+        p = shutil.which(name)
+        if p:
+            return p
+    raise LaunchError("fusermount3 not found: install the fuse3 package (apt-get install fuse3)")
+
+
+def probe(mountpoint: str) -> str:
+    """State of a mountpoint: ``"live"``, ``"stale"`` (ENOTCONN), ``"other"`` (another filesystem is
+    mounted there) or ``"none"``."""
+    fs = mount_entry(mountpoint)
+    if fs is None:
+        return "none"
+    if not fs.startswith("fuse"):
+        return "other"
+    try:
+        os.statvfs(mountpoint)
+        return "live"
+    except OSError as e:
+        if e.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
+            return "stale"
+        raise
+
+
+def clear_stale(mountpoint: str) -> bool:
+    """Unmount a dead FUSE mount (``fusermount3 -u``, then ``-uz``); True if one was cleared."""
+    if probe(mountpoint) != "stale":
+        return False
+    fm = fusermount()
+    for args in (["-u"], ["-uz"]):
+        subprocess.run([fm, *args, mountpoint], capture_output=True)
+        if probe(mountpoint) == "none":
+            return True
+    raise LaunchError(f"stale mount at {mountpoint} could not be cleared (try: {fm} -uz {mountpoint})")
+
+
+def _within(child: str, parent: str) -> bool:
+    child, parent = os.path.realpath(child), os.path.realpath(parent)
+    return child == parent or child.startswith(parent.rstrip("/") + "/")
+
+
+def run_file(libdir: str) -> str:
+    """``<libdir>/run.json``: pids and mountpoint of the running processes."""
+    return os.path.join(libdir, "run.json")
+
+
+def read_run(libdir: str) -> dict:
+    """Contents of ``run.json`` (``{}`` if absent)."""
+    try:
+        with open(run_file(libdir)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_run(libdir: str, info: dict) -> None:
+    tmp = run_file(libdir) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(info, f)
+    os.replace(tmp, run_file(libdir))
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> tuple[str, str]:
+    """Validate a (library, mountpoint) pair; returns absolute paths. Raises :class:`LibraryError`."""
+    libdir = os.path.abspath(libdir)
+    mountpoint = os.path.abspath(mountpoint)
+    if not is_library(libdir):
+        raise LibraryMissing(f"{libdir} is not a libraryfs library (run `libraryfs init {libdir}`)")
+    if _within(mountpoint, libdir):
+        raise LaunchError(f"mountpoint {mountpoint} is inside the library directory {libdir}")
+    if _within(libdir, mountpoint):
+        raise LaunchError(f"library directory {libdir} is inside the mountpoint {mountpoint}")
+    if not os.path.exists(mountpoint):
+        os.makedirs(mountpoint, exist_ok=True)
+    state = probe(mountpoint)
+    if state == "stale":
+        clear_stale(mountpoint)
+        state = probe(mountpoint)
+    if state == "live":
+        raise Busy(f"{mountpoint} is already mounted")
+    if state == "other":
+        raise Busy(f"another filesystem is mounted at {mountpoint}")
+    if not os.path.isdir(mountpoint):
+        raise LaunchError(f"mountpoint {mountpoint} is not a directory")
+    if os.listdir(mountpoint) and not allow_nonempty:
+        raise LaunchError(f"mountpoint {mountpoint} is not empty (pass --nonempty to mount over it)")
+    return libdir, mountpoint
+
+
+def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
+          allow_other: bool = False, timeouts: str = "1,1,1", budget: str | None = None,
+          llm: bool | None = None, allow_nonempty: bool = False, timeout_s: float = 20.0,
+          env: dict | None = None) -> dict:
+    """Start the mount server (and the indexer) in the background; returns ``run.json`` facts.
+
+    Raises :class:`LaunchError` with the server's own last error line if it does not come up.
+    """
+    libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    logs = os.path.join(libdir, "logs")
+    os.makedirs(logs, mode=0o700, exist_ok=True)
+    cmd = [sys.executable, "-m", "libraryfs.daemon.mountd", libdir, mountpoint, "--timeouts", timeouts]
+    if read_only:
+        cmd.append("--read-only")
+    if allow_other:
+        cmd.append("--allow-other")
+    if budget:
+        cmd += ["--budget", budget]
+    penv = dict(os.environ, **(env or {}))
+    penv.pop("NOTIFY_SOCKET", None)
+    mlog = open(os.path.join(logs, "mount.log"), "ab")
+    server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=mlog, stderr=mlog, start_new_session=True,
+                              env=penv)
+    mlog.close()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise LaunchError(f"mount server exited: {_last_line(os.path.join(logs, 'mount.log'))}")
+        if wait_until_mounted(mountpoint, 0.2):
+            break
+    else:
+        server.terminate()
+        raise LaunchError(f"mount did not come up within {timeout_s:.0f} s (see {logs}/mount.log)")
+    info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": server.pid, "indexer_pid": None,
+            "started": time.time()}
+    if indexer and not read_only:
+        info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env)
+    _write_run(libdir, info)
+    return info
+
+
+def start_indexer(libdir: str, mountpoint: str | None, llm: bool | None = None, env: dict | None = None
+                  ) -> int:
+    """Spawn the indexer daemon for ``libdir``; returns its pid."""
+    logs = os.path.join(libdir, "logs")
+    os.makedirs(logs, mode=0o700, exist_ok=True)
+    cmd = [sys.executable, "-m", "libraryfs.daemon.indexer", libdir]
+    if mountpoint:
+        cmd += ["--mountpoint", mountpoint]
+    if llm is True:
+        cmd.append("--llm")
+    elif llm is False:
+        cmd.append("--no-llm")
+    ilog = open(os.path.join(logs, "indexer.log"), "ab")
+    penv = dict(os.environ, **(env or {}))
+    penv.pop("NOTIFY_SOCKET", None)
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=ilog, stderr=ilog, start_new_session=True,
+                         env=penv)
+    ilog.close()
+    return p.pid
+
+
+def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
+    """Unmount a library given its mountpoint or library directory, and stop its indexer.
+
+    Raises :class:`Busy` if the mount is in use (pass ``lazy`` to detach anyway), :class:`LaunchError`
+    if nothing is mounted there.
+    """
+    target = os.path.abspath(target)
+    if is_library(target):
+        libdir = target
+        info = read_run(libdir)
+        mountpoint = info.get("mountpoint")
+    else:
+        mountpoint = target
+        libdir = _libdir_of_mount(mountpoint)
+        info = read_run(libdir) if libdir else {}
+    state = probe(mountpoint) if mountpoint else "none"
+    if state in ("live", "stale"):
+        fm = fusermount()
+        r = subprocess.run([fm, "-u", mountpoint], capture_output=True, text=True)
+        if r.returncode != 0:
+            if lazy or state == "stale":
+                subprocess.run([fm, "-uz", mountpoint], capture_output=True)
+            else:
+                msg = (r.stderr.strip().splitlines() or ["unmount failed"])[-1]
+                raise Busy(f"{msg} (close files under it, or use --lazy)")
+    elif not info:
+        raise LaunchError(f"nothing is mounted at {target}")
+    # the server exits when unmounted; the indexer is ours to stop
+    for key in ("indexer_pid", "server_pid"):
+        pid = info.get(key)
+        if key == "server_pid":
+            _wait_exit(pid, timeout_s)
+            continue
+        if _pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            _wait_exit(pid, timeout_s)
+    if libdir:
+        try:
+            os.unlink(run_file(libdir))
+        except OSError:
+            pass
+    return {"libdir": libdir, "mountpoint": mountpoint}
+
+
+def _wait_exit(pid: int | None, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _libdir_of_mount(mountpoint: str) -> str | None:
+    mp = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                dev, where = line.split()[:2]
+                if where.encode().decode("unicode_escape") == mp and dev.startswith("libraryfs:"):
+                    cand = dev[len("libraryfs:"):].encode().decode("unicode_escape")
+                    return cand if is_library(cand) else None
+    except OSError:
+        pass
+    return None
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, errors="replace") as f:
+            lines = [ln.strip() for ln in f if ln.strip()]
+        for ln in reversed(lines):
+            if "libraryfs-mountd:" in ln or "Error" in ln or "error" in ln:
+                return ln.split("libraryfs-mountd: ")[-1]
+        return lines[-1] if lines else "no output"
+    except OSError:
+        return "no log"
+
+
+def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
+                   allow_other: bool = False, timeouts: str = "1,1,1", budget: str | None = None,
+                   llm: bool | None = None, allow_nonempty: bool = False) -> int:
+    """Serve in this process (systemd, ``--foreground``); the indexer runs as a child process."""
+    from . import mountd
+
+    libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    args = [libdir, mountpoint, "--timeouts", timeouts]
+    if read_only:
+        args.append("--read-only")
+    if allow_other:
+        args.append("--allow-other")
+    if budget:
+        args += ["--budget", budget]
+    child = None
+    if indexer and not read_only:
+        pid = start_indexer(libdir, mountpoint, llm=llm)
+        child = pid
+        _write_run(libdir, {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(),
+                            "indexer_pid": pid, "started": time.time()})
+    try:
+        return mountd.main(args)
+    finally:
+        if child and _pid_alive(child):
+            os.kill(child, signal.SIGTERM)
+            _wait_exit(child, 10.0)

@@ -1,0 +1,171 @@
+"""Final-answer extraction and answer equivalence for the tiered solver (KACE, PAPERS.md §2).
+
+Two jobs:
+
+* :func:`extract_answer` — the final answer of one attempt's text: the last ``\\boxed{…}``, else an explicit
+  "answer is …" / "Answer: …", else the answer-bearing phrase of the last sentence of plain prose
+  ("… is 771.", "There are 29 strings …", "No, …").
+* :func:`equivalent` — whether two extracted answers denote the same value: equal after normalisation, the
+  same yes/no verdict, or equal according to ``math-verify`` (sympy; ``2^(n-1)`` ≡ ``2^{n-1}``, ``1/2`` ≡ ``0.5``).
+
+``math-verify`` times its parser out with ``signal.alarm``, which only works in the main thread; off the main
+thread we call it without a timeout.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+
+from math_verify import parse as _mv_parse
+from math_verify import verify as _mv_verify
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_ANSWER_IS = re.compile(r"(?i)\b(?:final answer|answer)\s*(?:is|:|=)\s*(?::\s*)?(.+)")
+_COPULA = re.compile(r"(?i)\s(?:is|are|equals|=|be|was|were)\s+")
+_NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+_YESNO = re.compile(r"(?i)^\W*(yes|no)\b")
+#: Words allowed inside a plain-text math phrase (function names, connectives of lists/ranges).
+_MATH_WORDS = {"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "pi", "mod", "and", "or", "to", "infinity", "...", "\\dots", "\\cdots"}
+_MATHY = re.compile(r"[0-9^*/+=±√()\\{}_<>≤≥!-]")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)$}][.!?])\s+(?=[A-Z$\\])")
+#: Filler between a copula and the value ("is given by the formula 2^n", "is approximately 3.14").
+_FILLER = re.compile(
+    r"(?i)^(?:(?:given|represented|expressed|determined)\s+by\s+|(?:approximately|exactly|equal\s+to|"
+    r"simply|just|therefore|thus|then)\s+|(?:the|a|an)\s+(?:formula|expression|value|number|answer)"
+    r"(?:\s+of)?\s*:?\s+)+"
+)
+_INLINE = re.compile(r"^\s*(?:\$\$?|\\\(|\\\[)(.+?)(?:\$\$?|\\\)|\\\])")
+
+
+def _boxed_contents(text: str) -> list[str]:
+    """Contents of every ``\\boxed{…}`` in ``text`` with balanced braces, in order."""
+    out = []
+    for m in _BOXED.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            out.append(text[m.end() : i - 1].strip())
+    return out
+
+
+def _last_sentence(text: str) -> str:
+    """The last non-empty sentence of ``text`` (periods between digits do not end a sentence)."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    parts = [p.strip() for p in _SENTENCE_END.split(lines[-1]) if p.strip()]
+    last = parts[-1] if parts else lines[-1]
+    return last[:-1] if last.endswith(".") and not last.endswith("...") else last
+
+
+def _math_prefix(phrase: str) -> str | None:
+    """The longest leading run of math-like tokens of ``phrase`` (``"29 valid strings"`` → ``"29"``)."""
+    toks = []
+    for tok in phrase.replace("$", " ").split():
+        word = tok.strip(",;:").lower()
+        if _MATHY.search(tok) or len(word) == 1 or word in _MATH_WORDS:
+            toks.append(tok)
+        else:
+            break
+    while toks and toks[-1].strip(",;:").lower() in _MATH_WORDS - {"pi", "infinity"}:
+        toks.pop()
+    ans = " ".join(toks).strip(" ,;:")
+    return ans if ans and (_MATHY.search(ans) or ans.lower() in ("pi", "infinity")) else None
+
+
+def extract_answer(text: str | None) -> str | None:
+    """The final answer of one attempt (a short string), or ``None`` when none can be found.
+
+    Order: last ``\\boxed{}`` → last "answer is X"/"Answer: X" → in the last sentence, a leading yes/no,
+    the math phrase after the last copula ("is", "are", "=", …), else the last math-like token.
+    """
+    if not text:
+        return None
+    boxed = _boxed_contents(text)
+    if boxed:
+        return boxed[-1]
+    hits = _ANSWER_IS.findall(text)
+    if hits:
+        tail = _last_sentence(hits[-1]) if "." in hits[-1] else hits[-1]
+        ans = _math_prefix(tail) or tail.strip(" .$")
+        if ans:
+            return ans
+    sent = _last_sentence(text)
+    yn = _YESNO.match(sent)
+    if yn:
+        return yn.group(1).lower()
+    cops = list(_COPULA.finditer(sent))
+    for m in reversed(cops):
+        tail = _FILLER.sub("", sent[m.end() :])
+        inline = _INLINE.match(tail)
+        ans = inline.group(1).strip() if inline else _math_prefix(tail)
+        if ans:
+            return ans
+    toks = [t.strip(",;:$") for t in sent.split() if _MATHY.search(t)]
+    return toks[-1] if toks else None
+
+
+def normalize(ans: str) -> str:
+    """Canonical string of an answer for cheap comparison (lower case, no spaces/``$``/trailing dots)."""
+    s = ans.strip().rstrip(".").strip().strip("$").strip().lower()
+    s = re.sub(r"\\(?:text|mathrm)\{([^}]*)\}", r"\1", s)
+    s = s.replace("\\left", "").replace("\\right", "").replace("\\,", "").replace("\\!", "")
+    s = re.sub(r"^\\\(|\\\)$", "", re.sub(r"\s+", "", s))
+    return re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s) if re.fullmatch(r"-?\d{1,3}(,\d{3})+", s) else s
+
+
+def _to_latex(ans: str) -> str:
+    """Plain math to the LaTeX ``math-verify`` parses best: ``sqrt(2)`` → ``\\sqrt{2}``, ``±`` → ``\\pm``."""
+    s = ans.strip().strip("$")
+    s = re.sub(r"sqrt\(([^()]*)\)", r"\\sqrt{\1}", s)
+    s = s.replace("√", "\\sqrt").replace("±", "\\pm ").replace("≤", "\\le ").replace("≥", "\\ge ")
+    s = s.replace("−", "-").replace("·", "*").replace("×", "*")
+    return f"${s}$"
+
+
+def _timeout() -> int | None:
+    return 2 if threading.current_thread() is threading.main_thread() else None
+
+
+@functools.lru_cache(maxsize=65536)
+def parsed(ans: str) -> tuple:
+    """``math-verify`` parse of an answer (cached): a tuple of sympy objects/strings, empty if unparsable."""
+    try:
+        return tuple(_mv_parse(_to_latex(ans), parsing_timeout=_timeout()))
+    except Exception:  # noqa: BLE001 - math-verify raises assorted sympy/timeout errors: treat as unparsable
+        return ()
+
+
+def _verdict(ans: str) -> str | None:
+    m = _YESNO.match(ans)
+    return m.group(1).lower() if m else None
+
+
+@functools.lru_cache(maxsize=262144)
+def equivalent(a: str | None, b: str | None) -> bool:
+    """Whether two extracted answers are the same value. ``None`` (no answer) equals nothing.
+
+    Yes/no answers compare by verdict; otherwise normalised strings, then ``math-verify`` ``verify``
+    (symbolic and numeric equality, 6-digit float rounding).
+    """
+    if a is None or b is None:
+        return False
+    na, nb = normalize(a), normalize(b)
+    if na == nb:
+        return True
+    va, vb = _verdict(a), _verdict(b)
+    if va or vb:
+        return va == vb
+    if _NUMBER.match(na) and _NUMBER.match(nb):  # fast path: two plain numbers
+        return abs(float(na) - float(nb)) <= 1e-6 * max(1.0, abs(float(na)))
+    pa, pb = parsed(a), parsed(b)
+    if not pa or not pb:
+        return False
+    try:
+        return bool(_mv_verify(list(pa), list(pb), timeout_seconds=_timeout()))
+    except Exception:  # noqa: BLE001 - same as above: a failed comparison is "not equal"
+        return False

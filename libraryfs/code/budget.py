@@ -1,0 +1,412 @@
+"""Contracts, six-dimensional budgets, VERIFYCONSERVATION, and runtime enforcement (CODE-AGENT, PAPERS.md §3).
+
+A **contract** ⟨I, C, T, M⟩ = (inputs, budget, tools, outputs): the inputs a sub-agent needs, its budget
+vector, the tools it may call, the outputs it must produce. A **budget** is six numbers:
+iterations, calls, tokens, seconds, retries, handoffs. A dimension missing from a plan means 0.
+
+**VERIFYCONSERVATION** (:func:`verify_plan`) checks a delegation plan before any model call, in
+O(|V| + |E|): every node has at most one parent (two parents → rejected), the parent links contain no
+cycle (rejected, members named), every child exists, and for every node and dimension
+``cost(v) + combine(children budgets) ≤ budget(v)``, where *combine* is the **sum** for every dimension
+except ``seconds`` of a node marked ``parallel: true``: children that run concurrently share wall-clock
+time, so their seconds combine by **max** (the parent waits for the slowest), while their iterations,
+calls, tokens, retries and handoffs still add up. Each violation names the node and the dimension.
+If a plan carries a top-level ``budget``, the roots' budgets together must fit in it too.
+
+Under deterministic tool costs this gives the paper's theorem: the whole delegation forest never consumes
+more than its root budget. :class:`BudgetTracker` enforces a contract at run time (a charge that would
+pass a limit raises :class:`BudgetExceeded` before anything is consumed; spawning a child reserves its
+whole budget from the parent and closing it refunds what it did not use), and :class:`ReadBudget` is the
+small two-dimensional (reads, tokens) budget a mount enforces.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+DIMENSIONS = ("iterations", "calls", "tokens", "seconds", "retries", "handoffs")
+_DIM_INDEX = {d: i for i, d in enumerate(DIMENSIONS)}
+_SECONDS = _DIM_INDEX["seconds"]
+
+
+class BudgetExceeded(Exception):
+    """A charge would pass a limit. Attributes: ``node`` (tracker/plan node name, or ``""``), ``dimension``,
+    ``used`` (before the charge), ``requested``, ``limit``. Not an ``OSError``: the FUSE view maps it
+    to EDQUOT itself."""
+
+    def __init__(self, dimension: str, used: float, requested: float, limit: float, node: str = "") -> None:
+        self.node, self.dimension, self.used, self.requested, self.limit = node, dimension, used, requested, limit
+        where = f"{node}: " if node else ""
+        super().__init__(f"{where}{dimension} budget exceeded: used {used:g} + {requested:g} > limit {limit:g}")
+
+
+class ContractViolation(Exception):
+    """A contract's inputs, tools or outputs were not honoured (message names which)."""
+
+
+class Budget(NamedTuple):
+    """Six-dimensional budget vector (counts; ``seconds`` in seconds, wall clock)."""
+
+    iterations: float = 0
+    calls: float = 0
+    tokens: float = 0
+    seconds: float = 0
+    retries: float = 0
+    handoffs: float = 0
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, float] | None) -> Budget:
+        """From a dict; missing dimensions are 0. Raises ``ValueError`` on an unknown dimension or a negative
+        or non-numeric value."""
+        if not m:
+            return cls()
+        bad = set(m) - _DIM_INDEX.keys()
+        if bad:
+            raise ValueError(f"unknown budget dimension(s): {', '.join(sorted(bad))} (known: {', '.join(DIMENSIONS)})")
+        vals = []
+        for d in DIMENSIONS:
+            v = m.get(d, 0)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+                raise ValueError(f"budget {d} must be a non-negative number, got {v!r}")
+            vals.append(v)
+        return cls(*vals)
+
+
+class Contract(NamedTuple):
+    """⟨inputs, budget, tools, outputs⟩ (PAPERS.md §3): names of required inputs, the budget vector, the
+    tools the holder may call, the names of outputs it must produce."""
+
+    inputs: tuple[str, ...]
+    budget: Budget
+    tools: frozenset[str]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One reason a plan is rejected. ``kind``: ``overspend`` | ``cycle`` | ``two-parents`` |
+    ``unknown-child`` | ``duplicate`` | ``bad-node`` | ``forest-overspend``."""
+
+    kind: str
+    node: str
+    dimension: str = ""
+    need: float = 0
+    have: float = 0
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.kind in ("overspend", "forest-overspend"):
+            return (f"node {self.node!r} overspends {self.dimension}: {self.detail} = {self.need:g} "
+                    f"> budget {self.have:g}")
+        return f"node {self.node!r}: {self.kind}: {self.detail}"
+
+
+@dataclass(slots=True)
+class VerifyResult:
+    """Outcome of :func:`verify_plan`: ``ok`` iff no violations; ``roots`` in plan order; sizes."""
+
+    ok: bool
+    violations: list[Violation]
+    roots: list[str]
+    n_nodes: int
+    n_edges: int
+
+
+def _node_list(plan: Mapping) -> list[dict]:
+    nodes = plan.get("nodes", plan) if isinstance(plan, Mapping) else plan
+    if isinstance(nodes, Mapping):
+        return [dict(v or {}, id=k) for k, v in nodes.items()]
+    if isinstance(nodes, list):
+        return [dict(n) for n in nodes]
+    raise ValueError("a plan is {'nodes': [...]} or {'nodes': {id: node}}")
+
+
+def verify_plan(plan: Mapping) -> VerifyResult:
+    """VERIFYCONSERVATION over a plan: ``{"budget": {...}?, "nodes": [{"id", "budget", "cost", "children",
+    "parallel"?, "inputs"?, "tools"?, "outputs"?}, ...]}`` (or ``nodes`` as a mapping id → node).
+
+    O(|V| + |E|); collects every violation rather than stopping at the first. Raises ``ValueError`` only
+    for a plan whose shape is unreadable."""
+    raw = _node_list(plan)
+    out: list[Violation] = []
+    budgets: dict[str, Budget] = {}
+    costs: dict[str, Budget] = {}
+    children: dict[str, list[str]] = {}
+    parallel: dict[str, bool] = {}
+    for n in raw:
+        nid = str(n.get("id", ""))
+        if not nid:
+            out.append(Violation("bad-node", "?", detail="node without an id"))
+            continue
+        if nid in budgets:
+            out.append(Violation("duplicate", nid, detail="id used twice"))
+            continue
+        try:
+            budgets[nid] = Budget.from_mapping(n.get("budget"))
+            costs[nid] = Budget.from_mapping(n.get("cost"))
+        except ValueError as e:
+            out.append(Violation("bad-node", nid, detail=str(e)))
+            budgets[nid], costs[nid] = Budget(), Budget()
+        children[nid] = [str(c) for c in n.get("children") or ()]
+        parallel[nid] = bool(n.get("parallel", False))
+
+    parent: dict[str, str] = {}
+    n_edges = 0
+    for nid, kids in children.items():
+        for c in kids:
+            n_edges += 1
+            if c not in budgets:
+                out.append(Violation("unknown-child", nid, detail=f"child {c!r} is not a node"))
+            elif c in parent:
+                out.append(Violation("two-parents", c, detail=f"child of both {parent[c]!r} and {nid!r}"))
+            else:
+                parent[c] = nid
+    roots = [n for n in budgets if n not in parent]
+
+    # reachability from roots along the (single) parent links; whatever is not reached hangs off a cycle
+    reached: set[str] = set()
+    stack = list(roots)
+    while stack:
+        v = stack.pop()
+        if v in reached:
+            continue
+        reached.add(v)
+        stack.extend(c for c in children[v] if parent.get(c) == v)
+    reported: set[str] = set()
+    for v in budgets:
+        if v in reached or v in reported:
+            continue
+        path: list[str] = []
+        pos: dict[str, int] = {}
+        u = v
+        while u not in pos and u not in reported:
+            pos[u] = len(path)
+            path.append(u)
+            u = parent[u]
+        if u in pos:
+            cyc = path[pos[u]:]
+            out.append(Violation("cycle", cyc[0], detail=" → ".join(cyc + [cyc[0]])))
+        reported.update(path)
+
+    for nid, b in budgets.items():
+        kids = [c for c in children[nid] if c in budgets]
+        cost = costs[nid]
+        for i, d in enumerate(DIMENSIONS):
+            vals = [budgets[c][i] for c in kids]
+            if i == _SECONDS and parallel[nid]:
+                combined, how = (max(vals) if vals else 0), "max"
+            else:
+                combined, how = sum(vals), "sum"
+            need = cost[i] + combined
+            if need > b[i]:
+                detail = f"direct cost {cost[i]:g} + {how} of {len(kids)} children's {d} {combined:g}"
+                out.append(Violation("overspend", nid, d, need, b[i], detail))
+    if isinstance(plan, Mapping) and plan.get("budget") is not None:
+        total = Budget.from_mapping(plan["budget"])
+        for i, d in enumerate(DIMENSIONS):
+            need = sum(budgets[r][i] for r in roots)
+            if need > total[i]:
+                out.append(Violation("forest-overspend", "(plan)", d, need, total[i],
+                                     f"sum of {len(roots)} root budgets' {d}"))
+    return VerifyResult(not out, out, roots, len(budgets), n_edges)
+
+
+def load_plan(path: str) -> dict:
+    """Read a plan file: ``.json``, or ``.yaml``/``.yml``. Raises ``ValueError`` on a parse error,
+    ``OSError`` if unreadable."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        if path.endswith((".yaml", ".yml")):
+            import yaml
+
+            return yaml.safe_load(text) or {}
+        return json.loads(text)
+    except Exception as e:  # noqa: BLE001 - parse errors of either format become one user error
+        raise ValueError(f"cannot parse {path}: {e}") from e
+
+
+def make_contract(inputs: Iterable[str] = (), budget: Mapping[str, float] | Budget | None = None,
+                  tools: Iterable[str] = (), outputs: Iterable[str] = ()) -> Contract:
+    """Build a :class:`Contract` (budget from a mapping, missing dimensions 0)."""
+    b = budget if isinstance(budget, Budget) else Budget.from_mapping(budget)
+    return Contract(tuple(inputs), b, frozenset(tools), tuple(outputs))
+
+
+class BudgetTracker:
+    """Runtime enforcement of one contract (a node of a delegation tree).
+
+    ``charge(dim, amount)`` raises :class:`BudgetExceeded` if ``used + amount`` would pass the limit (nothing
+    is consumed then). ``seconds`` is wall clock since construction, checked by :meth:`check_time` and by
+    every :meth:`spawn`. ``spawn`` charges one handoff and reserves the child's whole budget (except
+    seconds, which must fit in the time left); ``close`` refunds the child's unused reservation."""
+
+    __slots__ = ("name", "contract", "limits", "used", "parent", "start_s", "closed")
+
+    def __init__(self, contract: Contract, name: str = "root", parent: BudgetTracker | None = None) -> None:
+        self.name = name
+        self.contract = contract
+        self.limits = list(contract.budget)
+        self.used = [0.0] * len(DIMENSIONS)
+        self.parent = parent
+        self.start_s = time.monotonic()
+        self.closed = False
+
+    def charge(self, dim: str, amount: float = 1) -> None:
+        """Consume ``amount`` of ``dim``; raises :class:`BudgetExceeded` (nothing consumed) past the limit,
+        ``KeyError`` for an unknown dimension."""
+        i = _DIM_INDEX[dim]
+        used = self.used[i]
+        if used + amount > self.limits[i]:
+            raise BudgetExceeded(dim, used, amount, self.limits[i], self.name)
+        self.used[i] = used + amount
+
+    def call_tool(self, tool: str, tokens: int = 0) -> None:
+        """One tool call: the tool must be in the contract (else :class:`ContractViolation`); charges one call
+        and ``tokens`` tokens atomically."""
+        if tool not in self.contract.tools:
+            raise ContractViolation(f"{self.name}: tool {tool!r} not in contract")
+        ci, ti = _DIM_INDEX["calls"], _DIM_INDEX["tokens"]
+        if self.used[ci] + 1 > self.limits[ci]:
+            raise BudgetExceeded("calls", self.used[ci], 1, self.limits[ci], self.name)
+        if self.used[ti] + tokens > self.limits[ti]:
+            raise BudgetExceeded("tokens", self.used[ti], tokens, self.limits[ti], self.name)
+        self.used[ci] += 1
+        self.used[ti] += tokens
+
+    def elapsed_s(self) -> float:
+        """Wall-clock seconds since this tracker started."""
+        return time.monotonic() - self.start_s
+
+    def check_time(self) -> None:
+        """Raise :class:`BudgetExceeded` on ``seconds`` when the wall-clock budget is spent."""
+        e = self.elapsed_s()
+        if e > self.limits[_SECONDS]:
+            raise BudgetExceeded("seconds", e, 0, self.limits[_SECONDS], self.name)
+
+    def check_inputs(self, given: Mapping[str, object]) -> None:
+        """Raise :class:`ContractViolation` if a required input is missing."""
+        missing = [k for k in self.contract.inputs if k not in given]
+        if missing:
+            raise ContractViolation(f"{self.name}: missing inputs {missing}")
+
+    def check_outputs(self, produced: Mapping[str, object]) -> None:
+        """Raise :class:`ContractViolation` if a promised output is missing."""
+        missing = [k for k in self.contract.outputs if k not in produced]
+        if missing:
+            raise ContractViolation(f"{self.name}: missing outputs {missing}")
+
+    def spawn(self, contract: Contract, name: str) -> BudgetTracker:
+        """Delegate to a child under ``contract``: one handoff plus a reservation of the child's budget."""
+        self.check_time()
+        left_s = self.limits[_SECONDS] - self.elapsed_s()
+        if contract.budget.seconds > left_s:
+            raise BudgetExceeded("seconds", self.elapsed_s(), contract.budget.seconds, self.limits[_SECONDS], self.name)
+        want = list(contract.budget)
+        want[_DIM_INDEX["handoffs"]] += 1
+        for i, d in enumerate(DIMENSIONS):
+            if i != _SECONDS and self.used[i] + want[i] > self.limits[i]:
+                raise BudgetExceeded(d, self.used[i], want[i], self.limits[i], self.name)
+        for i in range(len(DIMENSIONS)):
+            if i != _SECONDS:
+                self.used[i] += want[i]
+        return BudgetTracker(contract, name, self)
+
+    def close(self) -> None:
+        """Finish this child: refund its unused budget to the parent (seconds excluded). Idempotent."""
+        if self.closed or self.parent is None:
+            self.closed = True
+            return
+        for i in range(len(DIMENSIONS)):
+            if i != _SECONDS:
+                self.parent.used[i] -= self.limits[i] - self.used[i]
+        self.closed = True
+
+    def remaining(self) -> dict[str, float]:
+        """Budget left per dimension (seconds from the wall clock)."""
+        left = {d: self.limits[i] - self.used[i] for i, d in enumerate(DIMENSIONS)}
+        left["seconds"] = max(0.0, self.limits[_SECONDS] - self.elapsed_s())
+        return left
+
+
+READ_DIMENSIONS = ("reads", "tokens")
+
+
+def parse_budget_spec(spec: str) -> dict[str, int]:
+    """``"reads=100,tokens=5000"`` → ``{"reads": 100, "tokens": 5000}``. Raises ``ValueError`` on an unknown
+    dimension, a repeated one, or a value that is not a non-negative integer."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        key = key.strip()
+        if not sep or key not in READ_DIMENSIONS:
+            raise ValueError(f"bad budget item {part!r}: expected one of {', '.join(READ_DIMENSIONS)} as key=N")
+        if key in out:
+            raise ValueError(f"budget {key} given twice")
+        if not val.strip().isdigit():
+            raise ValueError(f"budget {key} must be a non-negative integer, got {val.strip()!r}")
+        out[key] = int(val)
+    if not out:
+        raise ValueError("empty budget spec")
+    return out
+
+
+class ReadBudget:
+    """A mount's read budget: limits on ``reads`` (read operations) and ``tokens`` (tokens returned).
+    A dimension without a limit is unlimited. Thread-safe (one lock; a charge is a few µs).
+
+    The FUSE view calls :meth:`charge` *before* returning data; on :class:`BudgetExceeded` it fails the read
+    with EDQUOT and nothing is consumed."""
+
+    def __init__(self, limits: Mapping[str, int], parent: ReadBudget | None = None) -> None:
+        bad = set(limits) - set(READ_DIMENSIONS)
+        if bad:
+            raise ValueError(f"unknown read budget dimension(s): {', '.join(sorted(bad))}")
+        self.limits = {k: int(v) for k, v in limits.items()}
+        self.used = {d: 0 for d in READ_DIMENSIONS}
+        self.refused = 0
+        self.parent = parent
+        self._lock = threading.Lock()
+
+    def charge(self, reads: int = 0, tokens: int = 0) -> None:
+        """Consume ``reads`` and ``tokens`` together, or neither: raises :class:`BudgetExceeded` (and counts a
+        refusal) if either would pass its limit."""
+        with self._lock:
+            for dim, amount in (("reads", reads), ("tokens", tokens)):
+                limit = self.limits.get(dim)
+                if limit is not None and self.used[dim] + amount > limit:
+                    self.refused += 1
+                    raise BudgetExceeded(dim, self.used[dim], amount, limit)
+            self.used["reads"] += reads
+            self.used["tokens"] += tokens
+
+    def remaining(self) -> dict[str, int | None]:
+        """Left per dimension (``None`` = unlimited)."""
+        with self._lock:
+            return {d: (self.limits[d] - self.used[d] if d in self.limits else None) for d in READ_DIMENSIONS}
+
+    def child(self, limits: Mapping[str, int]) -> ReadBudget:
+        """A sub-agent's budget carved out of this one (conservation: the child's limits are charged here
+        first; raises :class:`BudgetExceeded` if they do not fit, ``ValueError`` if the child is unlimited in
+        a dimension this budget limits)."""
+        for d in self.limits:
+            if d not in limits:
+                raise ValueError(f"child budget must limit {d} (the parent does)")
+        self.charge(reads=int(limits.get("reads", 0)), tokens=int(limits.get("tokens", 0)))
+        return ReadBudget(limits, parent=self)
+
+    def to_json(self) -> str:
+        """What ``.libraryfs/budget`` shows: limits, used, remaining, refused (count of failed charges)."""
+        with self._lock:
+            doc = {"limits": dict(self.limits), "used": dict(self.used),
+                   "remaining": {d: (self.limits[d] - self.used[d] if d in self.limits else None)
+                                 for d in READ_DIMENSIONS},
+                   "refused": self.refused}
+        return json.dumps(doc, indent=2) + "\n"

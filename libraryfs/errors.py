@@ -1,0 +1,153 @@
+"""The closed set of domain errors and the one table that maps them to errno (rclone's translateError).
+
+Core code raises these; the FUSE adapter converts them with :func:`to_errno`; the CLI prints ``str(e)``.
+Anything not in the table is a bug: the adapter logs it and returns EIO (never mfusepy's default EINVAL).
+"""
+
+from __future__ import annotations
+
+import errno
+
+
+class LibraryError(Exception):
+    """Base of every domain error. ``str(e)`` is a one-line message for users."""
+
+    errno = errno.EIO
+
+
+class NotFound(LibraryError):
+    """A path component does not exist (ENOENT)."""
+
+    errno = errno.ENOENT
+
+
+class Exists(LibraryError):
+    """The name already exists (EEXIST)."""
+
+    errno = errno.EEXIST
+
+
+class NotADir(LibraryError):
+    """A component used as a directory is not one (ENOTDIR)."""
+
+    errno = errno.ENOTDIR
+
+
+class IsADir(LibraryError):
+    """A file operation was applied to a directory (EISDIR)."""
+
+    errno = errno.EISDIR
+
+
+class NotEmpty(LibraryError):
+    """A directory to remove or replace has entries (ENOTEMPTY)."""
+
+    errno = errno.ENOTEMPTY
+
+
+class NameTooLong(LibraryError):
+    """A name component exceeds NAME_MAX = 255 bytes (ENAMETOOLONG)."""
+
+    errno = errno.ENAMETOOLONG
+
+
+class AccessDenied(LibraryError):
+    """Writing a generated (read-only) file or into the control plane (EACCES)."""
+
+    errno = errno.EACCES
+
+
+class NotPermitted(LibraryError):
+    """The operation is never allowed on this object (EPERM)."""
+
+    errno = errno.EPERM
+
+
+class InvalidArgument(LibraryError):
+    """Bad flags or arguments, e.g. renaming a directory into itself (EINVAL)."""
+
+    errno = errno.EINVAL
+
+
+class NoSpace(LibraryError):
+    """The disk holding the library is full; the LMDB map cannot grow (ENOSPC)."""
+
+    errno = errno.ENOSPC
+
+
+class NoAttr(LibraryError):
+    """No such extended attribute (ENODATA, which Linux also calls ENOATTR)."""
+
+    errno = errno.ENODATA
+
+
+class NotSupported(LibraryError):
+    """Operation not supported on this filesystem (ENOTSUP/EOPNOTSUPP)."""
+
+    errno = errno.ENOTSUP
+
+
+class CrossDevice(LibraryError):
+    """Rename/link across namespaces that cannot share inodes (EXDEV)."""
+
+    errno = errno.EXDEV
+
+
+class QuotaExceeded(LibraryError):
+    """A read budget given to the mount is spent (EDQUOT)."""
+
+    errno = errno.EDQUOT
+
+
+class FileTooBig(LibraryError):
+    """An offset or size beyond the maximum file size (EFBIG)."""
+
+    errno = errno.EFBIG
+
+
+class BadHandle(LibraryError):
+    """Unknown or wrong-mode file handle (EBADF)."""
+
+    errno = errno.EBADF
+
+
+class RangeError(LibraryError):
+    """A buffer too small for the value (ERANGE)."""
+
+    errno = errno.ERANGE
+
+
+class Corrupt(LibraryError):
+    """The store violates an invariant or cannot be decoded (EIO); run ``libraryfs check``."""
+
+    errno = errno.EIO
+
+
+class LibraryMissing(LibraryError):
+    """The library directory does not exist or is not a library (CLI error)."""
+
+
+class Busy(LibraryError):
+    """The library or mountpoint is in use (EBUSY)."""
+
+    errno = errno.EBUSY
+
+
+#: The one domain-error → errno table (most specific class first is not needed: exact classes).
+ERRNO_TABLE: dict[type[LibraryError], int] = {
+    cls: cls.errno
+    for cls in (NotFound, Exists, NotADir, IsADir, NotEmpty, NameTooLong, AccessDenied, NotPermitted,
+                InvalidArgument, NoSpace, NoAttr, NotSupported, CrossDevice, QuotaExceeded, FileTooBig,
+                BadHandle, RangeError, Corrupt, LibraryMissing, Busy)
+}
+
+
+def to_errno(exc: BaseException) -> int | None:
+    """errno for a domain error (or an ``OSError`` with an errno); ``None`` for anything else (→ EIO)."""
+    for cls in type(exc).__mro__:
+        if cls in ERRNO_TABLE:
+            # a private subclass may refine its parent's errno (e.g. EROFS for a read-only mount)
+            return getattr(exc, "errno", None) or ERRNO_TABLE[cls]
+    if isinstance(exc, OSError) and isinstance(exc.errno, int) and exc.errno > 0:
+        return exc.errno
+    return None
