@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "cards_cmds",  # cards add/refine, solve
     "code_cmds",  # code add/route, budget verify
     "episode_cmds",  # episode append, recall
+    "demo_cmd",  # demo (the main job on real input)
 )
 
 

@@ -233,7 +233,7 @@ class Indexer:
         self.last_report = rep
         self.state = "idle"
         self._write_status()
-        if rep.records or rep.dirs_rendered:
+        if rep.records or rep.dirs_rendered or rep.filed:
             log.info("pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s", rep.records,
                      rep.summarized, rep.dirs_rendered, len(rep.filed), rep.seconds)
         return rep

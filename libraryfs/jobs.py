@@ -171,6 +171,10 @@ def deterministic_description(section: SectionDoc, top: int = 6) -> str:
     return f"{n} entr{'y' if n == 1 else 'ies'}" + (f": {', '.join(common)}" if common else "")
 
 
+def _ext(name: str) -> str:
+    return name.split(".", 1)[1].lower() if "." in name.strip(".") else ""
+
+
 SAFE_SECTION = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
@@ -216,12 +220,20 @@ class DeterministicBuilder:
                 c.update(terms(line))
             prof.append((s.path, c))
             df.update(set(c))
+        shape: dict[str, tuple[Counter[str], Counter[str], int]] = {}
+        for s in sections:
+            exts: Counter[str] = Counter(_ext(n) for n, _l in s.entries)
+            initials: Counter[str] = Counter(n[:1].lower() for n, _l in s.entries)
+            shape[s.path] = (exts, initials, max(1, len(s.entries)))
         out = []
         for d in docs:
             words = Counter(terms(d.name.replace("_", " ").replace("-", " ") + " " + d.text[:4000]))
             best, best_score = "unsorted", 0.0
             for path, c in prof:
                 score = sum(min(words[w], 3) * min(c[w], 5) / (1 + df[w]) for w in words if w in c)
+                exts, initials, n = shape[path]
+                # entries of one kind go together: same file type, same initial (alphabetic sections)
+                score += exts[_ext(d.name)] / n + 0.5 * initials[d.name[:1].lower()] / n
                 if score > best_score:
                     best, best_score = path, score
             out.append(best if best_score >= 1.0 else "unsorted")

@@ -174,10 +174,35 @@ def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict
     return records
 
 
-def score(traces: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def moves(tree: Tree) -> dict[str, str]:
+    """Where each moved card went, from the audit log: ``{old path: current path}`` (chains followed)."""
+    if not tree.exists(AUDIT_PATH):
+        return {}
+    step: dict[str, str] = {}
+    for line in tree.read_bytes(AUDIT_PATH).decode("utf-8", "replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("op") in ("relocate", "demote") and rec.get("to"):
+            step[rec["path"]] = rec["to"]
+        elif rec.get("op") == "merge" and rec.get("demoted") and rec.get("to"):
+            step[rec["demoted"]] = rec["to"]
+    out = {}
+    for src in step:
+        dst, seen = src, {src}
+        while dst in step and step[dst] not in seen:
+            dst = step[dst]
+            seen.add(dst)
+        out[src] = dst
+    return out
+
+
+def score(traces: list[dict[str, Any]], moved: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """How the solver used each card, by the path it was read at:
     ``{path: {"uses", "helped", "hurt", "domains": {d: n}}}``.
 
+    ``moved`` maps paths read in old traces to the cards' current paths (:func:`moves`).
     One use per (trace, card). Helped: the trace was correct (gold known) or, without gold, the tier that
     read the card exited on agreement. Hurt: otherwise.
     """
@@ -186,6 +211,7 @@ def score(traces: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         seen = set()
         for rec in t.get("tiers", []):
             for p in rec.get("cards", []):
+                p = (moved or {}).get(p, p)
                 if p in seen:
                     continue
                 seen.add(p)
@@ -216,7 +242,7 @@ def refine(
 
     Returns the audit records written.
     """
-    stats = score(traces)
+    stats = score(traces, moves(tree))
     records: list[dict[str, Any]] = []
     cards = []
     for p in all_card_paths(tree):

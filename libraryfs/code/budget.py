@@ -65,6 +65,9 @@ class Budget(NamedTuple):
         or non-numeric value."""
         if not m:
             return cls()
+        vals = [m.get(d, 0) for d in DIMENSIONS]
+        if len(m) <= len(DIMENSIONS) and all(type(v) in (int, float) and v >= 0 for v in vals) and m.keys() <= _DIM_INDEX.keys():
+            return cls(*vals)  # fast path: the common, valid case
         bad = set(m) - _DIM_INDEX.keys()
         if bad:
             raise ValueError(f"unknown budget dimension(s): {', '.join(sorted(bad))} (known: {', '.join(DIMENSIONS)})")
@@ -193,9 +196,17 @@ def verify_plan(plan: Mapping) -> VerifyResult:
             out.append(Violation("cycle", cyc[0], detail=" → ".join(cyc + [cyc[0]])))
         reported.update(path)
 
+    zero = Budget()
     for nid, b in budgets.items():
         kids = [c for c in children[nid] if c in budgets]
         cost = costs[nid]
+        if not kids:
+            if cost == zero or all(c <= x for c, x in zip(cost, b)):
+                continue  # leaf within budget: the common case, one tuple comparison
+        elif not parallel[nid]:
+            agg = [sum(col) for col in zip(*(budgets[c] for c in kids))]
+            if all(c + a <= x for c, a, x in zip(cost, agg, b)):
+                continue
         for i, d in enumerate(DIMENSIONS):
             vals = [budgets[c][i] for c in kids]
             if i == _SECONDS and parallel[nid]:

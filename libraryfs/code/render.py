@@ -155,6 +155,7 @@ class Renderer:
         self.read_source = read_source
         self.written: dict[str, str] = {}  # library path → sha1 of bytes last written
         self.writes = 0
+        self._last_edges = None  # edges as of the last render (to find SYMBOLS.md that mention a change)
 
     def _put(self, path: str, data: bytes) -> None:
         digest = hashlib.sha1(data).hexdigest()
@@ -216,6 +217,7 @@ class Renderer:
                 self._render_file_dir(rel)
         self._put(f"{root}/REPO.md", render_repo_md(self.index))
         self.save_index()
+        self._last_edges = self.index.edges
 
     def _existing_file_dirs(self, root: str) -> list[str]:
         out: list[str] = []
@@ -241,11 +243,32 @@ class Renderer:
         for rel in changed:
             if rel in self.index.files:
                 self._render_file_dir(rel)
-        for rel in self.index.files:
-            if rel not in changed:
+        for rel in self._affected(changed, removed):
+            if rel not in changed and rel in self.index.files:
                 self._put(f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}", render_symbols_md(self.index, rel))
         self._put(f"{repo_dir(self.index.name)}/REPO.md", render_repo_md(self.index))
         self.save_index()
+        self._last_edges = self.index.edges
+
+    def _affected(self, changed: list[str], removed: list[str]) -> set[str]:
+        """Files whose SYMBOLS.md can mention a changed/removed file: its import and call neighbours under the
+        edges before the change (kept from the last render) and after it."""
+        touched = set(changed) | set(removed)
+        out: set[str] = set()
+        for e in (self._last_edges, self.index.edges):
+            if e is None:
+                return set(self.index.files)
+            for f in touched:
+                out.update(e.imports.get(f, ()))
+                out.update(e.importers.get(f, ()))
+            for table in (e.calls, e.callers):
+                for src, dsts in table.items():
+                    src_file = src.partition("::")[0]
+                    if src_file in touched:
+                        out.update(d.partition("::")[0] for d in dsts)
+                    elif any(d.partition("::")[0] in touched for d in dsts):
+                        out.add(src_file)
+        return out
 
     def save_index(self) -> None:
         """Write ``code/<repo>/.codeindex.json``."""

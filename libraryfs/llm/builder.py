@@ -107,8 +107,11 @@ class LLMIndexBuilder:
         paths = [s.path for s in listed]
         menu = [{"path": s.path, "description": s.description or f"{len(s.entries)} entries"} for s in listed]
         fingerprint = content_key(*(f"{m['path']}\t{m['description']}" for m in menu))
-        items = [(content_key(d.content_hash, d.name, fingerprint),
-                  {"name": d.name, "text": P.excerpt(d.text, 1000)}) for d in docs]
+        items = []
+        for d in docs:  # inbox docs may come without a content hash: key on what the prompt shows
+            ex = P.excerpt(d.text, 1000)
+            items.append((content_key(d.content_hash or content_key(ex), d.name, fingerprint),
+                          {"name": d.name, "text": ex}))
         asks = list(range(len(docs)))
         got = self._run(P.FILE, items, lambda ans, ids: P.valid_filings(ans, ids, paths),
                         lambda batch: P.user_message("file", sections=menu, entries=batch),
@@ -121,12 +124,12 @@ class LLMIndexBuilder:
     def group(self, section: SectionDoc, max_items: int) -> list[Group] | None:
         """Named groups covering every entry exactly once (each ≤ ``max_items``), or ``None``.
 
-        ``None`` (contiguous name ranges) when the section fits ``max_items``, has more than
+        ``None`` (contiguous name ranges) when the section has fewer than 2 or more than
         :data:`~libraryfs.llm.prompts.GROUP_MAX_ENTRIES` entries, or the model gave no valid grouping.
         """
         n = len(section.entries)
         self.last_fallbacks = []
-        if n <= max_items or n > P.GROUP_MAX_ENTRIES or max_items < 1:
+        if n < 2 or n > P.GROUP_MAX_ENTRIES or max_items < 1:
             return None
         key = content_key(section.path, str(max_items), *(f"{nm}\t{ln}" for nm, ln in section.entries))
         entries = [{"id": i + 1, "name": nm, "summary": ln} for i, (nm, ln) in enumerate(section.entries)]

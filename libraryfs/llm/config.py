@@ -24,11 +24,13 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import LibraryError
+
 CONFIG_FILE = "config.toml"
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 
 
-class ConfigError(ValueError):
+class ConfigError(LibraryError, ValueError):
     """A setting has an unusable value (message names the setting and its source)."""
 
 
@@ -130,7 +132,7 @@ def read_file(libdir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], st
     """
     if libdir is None:
         return {}, None
-    path = os.path.join(os.fspath(libdir), CONFIG_FILE)
+    path = os.path.join(os.path.abspath(os.fspath(libdir)), CONFIG_FILE)
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)

@@ -222,11 +222,12 @@ def _clean(name: str) -> str:
 
 
 def parse_range(label: str) -> tuple[str, str] | None:
-    """``first … last`` (also ``...``, ``–``, `` - ``, `` to ``) → (first, last); None when not a range."""
+    """``first … last`` (also ``...``, ``–``, `` - ``, `` to ``; an optional ``group: `` title before it)
+    → (first, last); None when not a range."""
     for sep in _SEPARATORS:
         if sep in label:
             lo, hi = label.split(sep, 1)
-            lo, hi = _clean(lo), _clean(hi)
+            lo, hi = _clean(lo.rsplit(": ", 1)[-1]), _clean(hi)
             if lo and hi:
                 return lo, hi
     return None
@@ -278,7 +279,9 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
             return _submit(trace, _entry_value(entry))
         ranged = []
         for label, href, rest in links:
-            bounds = parse_range(label) or parse_range(rest.split("(")[0].strip(" —-:"))
+            bounds = parse_range(label)
+            if bounds is None and (href.endswith((".md", "/")) or ".index" in href):
+                bounds = parse_range(rest.split("(")[0].strip(" —-:"))
             if bounds:
                 ranged.append((bounds[0], bounds[1], href))
         chosen = next((h for lo, hi, h in ranged if _covers(lo, hi, name)), None)

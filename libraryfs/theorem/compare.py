@@ -173,7 +173,7 @@ def side_by_side(paper: list[PaperRow], ours: list[dict]) -> list[dict]:
         matched = [mine[(content, cond, n, r.trial, r.key_low)] for r in rows
                    if (content, cond, n, r.trial, r.key_low) in mine]
         flat_equal = None
-        if cond == "FLAT":
+        if cond == "FLAT" and matched:
             pairs = [(r, mine.get((content, cond, n, r.trial, r.key_low))) for r in rows if r.correct]
             flat_equal = [sum(1 for r, m in pairs if m and m["page_reads"] == r.page_reads), len(pairs)]
         out.append({

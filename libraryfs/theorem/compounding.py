@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,14 +92,28 @@ def _checkpoints(steps: int) -> list[int]:
     return [p for p in points if 1 <= p <= steps]
 
 
+def _settle(notes: Path, newest: str, timeout_s: float) -> bool:
+    """Wait until a TOC walk of ``notes`` reaches ``newest`` (the mount's indexer caught up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        trace = agents.toc_walk(notes, newest)
+        if trace.calls and trace.calls[-1].kind in ("entry", "submit") and not trace.error:
+            return True
+        time.sleep(0.25)
+    return False
+
+
 def run_compounding(
     root: str | Path, store: ItemStore, steps: int = 1000,
     toc_writer: Callable[[Path], object] | None = None, run_name: str = "run",
+    settle_every: int = 100, settle_timeout_s: float = 30.0,
 ) -> CompoundingResult:
     """Run both agents for ``steps`` steps with notes under ``<root>/theorem-compounding/<run_name>/notes``.
 
     ``toc_writer`` re-renders the notes directory's TOC after each note on a plain directory (None: a
-    mounted library's indexer does it). Raises RuntimeError when the two agents' final values differ.
+    mounted library's indexer does it; then every ``settle_every`` steps the run waits until INDEX.md
+    reaches the newest note, so only notes younger than that are opened by path). Raises RuntimeError
+    when the two agents' final values differ.
     """
     notes = Path(root) / "theorem-compounding" / run_name / "notes"
     notes.mkdir(parents=True, exist_ok=True)
@@ -136,6 +151,8 @@ def run_compounding(
         (notes / f"n{t:05d}").write_text(text, encoding="utf-8")
         if toc_writer:
             toc_writer(notes)
+        elif settle_every and t % settle_every == 0:
+            _settle(notes, f"n{t:05d}", settle_timeout_s)
         step_calls = calls + [lookup.calls[0], Call("write_note", {"text": text}, "ok", "note")]
         lib_total += sum(resent_history_tokens(SYSTEM, task, step_calls))
         last_lib = found

@@ -38,6 +38,19 @@ def count_tokens(text: str) -> int:
 
 
 _SUMMARIES: dict[tuple[str, int, int], str] = {}
+_WRITTEN: dict[str, str] = {}
+
+
+def _write_page(path: Path, text: str) -> None:
+    """Write a TOC page unless this process already wrote the same text there (overwriting a file costs
+    ~2 ms on ext4; re-renders mostly leave pages unchanged)."""
+    key = str(path)
+    if _WRITTEN.get(key) == text and path.exists():
+        return
+    path.write_text(text, encoding="utf-8")
+    if len(_WRITTEN) > 500_000:
+        _WRITTEN.clear()
+    _WRITTEN[key] = text
 
 
 def _summary(path: Path) -> str:
@@ -110,7 +123,7 @@ def render_dir(directory: str | os.PathLike[str], budget_tokens: int = 2000) -> 
         runs = _pack(rows, title, budget_tokens)
         if len(runs) == 1:
             text = title + "".join(_line(r, False) + "\n" for r in runs[0])
-            (base / INDEX_NAME).write_text(text, encoding="utf-8")
+            _write_page(base / INDEX_NAME, text)
             max_tokens = max(max_tokens, count_tokens(text))
             return TocStats(pages_written + 1, level, max_tokens, len(names))
         level += 1
@@ -120,7 +133,7 @@ def render_dir(directory: str | os.PathLike[str], budget_tokens: int = 2000) -> 
             page_name = f"L{level}-{i:05d}.md"
             first, last = run[0][0], run[-1][1]
             text = f"# {base.name}: {first} … {last}\n\n" + "".join(_line(r, True) + "\n" for r in run)
-            (idx / page_name).write_text(text, encoding="utf-8")
+            _write_page(idx / page_name, text)
             pages_written += 1
             max_tokens = max(max_tokens, count_tokens(text))
             parent_rows.append(

@@ -19,7 +19,9 @@ from pathlib import Path
 
 from libraryfs.theorem import agents, protocol
 from libraryfs.theorem.accounting import (
+    CALL_FRAMING_TOKENS,
     TOKENS_PER_MESSAGE,
+    TOOL_RESULT_ID_TOKENS,
     Call,
     TrialRecord,
     count_tokens,
@@ -144,8 +146,9 @@ def flat_closed_form_record(n: int, key_low: int, via: str) -> TrialRecord:
     user = protocol.user_message(items[0][0])
     tools = tool_schema_tokens(protocol.TOOLS["FLAT"])
     one = resent_history_tokens(system, user, [Call("read_page", {"page_num": num_pages}, "", "page")], tools)[0]
-    call = count_tokens(Call("read_page", {"page_num": num_pages}, "", "page").call_text()) + TOKENS_PER_MESSAGE
-    per_turn_growth = call + page_tokens + TOKENS_PER_MESSAGE
+    call = count_tokens(Call("read_page", {"page_num": num_pages}, "", "page").call_text())
+    call += TOKENS_PER_MESSAGE + CALL_FRAMING_TOKENS
+    per_turn_growth = call + page_tokens + TOKENS_PER_MESSAGE + TOOL_RESULT_ID_TOKENS
     total = (k + 1) * one + per_turn_growth * k * (k + 1) / 2
     rec = TrialRecord(
         condition="FLAT", model="closed-form", n=n, num_pages=num_pages, trial=-1, target_key="", target_val="",

@@ -1,0 +1,117 @@
+"""The main job on real input: a library of real documents, mounted, indexed, and navigated.
+
+``libraryfs demo LIBDIR MOUNTPOINT``: initialise (or reuse) the library, mount it with its indexer, ingest
+the python3-doc reStructuredText sources into ``python-docs/`` and a sample of GCIDE dictionary entries
+(headword → definition) into ``dictionary/<letter>/``, drop a few new entries into ``inbox/`` for the
+indexer to file, wait until the indexer is idle, then show the Library Theorem's lookup: master
+``INDEX.md`` → a section ``INDEX.md`` → an entry. Idempotent: a second run changes nothing it need not.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from libraryfs import schema as S
+from libraryfs.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
+from libraryfs.library import mount_info
+from libraryfs.store import Store, is_library
+from libraryfs.toc import links
+from libraryfs.tree import DirTree
+
+from . import launcher
+from .ingest import ingest_tree
+
+
+def wait_idle(libdir: str, timeout_s: float = 120.0) -> bool:
+    """Wait until the indexer has consumed the journal, filed the inbox and is idle; False on timeout."""
+    deadline = time.monotonic() + timeout_s
+    st = Store(libdir, readonly=True)
+    try:
+        while time.monotonic() < deadline:
+            with st.read() as t:
+                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
+                state = (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state")  # type: ignore[union-attr]
+                inbox = t.lookup(S.ROOT_INO, b"inbox")
+                inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
+            if pending <= 0 and state == "idle" and not inbox_busy:
+                time.sleep(0.5)
+                return True
+            time.sleep(0.2)
+        return False
+    finally:
+        st.env.close()
+
+
+def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[str], None] = print) -> dict:
+    """Build, mount, index and navigate the demo library; returns counts. Raises LibraryError on failure."""
+    libdir, mountpoint = os.path.abspath(libdir), os.path.abspath(mountpoint)
+    if not is_library(libdir):
+        Store.create(libdir, {"toc_max_tokens": 2000}).close()
+        echo(f"initialised library {libdir}")
+    info = mount_info(libdir)
+    if info:
+        mountpoint = info["mountpoint"]
+        echo(f"already mounted at {mountpoint}")
+    else:
+        info = launcher.start(libdir, mountpoint, llm=None, allow_nonempty=False)
+        echo(f"mounted {libdir} at {mountpoint} (server pid {info['server_pid']}, indexer pid {info['indexer_pid']})")
+    tree = DirTree(mountpoint)
+    counts = {"python_docs": 0, "dictionary": 0, "inbox": 0}
+    if os.path.isdir(PYTHON_DOC_SOURCES):
+        rep = ingest_tree(libdir, PYTHON_DOC_SOURCES, "python-docs", progress=False, tree=tree)
+        counts["python_docs"] = rep["files"]
+        echo(f"ingested {rep['files']} Python documentation sources ({rep['bytes']:,} bytes) into python-docs/")
+    else:
+        echo(f"python3-doc not installed ({PYTHON_DOC_SOURCES} missing): skipping")
+    if gcide_available():
+        entries = gcide_entries(words + 8, seed=2026)
+        inbox, rest = entries[:8], entries[8:]
+        for w, d in rest:
+            letter = w[0].lower()
+            tree.write_bytes(f"dictionary/{letter}/{w.lower()}.md", f"# {w}\n\n{d}\n".encode())
+        counts["dictionary"] = len(rest)
+        echo(f"wrote {len(rest)} GCIDE dictionary entries into dictionary/<letter>/")
+        if not tree.exists("inbox"):
+            tree.makedirs("inbox")
+        for w, d in inbox:
+            tree.write_bytes(f"inbox/{w.lower()}.md", f"# {w}\n\n{d}\n".encode())
+        counts["inbox"] = len(inbox)
+        echo(f"dropped {len(inbox)} new entries into inbox/ for the indexer to file")
+    else:
+        echo("dict-gcide not installed: skipping the dictionary")
+    echo("waiting for the indexer …")
+    if not wait_idle(libdir):
+        echo("the indexer is still busy; INDEX.md files will catch up")
+    wait_idle(libdir, 10)
+    echo("")
+    show_navigation(mountpoint, echo)
+    return counts
+
+
+def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines: int = 14) -> None:
+    """Print master INDEX.md → a section's INDEX.md → an entry, following the TOCs' own links."""
+    def show(path: str, n: int) -> bytes:
+        data = open(path, "rb").read()
+        echo(f"$ head -{n} {path}")
+        for ln in data.decode("utf-8", "replace").splitlines()[:n]:
+            echo("  " + ln)
+        echo("")
+        return data
+
+    root = show(os.path.join(mountpoint, "INDEX.md"), lines)
+    sect_link = next((l for l in links(root) if l.endswith(b"/INDEX.md") and b"python" in l), None) or next(
+        (l for l in links(root) if l.endswith(b"/INDEX.md")), None)
+    if sect_link is None:
+        return
+    sect_path = os.path.join(mountpoint, os.fsdecode(sect_link))
+    sect = show(sect_path, lines)
+    page_dir = os.path.dirname(sect_path)
+    entry = next((l for l in links(sect) if not l.endswith(b"INDEX.md") and not l.startswith(b".index")),
+                 None)
+    if entry is None:
+        return
+    show(os.path.normpath(os.path.join(page_dir, os.fsdecode(entry))), 8)
+    echo(f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find LIBDIR asyncio` "
+         f"or `ls {mountpoint}/.find/asyncio/`")

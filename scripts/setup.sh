@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything libraryfs needs on Debian (run as root): system packages, then the package itself.
+# Uses the current python3 when pip may install into it; otherwise (Debian's externally managed python)
+# a virtual environment in /opt/libraryfs-venv, with `libraryfs` linked into /usr/local/bin.
+# Idempotent. Prints the interpreter it chose to scripts/.python (read by scripts/test.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS="fuse3 libfuse3-3 python3 python3-venv python3-pip dict-gcide python3-doc attr inotify-tools sqlite3 perl
+      systemd autoconf automake libtool make gcc git"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq $missing >/dev/null
+fi
+
+py=python3
+if ! $py -m pip install --dry-run --no-deps --quiet pip >/dev/null 2>&1; then
+  [ -x /opt/libraryfs-venv/bin/python ] || python3 -m venv /opt/libraryfs-venv
+  py=/opt/libraryfs-venv/bin/python
+fi
+$py -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+$py -m pip install --quiet -e ".[test,bench]" 2>&1 | grep -v "^WARNING: Location\|Running pip as the 'root'" || true
+$py -c "import libraryfs, mfusepy, lmdb" # fail loudly if the install did not work
+if [ "$py" != python3 ]; then ln -sf /opt/libraryfs-venv/bin/libraryfs /usr/local/bin/libraryfs; fi
+command -v "$py" > scripts/.python 2>/dev/null || echo "$py" > scripts/.python
+echo "libraryfs installed for $($py --version) ($py)"
