@@ -60,14 +60,14 @@ def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
 @click.option("--dir", "plain_dir", type=click.Path(file_okay=False), default=None,
               help="Plain directory, no mount (development): a stand-in indexer writes INDEX.md pages.")
 @click.option("--n", "ns", default=None, metavar="N,N,…",
-              help="Store sizes (default: the paper's 50…5000 plus 10000).")
+              help="Store sizes (default: the paper's 50…5000).")
 @click.option("--conditions", default=None, metavar="C,C,…",
               help="FLAT, FLAT-SORTED, INDEXED, DEEP-INDEXED, INDEXED-CORRUPTED, PATH, AUTO (default: all).")
 @click.option("--trials", type=click.IntRange(1), default=None,
-              help="Trials 0..K-1 for every cell (default: the paper's own trials where it has them, 10 elsewhere).")
+              help="Trials 0..K-1 for every cell (default: the paper's own trials where it has them, else 10; PATH/AUTO 3).")
 @click.option("--content", "contents", default="hash,numeric,encyclopedia", show_default=True,
               help="Content types to include.")
-@click.option("--large", is_flag=True, help="Add N = 1e5 and 1e6 (PATH, AUTO, indexed conditions run; FLAT closed form).")
+@click.option("--large", is_flag=True, help="Add N = 1e4, 1e5, 1e6 on one store each (FLAT past 1e4 from its closed form).")
 @click.option("--steps", type=click.IntRange(0), default=1000, show_default=True,
               help="T of the compounding experiment (0: skip).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench/results/theorem",
@@ -91,7 +91,7 @@ def theorem(mount, library, plain_dir, ns, conditions, trials, contents, large, 
         opts = BenchOptions(
             ns=parse_ns(ns), conditions=parse_conditions(conditions),
             contents=tuple(c.strip() for c in contents.split(",") if c.strip()),
-            extra_trials=trials or 10, item_trials=trials or 5, paper_trials=trials is None,
+            extra_trials=trials or 10, item_trials=trials or 3, paper_trials=trials is None,
             large=large, steps=steps, plots=not no_plots,
         )
     except ValueError as exc:

@@ -88,6 +88,9 @@ def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, librar
         parts = [f"~{p}" for p in changed] + [f"-{p}" for p in removed]
         click.echo(f"{time.strftime('%H:%M:%S')} updated {' '.join(parts)}")
 
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly on TERM
     click.echo(f"watching {root} (Ctrl-C to stop)")
     with CodeWatcher(index, renderer, debounce_s=debounce_s, on_update=report):
         try:

@@ -68,16 +68,17 @@ def status(libdir: str, as_json: bool) -> None:
     libdir = os.path.abspath(libdir)
     if not is_library(libdir):
         raise LibraryMissing(f"{libdir} is not a libraryfs library")
-    from libraryfs.daemon.launcher import _pid_alive, read_run
+    from libraryfs.daemon.launcher import _pid_alive, probe, read_run
 
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
             idx = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
+            last_mount = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
             out = {
                 "library": libdir,
-                "clean_shutdown": t.cfg(S.CFG_CLEAN) == b"1",
+                "clean_shutdown": t.cfg(S.CFG_CLEAN) != b"0",
                 "journal_tail": tail,
                 "pending_records": max(0, tail - cursor),
                 "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
@@ -93,6 +94,7 @@ def status(libdir: str, as_json: bool) -> None:
     out["mount"] = minfo or {}
     ipid = (idx or {}).get("pid")  # type: ignore[union-attr]
     out["indexer_running"] = bool(ipid and _pid_alive(ipid) and idx.get("state") != "stopped")  # type: ignore[union-attr]
+    out["stale_mount"] = None
     if minfo:
         out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
         try:
@@ -102,13 +104,31 @@ def status(libdir: str, as_json: bool) -> None:
                 out["stats"] = json.load(f).get("total", {})
         except (OSError, ValueError):
             pass
+    elif last_mount.get("mountpoint") and not _pid_alive(last_mount.get("pid")):  # type: ignore[union-attr]
+        mp = last_mount["mountpoint"]  # type: ignore[index]
+        try:
+            state = probe(mp)
+        except OSError:
+            state = "unknown"
+        out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}  # type: ignore[union-attr]
     out["run"] = run
     if as_json:
         echo_json(out)
         return
     m = out["mount"]
     click.echo(f"library     {libdir}")
-    click.echo(f"mounted     {'yes at ' + m['mountpoint'] + ' (pid ' + str(m['pid']) + ')' if minfo else 'no'}")
+    if minfo:
+        unit = f", unit {m['systemd_unit']}" if m.get("systemd_unit") else ""
+        ro = ", read-only" if m.get("read_only") else ""
+        click.echo(f"mounted     yes at {m['mountpoint']} (server pid {m['pid']}, up "
+                   f"{_duration(out['uptime_s'])}{ro}{unit})")
+    elif out["stale_mount"]:
+        sm = out["stale_mount"]
+        what = "stale (ENOTCONN)" if sm["state"] == "stale" else "no longer mounted"
+        click.echo(f"mounted     no: server pid {sm['pid']} died without unmounting; {sm['mountpoint']} is {what}; "
+                   f"the next mount clears it and runs the check")
+    else:
+        click.echo("mounted     no")
     last = (idx or {}).get("last_pass") or {}  # type: ignore[union-attr]
     click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}"
                f"{' (' + idx.get('state', '?') + ', pid ' + str(ipid) + ')' if out['indexer_running'] else ''}")
@@ -120,14 +140,28 @@ def status(libdir: str, as_json: bool) -> None:
     click.echo(f"last error  {(idx or {}).get('last_error') or 'none'}")
     builder = (idx or {}).get("builder") or {}
     if builder.get("requests") is not None:
+        spend = builder.get("spend") or {}
+        hour = (f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
+                f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
+                f"{spend.get('max_tokens_per_hour') or 'none'})" if spend else "")
         click.echo(f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
-                   f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks")
+                   f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}")
     if "stats" in out:
         s = out["stats"]
         click.echo(f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
                    f"{s.get('tokens_read', 0)} tokens since mount")
     click.echo(f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
                f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}")
+
+
+def _duration(seconds: float) -> str:
+    """``3725`` → ``"1h 2m 5s"``."""
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    parts = [f"{d}d"] * bool(d) + [f"{h}h"] * bool(h) + [f"{m}m"] * bool(m) + [f"{s}s"]
+    return " ".join(parts[:3])
 
 
 @click.command()

@@ -186,8 +186,8 @@ class Indexer:
                         dirty_entries[child] = (parent, name)
             dirty_dirs.add(S.ROOT_INO)
 
-        # 2. entries
-        self._update_entries(dirty_entries, dead_names, rep, force=full)
+        # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
+        dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
         self._file_inbox(rep)
         # 4. TOCs: changed dirs and their ancestors, deepest first
@@ -240,8 +240,10 @@ class Indexer:
 
     # ------------------------------------------------------------------------------------------------
     def _update_entries(self, dirty: dict[int, tuple[int, bytes]], dead_names: list[tuple[bytes, int]],
-                        rep: PassReport, force: bool = False) -> None:
+                        rep: PassReport, force: bool = False) -> set[int]:
+        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
         todo: list[tuple[int, dict, EntryDoc | None]] = []
+        parents: set[int] = set()
         with self.store.read() as t:
             for ino, (parent, name) in dirty.items():
                 node = t.inode(ino)
@@ -257,6 +259,7 @@ class Indexer:
                 if is_hidden(name):
                     continue
                 rep.entries_seen += 1
+                parents.add(parent)
                 m, doc = self._examine(t, node, parent, name, meta, force)
                 todo.append((ino, m, doc))
         need = [(i, m, d) for i, m, d in todo if d is not None]
@@ -282,6 +285,7 @@ class Indexer:
                 t.t.put(names_key(name, ino), S.u64(m["parent"]) + name, db=self.store.db_names)
 
         self.store.run_write(write)
+        return parents
 
     def _examine(self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: dict, force: bool
                  ) -> tuple[dict, EntryDoc | None]:
@@ -520,12 +524,22 @@ def _is_live(mountpoint: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry of the indexer process (``python -m libraryfs.daemon.indexer LIBDIR``)."""
+    """Command-line entry of the indexer process (``python -m libraryfs.daemon.indexer LIBDIR``).
+
+    Settings: flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml`` > defaults
+    (:mod:`libraryfs.settings`). Under systemd: ``READY=1`` once the store is open and the indexer lock is
+    held, a ``STATUS=`` line after each pass, ``WATCHDOG=1`` every ``WatchdogSec/2`` while the loop makes
+    progress (a store transaction or a builder call within ``index.stall_s`` seconds), ``STOPPING=1`` on
+    SIGTERM/SIGINT (the pass in progress finishes first). SIGHUP reloads the settings and the builder
+    (the LLM endpoint) between passes. Errors: one line on stderr, exit status 1.
+    """
     import argparse
     import signal
     import sys
 
+    from libraryfs import notify
     from libraryfs.daemon.mountd import acquire_lock
+    from libraryfs.settings import configure_logging, load_settings
 
     ap = argparse.ArgumentParser(prog="libraryfs-indexer")
     ap.add_argument("libdir")
@@ -534,27 +548,118 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="re-examine every entry and directory")
     ap.add_argument("--llm", action="store_true", help="use the configured LLM endpoint (see docs/llm.md)")
     ap.add_argument("--no-llm", action="store_true", help="deterministic builder only")
-    ap.add_argument("--log-level", default=os.environ.get("LIBRARYFS_LOG_LEVEL", "INFO"))
+    ap.add_argument("--poll-s", type=float, default=None, help="idle journal poll interval, seconds")
+    ap.add_argument("--toc-max-tokens", type=int, default=None, help="TOC page bound C, tokens")
+    ap.add_argument("--log-level", default=None)
     a = ap.parse_args(argv)
-    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    overrides = {"log.level": a.log_level, "index.poll_s": a.poll_s, "index.toc_max_tokens": a.toc_max_tokens}
+    use_llm = None if not (a.llm or a.no_llm) else a.llm
+    try:
+        settings = load_settings(a.libdir, overrides)
+    except LibraryError as e:
+        print(f"libraryfs-indexer: {e}", file=sys.stderr)
+        return 1
+    configure_logging(settings)
     try:
         lock = acquire_lock(os.path.abspath(a.libdir), "indexer.lock")
-        store = Store(a.libdir)
-        builder = make_builder(a.libdir, store, use_llm=None if not (a.llm or a.no_llm) else a.llm)
-        idx = Indexer(a.libdir, builder=builder, mountpoint=a.mountpoint, store=store)
     except LibraryError as e:
         print(f"libraryfs-indexer: {e}", file=sys.stderr)
         return 1
     try:
+        store = Store(a.libdir)
+        builder = make_builder(a.libdir, store, use_llm=use_llm)
+        idx = Indexer(a.libdir, builder=builder, mountpoint=a.mountpoint, store=store,
+                      toc_max_tokens=settings["index"]["toc_max_tokens"])
+    except LibraryError as e:
+        os.close(lock)
+        print(f"libraryfs-indexer: {e}", file=sys.stderr)
+        return 1
+
+    # liveness for the watchdog: every store transaction and builder call is a beat
+    beat = notify.Heartbeat()
+    orig_read, orig_write, orig_call = store.read, store.run_write, idx._call
+
+    def read(*args, **kw):
+        beat.beat()
+        return orig_read(*args, **kw)
+
+    def run_write(*args, **kw):
+        beat.beat()
+        return orig_write(*args, **kw)
+
+    def call(*args, **kw):
+        beat.beat()
+        try:
+            return orig_call(*args, **kw)
+        finally:
+            beat.beat()
+
+    store.read, store.run_write, idx._call = read, run_write, call  # type: ignore[method-assign]
+    current: dict = {"settings": settings, "stop": threading.Event(), "reload": False, "quit": False}
+    dog = notify.Watchdog(lambda: beat.age_s() < current["settings"]["index"]["stall_s"])
+
+    def on_pass(rep: PassReport) -> None:
+        with store.read() as t:
+            gen, pending = t.cfg_int(S.CFG_TOC_GEN), max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
+        notify.status(f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
+                      f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
+                      + (f"; last error: {idx.last_error}" if idx.last_error else ""))
+
+    def on_stop(signum, _frame) -> None:
+        current["quit"] = True
+        notify.stopping(f"stopping ({signal.Signals(signum).name})")
+        current["stop"].set()
+
+    def on_hup(_signum, _frame) -> None:
+        current["reload"] = True
+        current["stop"].set()
+
+    try:
         if a.once:
             idx.run_once(full=a.full)
             return 0
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-        idx.run_forever(stop)
+        signal.signal(signal.SIGTERM, on_stop)
+        signal.signal(signal.SIGINT, on_stop)
+        signal.signal(signal.SIGHUP, on_hup)
+        dog.start()
+        notify.ready(f"indexing {idx.libdir}")
+        full = a.full
+        while True:
+            if full:
+                idx.run_once(full=True)
+                full = False
+            idx.run_forever(current["stop"], poll_s=current["settings"]["index"]["poll_s"], on_pass=on_pass)
+            if current["quit"] or not current["reload"]:
+                break
+            current["reload"] = False
+            current["stop"] = threading.Event()
+            notify.reloading("reloading settings")
+            try:
+                new = load_settings(a.libdir, overrides)
+                configure_logging(new)
+                bound = int(new["index"]["toc_max_tokens"] or store.settings().get("toc_max_tokens")
+                            or DEFAULT_MAX_TOKENS)
+                new_builder = make_builder(a.libdir, store, use_llm=use_llm)
+            except LibraryError as e:
+                log.error("reload failed, keeping the current settings: %s", e)
+                notify.notify(f"READY=1\nSTATUS=reload failed: {e}")
+                continue
+            old_builder, idx.builder = idx.builder, new_builder
+            close = getattr(old_builder, "close", None)
+            if close is not None and old_builder is not new_builder:
+                close()
+            full = bound != idx.max_tokens  # a new page bound re-renders every TOC
+            idx.max_tokens = bound
+            current["settings"] = new
+            log.info("settings reloaded (SIGHUP): builder %s, TOC bound %d tokens, poll %.2f s",
+                     getattr(new_builder, "name", "?"), bound, new["index"]["poll_s"])
+            notify.notify(f"READY=1\nSTATUS=indexing {idx.libdir} (settings reloaded)")
         return 0
     finally:
+        dog.stop()
+        close = getattr(idx.builder, "close", None)
+        if close is not None:
+            close()
         store.close()
         os.close(lock)
 

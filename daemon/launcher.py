@@ -122,12 +122,12 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
         raise LaunchError(f"mountpoint {mountpoint} is inside the library directory {libdir}")
     if _within(libdir, mountpoint):
         raise LaunchError(f"library directory {libdir} is inside the mountpoint {mountpoint}")
-    if not os.path.exists(mountpoint):
-        os.makedirs(mountpoint, exist_ok=True)
-    state = probe(mountpoint)
+    state = probe(mountpoint)  # before any stat: a stale mountpoint fails every stat with ENOTCONN
     if state == "stale":
         clear_stale(mountpoint)
         state = probe(mountpoint)
+    if state == "none" and not os.path.exists(mountpoint):
+        os.makedirs(mountpoint, exist_ok=True)
     if state == "live":
         raise Busy(f"{mountpoint} is already mounted")
     if state == "other":

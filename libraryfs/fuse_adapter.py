@@ -6,8 +6,11 @@ looks like (borg's ``hlfuse.py``). Known mfusepy 3.1 traps handled here (../shar
 * with libfuse3 its rename wrapper drops ``flags`` → :meth:`LibraryFUSE.rename_fuse_3` passes them on, so
   RENAME_NOREPLACE/RENAME_EXCHANGE are honoured (never silently a plain rename);
 * its utimens ignores UTIME_NOW/UTIME_OMIT → :meth:`LibraryFUSE.utimens_fuse_3` decodes them;
-* its truncate/chmod/chown wrappers drop the file handle → overridden so ``ftruncate``/``fchmod`` work on
-  unlinked open files (with ``hard_remove`` + ``nullpath_ok`` libfuse passes no path for those);
+* its truncate/chmod/chown wrappers drop the file handle → overridden so ``ftruncate``/``fchmod`` reach the
+  open handle;
+* ``hard_remove`` stays off: with it, libfuse forgets the path of a file unlinked while open and answers
+  ``fstat`` on its descriptor with ESTALE itself (the kernel sends GETATTR without a handle). libfuse instead
+  renames such a file to ``.fuse_hidden…``; the view turns that into a real unlink (C11);
 * any uncaught exception would become EINVAL → every op maps domain errors through
   :func:`libraryfs.errors.to_errno`; anything unknown is logged and becomes EIO.
 
@@ -83,7 +86,7 @@ class FuseOps(mfusepy.Operations):
     """mfusepy operations over a :class:`LibraryView` (``raw_fi``: handles are ``fuse_file_info``)."""
 
     use_ns = True
-    flag_nullpath_ok = True  # ops on open handles work after unlink (hard_remove)
+    flag_nullpath_ok = True  # ops on open handles need no path
     flag_nopath = True
 
     def __init__(self, view: LibraryView, *, timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
@@ -102,7 +105,7 @@ class FuseOps(mfusepy.Operations):
             config_3.attr_timeout = attr
             config_3.negative_timeout = negative
             config_3.use_ino = 1
-            config_3.hard_remove = 1
+            config_3.hard_remove = 0  # see the module docstring: hidden names keep fstat working
             config_3.nullpath_ok = 1
             config_3.auto_cache = 1
         ctx = _libfuse.fuse_get_context()
@@ -267,6 +270,8 @@ class FuseOps(mfusepy.Operations):
     def link(self, target, source):
         # mfusepy: link(path of the new name, existing path)
         self.view.link(_b(source), _b(target))
+        # libfuse gives each name its own kernel inode: drop the cached nlink of the existing name
+        self.invalidate(_b(source))
         return 0
 
     # -- xattrs -------------------------------------------------------------------------------------------------

@@ -221,7 +221,10 @@ class JournalRecord:
 
 def dumps(obj: object) -> bytes:
     """Compact JSON bytes for ``meta``/``config`` values."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # a non-UTF-8 name (surrogateescape): ASCII JSON keeps \udcXX, which round-trips
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def loads(raw: bytes | None, default: object = None) -> object:

@@ -32,7 +32,8 @@ from .errors import Corrupt, LibraryMissing, NoSpace
 T = TypeVar("T")
 
 DEFAULT_MAP_SIZE = 256 << 20  #: bytes of address space reserved at first open (grows on demand)
-MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk left free when the map grows to the disk's limit
+MIN_FREE_TO_CREATE = 1 << 20  #: bytes of free disk ``Store.create`` requires (else NoSpace, not SIGBUS)
+MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk kept free (at most 1/16 of what is free) when the map grows
 
 
 def store_path(libdir: str | os.PathLike[str]) -> str:
@@ -368,13 +369,17 @@ class Store:
                map_size: int | None = None) -> Store:
         """Initialise a new library in ``libdir`` (created with mode 0700) and return it open.
 
-        Raises :class:`~libraryfs.errors.Exists`-like ``FileExistsError`` if a library is already there.
+        Raises :class:`~libraryfs.errors.Exists`-like ``FileExistsError`` if a library is already there,
+        :class:`NoSpace` if the disk has less than :data:`MIN_FREE_TO_CREATE` bytes free.
         """
         libdir = os.path.abspath(os.fspath(libdir))
         if is_library(libdir):
             raise FileExistsError(f"{libdir} already holds a library")
         os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
         os.chmod(libdir, 0o700)
+        if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
+            # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
+            raise NoSpace(f"no space left on the disk holding {libdir}")
         st = cls(libdir, map_size=map_size, _create=True)
         now = now_ns()
 
@@ -442,7 +447,9 @@ class Store:
                     self._grow()
                 except lmdb.Error as e:
                     txn.abort()
-                    if "No space" in str(e) or isinstance(e, lmdb.DiskError):
+                    if "No space" in str(e) or isinstance(e, lmdb.DiskError) or self._disk_nearly_full():
+                        # LMDB reports a short write of a full disk as EIO ("mdb_txn_commit: Input/output
+                        # error"): with under MIN_FREE_AFTER_GROW bytes free, that is ENOSPC
                         raise NoSpace("no space left on the disk holding the library") from e
                     raise
                 except BaseException:
@@ -458,6 +465,13 @@ class Store:
                 self.env.set_mapsize(0)  # adopt the size another process grew the map to
         return self.env.begin(write=write)
 
+    def _disk_nearly_full(self) -> bool:
+        """Whether the disk holding the store has less than :data:`MIN_FREE_AFTER_GROW` bytes free."""
+        try:
+            return shutil.disk_usage(store_path(self.libdir)).free < MIN_FREE_AFTER_GROW
+        except OSError:
+            return False
+
     def _grow(self) -> None:
         """Double the map size, bounded by the free space of the disk; :class:`NoSpace` if impossible."""
         info = self.env.info()
@@ -465,7 +479,7 @@ class Store:
         path = os.path.join(store_path(self.libdir), "data.mdb")
         used = os.path.getsize(path)
         free = shutil.disk_usage(store_path(self.libdir)).free
-        limit = used + max(0, free - MIN_FREE_AFTER_GROW)
+        limit = used + max(0, free - min(MIN_FREE_AFTER_GROW, free // 16))
         new = min(cur * 2, limit)
         if new <= cur:
             raise NoSpace("no space left on the disk holding the library")

@@ -52,6 +52,7 @@ def sanitize(text: str, max_chars: int = 240) -> str:
     """Make builder/model text safe for one TOC line: no control chars, one line, ≤ ``max_chars``."""
     text = _CTRL.sub(" ", text)
     text = " ".join(text.split())
+    text = text.replace("[", "\\[").replace("]", "\\]")  # no Markdown links from builder text
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
     return text
@@ -221,7 +222,8 @@ def _valid_groups(groups: list[Group], items: list[Item]) -> bool:
     return len(seen) == len(names) and set(seen) == set(names) and all(g.names for g in groups)
 
 
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: the renderer's links: only at the start of a line ``- [text with \-escapes](target)``
+_LINK = re.compile(r"^- \[(?:\\.|[^\\\]])*\]\(([^)\s]+)\)", re.MULTILINE)
 
 
 def links(page: bytes | str) -> list[bytes]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from . import schema as S
 from .errors import (AccessDenied, BadHandle, Busy, Exists, FileTooBig, InvalidArgument, IsADir, NameTooLong,
-                     NoAttr, NotADir, NotEmpty, NotFound, NotPermitted, QuotaExceeded)
+                     NoAttr, NotADir, NotEmpty, NotFound, NotPermitted, NotSupported, QuotaExceeded)
 from .stats import ReadStats
 from .store import Store, Txn, now_ns
 
@@ -47,7 +47,13 @@ RENAME_WHITEOUT = 4
 UTIME_NOW = "now"  #: sentinel for utimens: set to the current time (POSIX UTIME_NOW)
 UTIME_OMIT = None  #: sentinel for utimens: leave unchanged (POSIX UTIME_OMIT)
 
+#: libfuse's high-level API renames a file that is unlinked while open to ``.fuse_hidden<16 hex digits>``
+#: (``hard_remove`` off) so that it keeps a path: without one, ``fstat`` on the open descriptor gets ESTALE
+#: (C11). The view turns that rename into a real unlink and keeps the hidden name only in memory.
+HIDDEN_PREFIX = b".fuse_hidden"
+
 XATTR_CREATE = 1
+ACL_XATTR_PREFIX = b"system.posix_acl_"  #: system.posix_acl_access / _default: refused (ENOTSUP)
 XATTR_REPLACE = 2
 
 BLKSIZE = 128 * 1024  #: st_blksize: preferred I/O size in bytes (tools size their buffers from it)
@@ -126,6 +132,8 @@ class LibraryView:
         self.open_count: dict[int, int] = {}
         self._next_fh = 1
         self._vino: dict[tuple, int] = {}
+        #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
+        self.hidden: dict[tuple[int, bytes], int] = {}
         self.stats = ReadStats()
         self._count_tokens = count_tokens
         self._toc_tokens_cache: dict[tuple[int, int, bytes], int] = {}
@@ -151,7 +159,9 @@ class LibraryView:
                 raise NotADir("not a directory")
             child = t.lookup(ino, name)
             if child is None:
-                return self._resolve_virtual(t, ino, parts, i)
+                child = self.hidden.get((ino, name)) if i == len(parts) - 1 else None
+                if child is None:
+                    return self._resolve_virtual(t, ino, parts, i)
             ino = child
             node = t.inode(ino)
         if node is None:
@@ -339,6 +349,8 @@ class LibraryView:
         self._writable()
 
         def fn(t: Txn) -> None:
+            if self._is_generated_toc(t, path, want_dir=True):
+                return  # like unlinking INDEX.md: nothing to remove, lets `rm -r` finish (C05)
             pino, pnode, name = self._parent_and_name(t, path)
             if name in (b".", b".."):
                 raise InvalidArgument("cannot remove . or ..")
@@ -579,13 +591,28 @@ class LibraryView:
     # ------------------------------------------------------------------------------------------------
     # names
     def unlink(self, path: bytes) -> None:
-        """Remove a name; an open file keeps its data until the last close (POSIX unlink)."""
+        """Remove a name; an open file keeps its data until the last close (POSIX unlink).
+
+        Removing a generated TOC file (``INDEX.md``, a page of ``.index/``) succeeds and changes nothing: it
+        is derived from the directory and comes back. Refusing it would make ``rm -r DIR`` fail (C05).
+        """
         self._writable()
+        gone: list[tuple[int, bytes]] = []
 
         def fn(t: Txn) -> None:
+            gone.clear()
+            if self._is_generated_toc(t, path, want_dir=False):
+                return
             pino, pnode, name = self._parent_and_name(t, path)
             child = t.lookup(pino, name)
             if child is None:
+                hino = self.hidden.get((pino, name))
+                if hino is not None:  # libfuse removes a hidden name after the last close
+                    node = t.inode(hino)
+                    if node is not None and node.nlink <= 0 and self.open_count.get(hino, 0) == 0:
+                        t.del_inode(hino)
+                    gone.append((pino, name))
+                    return
                 if name in RESERVED_NAMES or (pino == S.ROOT_INO and name in RESERVED_ROOT):
                     raise AccessDenied("generated files are read-only")
                 raise NotFound("no such file")
@@ -595,19 +622,55 @@ class LibraryView:
                 return
             if node.is_dir:
                 raise IsADir("is a directory")
-            now = now_ns()
-            t.del_dirent(pino, name)
-            node.nlink -= 1
-            node.ctime_ns = now
-            if node.nlink <= 0 and self.open_count.get(child, 0) == 0:
-                t.del_inode(child)
-            else:
-                t.put_inode(node)
-            _touch_dir(pnode, now)
-            t.put_inode(pnode)
-            t.journal(S.JournalRecord(S.OP_UNLINK, child, pino, name, now))
+            self._drop_name(t, pino, pnode, name, node)
 
         self.store.run_write(fn)
+        for k in gone:
+            self.hidden.pop(k, None)
+
+    def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
+        """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open."""
+        now = now_ns()
+        t.del_dirent(pino, name)
+        node.nlink -= 1
+        node.ctime_ns = now
+        if node.nlink <= 0 and self.open_count.get(node.ino, 0) == 0:
+            t.del_inode(node.ino)
+        else:
+            t.put_inode(node)
+        _touch_dir(pnode, now)
+        t.put_inode(pnode)
+        t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, pino, name, now))
+
+    def _is_generated_toc(self, t: Txn, path: bytes, want_dir: bool) -> bool:
+        """Whether ``path`` is a generated TOC file (``want_dir``: the ``.index/`` directory)."""
+        try:
+            r = self.resolve(t, path)
+        except (NotFound, NotADir):
+            return False
+        return r.kind == "pages" if want_dir else r.kind in ("toc", "page")
+
+    def _hide(self, old: bytes, new: bytes) -> bool:
+        """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
+        the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
+        close). Returns False when ``old`` is not an open regular file (then it is an ordinary rename)."""
+        def fn(t: Txn) -> tuple[int, bytes, int] | None:
+            sp, spn, sname = self._parent_and_name(t, old)
+            dp, _dpn, dname = self._parent_and_name(t, new)
+            src = t.lookup(sp, sname)
+            if src is None or not self.open_count.get(src) or t.lookup(dp, dname) is not None:
+                return None
+            node = t.inode(src)
+            if node is None or node.is_dir:
+                return None
+            self._drop_name(t, sp, spn, sname, node)
+            return dp, dname, src
+
+        res = self.store.run_write(fn)
+        if res is None:
+            return False
+        self.hidden[(res[0], res[1])] = res[2]
+        return True
 
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
         """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE.
@@ -619,6 +682,10 @@ class LibraryView:
                 flags & RENAME_NOREPLACE and flags & RENAME_EXCHANGE):
             raise InvalidArgument("unsupported rename flags")
         self._writable()
+        last = new.rstrip(b"/").rsplit(b"/", 1)[-1]
+        if (not flags and last.startswith(HIDDEN_PREFIX) and len(last) == len(HIDDEN_PREFIX) + 16
+                and self._hide(old, new)):
+            return
 
         def fn(t: Txn) -> None:
             sp, spn, sname = self._parent_and_name(t, old)
@@ -763,6 +830,8 @@ class LibraryView:
             assert node is not None
             if node.is_dir:
                 raise NotPermitted("hard links to directories are not allowed")
+            if self._is_generated_toc(t, new, want_dir=False):
+                return  # linking onto a generated INDEX.md: it stays generated (`cp -al DIR`, C18)
             pino, pnode, name = self._parent_and_name(t, new)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
@@ -877,6 +946,11 @@ class LibraryView:
     def setxattr(self, path: bytes, name: bytes, value: bytes, flags: int) -> None:
         """Set an extended attribute (XATTR_CREATE → EEXIST if present, XATTR_REPLACE → ENODATA if not)."""
         self._writable()
+        if name.startswith(ACL_XATTR_PREFIX):
+            # No POSIX ACL support: storing the ACL as opaque bytes would ignore it for permission checks and
+            # leave the mode bits unchanged (sed -i copies a file's mode with fsetxattr(posix_acl_access),
+            # C04). ENOTSUP makes libacl fall back to fchmod.
+            raise NotSupported("POSIX ACLs are not supported")
         if len(name) > 255 or not name:
             raise InvalidArgument("bad attribute name") if not name else NameTooLong("attribute name too long")
         if len(value) > 64 * 1024:

@@ -23,7 +23,7 @@ Actions:
   (``Retry-After``) — 429, 500, 503, 400 (e.g. to reject ``response_format``);
 - :class:`Raw` — any body bytes with any status and content type (garbage, truncated JSON);
 - :class:`Truncated` — declares a longer ``Content-Length`` than it sends, then closes the connection;
-- :class:`Delay` — waits ``seconds`` then performs another action;
+- :class:`Delay` — waits ``seconds`` then performs another action (or calls a callable default);
 - :class:`Hang` — never answers (until the server stops or ``max_s`` passes), then closes;
 - :class:`Close` — closes the connection without any response.
 
@@ -182,8 +182,6 @@ class LLMServer:
                     action = server._script.popleft() if server._script else None
                 if action is None:
                     action = server.default
-                if callable(action) and not isinstance(action, type):
-                    action = action(req)
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     action = Status(404, f"no route {self.path}")
                 server._perform(self, req, action)
@@ -243,6 +241,8 @@ class LLMServer:
 
     # actions
     def _perform(self, h: BaseHTTPRequestHandler, req: Request, action: Any) -> None:
+        if callable(action) and not isinstance(action, type):
+            action = action(req)
         if action is None:
             action = Status(500, "no scripted answer and no default")
         if isinstance(action, (dict, list, str)):
@@ -339,13 +339,14 @@ class IndexModel:
         if task == "file":
             out = []
             for e in p["entries"]:
-                sec = self.file_to.get(e["name"])
-                if sec is None:
+                if e["name"] in self.file_to:
+                    sec = self.file_to[e["name"]]
+                else:
                     hay = (e["name"] + " " + e.get("text", "")).lower()
                     sec = next((s["path"] for s in p["sections"] if s["path"].rsplit("/", 1)[-1] in hay),
-                               None)
-                out.append({"id": e["id"], "section": sec or self.new_section,
-                            "is_new": sec is None or sec not in [s["path"] for s in p["sections"]]})
+                               self.new_section)
+                out.append({"id": e["id"], "section": sec,
+                            "is_new": sec not in [s["path"] for s in p["sections"]]})
             return Reply({"filings": out})
         if task == "group":
             ids = [e["id"] for e in p["entries"]]

@@ -2,13 +2,13 @@
 
 import json
 
-from click.testing import CliRunner
-
 from cards_llm_server import ScriptedLLMServer
+from click.testing import CliRunner
+from libraryfs.cli.main import cli
+
 from libraryfs.cards.cards import AUDIT_PATH, Card, all_card_paths, block_paths, read_card, write_card
 from libraryfs.cards.learn import add, refine, score
 from libraryfs.cards.llm import ChatLLM
-from libraryfs.cli.main import cli
 from libraryfs.tree import DirTree
 
 
@@ -128,8 +128,9 @@ def test_cli_add_refine_seed(tmp_path):
 
 def test_add_and_refine_on_a_library_store_keep_check_clean_and_tocs_current(libdir):
     """Through libraryfs.library.open_tree (store access, not mounted), then the real indexer and check."""
-    from libraryfs.check import check, describe
     from libraryfs.daemon.indexer import Indexer
+
+    from libraryfs.check import check, describe
     from libraryfs.library import open_tree
     from libraryfs.store import Store
 

@@ -4,13 +4,13 @@ import json
 import re
 
 import pytest
-from click.testing import CliRunner
-
 from cards_llm_server import ScriptedLLMServer
+from click.testing import CliRunner
+from libraryfs.cli.main import cli
+
 from libraryfs.cards.cards import Card, write_card
 from libraryfs.cards.llm import ChatLLM
 from libraryfs.cards.solver import solve
-from libraryfs.cli.main import cli
 from libraryfs.tree import DirTree
 
 PROBLEM = "How many strings of length 6 over {1,2,3} have adjacent digits differing by at most 1?"

@@ -147,7 +147,7 @@ def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SC
     hist: Counter[str] = Counter()
     levels = []
     runs = len(records) * seeds
-    eq = lambda a, b: a is not None and a >= 0 and a == b  # noqa: E731 - class ids; -1 = no answer
+    eq = lambda a, b: a is not None and a >= 0 and a == b
     for rec in records:
         lv = 0
         for s in range(seeds):
@@ -232,4 +232,4 @@ def seed_champ(tree: Tree, dataset=None) -> list[str]:
     return sorted(paths)
 
 
-__all__ = ["load_records", "replay", "format_table", "seed_champ", "dataclasses"]
+__all__ = ["dataclasses", "format_table", "load_records", "replay", "seed_champ"]

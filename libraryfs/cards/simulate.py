@@ -79,7 +79,7 @@ def simulate(cfg: SimConfig, schedule: Schedule = DEFAULT_SCHEDULE) -> dict:
         for i, p in enumerate(ps):
             one = _sampler(random.Random(hash((cfg.seed, 0, s, i))), p, cfg)
             for name, sch in (("tiered", schedule), ("tiered-pooled", pooled)):
-                d = run(lambda tier, k: [one(tier_cards[tier]) for _ in range(k)], sch)
+                d = run(lambda tier, k, one=one: [one(tier_cards[tier]) for _ in range(k)], sch)
                 acc[name] += d.answer == 0
                 calls[name] += d.calls
                 if name == "tiered":

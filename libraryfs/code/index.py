@@ -193,10 +193,16 @@ class CodeIndex:
                     pkg = pkg[: len(pkg) - (level - 1)] if level - 1 <= len(pkg) else []
                 rest = spec[level:]
                 spec = ".".join([*pkg, *([rest] if rest else [])])
-            while spec:
-                if spec in modules:
-                    return [modules[spec]]
-                spec = spec.rpartition(".")[0]  # "pkg.mod.name" → "pkg.mod" → "pkg"
+            parts = spec.split(".")
+            # "pkg.mod.name" → "pkg.mod" → "pkg"; then, for a checkout of a sub-package, without the
+            # leading components ("lib.code.index" → "code.index" → "index")
+            for lead in range(len(parts)):
+                for end in range(len(parts), lead, -1):
+                    key = ".".join(parts[lead:end])
+                    if key in modules:
+                        return [modules[key]]
+                if lead == 0 and parts[0] in modules:
+                    break  # the top package is in the repo: do not guess further
             return []
         if lang == "javascript":
             if not spec.startswith("."):

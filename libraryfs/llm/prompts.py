@@ -158,6 +158,8 @@ def valid_filings(answer: Any, ids: set[int], sections: list[str]) -> dict[int, 
             out[i] = v
         elif v.lower() in folded:
             out[i] = folded[v.lower()]
+        elif any(c.strip().startswith(".") for c in v.split("/")):
+            continue  # hidden or parent-directory components are refused, not repaired
         else:
             safe = safe_section_name(v)
             if safe is not None and len(v) <= 200:

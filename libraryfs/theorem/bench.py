@@ -26,19 +26,19 @@ from libraryfs.theorem.stores import CONDITIONS, StoreSpec, write_item_store
 
 @dataclass
 class BenchOptions:
-    """What to run. ``ns`` None: the paper's sizes plus 10,000; ``extra_trials``: trials for cells the
+    """What to run. ``ns`` None: the paper's sizes (50 … 5,000); ``extra_trials``: trials for cells the
     logs lack (PATH/AUTO use ``item_trials``); ``steps`` 0 skips compounding."""
 
     ns: list[int] | None = None
     conditions: tuple[str, ...] = CONDITIONS
     contents: tuple[str, ...] = ("hash", "numeric", "encyclopedia")
     extra_trials: int = 10
-    item_trials: int = 5
+    item_trials: int = 3
     paper_trials: bool = True
     large: bool = False
     large_lookups: int = 20
     steps: int = 1000
-    compounding_n: int = 10_000
+    compounding_n: int = 1_000
     index_timeout_s: float = 120.0
     plots: bool = True
 

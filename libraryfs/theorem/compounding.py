@@ -111,7 +111,8 @@ def run_compounding(
     """Run both agents for ``steps`` steps with notes under ``<root>/theorem-compounding/<run_name>/notes``.
 
     ``toc_writer`` re-renders the notes directory's TOC after each note on a plain directory (None: a
-    mounted library's indexer does it; then every ``settle_every`` steps the run waits until INDEX.md
+    mounted library's indexer does it; then at steps 1, 2, 4, … and every ``settle_every`` steps the run
+    waits until INDEX.md
     reaches the newest note, so only notes younger than that are opened by path). Raises RuntimeError
     when the two agents' final values differ.
     """
@@ -151,7 +152,7 @@ def run_compounding(
         (notes / f"n{t:05d}").write_text(text, encoding="utf-8")
         if toc_writer:
             toc_writer(notes)
-        elif settle_every and t % settle_every == 0:
+        elif settle_every and (t % settle_every == 0 or (t < settle_every and t & (t - 1) == 0)):
             _settle(notes, f"n{t:05d}", settle_timeout_s)
         step_calls = calls + [lookup.calls[0], Call("write_note", {"text": text}, "ok", "note")]
         lib_total += sum(resent_history_tokens(SYSTEM, task, step_calls))
