@@ -141,19 +141,24 @@ st, rd = [], []
 i = 0
 while len(st) < n and time.time() < deadline:
     p = paths[i % len(paths)]; i += 1
-    t0 = time.perf_counter_ns(); os.stat(p); st.append(time.perf_counter_ns() - t0)
-    t0 = time.perf_counter_ns()
-    with open(p, "rb") as f: f.read(4096)
-    rd.append(time.perf_counter_ns() - t0)
+    try:
+        t0 = time.perf_counter_ns(); os.stat(p); st.append(time.perf_counter_ns() - t0)
+        t0 = time.perf_counter_ns()
+        with open(p, "rb") as f: f.read(4096)
+        rd.append(time.perf_counter_ns() - t0)
+    except OSError:
+        pass
 print(json.dumps({"stat": st, "read": rd}))
 """
 
 
 def probe(paths: list[str], n: int, max_s: float) -> dict:
     """stat and open+read+close latencies (ns) measured by a separate process (no GIL shared with us)."""
-    out = subprocess.run([sys.executable, "-c", PROBE, json.dumps(paths), str(n), str(time.time() + max_s)],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(paths), str(n), str(time.time() + max_s)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"latency probe failed: {r.stderr[-500:]}")
+    return json.loads(r.stdout)
 
 
 def pct(xs: list[int], q: float) -> float:
@@ -174,7 +179,8 @@ def latency(lib: str, root: str, samples: int, delay_s: float) -> dict:
     try:
         paths = []
         for dp, _dn, fns in os.walk(os.path.join(mnt, "pydoc")):
-            paths += [os.path.join(dp, f) for f in fns if f != "INDEX.md"]
+            if "/." not in dp:  # entries only: not the generated .index/ pages
+                paths += [os.path.join(dp, f) for f in fns if f != "INDEX.md"]
             if len(paths) > 200:
                 break
         runs = {"idle": probe(paths, samples, 60)}

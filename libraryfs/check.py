@@ -97,16 +97,14 @@ def _check(t: Txn, repair: bool) -> Report:
         elif not (1 <= len(name) <= S.NAME_MAX) or b"/" in name or b"\0" in name or name in (b".", b".."):
             bad = f"invalid name {name!r} in {parent}"
         if bad:
-            bad_dirents.append(k)
-            problem("I2", child, bad)
+            problem("I2", child, bad, lambda k=bytes(k): bad_dirents.append(k))
             continue
         links[child] = links.get(child, 0) + 1
         if cnode.is_dir:  # type: ignore[union-attr]
             subdirs[parent] = subdirs.get(parent, 0) + 1
             dir_names.setdefault(child, []).append((parent, name))
-    if repair:
-        for k in bad_dirents:
-            t.t.delete(k, db=s.db_dirents)
+    for k in bad_dirents:  # deleted after the scan: never delete under a live cursor
+        t.t.delete(k, db=s.db_dirents)
     # I3: directories named once, dirparent mirrors, reach root
     for ino, node in inodes.items():
         if not node.is_dir or ino == S.ROOT_INO:

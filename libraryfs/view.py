@@ -830,8 +830,6 @@ class LibraryView:
             assert node is not None
             if node.is_dir:
                 raise NotPermitted("hard links to directories are not allowed")
-            if self._is_generated_toc(t, new, want_dir=False):
-                return  # linking onto a generated INDEX.md: it stays generated (`cp -al DIR`, C18)
             pino, pnode, name = self._parent_and_name(t, new)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")

@@ -51,7 +51,8 @@ def mount_library(libdir: str, mnt: str, **kw):
     from libraryfs.daemon import launcher
 
     os.makedirs(mnt, exist_ok=True)
-    info = launcher.start(libdir, mnt, llm=False, **kw)
+    kw.setdefault("llm", False)
+    info = launcher.start(libdir, mnt, **kw)
     try:
         yield info
     finally:

@@ -13,8 +13,10 @@ import errno
 import json
 import os
 import stat
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -28,14 +30,25 @@ NOBODY = 65534
 PASSWD_MARK = "root:"  # the first field of /etc/passwd's first line on every Linux
 
 
-def _as_nobody(code: str) -> subprocess.CompletedProcess:
-    """Run Python ``code`` as uid/gid 65534 (another user than the mount's owner)."""
+def _as_nobody(*argv: str) -> subprocess.CompletedProcess:
+    """Run a system command as uid/gid 65534 (another user than the mount's owner)."""
     def drop():
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=drop,
-                          cwd="/")
+    return subprocess.run(list(argv), capture_output=True, text=True, preexec_fn=drop, cwd="/")
+
+
+@pytest.fixture
+def public_dir():
+    """A directory every user can traverse (pytest's own tmp dirs are 0700, which would deny others for the
+    wrong reason); the test proves other users can reach it before checking what they cannot reach."""
+    d = tempfile.mkdtemp(prefix="lfs-sec-", dir="/tmp")
+    os.chmod(d, 0o755)
+    assert _as_nobody("ls", d).returncode == 0
+    yield d
+    subprocess.run(["fusermount3", "-uz", os.path.join(d, "mnt")], capture_output=True)
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def _mount_options(mnt: str) -> list[str]:
@@ -49,22 +62,25 @@ def _mount_options(mnt: str) -> list[str]:
 
 # -- private by default -----------------------------------------------------------------------------------
 
-@pytest.mark.no_indexer
-def test_mount_is_private_by_default(mounted):
-    with open(mounted.p("open.md"), "w") as f:
-        f.write("world readable mode, still private\n")
-    os.chmod(mounted.p("open.md"), 0o644)
-    os.chmod(mounted.mnt, 0o755)
-    assert "allow_other" not in _mount_options(mounted.mnt)
-    r = _as_nobody(f"import os; os.stat({mounted.p('open.md')!r})")
-    assert r.returncode != 0 and "PermissionError" in r.stderr, r.stderr
-    r = _as_nobody(f"import os; os.listdir({mounted.mnt!r})")
-    assert r.returncode != 0 and "PermissionError" in r.stderr, r.stderr
-
-
-def test_allow_other_only_when_asked_and_modes_are_enforced(tmp_path):
+def test_mount_is_private_by_default(public_dir):
     _fuse_or_skip()
-    libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
+    libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
+    Store.create(libdir).close()
+    with mount_library(libdir, mnt, indexer=False):
+        os.chmod(mnt, 0o755)
+        with open(os.path.join(mnt, "open.md"), "w") as f:
+            f.write("world readable mode, still private\n")
+        os.chmod(os.path.join(mnt, "open.md"), 0o644)
+        assert "allow_other" not in _mount_options(mnt)
+        r = _as_nobody("stat", os.path.join(mnt, "open.md"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr, r.stderr
+        r = _as_nobody("ls", mnt)
+        assert r.returncode != 0 and "Permission denied" in r.stderr, r.stderr
+
+
+def test_allow_other_only_when_asked_and_modes_are_enforced(public_dir):
+    _fuse_or_skip()
+    libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
     with mount_library(libdir, mnt, indexer=False, allow_other=True):
         os.chmod(mnt, 0o755)
@@ -73,12 +89,12 @@ def test_allow_other_only_when_asked_and_modes_are_enforced(tmp_path):
             with open(os.path.join(mnt, name), "w") as f:
                 f.write(f"{name}\n")
             os.chmod(os.path.join(mnt, name), mode)
-        r = _as_nobody(f"print(open({os.path.join(mnt, 'public.md')!r}).read(), end='')")
+        r = _as_nobody("cat", os.path.join(mnt, "public.md"))
         assert r.returncode == 0 and r.stdout == "public.md\n", r.stderr
-        r = _as_nobody(f"open({os.path.join(mnt, 'secret.md')!r}).read()")
-        assert r.returncode != 0 and "PermissionError" in r.stderr  # default_permissions: the kernel checks
-        r = _as_nobody(f"open({os.path.join(mnt, 'new.md')!r}, 'w')")
-        assert r.returncode != 0 and "PermissionError" in r.stderr
+        r = _as_nobody("cat", os.path.join(mnt, "secret.md"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr  # default_permissions: the kernel checks
+        r = _as_nobody("touch", os.path.join(mnt, "new.md"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr
 
 
 # -- read-only mounts ---------------------------------------------------------------------------------------
@@ -155,8 +171,7 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
     with LLMServer(default=IndexModel(file_to={"pw-in-inbox": "../../etc"})) as srv:
         env = {"LIBRARYFS_LLM_BASE_URL": srv.base_url, "LIBRARYFS_LLM_MODEL": "test-model",
                "LIBRARYFS_LLM_API_KEY": "sk-test"}
-        with mount_library(libdir, mnt, llm=None, env=env) if False else \
-                _mount_with_llm(libdir, mnt, env):
+        with mount_library(libdir, mnt, llm=True, env=env):
             os.makedirs(os.path.join(mnt, "notes"))
             os.makedirs(os.path.join(mnt, "inbox"))
             with open(os.path.join(mnt, "notes/real.md"), "w") as f:
@@ -188,19 +203,6 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
         status.env.close()
 
 
-class _mount_with_llm:
-    """Mount with the LLM builder pointed at ``env``'s endpoint (the indexer inherits the environment)."""
-
-    def __init__(self, libdir: str, mnt: str, env: dict) -> None:
-        self.cm = mount_library(libdir, mnt, llm=True, env=env)
-
-    def __enter__(self):
-        return self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        return self.cm.__exit__(*exc)
-
-
 def test_ingest_refuses_dotdot_and_skips_symlinks(tmp_path, run_cli):
     libdir = str(tmp_path / "lib")
     Store.create(libdir).close()
@@ -225,23 +227,28 @@ def test_ingest_refuses_dotdot_and_skips_symlinks(tmp_path, run_cli):
 
 # -- the library directory -------------------------------------------------------------------------------------
 
-def test_library_directory_is_created_0700(tmp_path, run_cli):
+def test_library_directory_is_created_0700(public_dir, run_cli):
     for where in ("fresh", "existing"):
-        libdir = tmp_path / where
+        libdir = os.path.join(public_dir, where)
         if where == "existing":
-            libdir.mkdir(mode=0o755)
-        run_cli("init", str(libdir), check_rc=True)
+            os.mkdir(libdir, 0o755)
+        run_cli("init", libdir, check_rc=True)
         assert stat.S_IMODE(os.stat(libdir).st_mode) == 0o700
-        assert stat.S_IMODE(os.stat(libdir / "store").st_mode) == 0o700
-        for f in (libdir / "store").iterdir():
-            assert not os.stat(f).st_mode & 0o077, f"{f} is readable by others"
+        assert stat.S_IMODE(os.stat(os.path.join(libdir, "store")).st_mode) == 0o700
+        r = _as_nobody("cat", os.path.join(libdir, "store", "data.mdb"))
+        assert r.returncode != 0 and "Permission denied" in r.stderr
 
 
-def test_logs_and_locks_are_private(mounted):
-    for rel in ("logs", "mount.lock", "logs/mount.log", "logs/indexer.log"):
-        p = os.path.join(mounted.libdir, rel)
-        if os.path.exists(p):
-            assert not os.stat(p).st_mode & 0o077, f"{rel} is {oct(stat.S_IMODE(os.stat(p).st_mode))}"
+def test_logs_and_locks_are_not_reachable_by_others(public_dir):
+    _fuse_or_skip()
+    libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
+    Store.create(libdir).close()
+    with mount_library(libdir, mnt):
+        for rel in ("logs/mount.log", "logs/indexer.log", "mount.lock", "run.json", "store/lock.mdb"):
+            p = os.path.join(libdir, rel)
+            assert os.path.exists(p), rel
+            r = _as_nobody("cat", p)
+            assert r.returncode != 0 and "Permission denied" in r.stderr, rel
 
 
 # -- isolation between libraries ---------------------------------------------------------------------------------
@@ -269,9 +276,10 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
             seen_b += open(os.path.join(b_mnt, rel)).read()
         seen_b += "".join(os.listdir(os.path.join(b_mnt, ".find")))
         assert not os.path.exists(os.path.join(b_mnt, ".find", secret, "01-" + secret + ".md"))
-        for args in (("status", b_lib, "--json"), ("find", b_lib, secret)):
-            r = run_cli(*args)
-            seen_b += r.stdout + r.stderr
+        r = run_cli("status", b_lib, "--json")
+        seen_b += r.stdout + r.stderr
+        r = run_cli("find", b_lib, secret)
+        assert r.returncode != 0 and r.stdout == ""  # "no match" (its message repeats the term itself)
         assert secret not in seen_b
         assert a_lib not in seen_b and a_mnt not in seen_b
         status_b = json.loads(open(os.path.join(b_mnt, ".libraryfs/status.json")).read())

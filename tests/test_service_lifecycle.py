@@ -235,8 +235,9 @@ def test_kill9_then_restart_recovers_and_checks(libdir, tmp_path, listener, proc
     text = log2.read_text()
     assert "unclean shutdown detected: check found" in text
     assert "after an unclean stop" in text
+    at = {id(m): i for i, m in enumerate(listener.messages)}
     checking = [m for m in listener.messages if "checking the store" in m.get("STATUS", "")]
-    assert checking and listener.messages.index(checking[-1]) < listener.messages.index(ready)
+    assert checking and at[id(checking[-1])] < at[id(ready)]  # the check ran before READY
     r = run_cli("status", str(libdir))
     assert f"mounted     yes at {mnt} (server pid {p2.pid}, up" in r.stdout
     p2.send_signal(signal.SIGTERM)

@@ -1,0 +1,93 @@
+"""CLI commands against real mounts: find, .find/, stats.json, status, ingest --watch, read-only TOCs."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+def wait_for(pred, timeout_s=15.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def test_find_and_dot_find(mounted, run_cli):
+    os.makedirs(mounted.p("kitchen"))
+    os.makedirs(mounted.p("garage"))
+    open(mounted.p("kitchen/recipes.md"), "w").write("# Recipes\n\nPasta with tomato sauce.\n")
+    open(mounted.p("garage/tools.md"), "w").write("# Tools\n\nA hammer and a saw.\n")
+    mounted.wait_indexed()
+    r = run_cli("find", mounted.libdir, "recipes.md", check_rc=True)
+    assert r.stdout.splitlines()[0] == mounted.p("kitchen/recipes.md")
+    r = run_cli("find", mounted.libdir, "hammer", check_rc=True)
+    assert mounted.p("garage/tools.md") in r.stdout
+    links = sorted(os.listdir(mounted.p(".find/tools.md")))
+    assert links == ["01-tools.md"]
+    assert open(mounted.p(".find/tools.md/01-tools.md")).read().startswith("# Tools")
+    assert run_cli("find", mounted.libdir, "nothing-like-this").returncode == 1
+
+
+def test_stats_count_toc_pages_and_entries_per_process(mounted):
+    os.makedirs(mounted.p("s"))
+    open(mounted.p("s/e.md"), "w").write("# E\n\n" + "word " * 400)
+    mounted.wait_indexed()
+    code = (f"import json,os;open({mounted.p('INDEX.md')!r}).read();open({mounted.p('s/INDEX.md')!r}).read();"
+            f"open({mounted.p('s/e.md')!r}).read();"
+            f"print(os.getpid());print(open({mounted.p('.libraryfs/stats.json')!r}).read())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    pid, stats = out.split("\n", 1)
+    mine = json.loads(stats)["by_pid"][pid]
+    assert mine["toc_pages_read"] == 2 and mine["entries_read"] == 1
+    assert 400 <= mine["entry_tokens_read"] <= 420  # the indexer's o200k count of the entry
+
+
+def test_generated_files_are_read_only(mounted):
+    for flags in (os.O_WRONLY, os.O_RDWR | os.O_TRUNC):
+        with pytest.raises(PermissionError):
+            os.open(mounted.p("INDEX.md"), flags)
+    os.unlink(mounted.p("INDEX.md"))  # succeeds and changes nothing (so `rm -rf DIR` works, case C05)
+    assert os.path.exists(mounted.p("INDEX.md"))
+    with pytest.raises(FileExistsError):
+        os.open(mounted.p("INDEX.md"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    with pytest.raises(OSError):
+        open(mounted.p(".libraryfs/status.json"), "w")
+
+
+def test_status_json(mounted, run_cli):
+    open(mounted.p("x.md"), "w").write("x")
+    mounted.wait_indexed()
+    st = json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)
+    assert st["mounted"] and st["mount"]["pid"] == mounted.server_pid
+    assert st["indexer_running"] and st["pending_records"] == 0
+    human = run_cli("status", mounted.libdir, check_rc=True).stdout
+    assert "mounted     yes" in human and "last error  none" in human
+
+
+def test_ingest_watch_mirrors_changes(mounted, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.md").write_text("# A\n")
+    (src / "sub" / "b.md").write_text("# B\n")
+    (src / ".hidden").write_text("secret")
+    p = subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "ingest", mounted.libdir, str(src),
+                          "--into", "docs", "--watch", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: os.path.exists(mounted.p("docs/sub/b.md")))
+        assert not os.path.exists(mounted.p("docs/.hidden"))
+        time.sleep(1.0)  # the observer is running once the first copy is done
+        (src / "c.md").write_text("# C\n")
+        (src / "a.md").write_text("# A2\n")
+        os.unlink(src / "sub" / "b.md")
+        wait_for(lambda: os.path.exists(mounted.p("docs/c.md")))
+        wait_for(lambda: open(mounted.p("docs/a.md")).read() == "# A2\n")
+        wait_for(lambda: not os.path.exists(mounted.p("docs/sub/b.md")))
+    finally:
+        p.terminate()
+        p.wait(10)
