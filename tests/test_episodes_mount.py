@@ -24,7 +24,7 @@ pytest.importorskip("crafter")
 
 @pytest.fixture(scope="module")
 def episode_records():
-    return crafter_data.load_rollout(3, 1100)
+    return crafter_data.load_rollout(3, 1200)
 
 
 def test_crafter_episode_through_mount(mounted, episode_records):
@@ -58,10 +58,10 @@ def test_crafter_episode_through_mount(mounted, episode_records):
 
         # by-event and transitions list exactly the ground-truth steps
         ev_steps = truth.occ[("ev", "collect_wood")]
-        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "by-event", "collect_wood")) if n != "INDEX.md")
+        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "by-event", "collect_wood")) if not n.startswith(".") and n != "INDEX.md")
         assert names == [f"{t:06d}.md" for t in ev_steps]
         item, gains = next((k[1], v) for k, v in sorted(truth.occ.items()) if k[0] == "gain")
-        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "transitions", item, "gained")) if n != "INDEX.md")
+        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "transitions", item, "gained")) if not n.startswith(".") and n != "INDEX.md")
         assert names == [f"{t:06d}.md" for t in gains]
         t = 777
         step = open(os.path.join(ep_dir, "steps", f"{t:06d}.md")).read()

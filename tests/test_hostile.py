@@ -321,6 +321,23 @@ def test_rm_rf_of_a_section(mounted, tool):
     assert not os.path.exists(mounted.p("t"))
 
 
+def test_non_utf8_name_does_not_stop_the_indexer(mounted):
+    """A file named with bytes that are not UTF-8 must be indexed like any other.
+
+    Fails today: the indexer stores ``meta["name"] = os.fsdecode(name)`` (lone surrogates) and
+    ``schema.dumps`` encodes with strict UTF-8, so every pass raises UnicodeEncodeError and no TOC of the
+    library is ever updated again. Fix in ``libraryfs/schema.py``: ``dumps`` → ``.encode("utf-8",
+    "surrogateescape")``, ``loads`` → ``json.loads(raw.decode("utf-8", "surrogateescape"))``."""
+    os.makedirs(mounted.p("s"))
+    with open(os.path.join(os.fsencode(mounted.p("s")), b"\xff\xfe-latin1.md"), "wb") as f:
+        f.write(b"# bytes name\n")
+    with open(mounted.p("s/plain.md"), "w") as f:
+        f.write("# plain\n")
+    mounted.wait_indexed(timeout_s=10)
+    page = open(mounted.p("s/INDEX.md"), "rb").read()
+    assert b"plain.md" in page and b"%FF%FE-latin1.md" in page
+
+
 # =====================================================================================================
 # big and deep
 # =====================================================================================================
