@@ -150,14 +150,24 @@ class MemFS(mfusepy.Operations):
 
     # -- directories ---------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
-    def readdir(self, path, fh):
+    def opendir(self, path):
         node = self._node(path)
         if node.children is None:
             raise mfusepy.FuseOSError(errno.ENOTDIR)
+        return self._handle(node)  # nullpath_ok: readdir may get no path, only this handle
+
+    @mfusepy.overrides(mfusepy.Operations)
+    def readdir(self, path, fh):
+        node = self.handles[fh]
         out = [(".", {"st_mode": stat.S_IFDIR, "st_ino": node.attrs["st_ino"]}, 0), ("..", None, 0)]
         for name, child in node.children.items():
             out.append((name, {"st_mode": child.attrs["st_mode"], "st_ino": child.attrs["st_ino"]}, 0))
         return out
+
+    @mfusepy.overrides(mfusepy.Operations)
+    def releasedir(self, path, fh):
+        self.handles.pop(fh, None)
+        return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     def mkdir(self, path, mode):

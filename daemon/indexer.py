@@ -479,7 +479,7 @@ class Indexer:
             m = t.meta(ino)
             m.update(description=description, tokens_total=total_tokens, entries_total=total_entries,
                      toc_generation=gen, toc_journal_seq=upto, toc_pages=len(out.pages), toc_levels=out.levels,
-                     toc_max_page_tokens=max(out.page_tokens))
+                     toc_max_page_tokens=max(out.page_tokens), toc_page_tokens=out.page_tokens)
             t.put_meta(ino, m)
 
         self.store.run_write(write)

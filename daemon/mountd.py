@@ -24,7 +24,6 @@ from libraryfs import schema as S
 from libraryfs.errors import Busy, LibraryError
 from libraryfs.find import find
 from libraryfs.store import Store
-from libraryfs.tokens import count_tokens
 from libraryfs.view import LibraryView
 
 log = logging.getLogger("libraryfs.mount")
@@ -238,8 +237,9 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
                     "uptime_s": round(time.time() - started, 3), "read_only": read_only,
                     "allow_other": allow_other, "timeouts_s": list(timeouts_s), "systemd_unit": unit}
 
+        # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
         view = LibraryView(store, read_only=read_only, finder=find, status_provider=status_provider,
-                           budget=budget, count_tokens=count_tokens)
+                           budget=budget, count_tokens=None)
         if not read_only:
             n = view.purge_orphans()
             if n:

@@ -1015,6 +1015,11 @@ class LibraryView:
                 "pages": t.toc_page_count(dir_ino), "stale": int(m.get("toc_journal_seq", -1) < 0)}
 
     def _toc_tokens(self, t: Txn, dir_ino: int, page: int, content: bytes) -> int:
+        # the indexer stores each page's o200k count (meta "toc_page_tokens"): the mount never loads the
+        # tokenizer (~2 s) on a read path
+        counts = t.meta(dir_ino).get("toc_page_tokens") or []
+        if page < len(counts) and counts[page] and t.toc_page(dir_ino, page) == content:
+            return counts[page]
         key = (dir_ino, page, content[:200])
         n = self._toc_tokens_cache.get(key)
         if n is None:

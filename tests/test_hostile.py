@@ -322,12 +322,8 @@ def test_rm_rf_of_a_section(mounted, tool):
 
 
 def test_non_utf8_name_does_not_stop_the_indexer(mounted):
-    """A file named with bytes that are not UTF-8 must be indexed like any other.
-
-    Fails today: the indexer stores ``meta["name"] = os.fsdecode(name)`` (lone surrogates) and
-    ``schema.dumps`` encodes with strict UTF-8, so every pass raises UnicodeEncodeError and no TOC of the
-    library is ever updated again. Fix in ``libraryfs/schema.py``: ``dumps`` → ``.encode("utf-8",
-    "surrogateescape")``, ``loads`` → ``json.loads(raw.decode("utf-8", "surrogateescape"))``."""
+    """A file named with bytes that are not UTF-8 is indexed like any other (regression: ``schema.dumps``
+    once raised UnicodeEncodeError on the surrogate-escaped name and every later indexer pass failed)."""
     os.makedirs(mounted.p("s"))
     with open(os.path.join(os.fsencode(mounted.p("s")), b"\xff\xfe-latin1.md"), "wb") as f:
         f.write(b"# bytes name\n")
