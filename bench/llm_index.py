@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -174,7 +173,7 @@ def latency(lib: str, root: str, samples: int, delay_s: float) -> dict:
 
     mnt = os.path.join(root, "mnt")
     os.makedirs(mnt, exist_ok=True)
-    info = launcher.start(lib, mnt, indexer=False, timeouts="0,0,0", llm=False)
+    launcher.start(lib, mnt, indexer=False, timeouts="0,0,0", llm=False)
     row: dict = {}
     try:
         paths = []

@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from libraryfs.cards import cards as cardsmod
+from libraryfs.errors import LibraryError
 from libraryfs.tree import DirTree, Tree
 
 _LLM_ENV = {"base_url": "LIBRARYFS_LLM_BASE_URL", "model": "LIBRARYFS_LLM_MODEL", "api_key": "LIBRARYFS_LLM_API_KEY"}
@@ -54,11 +55,18 @@ def open_tree(library_dir: str | None, tree_dir: str | None, required: bool = Tr
             return lib.open_tree(library_dir)
         except (ImportError, AttributeError):
             raise click.ClickException("this build cannot open a library directly: use --tree MOUNTPOINT") from None
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, LibraryError) as e:
             raise click.ClickException(f"cannot open library {library_dir}: {e}") from None
     if required:
         raise click.ClickException("no card tree: give --library DIR (or LIBRARYFS_LIBRARY) or --tree DIR")
     return None
+
+
+def _close(tree: Tree | None) -> None:
+    """Close a store-backed tree (``StoreTree.close``); a DirTree needs nothing."""
+    close = getattr(tree, "close", None)
+    if close is not None:
+        close()
 
 
 def _llm(base_url, model, api_key, **kw):
@@ -111,8 +119,11 @@ def solve_cmd(problem, domain, gold, problem_id, trace_out, temperature, as_json
         except cardsmod.CardFormatError as e:
             raise click.ClickException(str(e)) from None
     tree = open_tree(library_dir, tree_dir, required=False)
-    trace = solve(problem, tree, _llm(base_url, model, api_key, temperature=temperature), domain=domain,
-                  problem_id=problem_id, gold=gold)
+    try:
+        trace = solve(problem, tree, _llm(base_url, model, api_key, temperature=temperature), domain=domain,
+                      problem_id=problem_id, gold=gold)
+    finally:
+        _close(tree)
     if trace_out:
         with open(trace_out, "a", encoding="utf-8") as f:
             f.write(json.dumps(trace, ensure_ascii=False) + "\n")
@@ -141,7 +152,10 @@ def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
     from libraryfs.cards.learn import add
 
     tree = open_tree(library_dir, tree_dir)
-    recs = add(tree, _read_traces(traces), _llm(base_url, model, api_key))
+    try:
+        recs = add(tree, _read_traces(traces), _llm(base_url, model, api_key))
+    finally:
+        _close(tree)
     _summary(recs)
 
 
@@ -156,8 +170,12 @@ def refine_cmd(traces, min_uses, curator, library_dir, tree_dir, base_url, model
     from libraryfs.cards.learn import refine
 
     tree = open_tree(library_dir, tree_dir)
-    llm = _llm(base_url, model, api_key) if curator else None
-    _summary(refine(tree, _read_traces(traces), llm, min_uses=min_uses))
+    try:
+        llm = _llm(base_url, model, api_key) if curator else None
+        recs = refine(tree, _read_traces(traces), llm, min_uses=min_uses)
+    finally:
+        _close(tree)
+    _summary(recs)
 
 
 def _summary(recs: list[dict[str, Any]]) -> None:
@@ -182,6 +200,8 @@ def seed_cmd(champ, library_dir, tree_dir):
         paths = seed_champ(tree)
     except ImportError:
         raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
+    finally:
+        _close(tree)
     click.echo(f"wrote {len(paths)} cards under {cardsmod.ROOT}/")
 
 
@@ -196,6 +216,8 @@ def block_cmd(tier, domain, library_dir, tree_dir):
         paths = cardsmod.block_paths(tree, tier, cardsmod.check_slug(domain, "domain"))
     except cardsmod.CardFormatError as e:
         raise click.ClickException(str(e)) from None
+    finally:
+        _close(tree)
     for p in paths:
         click.echo(p)
 
@@ -254,7 +276,10 @@ def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, bas
         probs = load_problems(problems_file)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    res = run_bench(probs, tree, _llm(base_url, model, api_key), best_of=best_of, trace_out=trace_out)
+    try:
+        res = run_bench(probs, tree, _llm(base_url, model, api_key), best_of=best_of, trace_out=trace_out)
+    finally:
+        _close(tree)
     click.echo(format_table(res))
     _write_json(out, res)
 

@@ -23,6 +23,11 @@ def handle_errors(f):
     def wrapper(*args, **kwargs):
         try:
             return f(*args, **kwargs)
+        except BrokenPipeError:  # `libraryfs status | head`: the reader left; not an error
+            import sys
+
+            sys.stderr.close()
+            raise SystemExit(0) from None
         except LibraryError as e:
             raise click.ClickException(str(e)) from None
         except OSError as e:

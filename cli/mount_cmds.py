@@ -16,8 +16,9 @@ from .common import handle_errors, library_argument
 @click.option("--no-indexer", is_flag=True, help="Do not start the indexer daemon.")
 @click.option("--read-only", is_flag=True, help="Mount read-only (agents that should only read).")
 @click.option("--allow-other", is_flag=True, help="Let other users access the mount (off by default).")
-@click.option("--timeouts", default="1,1,1", show_default=True, metavar="E,A,N",
-              help="Kernel cache timeouts in seconds: entry, attribute, negative lookup.")
+@click.option("--timeouts", default=None, metavar="E,A,N",
+              help="Kernel cache timeouts in seconds: entry, attribute, negative lookup "
+                   "[default: config.toml / 1,1,1].")
 @click.option("--budget", default=None, metavar="reads=N,tokens=M",
               help="Read budget: reads past it fail with EDQUOT; .libraryfs/budget shows what is left.")
 @click.option("--llm/--no-llm", default=None, help="Indexer uses (or not) the configured LLM endpoint.")

@@ -140,7 +140,7 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
 
 
 def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
-          allow_other: bool = False, timeouts: str = "1,1,1", budget: str | None = None,
+          allow_other: bool = False, timeouts: str | None = None, budget: str | None = None,
           llm: bool | None = None, allow_nonempty: bool = False, timeout_s: float = 20.0,
           env: dict | None = None) -> dict:
     """Start the mount server (and the indexer) in the background; returns ``run.json`` facts.
@@ -150,7 +150,9 @@ def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
     logs = os.path.join(libdir, "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
-    cmd = [sys.executable, "-m", "libraryfs.daemon.mountd", libdir, mountpoint, "--timeouts", timeouts]
+    cmd = [sys.executable, "-m", "libraryfs.daemon.mountd", libdir, mountpoint]
+    if timeouts:
+        cmd += ["--timeouts", timeouts]
     if read_only:
         cmd.append("--read-only")
     if allow_other:
@@ -281,13 +283,13 @@ def _last_line(path: str) -> str:
 
 
 def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
-                   allow_other: bool = False, timeouts: str = "1,1,1", budget: str | None = None,
+                   allow_other: bool = False, timeouts: str | None = None, budget: str | None = None,
                    llm: bool | None = None, allow_nonempty: bool = False) -> int:
     """Serve in this process (systemd, ``--foreground``); the indexer runs as a child process."""
     from . import mountd
 
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
-    args = [libdir, mountpoint, "--timeouts", timeouts]
+    args = [libdir, mountpoint] + (["--timeouts", timeouts] if timeouts else [])
     if read_only:
         args.append("--read-only")
     if allow_other:

@@ -165,8 +165,9 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def readdir_with_offset(self, path, offset, fh):
-        for name, mode, ino, nxt in self.view.readdir(fh, offset):
-            yield os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt
+        # not a generator function itself: errors of view.readdir must surface inside _op
+        entries = self.view.readdir(fh, offset)
+        return ((os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries)
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
@@ -179,6 +180,13 @@ class FuseOps(mfusepy.Operations):
     def mkdir(self, path, mode):
         uid, gid, _pid = mfusepy.fuse_get_context()
         self.view.mkdir(_b(path), mode, uid, gid)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def mknod(self, path, mode, dev):
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        self.view.mknod(_b(path), mode, dev, uid, gid)
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)

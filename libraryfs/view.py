@@ -408,6 +408,35 @@ class LibraryView:
         ino, _created = self.store.run_write(fn)
         return self._open_handle(ino, flags)
 
+    def mknod(self, path: bytes, mode: int, rdev: int, uid: int, gid: int) -> None:
+        """``mknod(2)``: a regular file, FIFO, socket or device node (the kernel serves FIFOs, sockets and
+        devices itself; the store keeps only the inode and ``rdev``). Raises Exists, InvalidArgument."""
+        self._writable()
+        kind = mode & S.S_IFMT
+        if kind == 0:
+            kind = S.S_IFREG
+        if kind not in (S.S_IFREG, _stat.S_IFIFO, _stat.S_IFSOCK, _stat.S_IFCHR, _stat.S_IFBLK):
+            raise InvalidArgument("mknod of this file type is not supported")
+        if not 0 <= rdev < 1 << 32:
+            raise InvalidArgument("device number does not fit the inode record")
+
+        def fn(t: Txn) -> None:
+            pino, pnode, name = self._parent_and_name(t, path)
+            _check_new_name(name, pino)
+            if t.lookup(pino, name) is not None:
+                raise Exists("file exists")
+            now = now_ns()
+            ino = t.alloc_ino()
+            gid2 = pnode.gid if pnode.mode & _stat.S_ISGID else gid
+            dev = rdev if kind in (_stat.S_IFCHR, _stat.S_IFBLK) else 0
+            t.put_inode(S.Inode(ino, kind | (mode & 0o7777), uid, gid2, 1, 0, now, now, now, rdev=dev))
+            t.add_dirent(pino, name, ino, False)
+            _touch_dir(pnode, now)
+            t.put_inode(pnode)
+            t.journal(S.JournalRecord(S.OP_CREATE, ino, pino, name, now))
+
+        self.store.run_write(fn)
+
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
         """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files.
 

@@ -127,3 +127,26 @@ def test_cli_block_and_bench(tree, tmp_path, monkeypatch):
     assert res["methods"]["tiered"] == {"accuracy": 1.0, "mean_calls": 3.5, "mean_tokens": 87.5}  # 25 tokens a call
     assert res["methods"]["best-of-5"]["accuracy"] == 0.5
     assert res["exit_histogram"] == {"easy": 1, "medium": 1, "hard": 0, "fallback": 0}
+
+
+def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
+    from libraryfs.library import open_tree
+
+    t = open_tree(str(libdir))
+    try:
+        write_card(t, Card(id="lib-card", type="lemma", tier="medium", domain="combinatorics",
+                           title="TITLE-medium-combinatorics", body="from the store"))
+    finally:
+        t.close()
+    monkeypatch.setenv("LIBRARYFS_LIBRARY", str(libdir))
+    r = CliRunner().invoke(cli, ["cards", "block", "medium", "combinatorics"])
+    assert r.exit_code == 0 and r.output.split() == ["cards/medium/combinatorics/lib-card.md"]
+    script = {"easy": ["1", "2"], "medium": ["6", "6", "6"], "hard": []}
+    with ScriptedLLMServer(scripted(script)) as srv:
+        r = CliRunner().invoke(cli, ["solve", PROBLEM, "--domain", "combinatorics", "--base-url", srv.base_url,
+                                     "--model", "m", "--json"])
+        assert "from the store" in srv.requests[2]["messages"][-1]["content"]
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["cards_read"] == ["cards/medium/combinatorics/lib-card.md"]
+    r = CliRunner().invoke(cli, ["cards", "block", "medium", "x", "--library", str(tmp_path / "nolib")])
+    assert r.exit_code == 1 and "not a libraryfs library" in r.output

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -43,6 +44,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         with open(os.path.join(ep_dir, "steps.jsonl"), "a") as f:
             f.writelines(json.dumps(r) + "\n" for r in recs[half:])
         rep = b.build("crafter-3")
+        print(rep.line())
         assert rep.new_units == len(recs) - half and rep.units == len(recs) and not rep.errors
 
         # visits/<place>/2.md names the step that began the second visit (ground truth from the records)
@@ -77,11 +79,16 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     finally:
         store.close()
 
-    mounted.wait_indexed(timeout_s=60)
-    for d in ("", "steps", "timeline", f"visits/{place}", "by-event/collect_wood", f"by-location/{place}"):
-        toc = open(os.path.join(ep_dir, d, "INDEX.md")).read()
-        assert toc.strip(), d
-    assert "2.md" in open(os.path.join(ep_dir, "visits", place, "INDEX.md")).read()
+    # the indexer gives each anchor directory its INDEX.md (polled: ~7,000 new files take it a while)
+    toc = os.path.join(ep_dir, "visits", place, "INDEX.md")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if os.path.exists(toc) and "2.md" in open(toc).read():
+            break
+        time.sleep(0.5)
+    assert "2.md" in open(toc).read()
+    for d in ("steps", "timeline", "by-event/collect_wood", f"by-location/{place}"):
+        assert open(os.path.join(ep_dir, d, "INDEX.md")).read().strip(), d
 
     # the recall command reads the units beside the live mount
     r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "recall", "crafter-3",

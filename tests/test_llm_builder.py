@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from llm_server import Close, IndexModel, LLMServer, Reply, Status, free_port

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -46,7 +47,7 @@ def installed(request, tmp_path, run_cli):
 
 def test_installed_units_have_absolute_paths_and_lifecycle(installed):
     user, dest = installed
-    exe = shutil.which("libraryfs")
+    exe = shutil.which("libraryfs") or os.path.join(os.path.dirname(sys.executable), "libraryfs")
     mount = keys((dest / "libraryfs@.service").read_text())
     index = keys((dest / "libraryfs-indexer@.service").read_text())
     for u in (mount, index):

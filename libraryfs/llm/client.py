@@ -259,12 +259,13 @@ class ChatClient:
             usage = Usage(est_prompt, count_tokens(content))
         try:
             return parse_json_object(content), usage
-        except BadAnswer as e:
+        except BadAnswer as bad:
+            err = bad
             if choice.finish_reason == "length":
-                e = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
-            e.tokens = usage.total_tokens  # type: ignore[attr-defined]
+                err = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
+            err.tokens = usage.total_tokens  # type: ignore[attr-defined]
             self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-            raise e from None
+            raise err from None
 
 
 def _short(e: BaseException | None, n: int = 160) -> str:
