@@ -102,7 +102,7 @@ def worker(mnt: str, wid: int, duration_s: float, out_path: str, seed: int) -> i
             else:
                 d = rng.choice([os.path.join(mnt, f"w{rng.randrange(8)}"), os.path.join(mnt, "mix")])
                 try:
-                    names = os.listdir(d)
+                    names = [x for x in os.listdir(d) if x != ".index"]  # a TOC page directory
                     if names:
                         with open(os.path.join(d, rng.choice(names)), "rb") as f:
                             f.read()

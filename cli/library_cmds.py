@@ -17,6 +17,7 @@ from libraryfs.store import Store, is_library
 from libraryfs.toc import DEFAULT_MAX_TOKENS
 
 from .common import display_path, echo_json, handle_errors, library_argument
+from .config_cmds import llm_options, llm_overrides
 
 
 @click.command()
@@ -189,8 +190,9 @@ def find(libdir: str, term: str, limit: int) -> None:
 @library_argument
 @click.option("--full", is_flag=True, help="Re-examine every entry and directory.")
 @click.option("--llm/--no-llm", default=None, help="Use (or not) the configured LLM endpoint.")
+@llm_options
 @handle_errors
-def index(libdir: str, full: bool, llm: bool | None) -> None:
+def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     """Run one indexing pass now, then exit (refused while an indexer daemon is running)."""
     from libraryfs.daemon.indexer import Indexer, make_builder
     from libraryfs.daemon.mountd import acquire_lock
@@ -202,7 +204,7 @@ def index(libdir: str, full: bool, llm: bool | None) -> None:
     try:
         st = Store(libdir)
         try:
-            builder = make_builder(libdir, st, use_llm=llm)
+            builder = make_builder(libdir, st, use_llm=llm, overrides=llm_overrides(kwargs) or None)
             minfo = mount_info(libdir)
             idx = Indexer(libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None)
             with st.read() as t:

@@ -267,9 +267,11 @@ class Indexer:
             chunk = need[k:k + self.batch]
             docs = [d for _i, _m, d in chunk]
             summaries = self._call("summarize", docs)
-            for (_i, m, _d), s in zip(chunk, summaries):
+            # results the builder could only give by falling back are marked so a later pass re-asks
+            fell_back = set(getattr(self.builder, "last_fallbacks", []) or [])
+            for j, ((_i, m, _d), s) in enumerate(zip(chunk, summaries)):
                 m["summary"] = s
-                m["by"] = getattr(self.builder, "name", "?")
+                m["by"] = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
             rep.summarized += len(chunk)
 
         def write(t: Txn) -> None:
@@ -305,7 +307,9 @@ class Indexer:
             data = t.read_data(node.ino, 0, node.size, node.size)
             h = hashlib.sha256(data).hexdigest()
             sample = data[:8192]
-        if h == meta.get("hash") and "summary" in meta and not (force and meta.get("by") != self.builder.name):
+        retry_fallback = meta.get("by") == "deterministic" and self.builder.name != "deterministic"
+        if (h == meta.get("hash") and "summary" in meta and not retry_fallback
+                and not (force and meta.get("by") != self.builder.name)):
             return m, None
         binary = b"\0" in sample[:4096] or _mostly_binary(sample)
         text = "" if binary else sample.decode("utf-8", "replace")
@@ -560,6 +564,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"libraryfs-indexer: {e}", file=sys.stderr)
         return 1
     configure_logging(settings)
+    # background work: the single-threaded mount server must win the CPU when both want it (2 cores)
+    try:
+        os.nice(int(os.environ.get("LIBRARYFS_INDEXER_NICE", "10")))
+    except (OSError, ValueError):
+        pass
     try:
         lock = acquire_lock(os.path.abspath(a.libdir), "indexer.lock")
     except LibraryError as e:
@@ -664,7 +673,8 @@ def main(argv: list[str] | None = None) -> int:
         os.close(lock)
 
 
-def make_builder(libdir: str, store: Store, use_llm: bool | None = None) -> IndexBuilder:
+def make_builder(libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
+                 ) -> IndexBuilder:
     """The builder for a library: the LLM builder when an endpoint is configured (and ``use_llm`` is not
     False), else the deterministic one. ``use_llm=True`` without an endpoint raises :class:`LibraryError`."""
     if use_llm is False:
@@ -675,7 +685,7 @@ def make_builder(libdir: str, store: Store, use_llm: bool | None = None) -> Inde
         if use_llm:
             raise LibraryError("the LLM builder is not available in this installation") from None
         return DeterministicBuilder()
-    builder = llm_make_builder(libdir, store)
+    builder = llm_make_builder(libdir, store, overrides)
     if use_llm and isinstance(builder, DeterministicBuilder):
         raise LibraryError("no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; "
                            "see docs/llm.md)")

@@ -12,7 +12,9 @@ The namespace (ARCHITECTURE §2):
 * ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches.
 
 Generated files are served with ``direct_io`` and never from a stale kernel page cache; the mount
-invalidates their attributes when the indexer commits (see :mod:`libraryfs.fuse_adapter`).
+invalidates their attributes when the indexer commits (see :mod:`libraryfs.fuse_adapter`). Writing them is
+EACCES; removing them (``unlink INDEX.md``, ``rmdir .index``) succeeds without effect, so ``rm -r DIR``
+works (C05). Behaviour against POSIX and pjdfstest: ``docs/posix.md``.
 """
 
 from __future__ import annotations

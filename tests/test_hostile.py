@@ -303,12 +303,8 @@ def test_random_operations_leave_a_clean_store_and_valid_tocs(shared_mount):
 @pytest.mark.no_indexer
 @pytest.mark.parametrize("tool", ["rm -rf", "shutil.rmtree"])
 def test_rm_rf_of_a_section(mounted, tool):
-    """``rm -rf section`` (cases C05) and ``shutil.rmtree`` remove a directory tree.
-
-    Fails today: every directory lists the generated ``INDEX.md`` and ``unlink`` of it is EACCES, so both
-    tools stop with "Permission denied" and leave the tree. Fix in ``LibraryView.unlink``: a generated name
-    that is not a real dirent answers success without doing anything (the file is regenerated at once),
-    as ``rm``/``rmtree`` need; ``rmdir`` already ignores it."""
+    """``rm -rf section`` (cases C05) and ``shutil.rmtree`` remove a directory tree (regression: every
+    directory lists the generated ``INDEX.md``, and its ``unlink`` was once EACCES, which stopped both)."""
     os.makedirs(mounted.p("t/a/b"))
     for rel in ("t/y.md", "t/a/b/x.md"):
         with open(mounted.p(rel), "w") as f:
@@ -621,7 +617,11 @@ def test_corrupt_records_are_reported_by_check_not_crashed_on(libdir, run_cli):
 
 @pytest.mark.no_indexer
 def test_remount_after_server_killed(mounted, run_cli):
-    """kill -9 of the mount server leaves ENOTCONN; ``libraryfs mount`` again must clear it and serve."""
+    """kill -9 of the mount server leaves ENOTCONN; ``libraryfs mount`` again clears it and serves.
+
+    Regression: once the kernel's cached attributes of the mount root had expired, ``launcher.preflight``
+    saw ``os.path.exists(mountpoint)`` False (ENOTCONN) and failed in ``os.makedirs`` ("Error: File
+    exists") before probing for the stale mount (bench/crash_run.py counts restarts that hit it)."""
     with open(mounted.p("kept.txt"), "w") as f:
         f.write("kept\n")
     os.kill(mounted.server_pid, signal.SIGKILL)
@@ -632,6 +632,7 @@ def test_remount_after_server_killed(mounted, run_cli):
         except OSError:
             break
         time.sleep(0.02)
+    time.sleep(1.5)  # past attr_timeout (1 s): the kernel no longer answers stat of the root from its cache
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
     from libraryfs.daemon.launcher import read_run

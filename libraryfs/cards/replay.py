@@ -19,7 +19,6 @@ Limitation: attempts mix four models (the recorded data has ≤ 4 answers per mo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -105,7 +104,8 @@ def load_records(limit: int | None = None, workers: int = 2, cache_path: str | N
     if cache_path and os.path.exists(cache_path):
         with open(cache_path, encoding="utf-8") as f:
             cached = json.load(f)
-        if cached.get("version") == CACHE_VERSION and (limit is None or len(cached["records"]) >= limit):
+        have = cached.get("limit")  # None: the whole dataset
+        if cached.get("version") == CACHE_VERSION and (have is None or (limit is not None and have >= limit)):
             recs = cached["records"]
             return recs if limit is None else _interleave(recs)[:limit]
     ds = load_dataset()
@@ -124,7 +124,7 @@ def load_records(limit: int | None = None, workers: int = 2, cache_path: str | N
     if cache_path:
         os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
         with open(cache_path, "w", encoding="utf-8") as f:
-            json.dump({"version": CACHE_VERSION, "records": recs}, f)
+            json.dump({"version": CACHE_VERSION, "limit": limit, "records": recs}, f)
     return recs
 
 
@@ -147,7 +147,10 @@ def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SC
     hist: Counter[str] = Counter()
     levels = []
     runs = len(records) * seeds
-    eq = lambda a, b: a is not None and a >= 0 and a == b
+
+    def eq(a: int | None, b: int | None) -> bool:  # class ids; -1 = no answer
+        return a is not None and a >= 0 and a == b
+
     for rec in records:
         lv = 0
         for s in range(seeds):
@@ -232,4 +235,4 @@ def seed_champ(tree: Tree, dataset=None) -> list[str]:
     return sorted(paths)
 
 
-__all__ = ["dataclasses", "format_table", "load_records", "replay", "seed_champ"]
+__all__ = ["format_table", "load_records", "replay", "seed_champ"]
