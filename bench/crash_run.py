@@ -173,10 +173,13 @@ def workload(mnt: str, state_path: str, log_path: str, worker: int, seed: int) -
                     log(error=f"read-back mismatch on {p}: {len(got)} bytes, want {len(files[p])}")
                     return 3
     except OSError as e:
-        if e.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT) and not _alive(mnt):
-            log(stopped="mount gone", errno=e.errno)
+        alive = _alive(mnt)
+        if not alive:
+            # the kernel fails calls in flight when the server dies: ENOTCONN, ECONNABORTED, and EIO for
+            # some (the harness counts each errno; only errors while the mount is alive are failures)
+            log(stopped="mount gone", errno=e.errno, errname=errno.errorcode.get(e.errno, "?"))
             return 0
-        log(error=f"{type(e).__name__}: {e}", errno=e.errno)
+        log(error=f"{type(e).__name__}: {e} (mount alive)", errno=e.errno)
         return 3
     log(stopped="sigterm")
     return 0
@@ -221,6 +224,7 @@ class Stats:
         self.c[k] = self.c.get(k, 0) + n
 
     def fail(self, it: int, msg: str) -> None:
+        msg = f"{msg} [kill -9 of the {getattr(self, 'victim', '?')}]"
         self.failures.append(f"iteration {it}: {msg}")
         print(f"  FAIL iteration {it}: {msg}", file=sys.stderr, flush=True)
 
@@ -262,6 +266,8 @@ def replay(model: Model, log_path: str, mnt: str, stats: Stats, it: int) -> None
             pending = None
         elif "error" in r:
             stats.fail(it, f"worker {model.worker}: {r['error']}")
+        elif r.get("stopped") == "mount gone":
+            stats.inc(f"workload_stopped_by_{r.get('errname', r.get('errno'))}")
     if pending is not None:
         _resolve_in_flight(model, pending, fsynced, mnt, stats, it)
 
@@ -477,6 +483,7 @@ def run(args: argparse.Namespace) -> dict:
             time.sleep(rng.uniform(args.min_delay_s, args.max_delay_s))
             victim = "mount" if rng.random() < args.mount_share else "indexer"
             stats.inc(f"kills_{victim}")
+            stats.victim = victim
             _kill9(server if victim == "mount" else indexer)
             if victim == "indexer":
                 for p in procs:

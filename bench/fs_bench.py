@@ -375,12 +375,14 @@ def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[
                     c = {fs: cell(cells, N=n, placement=pl, fs=fs, op=op, state=st) for fs in FS_NAMES}
 
                     def pp(x):
-                        return f"{x['p50_us']:.1f} / {x['p99_us']:.0f}" if x else "–"
+                        if not x:
+                            return "–"
+                        return f"{x['p50_us']:.{2 if x['p50_us'] < 10 else 0}f} / {x['p99_us']:.0f}"
 
                     lib = c["libraryfs"]
                     r = [ratio(lib, c["tmpfs"]), ratio(lib, c["memfs"]), ratio(c["memfs"], c["tmpfs"])]
                     lines.append(f"| {n:,} | {pl} | {op} | {st} | {pp(c['tmpfs'])} | {pp(c['memfs'])} | "
-                                 f"{pp(lib)} | {lib['ops_per_s'] if lib else '–':,} | "
+                                 f"{pp(lib)} | {format(lib['ops_per_s'], ',') if lib else '–'} | "
                                  + " | ".join("–" if x is None else f"{x:.2f}" for x in r) + " |")
     verdict: dict = {}
     lo, hi = min(sizes), max(sizes)

@@ -14,7 +14,7 @@
 #   JOBS       prove -j (default 1)
 #   TESTS      test files or directories relative to tests/ (default: all)
 #
-# Prints the per-file failures and a summary; writes bench/results/pjdfstest.json and the prove log.
+# Prints the per-file failures and a summary; writes bench/results/pjdfstest-t<timeouts>.json and .log.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
@@ -38,7 +38,8 @@ work=$(mktemp -d /tmp/libraryfs-pjd.XXXXXX)
 lib=$work/lib
 mnt=$work/mnt
 mkdir -p "$mnt" "$repo/bench/results"
-log=$repo/bench/results/pjdfstest.log
+tag=pjdfstest-t${timeouts//,/-}
+log=$repo/bench/results/$tag.log
 
 cleanup() {
     cd /
@@ -64,7 +65,7 @@ rc=$?
 secs=$(( $(date +%s) - start ))
 cd /
 
-python3 - "$log" "$repo/bench/results/pjdfstest.json" "$timeouts" "$secs" "$indexer" <<'PY'
+python3 - "$log" "$repo/bench/results/$tag.json" "$timeouts" "$secs" "$indexer" <<'PY'
 import json, re, sys
 log, out, timeouts, secs, indexer = sys.argv[1:]
 text = open(log, errors="replace").read()
@@ -72,7 +73,8 @@ m = re.search(r"Files=(\d+), Tests=(\d+)", text)
 files, tests = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 failed = {}
 for f, n in re.findall(r"^(\S+\.t)\s+\(Wstat: \d+ Tests: \d+ Failed: (\d+)\)", text, re.M):
-    failed[f.split("/tests/", 1)[-1]] = int(n)
+    if int(n):
+        failed[f.split("/tests/", 1)[-1]] = int(n)
 bad_plan = re.findall(r"^(\S+\.t)\s+\(Wstat: \d+ Tests: \d+ Failed: 0\)\s*\n\s+Parse errors", text, re.M)
 nfail = sum(failed.values())
 passed = tests - nfail

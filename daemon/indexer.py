@@ -260,7 +260,12 @@ class Indexer:
                     continue
                 rep.entries_seen += 1
                 parents.add(parent)
-                m, doc = self._examine(t, node, parent, name, meta, force)
+                try:
+                    m, doc = self._examine(t, node, parent, name, meta, force)
+                except Exception as e:  # one bad entry must never stop the index: record it, move on
+                    self.last_error = f"entry {os.fsdecode(name)}: {type(e).__name__}: {e}"
+                    log.warning("skipping entry %s: %s", os.fsdecode(name), e)
+                    continue
                 todo.append((ino, m, doc))
         need = [(i, m, d) for i, m, d in todo if d is not None]
         for k in range(0, len(need), self.batch):

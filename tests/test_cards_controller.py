@@ -85,7 +85,7 @@ def test_cluster_and_majority_vote():
 
 
 @given(attempts, st.booleans())
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_calls_follow_the_schedule(att, pooled):
     sch = Schedule(pooled=pooled)
     d = control(att, sch)
@@ -95,7 +95,7 @@ def test_calls_follow_the_schedule(att, pooled):
 
 
 @given(attempts)
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_answer_is_one_of_the_votes_and_gates_hold(att):
     d = control(att)
     pool = [a for v in d.votes.values() for a in v if a is not None]
@@ -111,7 +111,7 @@ def test_answer_is_one_of_the_votes_and_gates_hold(att):
 
 
 @given(attempts, st.integers(0, 9))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_more_agreement_never_delays_the_exit(att, pos):
     """Replacing one reached attempt by its tier's leading answer never makes the exit later."""
     d = control(att)
@@ -128,7 +128,7 @@ def test_more_agreement_never_delays_the_exit(att, pos):
 
 
 @given(attempts)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_unanimity_everywhere_exits_easy_with_two_calls(att):
     a = att["easy"][0] if att["easy"][0] is not None else 0
     d = control({t: [a] * len(v) for t, v in att.items()})

@@ -49,7 +49,7 @@ def test_easy_exit_reads_no_cards(tree):
         assert len(srv.requests) == 2
         assert all(card_titles(r) == [] for r in srv.requests)
     assert (t["exit_tier"], t["answer"], t["correct"], t["calls"]) == ("easy", "239", True, 2)
-    assert t["cards_read"] == [] and t["tiers"][0]["cards"] == []
+    assert t["cards_read"] == [] and t["tiers"][0]["cards"] == [] and t["tiers"][0]["card_tokens"] == 0
     assert (t["prompt_tokens"], t["completion_tokens"]) == (40, 10)  # server usage: 20 + 5 per call
 
 
@@ -67,6 +67,7 @@ def test_escalation_reads_exactly_its_block(tree):
         ["cards/medium/combinatorics/medium-combinatorics.md", "cards/universal/uni.md"],
         ["cards/hard/combinatorics/hard-combinatorics.md", "cards/universal/uni.md"],
     ]
+    assert [r["card_tokens"] > 10 for r in t["tiers"]] == [False, True, True]
 
 
 def test_failed_calls_count_and_unparsable_answers(tree):

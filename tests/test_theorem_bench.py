@@ -28,7 +28,7 @@ def test_cli_runs_and_writes_outputs(tmp_path):
         "--content", "hash,numeric",
     ])
     assert res.exit_code == 0, res.output
-    assert "1991/1991" in res.output or "regenerate" in res.output
+    assert "regenerate their target" in res.output
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     first = trials[0]
     for field in ("condition", "model", "n", "num_pages", "trial", "target_key", "target_val", "answer", "correct",

@@ -81,3 +81,20 @@ def test_auto_follows_index_pages(tmp_path):
         rec = run_llm_trial(make_client(srv.url, "k"), "scripted", "AUTO", items, items.target, 600, 1)
     assert rec.correct, srv.requests[-1]["messages"][-1]
     assert rec.page_reads == 1 and rec.index_reads >= 2
+
+
+def test_cli_llm_mode(tmp_path):
+    from click.testing import CliRunner
+
+    from libraryfs.cli.bench_cmds import bench
+
+    with ScriptedLLM() as srv:
+        res = CliRunner().invoke(bench, [
+            "theorem", "--dir", str(tmp_path / "root"), "--n", "100", "--conditions", "INDEXED,DEEP-INDEXED,AUTO",
+            "--content", "hash", "--trials", "2", "--steps", "0", "--no-plots", "--out", str(tmp_path / "out"),
+            "--llm-model", "scripted", "--base-url", srv.url, "--api-key", "k",
+        ])
+    assert res.exit_code == 0, res.output
+    trials = [json.loads(line) for line in (tmp_path / "out" / "trials.jsonl").read_text().splitlines()]
+    assert len(trials) == 6 and all(t["model"] == "scripted" and t["correct"] for t in trials)
+    assert len(srv.requests) == sum(t["num_turns"] for t in trials)

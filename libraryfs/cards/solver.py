@@ -6,7 +6,8 @@ and the problem. Each attempt's final answer is extracted (``\\boxed{}`` or plai
 ``math-verify``. The solver only reads the tree. It returns one trace (a JSON-able dict, one JSONL line):
 
 ``{"problem_id", "problem", "domain", "gold", "exit_tier", "answer", "correct", "calls", "prompt_tokens",
-"completion_tokens", "cards_read": [paths], "tiers": [{"tier", "cards": [paths], "attempts": [{"answer",
+"completion_tokens", "cards_read": [paths], "tiers": [{"tier", "cards": [paths], "card_tokens" (o200k tokens of
+the cards in each attempt's prompt), "attempts": [{"answer",
 "text", "prompt_tokens", "completion_tokens", "error"}]}]}`` — ``correct`` is ``None`` without a gold answer.
 """
 
@@ -20,6 +21,7 @@ from libraryfs.cards.cards import CardFormatError, block_paths, read_card, rende
 from libraryfs.cards.classify import classify
 from libraryfs.cards.controller import DEFAULT_SCHEDULE, Schedule, run
 from libraryfs.cards.llm import CallError, ChatLLM
+from libraryfs.tokens import count_tokens
 from libraryfs.tree import Tree
 
 SYSTEM_PROMPT = (
@@ -68,8 +70,10 @@ def solve(
                 cards.append(read_card(tree, p))  # type: ignore[arg-type]
             except (OSError, UnicodeDecodeError, CardFormatError) as e:
                 card_errors.append(f"{p}: {e}")
-        messages = build_messages(problem, render_context(cards, max_card_chars), tier, domain)
-        rec: dict[str, Any] = {"tier": tier, "cards": paths, "attempts": []}
+        context = render_context(cards, max_card_chars)
+        messages = build_messages(problem, context, tier, domain)
+        rec: dict[str, Any] = {"tier": tier, "cards": paths, "card_tokens": count_tokens(context) if context else 0,
+                               "attempts": []}
         tiers.append(rec)
         out = []
         for _ in range(k):

@@ -28,7 +28,7 @@ from rank_bm25 import BM25Okapi
 from ..tokens import count_tokens
 from . import crafter_data, questions
 from .reader import answer, parse_evidence
-from .recall import EpisodeIndex, order_items, prefix_tokens, tokenize
+from .recall import EpisodeIndex, order_items, tokenize
 from .units import EpisodeState, Unit, unit_from_line
 
 BUDGETS = (64, 128, 200, 256, 512, 1024, 1600, 2048)

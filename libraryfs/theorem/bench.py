@@ -114,8 +114,9 @@ def run_benchmark(
     t0 = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     paper_rows = compare.load_paper_rows()
-    ver = compare.verify_stores(paper_rows)
-    log(f"store reproduction: {ver.target_matches}/{ver.rows} published trials regenerate their target "
+    checked = [r for r in paper_rows if opts.ns is None or r.n in opts.ns]
+    ver = compare.verify_stores(checked)
+    log(f"store reproduction: {ver.target_matches}/{ver.rows} published trials (at the sizes run) regenerate their target "
         f"from the seeds; FLAT correct trials whose page_reads == target page: "
         f"{ver.flat_reads_equal_target_page}/{ver.flat_correct}")
     plan: Plan = make_plan(opts.ns, opts.conditions, opts.extra_trials, opts.item_trials, paper_rows,
