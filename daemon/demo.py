@@ -101,14 +101,14 @@ def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines:
         return data
 
     root = show(os.path.join(mountpoint, "INDEX.md"), lines)
-    sect_link = next((l for l in links(root) if l.endswith(b"/INDEX.md") and b"python" in l), None) or next(
-        (l for l in links(root) if l.endswith(b"/INDEX.md")), None)
+    sect_link = next((ln for ln in links(root) if ln.endswith(b"/INDEX.md") and b"python" in ln), None) or next(
+        (ln for ln in links(root) if ln.endswith(b"/INDEX.md")), None)
     if sect_link is None:
         return
     sect_path = os.path.join(mountpoint, os.fsdecode(sect_link))
     sect = show(sect_path, lines)
     page_dir = os.path.dirname(sect_path)
-    entry = next((l for l in links(sect) if not l.endswith(b"INDEX.md") and not l.startswith(b".index")),
+    entry = next((ln for ln in links(sect) if not ln.endswith(b"INDEX.md") and not ln.startswith(b".index")),
                  None)
     if entry is None:
         return

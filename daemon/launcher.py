@@ -25,7 +25,7 @@ import time
 from libraryfs.errors import Busy, LibraryError, LibraryMissing
 from libraryfs.store import is_library
 
-from .mountd import is_mounted, mount_entry, wait_until_mounted
+from .mountd import mount_entry, wait_until_mounted
 
 
 class LaunchError(LibraryError):

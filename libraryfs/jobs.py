@@ -127,7 +127,7 @@ def deterministic_summary(doc: EntryDoc) -> str:
     first = _first_sentence(lines)
     if first:
         return first
-    return f"empty file" if doc.size_bytes == 0 else f"{doc.size_bytes:,} bytes of text"
+    return "empty file" if doc.size_bytes == 0 else f"{doc.size_bytes:,} bytes of text"
 
 
 def _first_sentence(lines: list[str]) -> str:

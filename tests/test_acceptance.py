@@ -106,8 +106,8 @@ def test_demo_on_real_input(tmp_path, run_cli):
                     page = read(p)
                     pages += 1
                     assert count_tokens(page) <= 2000, p
-                    for l in links(page):
-                        assert os.path.exists(os.path.join(dirpath, os.fsdecode(l))), (p, l)
+                    for lk in links(page):
+                        assert os.path.exists(os.path.join(dirpath, os.fsdecode(lk))), (p, lk)
                 else:
                     n_entries += 1
         assert n_entries >= 500 and pages > 20

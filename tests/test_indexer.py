@@ -91,10 +91,10 @@ def test_large_directory_pages_are_bounded_and_every_link_opens(libdir):
         page = toc(st, "big", k)
         assert count_tokens(page) <= 2000
         base = b"/big" if k == 0 else b"/big/.index"
-        for l in links(page):
-            target = os.path.normpath(base + b"/" + l)
+        for lk in links(page):
+            target = os.path.normpath(base + b"/" + lk)
             LibraryView(st).getattr(target)  # raises if a TOC names a path that does not open
-            if l.startswith(b"../n"):
-                seen.add(l)
+            if lk.startswith(b"../n"):
+                seen.add(lk)
     assert len(seen) == 600
     assert root.count(b"\n- [") <= 60

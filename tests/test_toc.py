@@ -1,7 +1,6 @@
 """TOC rendering: bounded pages at any size, exact links, sanitised builder text."""
 
 import os
-import urllib.parse
 
 import pytest
 
@@ -20,8 +19,8 @@ def test_pages_never_exceed_the_bound(n):
     assert max(out.page_tokens) <= 2000
     assert all(count_tokens(p.decode()) <= 2000 for p in out.pages)
     # every entry appears exactly once across the leaf pages
-    leaf_links = [l for p in out.pages for l in links(p) if not l.endswith(b".md") or b"entry-" in l]
-    names = sorted(l.rsplit(b"/", 1)[-1] for l in leaf_links if b"entry-" in l)
+    leaf_links = [lk for p in out.pages for lk in links(p) if not lk.endswith(b".md") or b"entry-" in lk]
+    names = sorted(lk.rsplit(b"/", 1)[-1] for lk in leaf_links if b"entry-" in lk)
     assert names == sorted(i.name for i in items(n))
 
 
