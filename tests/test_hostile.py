@@ -2,7 +2,7 @@
 tmpfs as the oracle (hypothesis), fuzzed names/offsets/sizes, a directory of 10⁴ entries, deep paths, and a
 library directory that is read-only, full or corrupt (one-line CLI error, never a crash loop).
 
-The property-based part runs a bounded number of examples (``LIBRARYFS_HYPOTHESIS_EXAMPLES``, default 60) so
+The property-based part runs a bounded number of examples (``LIBRARYFS_HYPOTHESIS_EXAMPLES``, default 200) so
 the file finishes well under a minute on 2 cores. The 10⁵-entry directory is a script::
 
     python tests/test_hostile.py --entries 100000
@@ -31,7 +31,7 @@ from libraryfs.store import Store
 from libraryfs.view import LibraryView
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EXAMPLES = int(os.environ.get("LIBRARYFS_HYPOTHESIS_EXAMPLES", "60"))
+EXAMPLES = int(os.environ.get("LIBRARYFS_HYPOTHESIS_EXAMPLES", "200"))
 ORACLE_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") else None  # tmpfs
 
 

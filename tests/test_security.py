@@ -15,7 +15,6 @@ import os
 import stat
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
