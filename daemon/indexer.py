@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import threading
 import time
 import traceback
@@ -38,21 +37,12 @@ from libraryfs.store import Store, Txn, now_ns
 from libraryfs.tokens import count_tokens
 from libraryfs.toc import DEFAULT_MAX_TOKENS, Item, render
 
+from .filing import INBOX, UNSORTED, InboxFiler, is_hidden  # noqa: F401 (re-exported)
+
 log = logging.getLogger("libraryfs.indexer")
 
-INBOX = b"inbox"
-UNSORTED = "unsorted"
 HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
 TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
-_TEMP = re.compile(rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|"
-                   rb"\.goutputstream-.*)$")
-
-
-def is_hidden(name: bytes) -> bool:
-    """Names left out of TOCs: dotfiles and editors' temporary files (they are transient)."""
-    return bool(_TEMP.match(name))
-
-
 @dataclass
 class PassReport:
     """What one pass did (counts; seconds)."""
@@ -74,7 +64,7 @@ class PassReport:
                 "cursor": self.cursor}
 
 
-class Indexer:
+class Indexer(InboxFiler):
     """Keeps the TOCs of one library current. ``builder`` defaults to :class:`DeterministicBuilder`.
 
     ``mountpoint``: when the library is mounted there, inbox moves go through the mount.
@@ -341,102 +331,7 @@ class Indexer:
             log.warning("builder %s failed (%s); using the deterministic result", job, e)
             return getattr(self.fallback, job)(*args)
 
-    # ------------------------------------------------------------------------------------------------
-    def _inbox_ino(self, t: Txn) -> int | None:
-        ino = t.lookup(S.ROOT_INO, INBOX)
-        if ino is None:
-            return None
-        node = t.inode(ino)
-        return ino if node is not None and node.is_dir else None
 
-    def _file_inbox(self, rep: PassReport) -> None:
-        now = now_ns()
-        with self.store.read() as t:
-            inbox = self._inbox_ino(t)
-            if inbox is None:
-                return
-            ready: list[tuple[bytes, EntryDoc]] = []
-            for name, child in t.iter_dir(inbox):
-                node = t.inode(child)
-                if node is None or not node.is_reg or is_hidden(name):
-                    continue
-                if now - node.mtime_ns < self.settle_s * 1e9:
-                    continue  # still being written
-                data = t.read_data(child, 0, 8192, node.size)
-                binary = b"\0" in data[:4096]
-                ready.append((name, EntryDoc(path="inbox/" + os.fsdecode(name), name=os.fsdecode(name),
-                                             content_hash="", text="" if binary else data.decode("utf-8", "replace"),
-                                             size_bytes=node.size, is_binary=binary)))
-            if not ready:
-                return
-            sections = self._sections(t)
-        targets = self._call("file", [d for _n, d in ready], sections)
-        from libraryfs.jobs import safe_section_name
-        for (name, _doc), target in zip(ready, targets):
-            sect = safe_section_name(target or "") or UNSORTED
-            try:
-                final = self._move(b"inbox/" + name, os.fsencode(sect), name)
-                rep.filed.append((os.fsdecode(name), os.fsdecode(final)))
-            except (OSError, LibraryError) as e:
-                self.last_error = f"filing {os.fsdecode(name)}: {e}"
-                log.warning("could not file inbox/%s into %s: %s", os.fsdecode(name), sect, e)
-
-    def _sections(self, t: Txn) -> list[SectionDoc]:
-        out = []
-        for name, child in t.iter_dir(S.ROOT_INO):
-            node = t.inode(child)
-            if node is None or not node.is_dir or name == INBOX or is_hidden(name):
-                continue
-            out.append(self._section_doc(t, child, os.fsdecode(name)))
-            for sub, sc in t.iter_dir(child):
-                sn = t.inode(sc)
-                if sn is not None and sn.is_dir and not is_hidden(sub):
-                    out.append(self._section_doc(t, sc, os.fsdecode(name + b"/" + sub)))
-        return out
-
-    def _section_doc(self, t: Txn, ino: int, path: str, limit: int = 200) -> SectionDoc:
-        entries = []
-        for k, (name, child) in enumerate(t.iter_dir(ino)):
-            if k >= limit:
-                break
-            if not is_hidden(name):
-                entries.append((os.fsdecode(name), t.meta(child).get("summary") or t.meta(child).get(
-                    "description", "")))
-        return SectionDoc(path=path, entries=entries, description=t.meta(ino).get("description", ""))
-
-    def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
-        """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
-        from libraryfs.view import LibraryView
-        mounted = self.mountpoint and _is_live(self.mountpoint)
-        with self.store.read() as t:
-            final = name
-            ino = S.ROOT_INO
-            for comp in section.split(b"/"):
-                nxt = t.lookup(ino, comp) if ino else None
-                ino = nxt or 0
-            k = 2
-            stem, dot, ext = name.rpartition(b".")
-            if not dot or not stem:
-                stem, ext = name, b""
-            while ino and t.lookup(ino, final) is not None:
-                final = stem + b"-%d" % k + (b"." + ext if ext else b"")
-                k += 1
-        if mounted:
-            mp = os.fsencode(self.mountpoint)  # type: ignore[arg-type]
-            os.makedirs(mp + b"/" + section, exist_ok=True)
-            os.rename(mp + b"/" + src_rel, mp + b"/" + section + b"/" + final)
-        else:
-            view = LibraryView(self.store)
-            path = b""
-            for comp in section.split(b"/"):
-                path += b"/" + comp
-                try:
-                    view.mkdir(path, 0o755, os.getuid(), os.getgid())
-                except LibraryError as e:
-                    if e.errno != 17:
-                        raise
-            view.rename(b"/" + src_rel, path + b"/" + final, 0)
-        return section + b"/" + final
 
     # ------------------------------------------------------------------------------------------------
     def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
@@ -520,16 +415,6 @@ def _mostly_binary(sample: bytes) -> bool:
         return False
     except UnicodeDecodeError as e:
         return e.start < len(sample) - 4  # not just a multi-byte char cut at the end
-
-
-def _is_live(mountpoint: str) -> bool:
-    try:
-        os.statvfs(mountpoint)
-        with open("/proc/mounts") as f:
-            mp = os.path.realpath(mountpoint)
-            return any(line.split()[1] == mp for line in f if len(line.split()) > 1)
-    except OSError:
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:
