@@ -65,27 +65,76 @@ C_CLIENT = r"""
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
 static char buf[65536], wbuf[1024];
-static int64_t now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec*1000000000LL+t.tv_nsec;}
-static int op(const char*k,const char*p){
-  if(k[0]=='s'){struct stat st;return stat(p,&st);}
-  if(k[0]=='r'&&k[4]==0){int fd=open(p,O_RDONLY);if(fd<0)return -1;ssize_t n,t=0;
-    while((n=read(fd,buf,sizeof buf))>0)t+=n;close(fd);return n<0||t==0?-1:0;}
-  if(k[0]=='r'){DIR*d=opendir(p);if(!d)return -1;int c=0;while(readdir(d))c++;closedir(d);return c>2?0:-1;}
-  if(k[0]=='c'){int fd=open(p,O_WRONLY|O_CREAT|O_EXCL,0644);if(fd<0)return -1;
-    ssize_t n=write(fd,wbuf,sizeof wbuf);if(close(fd)<0)return -1;return n==sizeof wbuf?0:-1;}
-  return -1;}
-int main(int argc,char**argv){ /* fsops OP cold|warm BATCH < paths > int64 ns latencies */
-  if(argc<4)return 2; const char*k=argv[1]; int warm=argv[2][0]=='w'; int batch=atoi(argv[3]);
-  memset(wbuf,'x',sizeof wbuf); size_t cap=1024,n=0; char**ps=malloc(cap*sizeof*ps); char*line=NULL;size_t ln=0;ssize_t r;
-  while((r=getline(&line,&ln,stdin))>0){if(line[r-1]=='\n')line[r-1]=0;if(n==cap)ps=realloc(ps,(cap*=2)*sizeof*ps);ps[n++]=strdup(line);}
-  int64_t*lat=malloc((n+1000)*sizeof*lat);
-  if(!strcmp(k,"timer")){for(size_t i=0;i<1000;i++){int64_t a=now();lat[i]=now()-a;}fwrite(lat,8,1000,stdout);return 0;}
-  for(size_t b=0;b<n;b+=(warm?batch:n)){size_t e=warm?(b+batch<n?b+batch:n):n;
-    if(warm)for(size_t i=b;i<e;i++)if(op(k,ps[i])){fprintf(stderr,"%s %s: %s\n",k,ps[i],strerror(errno));return 1;}
-    for(size_t i=b;i<e;i++){int64_t a=now();int rc=op(k,ps[i]);lat[i]=now()-a;
-      if(rc){fprintf(stderr,"%s %s: %s\n",k,ps[i],strerror(errno));return 1;}}}
-  fwrite(lat,8,n,stdout);return 0;}
+
+static int64_t now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int op(const char *k, const char *p) {
+  if (!strcmp(k, "stat")) { struct stat st; return stat(p, &st); }
+  if (!strcmp(k, "read")) {
+    int fd = open(p, O_RDONLY); if (fd < 0) return -1;
+    ssize_t n, t = 0;
+    while ((n = read(fd, buf, sizeof buf)) > 0) t += n;
+    close(fd);
+    return n < 0 || t == 0 ? -1 : 0;
+  }
+  if (!strcmp(k, "readdir")) {
+    DIR *d = opendir(p); if (!d) return -1;
+    int c = 0;
+    while (readdir(d)) c++;
+    closedir(d);
+    return c > 2 ? 0 : -1;
+  }
+  if (!strcmp(k, "create")) {
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0644); if (fd < 0) return -1;
+    ssize_t n = write(fd, wbuf, sizeof wbuf);
+    if (close(fd) < 0) return -1;
+    return n == sizeof wbuf ? 0 : -1;
+  }
+  errno = EINVAL;
+  return -1;
+}
+
+/* fsops OP cold|warm BATCH < paths (one a line) > latencies (int64 ns, one per path) */
+int main(int argc, char **argv) {
+  if (argc < 4) return 2;
+  const char *k = argv[1];
+  int warm = argv[2][0] == 'w', batch = atoi(argv[3]);
+  memset(wbuf, 'x', sizeof wbuf);
+  size_t cap = 1024, n = 0, ln = 0;
+  char **ps = malloc(cap * sizeof *ps), *line = NULL;
+  ssize_t r;
+  while ((r = getline(&line, &ln, stdin)) > 0) {
+    if (line[r - 1] == '\n') line[r - 1] = 0;
+    if (!line[0]) continue;
+    if (n == cap) ps = realloc(ps, (cap *= 2) * sizeof *ps);
+    ps[n++] = strdup(line);
+  }
+  int64_t *lat = malloc((n + 1000) * sizeof *lat);
+  if (!strcmp(k, "timer")) {  /* the client's own cost: two clock reads */
+    for (size_t i = 0; i < 1000; i++) { int64_t a = now(); lat[i] = now() - a; }
+    fwrite(lat, 8, 1000, stdout);
+    return 0;
+  }
+  for (size_t b = 0; b < n; b += warm ? batch : n) {
+    size_t e = warm ? (b + batch < n ? b + batch : n) : n;
+    for (size_t i = b; warm && i < e; i++)
+      if (op(k, ps[i])) { fprintf(stderr, "%s %s: %s\n", k, ps[i], strerror(errno)); return 1; }
+    for (size_t i = b; i < e; i++) {
+      int64_t a = now();
+      int rc = op(k, ps[i]);
+      lat[i] = now() - a;
+      if (rc) { fprintf(stderr, "%s %s: %s\n", k, ps[i], strerror(errno)); return 1; }
+    }
+  }
+  fwrite(lat, 8, n, stdout);
+  return 0;
+}
 """
 
 
@@ -146,6 +195,80 @@ def python_client(argv: list[str]) -> int:
     return 0
 
 
+FUSE_CALLBACKS = ("getattr_fuse_3", "create", "open", "read", "write", "flush", "release", "getxattr",
+                  "opendir", "readdir_fuse_3", "releasedir", "mkdir", "unlink", "rmdir", "statfs")
+
+
+def timed_server(argv: list[str]) -> int:
+    """``--as-timed-server memfs|LIBDIR MNT OUT.json N TIMEOUTS``: serve memfs or a library with every mfusepy
+    callback timed (ns in the server, from the ctypes entry to the return: Python binding + filesystem
+    work, no kernel); writes ``{callback: [ns, …]}`` to OUT.json after unmount."""
+    import atexit
+
+    target, mnt, out, n, timeouts = argv[0], argv[1], argv[2], int(argv[3]), argv[4]
+    os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
+    import mfusepy
+
+    classes = [mfusepy.FUSE]
+    if target != "memfs":
+        from libraryfs.fuse_adapter import LibraryFUSE
+        classes.insert(0, LibraryFUSE)
+    acc: dict[str, list[int]] = {}
+
+    def wrap(name, fn):
+        def timed(*a, **k):
+            t = time.perf_counter_ns()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc.setdefault(name, []).append(time.perf_counter_ns() - t)
+        return timed
+
+    for name in FUSE_CALLBACKS:
+        for cls in classes:
+            if name in cls.__dict__:
+                setattr(cls, name, wrap(name, cls.__dict__[name]))
+                break
+
+    def dump() -> None:
+        with open(out, "w") as f:
+            json.dump(acc, f)
+    atexit.register(dump)
+    if target == "memfs":
+        import memfs
+        return memfs.main([mnt, "--populate", str(n), "--timeouts", timeouts])
+    from libraryfs.daemon import mountd
+    return mountd.main([target, mnt, "--timeouts", timeouts])
+
+
+def breakdown(n: int, lib: str, mnt: dict, client, work: str, log_path: str, timeouts: str,
+              paths: dict, cpus: set[int] | None) -> dict:
+    """Server-side cost per client operation: for each FUSE filesystem and each cold op, one fresh timed
+    server; returns ``{fs: {op: {callback: {"per_op": calls per op, "p50_us": …}}}}``."""
+    out: dict = {}
+    for fs in ("memfs", "libraryfs"):
+        for op in ("stat", "read", "create"):
+            dump = os.path.join(work, f"timed-{fs}-{op}.json")
+            cmd = [sys.executable, os.path.abspath(__file__), "--as-timed-server",
+                   "memfs" if fs == "memfs" else lib, mnt[fs], dump, str(n), timeouts]
+            srv = FuseServer(cmd, mnt[fs], log_path, cpus)
+            try:
+                p = paths.get(op, [])
+                if op == "create":
+                    os.mkdir(os.path.join(mnt[fs], "new-breakdown"))
+                    p = [f"new-breakdown/c{j:05d}" for j in range(len(paths["stat"]))]
+                client.run(op, "cold", p, mnt[fs], cpus)  # (the created files die with the run's library)
+            finally:
+                srv.stop()
+            with open(dump) as f:
+                acc = json.load(f)
+            nops = len(paths["stat"])
+            out.setdefault(fs, {})[op] = {
+                cb: {"per_op": round(len(v) / nops, 2), "p50_us": round(pct(sorted(v), 50), 1)}
+                for cb, v in acc.items() if len(v) >= nops // 2}
+    return out
+
+
 def _pin(cpus: set[int] | None):
     return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
 
@@ -192,10 +315,13 @@ class FuseServer:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                          start_new_session=True, preexec_fn=_pin(cpus))
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while not _mounted(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{cmd[1:3]} did not mount {mnt}; see {log_path}")
+                self.proc.kill()
+                with open(log_path, errors="replace") as f:
+                    tail = "".join(f.readlines()[-5:])
+                raise RuntimeError(f"{cmd[1:3]} did not mount {mnt}:\n{tail}")
             time.sleep(0.02)
 
     def stop(self) -> None:
@@ -270,14 +396,14 @@ def pct(sorted_ns: list[int], q: float) -> float:
 
 
 def summarize(lat_ns: list[int]) -> dict:
-    """``{n, p50_us, p99_us, mean_us, ops_per_s}`` of latencies in ns (throughput of one sequential client)."""
+    """``{n, p50_us, p99_us, mean_us, ops_per_s}`` of latencies in ns (ops/s: one sequential client)."""
     s = sorted(lat_ns)
     total = sum(s)
     return {"n": len(s), "p50_us": round(pct(s, 50), 2), "p99_us": round(pct(s, 99), 2),
             "mean_us": round(total / len(s) / 1000, 2), "ops_per_s": round(len(s) / (total / 1e9))}
 
 
-# -- one size --------------------------------------------------------------------------------------------------
+# -- one size ------------------------------------------------------------------------------------------
 def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[list[dict], dict]:
     """All cells for ``n`` entries; returns (cells, lookup facts)."""
     rng = random.Random(n)
@@ -286,7 +412,7 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
     picked = rng.sample(names, 2 * k)
     set_stat, set_read = picked[:k], picked[k:]
     sections = sorted({p.split("/")[0] for p in names})
-    rounds = max(1, min(args.max_rounds, math.ceil(args.readdir_cold_min / len(sections))))
+    rounds = max(args.min_rounds, min(args.max_rounds, math.ceil(args.readdir_cold_min / len(sections))))
     create_per_round = max(50, args.create_samples // rounds)
 
     t0 = time.monotonic()
@@ -310,9 +436,11 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
         for placement in args.placements:
             cpus = {0} if placement == "pinned" else None
             for rnd in range(rounds):
-                servers = {fs: FuseServer(server_cmd(fs), mnt[fs], log_path, cpus)
-                           for fs in args.fs if fs != "tmpfs"}
+                servers: dict[str, FuseServer] = {}
                 try:
+                    for fs in args.fs:
+                        if fs != "tmpfs":
+                            servers[fs] = FuseServer(server_cmd(fs), mnt[fs], log_path, cpus)
                     order = list(args.fs)
                     for i, op in enumerate(OPS_COLD):
                         paths = {"stat": set_stat, "read": set_read, "readdir": sections}.get(op)
@@ -323,14 +451,14 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
                                 paths = [f"{d}/c{j:05d}" for j in range(create_per_round)]
                             got = client.run(op, "cold", paths, mnt[fs], cpus)
                             lat.setdefault((placement, fs, op, "cold"), []).extend(got)
-                    if rnd == 0:
-                        for i, op in enumerate(OPS_WARM):
-                            paths = {"stat": set_stat, "read": set_read}.get(op)
-                            if op == "readdir":
-                                paths = (sections * math.ceil(args.readdir_warm / len(sections)))
-                            for fs in order[i % 3:] + order[:i % 3]:
-                                got = client.run(op, "warm", paths, mnt[fs], cpus)
-                                lat.setdefault((placement, fs, op, "warm"), []).extend(got)
+                    # warm passes every round, pooled over rounds like the cold ones
+                    for i, op in enumerate(OPS_WARM):
+                        paths = {"stat": set_stat, "read": set_read}.get(op)
+                        if op == "readdir":
+                            paths = sections * math.ceil(args.readdir_warm / rounds / len(sections))
+                        for fs in order[i % 3:] + order[:i % 3]:
+                            got = client.run(op, "warm", paths, mnt[fs], cpus)
+                            lat.setdefault((placement, fs, op, "warm"), []).extend(got)
                     for fs in args.fs:  # keep the tree at N entries
                         shutil.rmtree(os.path.join(mnt[fs], f"new-{placement}-{rnd}"))
                 finally:
@@ -339,6 +467,10 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
         lookup = {}
         if "libraryfs" in args.fs:
             lookup = library_lookup_inprocess(lib, set_stat)
+        if args.breakdown and n == max(args.sizes_all) and {"memfs", "libraryfs"} <= set(args.fs):
+            cpus = {0} if "pinned" in args.placements else None
+            lookup["breakdown"] = breakdown(n, lib, mnt, client, work, log_path, args.timeouts,
+                                            {"stat": set_stat, "read": set_read}, cpus)
     finally:
         if os.path.ismount(mnt["tmpfs"]):
             subprocess.run(["umount", mnt["tmpfs"]], check=False)
@@ -390,7 +522,8 @@ def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[
         ws = ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="warm"),
                    cell(cells, N=hi, placement=pl, fs="tmpfs", op="stat", state="warm"))
         cold = {op: ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op=op, state="cold"),
-                          cell(cells, N=hi, placement=pl, fs="memfs", op=op, state="cold")) for op in OPS_COLD}
+                          cell(cells, N=hi, placement=pl, fs="memfs", op=op, state="cold"))
+                for op in OPS_COLD}
         lk = ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="cold"),
                    cell(cells, N=lo, placement=pl, fs="libraryfs", op="stat", state="cold"))
         lk_floor = ratio(cell(cells, N=hi, placement=pl, fs="memfs", op="stat", state="cold"),
@@ -403,6 +536,25 @@ def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[
         verdict["lookup_inprocess_us"] = {str(k): v for k, v in lookups.items()}
         verdict[f"lookup_inprocess_{hi}_over_{lo}"] = round(lookups[hi]["p50_us"] / lookups[lo]["p50_us"], 2)
     return "\n".join(lines), verdict
+
+
+def breakdown_table(bd: dict) -> str:
+    """Markdown table of server-side callback costs per client op (memfs vs libraryfs)."""
+    lines = [f"Server-side time per cold op at N={bd['N']:,} (p50 µs of each callback × calls per op):", "",
+             "| op | callback | memfs calls/op | memfs p50 µs | libraryfs calls/op | libraryfs p50 µs |",
+             "|---|---|---|---|---|---|"]
+    for op in ("stat", "read", "create"):
+        m, lb = bd["memfs"].get(op, {}), bd["libraryfs"].get(op, {})
+        tot = {"memfs": 0.0, "libraryfs": 0.0}
+        for cb in sorted(set(m) | set(lb), key=FUSE_CALLBACKS.index):
+            a, b = m.get(cb), lb.get(cb)
+            for fs, x in (("memfs", a), ("libraryfs", b)):
+                if x:
+                    tot[fs] += x["per_op"] * x["p50_us"]
+            lines.append(f"| {op} | {cb} | {a['per_op'] if a else '–'} | {a['p50_us'] if a else '–'} | "
+                         f"{b['per_op'] if b else '–'} | {b['p50_us'] if b else '–'} |")
+        lines.append(f"| {op} | **sum** | | {tot['memfs']:.1f} | | {tot['libraryfs']:.1f} |")
+    return "\n".join(lines)
 
 
 def machine() -> dict:
@@ -427,14 +579,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--as-client"]:
         return python_client(argv[1:])
+    if argv[:1] == ["--as-timed-server"]:
+        return timed_server(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000,10000", help="comma-separated entry counts")
     ap.add_argument("--full", action="store_true", help="add N = 100000 (populating takes minutes)")
     ap.add_argument("--samples", type=int, default=2000, help="stat and read paths per cell (≤ N/2)")
     ap.add_argument("--create-samples", type=int, default=1000, help="creates per cell (split over rounds)")
     ap.add_argument("--readdir-cold-min", type=int, default=10, help="cold readdirs wanted (fresh mounts)")
-    ap.add_argument("--readdir-warm", type=int, default=200, help="warm readdirs per cell")
+    ap.add_argument("--readdir-warm", type=int, default=200, help="warm readdirs per cell (over all rounds)")
     ap.add_argument("--max-rounds", type=int, default=10, help="most fresh mounts per placement")
+    ap.add_argument("--min-rounds", type=int, default=3, help="fewest fresh mounts per placement")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="at the largest N, also time every FUSE callback inside both servers (pinned)")
     ap.add_argument("--placements", default="pinned,free")
     ap.add_argument("--fs", default=",".join(FS_NAMES))
     ap.add_argument("--timeouts", default="1,1,1", help="FUSE entry,attr,negative timeouts (s), both FUSE fs")
@@ -446,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("run as root: the benchmark mounts tmpfs and FUSE filesystems")
     sizes = [int(x) for x in args.sizes.split(",")] + ([100_000] if args.full else [])
     sizes = sorted(set(sizes))
+    args.sizes_all = sizes
     args.placements = args.placements.split(",")
     args.fs = [f for f in FS_NAMES if f in args.fs.split(",")]
     os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
@@ -458,10 +616,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     cells: list[dict] = []
     lookups: dict = {}
+    server_breakdown: dict = {}
     try:
         for n in sizes:
             c, lk = bench_size(n, args, client, work, log_path)
             cells += c
+            if "breakdown" in lk:
+                server_breakdown = {"N": n, **lk.pop("breakdown")}
             if lk:
                 lookups[n] = lk
     finally:
@@ -470,6 +631,8 @@ def main(argv: list[str] | None = None) -> int:
     load_end = os.getloadavg()
     print(table)
     print(json.dumps(verdict, indent=1))
+    if server_breakdown:
+        print(breakdown_table(server_breakdown))
     print(f"# client: {client.kind}, timer overhead p50 {timer['p50_us']} µs; load average "
           f"{load_start[0]:.1f} at start, {load_end[0]:.1f} at end; {time.time() - started:.0f} s")
     out = {"command": "python bench/fs_bench.py " + " ".join(argv), "machine": machine(),
@@ -478,7 +641,8 @@ def main(argv: list[str] | None = None) -> int:
            "placements": args.placements, "timeouts": args.timeouts,
            "cold": "first access since a fresh FUSE mount (tmpfs: first access in this run)",
            "warm": f"batches of {WARM_BATCH}: touched once unmeasured, then measured",
-           "indexer": "off (mountd spawned without it)", "cells": cells, "verdict": verdict, "table": table}
+           "indexer": "off (mountd spawned without it)", "cells": cells, "verdict": verdict, "table": table,
+           "server_breakdown": server_breakdown}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)

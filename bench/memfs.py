@@ -184,7 +184,7 @@ class MemFS(mfusepy.Operations):
         self._remove(path)
         return 0
 
-    # -- files -------------------------------------------------------------------------------------------------
+    # -- files -------------------------------------------------------------------------------------------
     def _handle(self, node: Node) -> int:
         fh = self.next_fh
         self.next_fh += 1
