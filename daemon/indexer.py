@@ -37,7 +37,7 @@ from libraryfs.store import Store, Txn, now_ns
 from libraryfs.tokens import count_tokens
 from libraryfs.toc import DEFAULT_MAX_TOKENS, Item, render
 
-from .filing import INBOX, UNSORTED, InboxFiler, is_hidden  # noqa: F401 (re-exported)
+from .filing import INBOX, UNSORTED, InboxFiler, _is_live, is_hidden  # noqa: F401 (re-exported)
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -87,6 +87,7 @@ class Indexer(InboxFiler):
         self.last_error: str | None = None
         self.last_report: PassReport | None = None
         self.state = "starting"
+        self._episodes = None  # the episode builder, created when an episodes/ section appears
 
     # ------------------------------------------------------------------------------------------------
     def pending(self) -> int:
@@ -118,6 +119,7 @@ class Indexer(InboxFiler):
                             break
                         tail = t2
                     report = self.run_once(full=never)
+                    self._run_hooks()
                     first = False
                     if on_pass:
                         on_pass(report)
@@ -229,6 +231,29 @@ class Indexer(InboxFiler):
         return rep
 
     # ------------------------------------------------------------------------------------------------
+    def _run_hooks(self) -> None:
+        """Builders of other memory kinds that react to the journal: episodes (``episodes/<id>/steps.jsonl``
+        appended through the mount become units and anchor views; ``ask/`` questions get answers).
+
+        Only while mounted: their views are written through the mount so the kernel and the journal see
+        them (the next pass indexes them). A failing hook is logged and never stops the indexer."""
+        if not self.mountpoint or not _is_live(self.mountpoint):
+            return
+        with self.store.read() as t:
+            if t.lookup(S.ROOT_INO, b"episodes") is None:
+                return
+        try:
+            if self._episodes is None:
+                from libraryfs.episodes.builder import EpisodeBuilder
+                from libraryfs.tree import DirTree
+
+                self._episodes = EpisodeBuilder(DirTree(self.mountpoint), self.store)
+            for line in self._episodes.poll():
+                log.info("episodes: %s", line)
+        except Exception as e:
+            self.last_error = f"episodes: {type(e).__name__}: {e}"
+            log.warning("episode builder failed: %s", e)
+
     def _update_entries(self, dirty: dict[int, tuple[int, bytes]], dead_names: list[tuple[bytes, int]],
                         rep: PassReport, force: bool = False) -> set[int]:
         """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
