@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(RESULTS, "cards_replay.json"))
     a = ap.parse_args()
-    recs = load_records(a.problems, a.workers, os.path.join(RESULTS, "cards_champ_classes.json"))
+    recs = load_records(a.problems, a.workers, os.path.join(RESULTS, "cards_champ_classes.json"), progress=True)
     res = replay(recs, a.seeds)
     print(f"champ-dataset replay: {res['problems']} problems x {res['seeds']} shuffles")
     print(format_table(res))

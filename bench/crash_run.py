@@ -443,6 +443,24 @@ def _kill9(pid: int) -> None:
         time.sleep(0.005)
 
 
+def _restart_mount(launcher, libdir: str, mnt: str, stats: Stats, it: int, attempts: int = 30) -> int:
+    """Start the mount server again; returns its pid. A refused start is counted, retried every 2 s."""
+    for k in range(attempts):
+        try:
+            return launcher.start(libdir, mnt, indexer=False, llm=False)["server_pid"]
+        except FileExistsError:
+            # an older launcher.preflight called os.makedirs before probing for the stale mount, and
+            # os.path.exists() is False on ENOTCONN (fixed; tests/test_hostile.py covers it)
+            stats.inc("launcher_stale_mount_errors")
+            with contextlib.suppress(Exception):
+                launcher.clear_stale(mnt)
+        except Exception as e:  # e.g. the server exiting on a core module caught mid-edit
+            stats.inc("restart_refused")
+            stats.fail(it, f"restart {k + 1} refused: {type(e).__name__}: {str(e)[:160]}")
+            time.sleep(2)
+    raise RuntimeError("the mount server could not be restarted")
+
+
 def run(args: argparse.Namespace) -> dict:
     """The fault-injection loop; returns the JSON result."""
     from libraryfs.daemon import launcher
@@ -508,15 +526,7 @@ def run(args: argparse.Namespace) -> dict:
             # restart what was killed
             t0 = time.monotonic()
             if victim == "mount":
-                try:
-                    info = launcher.start(libdir, mnt, indexer=False, llm=False)
-                except FileExistsError:
-                    # launcher.preflight calls os.makedirs before it probes for a stale mount, and
-                    # os.path.exists() is False on ENOTCONN (bug reported; tests/test_hostile.py shows it)
-                    stats.inc("launcher_stale_mount_errors")
-                    launcher.clear_stale(mnt)
-                    info = launcher.start(libdir, mnt, indexer=False, llm=False)
-                server = info["server_pid"]
+                server = _restart_mount(launcher, libdir, mnt, stats, it)
             if not _pid_alive(indexer):
                 indexer = launcher.start_indexer(libdir, mnt, llm=False)
             stats.restart_s.append(time.monotonic() - t0)
@@ -542,6 +552,10 @@ def run(args: argparse.Namespace) -> dict:
                     stats.inc("cli_check_failed")
                     stats.fail(it, f"`libraryfs check` exit {r.returncode}: {r.stdout[-300:]}")
             _reap()
+            if it % 50 == 0 and args.partial_out:
+                with open(args.partial_out, "w") as f:  # interim figures, in case the run is cut short
+                    json.dump({"iterations_done": it, "counts": dict(sorted(stats.c.items())),
+                               "failures": stats.failures[:200]}, f, indent=2)
             if it % 10 == 0 or it == args.iterations:
                 n = sum(len(m.files) for m in models)
                 print(f"[{it}/{args.iterations}] {time.monotonic() - t_start:.0f} s, {n} files, "
@@ -700,6 +714,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sync-cost", action="store_true", help="measure the sync settings instead")
     ap.add_argument("--sync-ops", type=int, default=2000)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--partial-out", default=os.path.join(RESULTS, "crash_run.partial.json"))
     a = ap.parse_args(argv)
     if a.workload:
         mnt, state, log, worker, seed = a.workload

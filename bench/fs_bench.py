@@ -7,13 +7,16 @@ Issue 2 item 9; ARCHITECTURE §7. One run measures, for N = 10³, 10⁴ (and 10�
   readdir to the end + closedir of a 1,000-entry section), ``create`` (open O_CREAT|O_EXCL + write 1 KiB +
   close, new names in a fresh directory);
 * **cold** = first access since a fresh mount: the FUSE filesystems (memfs and libraryfs) are mounted anew
-  for every round, so the kernel holds no dentry, attribute or page of the paths touched. The library's
+  for every round (≥ 3 rounds per placement, more at small N to get ≥ 10 cold listings; samples are pooled
+  over rounds), so the kernel holds no dentry, attribute or page of the paths touched. The library's
   LMDB file stays in the OS page cache (no disk I/O is measured; ``drop_caches`` is not used: it took 6.8 s
   here and evicts other users' caches). tmpfs has no cold state (its dentries and pages *are* the storage):
   its cold rows are first accesses in this run. ``create`` is only measured cold (no cache can serve a
   create);
-* **warm** = kernel-cached: paths in batches of 100, each batch touched once unmeasured, then measured at
-  once (well inside the 1 s entry/attr timeouts both FUSE filesystems use; libraryfs's default);
+* **warm** = kernel-cached: after the cold passes of a round, paths in batches of 100, each batch touched
+  once unmeasured, then measured at once (well inside the 1 s entry/attr timeouts both FUSE filesystems
+  use; libraryfs's default). FUSE readdir is never kernel-cached (no ``cache_readdir``): warm readdir is
+  still served by the server;
 * two CPU placements: ``pinned`` (server and client both on CPU 0, as ``taskset -c 0`` does, via
   ``sched_setaffinity``) and ``free`` (no affinity);
 * p50/p99 latency in µs, single-client throughput (ops/s = measured ops / sum of their latencies), and the
@@ -21,11 +24,16 @@ Issue 2 item 9; ARCHITECTURE §7. One run measures, for N = 10³, 10⁴ (and 10�
   (cold stat = one FUSE LOOKUP) and in-process (``LibraryView.getattr``: path walk in LMDB, no FUSE).
 
 The client is a small C program compiled at start (``cc``), so client overhead is one ``clock_gettime``
-pair (~30 ns, reported) for every filesystem alike; ``--client python`` uses ``os`` calls in a Python
-subprocess instead (adds a constant ~1-3 µs per op to all three). libraryfs runs without its indexer
+pair (0.02 µs, measured and reported) for every filesystem alike; ``--client python`` uses ``os`` calls in
+a Python subprocess instead: it adds a constant (~0.7 µs per stat here) to all three, which dilutes every
+ratio unless subtracted first. libraryfs runs without its indexer
 (``python -m libraryfs.daemon.mountd`` spawned directly: the indexer is off during timing).
 
-Run (root: mounts tmpfs and FUSE): ``python bench/fs_bench.py [--full] [--sizes 1000,10000]``.
+``--breakdown`` adds, at the largest N, the server-side cost of each FUSE callback per client operation
+(both servers re-run with every mfusepy callback timed: ``--as-timed-server``), which says where libraryfs
+spends its time above the floor.
+
+Run (root: mounts tmpfs and FUSE): ``python bench/fs_bench.py [--full] [--breakdown] [--sizes 1000,10000]``.
 Prints a table and writes ``bench/results/fs_bench.json``.
 """
 
@@ -567,11 +575,17 @@ def machine() -> dict:
                 break
     with open("/proc/meminfo") as f:
         mem_kib = int(f.readline().split()[1])
+    from importlib import metadata
+
+    os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     import mfusepy
 
-    return {"cpu": model, "cpus": os.cpu_count(), "mem_gib": round(mem_kib / 2**20, 1),
+    git = subprocess.run(["git", "-C", os.path.dirname(HERE), "describe", "--always", "--dirty"],
+                         capture_output=True, text=True).stdout.strip()
+    return {"cpu": model, "cpus": os.cpu_count(), "mem_gib": round(mem_kib / 2**20, 1), "git": git,
             "kernel": platform.release(), "python": platform.python_version(),
-            "mfusepy": getattr(mfusepy, "__version__", "?"), "libfuse": "fuse3"}
+            "mfusepy": metadata.version("mfusepy"), "lmdb": metadata.version("lmdb"),
+            "libfuse": f"{mfusepy.fuse_version_major}.{mfusepy.fuse_version_minor}"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -610,14 +624,14 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.workdir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="run-", dir=args.workdir)
     log_path = os.path.join(work, "servers.log")
-    client = Client(build_c_client(work) if args.client == "c" else None)
-    timer = summarize(client.run("timer", "cold", [], work, None))
     load_start = os.getloadavg()
     started = time.time()
     cells: list[dict] = []
     lookups: dict = {}
     server_breakdown: dict = {}
     try:
+        client = Client(build_c_client(work) if args.client == "c" else None)
+        timer = summarize(client.run("timer", "cold", [], work, None))
         for n in sizes:
             c, lk = bench_size(n, args, client, work, log_path)
             cells += c

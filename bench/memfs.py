@@ -9,8 +9,10 @@ binding (ctypes callbacks, stat-dict conversion). To be a fair floor it is mount
 * single-threaded (``nothreads``), ``default_permissions``;
 * ``init_with_config``: entry/attr/negative timeouts (default 1 s each), ``use_ino``, ``hard_remove`` off,
   ``nullpath_ok``, ``auto_cache`` — the same values libraryfs sets;
-* the same callback set for the benchmarked operations (no ``flush``: one round trip less per close, as in
-  libraryfs; ARCHITECTURE §7).
+* the same callbacks for the benchmarked operations (no ``flush``: one round trip less per close, as in
+  libraryfs; ARCHITECTURE §7) — but no xattr callbacks: the kernel gets ENOSYS for its first
+  ``getxattr("security.capability")`` and stops asking, whereas a filesystem that implements xattrs (as
+  libraryfs does) pays that extra round trip on every ``write(2)`` (see docs/benchmarks.md).
 
 It keeps one flat ``dict`` from path to node (the cheapest possible lookup: one hash probe per request,
 independent of N) and answers nothing it does not need for the benchmark (no rename, links, xattrs).

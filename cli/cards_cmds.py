@@ -252,7 +252,7 @@ def replay_cmd(problems, seeds, workers, cache, out):
     from libraryfs.cards.replay import format_table, load_records, replay
 
     try:
-        recs = load_records(problems, workers, cache)
+        recs = load_records(problems, workers, cache, progress=True)
     except ImportError:
         raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
     res = replay(recs, seeds)

@@ -27,6 +27,8 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from tqdm import tqdm
+
 from libraryfs.cards import answers
 from libraryfs.cards.cards import Card, slug, write_card
 from libraryfs.cards.controller import DEFAULT_SCHEDULE, Schedule, control, majority_vote, tier_index
@@ -79,12 +81,15 @@ def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any
     gold = answers.extract_answer(raw_gold) or raw_gold
     golds = [gold] + [raw_gold] * (answers.normalize(raw_gold) != answers.normalize(gold))
     keys = sorted(finals)
-    ids = dict(zip(keys, _classes(golds, [finals[k] for k in keys])))
+    used = [k for k in keys if k.split("|", 1)[1] in NO_CARD_PROMPTS + CARD_PROMPTS]
+    ids = dict(zip(used, _classes(golds, [finals[k] for k in used])))
 
     def pick(prompts: tuple[str, ...]) -> list[int]:
-        return [ids[k] for k in keys if k.split("|", 1)[1] in prompts]
+        return [ids[k] for k in used if k.split("|", 1)[1] in prompts]
 
-    held = [ids[k] for k in keys if k.split("|", 1)[1] not in NO_CARD_PROMPTS + CARD_PROMPTS]
+    # held-out answers only need right/wrong (0 / 1; -1 = none): no clustering among themselves
+    held = [-1 if finals[k] is None else 0 if any(answers.equivalent(g, finals[k]) for g in golds) else 1
+            for k in keys if k not in ids]
     return {
         "id": pid,
         "domain": slug(category),
@@ -96,7 +101,8 @@ def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any
     }
 
 
-def load_records(limit: int | None = None, workers: int = 2, cache_path: str | None = None) -> list[dict]:
+def load_records(limit: int | None = None, workers: int = 2, cache_path: str | None = None,
+                 progress: bool = False) -> list[dict]:
     """Per-problem answer classes (see module docstring), from ``cache_path`` if it holds them.
 
     ``limit`` takes the first N problems in a domain-interleaved order (so a small replay spans domains).
@@ -116,11 +122,12 @@ def load_records(limit: int | None = None, workers: int = 2, cache_path: str | N
         (p.identifier, p.category, p.answer, {k: _final_answer(c) for k, c in p.conversations.items()})
         for p in probs
     ]
+    bar = dict(total=len(jobs), desc="math-verify answer classes", unit="problem", disable=not progress)
     if workers > 1:
         with ProcessPoolExecutor(workers) as ex:
-            recs = list(ex.map(_problem_record, jobs, chunksize=4))
+            recs = list(tqdm(ex.map(_problem_record, jobs, chunksize=2), **bar))
     else:
-        recs = [_problem_record(j) for j in jobs]
+        recs = [_problem_record(j) for j in tqdm(jobs, **bar)]
     if cache_path:
         os.makedirs(os.path.dirname(cache_path) or ".", exist_ok=True)
         with open(cache_path, "w", encoding="utf-8") as f:
