@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 
 from libraryfs import schema as S
-from libraryfs.errors import Busy, LibraryError
+from libraryfs.errors import InvalidArgument, Busy, LibraryError
 from libraryfs.find import find
 from libraryfs.store import Store
 from libraryfs.view import LibraryView
@@ -206,6 +206,12 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
 
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
+    for inner, outer, what in ((mountpoint, libdir, "mountpoint {m} is inside the library directory {l}"),
+                               (libdir, mountpoint, "library directory {l} is inside the mountpoint {m}")):
+        r_in, r_out = os.path.realpath(inner), os.path.realpath(outer)
+        if r_in == r_out or r_in.startswith(r_out.rstrip("/") + "/"):
+            # the server would serve its own store through itself and deadlock (cases C25)
+            raise InvalidArgument(what.format(m=mountpoint, l=libdir))
     lock_fd = acquire_lock(libdir)
     store = Store(libdir)
     notify = notify_mod()

@@ -22,6 +22,9 @@ from . import schema as S
 from .errors import AccessDenied, BadHandle, Exists, InvalidArgument, NameTooLong, NoAttr, NotFound, NotSupported
 from .store import Store, Txn, now_ns
 
+#: config key: b"1" once any ``security.*`` xattr has been stored in the library
+SECURITY_XATTRS_FLAG = b"has_security_xattrs"
+
 if TYPE_CHECKING:
     from .view import Handle
     from .virtual import Resolved, VirtualNamespace
@@ -41,6 +44,7 @@ class AttrOps:
     store: Store
     handles: dict[int, Handle]  #: open-file handles by number (fchmod/fchown/futimens work after unlink)
     virtual: VirtualNamespace
+    security_xattrs: bool  #: a security.* xattr was stored at some point (config flag)
 
     if TYPE_CHECKING:
         def resolve(self, t: Txn, path: bytes) -> Resolved: ...
@@ -120,6 +124,9 @@ class AttrOps:
 
     def getxattr(self, path: bytes, name: bytes) -> bytes:
         """Value of an extended attribute; generated files expose ``user.libraryfs.*`` freshness facts."""
+        if name == b"security.capability" and not self.security_xattrs:
+            # the kernel asks this before every write(2); no security.* xattr was ever stored
+            raise NoAttr("no such attribute")
         with self.store.read() as t:
             r = self.resolve(t, path)
             if r.kind != "real":
@@ -160,11 +167,15 @@ class AttrOps:
             if flags & XATTR_REPLACE and cur is None:
                 raise NoAttr("no such attribute")
             t.setxattr(r.ino, name, value)
+            if name.startswith(b"security.") and t.cfg(SECURITY_XATTRS_FLAG) != b"1":
+                t.put_cfg(SECURITY_XATTRS_FLAG, b"1")
             node = r.node
             node.ctime_ns = now_ns()  # type: ignore[union-attr]
             t.put_inode(node)  # type: ignore[arg-type]
 
         self.store.run_write(fn)
+        if name.startswith(b"security."):
+            self.security_xattrs = True
 
     def removexattr(self, path: bytes, name: bytes) -> None:
         """Remove an extended attribute (ENODATA if absent)."""

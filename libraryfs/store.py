@@ -102,9 +102,18 @@ class Txn:
         raw = self.t.get(S.dirent_key(parent, name), db=self.s.db_dirents)
         return None if raw is None else S.from_u64(raw)
 
-    def add_dirent(self, parent: int, name: bytes, child: int, child_is_dir: bool) -> None:
-        """Insert a dirent (and the ``dirparent`` back-link for a directory)."""
-        self.t.put(S.dirent_key(parent, name), S.u64(child), db=self.s.db_dirents)
+    def add_dirent(self, parent: int, name: bytes, child: int, child_is_dir: bool, mode: int | None = None
+                   ) -> None:
+        """Insert a dirent (and the ``dirparent`` back-link for a directory).
+
+        The value carries the child's file type (one byte after the inode number) so that ``readdir``
+        needs no inode fetch; ``mode`` defaults to the stored inode's.
+        """
+        if mode is None:
+            node = self.inode(child)
+            mode = node.mode if node is not None else (S.S_IFDIR if child_is_dir else S.S_IFREG)
+        self.t.put(S.dirent_key(parent, name), S.u64(child) + bytes([(mode & S.S_IFMT) >> 12]),
+                   db=self.s.db_dirents)
         if child_is_dir:
             self.t.put(S.u64(child), S.u64(parent) + name, db=self.s.db_dirparent)
 
@@ -131,6 +140,17 @@ class Txn:
             if not k.startswith(prefix):
                 break
             yield k[8:], S.from_u64(v)
+
+    def iter_dir_typed(self, parent: int) -> Iterator[tuple[bytes, int, int | None]]:
+        """``(name, child ino, file type bits S_IFMT or None if unrecorded)`` in name-byte order."""
+        prefix = S.u64(parent)
+        cur = self.t.cursor(db=self.s.db_dirents)
+        if not cur.set_range(prefix):
+            return
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            yield k[8:], S.from_u64(v), (v[8] << 12) if len(v) > 8 else None
 
     def dir_is_empty(self, ino: int) -> bool:
         """Whether a directory has no dirents."""
@@ -422,15 +442,12 @@ class Store:
             return self._dbs[name]
 
     # -- transactions ------------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def read(self) -> Iterator[Txn]:
-        """A read-only transaction (a consistent MVCC snapshot)."""
-        with self.lock:
-            txn = self._begin(write=False)
-            try:
-                yield Txn(self, txn, False)
-            finally:
-                txn.abort()
+    def read(self) -> _ReadTxn:
+        """A read-only transaction (a consistent MVCC snapshot), as a context manager yielding a :class:`Txn`.
+
+        A plain class rather than ``@contextmanager``: this is on every FUSE request (saves ~1.5 µs).
+        """
+        return _ReadTxn(self)
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
@@ -500,3 +517,27 @@ class Store:
         """Library settings stored at ``init`` (e.g. ``toc_max_tokens``)."""
         with self.read() as t:
             return S.loads(t.cfg(S.CFG_SETTINGS), {})  # type: ignore[return-value]
+
+
+class _ReadTxn:
+    """Context manager of :meth:`Store.read`: the store lock plus one read-only LMDB transaction."""
+
+    __slots__ = ("s", "txn")
+
+    def __init__(self, store: Store) -> None:
+        self.s = store
+
+    def __enter__(self) -> Txn:
+        self.s.lock.acquire()
+        try:
+            self.txn = self.s._begin(write=False)
+        except BaseException:
+            self.s.lock.release()
+            raise
+        return Txn(self.s, self.txn, False)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.txn.abort()
+        finally:
+            self.s.lock.release()

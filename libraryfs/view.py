@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from . import schema as S
 # Constants and helpers of the split-out operations, re-exported: callers import them from here.
 from .attrs import (ACL_XATTR_PREFIX, UTIME_NOW, UTIME_OMIT, XATTR_CREATE, XATTR_REPLACE,  # noqa: F401
-                    AttrOps)
+                    SECURITY_XATTRS_FLAG, AttrOps)
 from .errors import (AccessDenied, BadHandle, Busy, Exists, FileTooBig, InvalidArgument, IsADir, NameTooLong,
                      NotADir, NotFound)
 from .names import (HIDDEN_PREFIX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, NameOps,  # noqa: F401
@@ -101,6 +101,10 @@ class LibraryView(NameOps, AttrOps):
         self._next_fh = 1
         #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
         self.hidden: dict[tuple[int, bytes], int] = {}
+        #: whether any ``security.*`` xattr was ever set: if not, the kernel's per-write
+        #: ``security.capability`` query is answered ENODATA without a store lookup (libraryfs.attrs)
+        with store.read() as t:
+            self.security_xattrs = t.cfg(SECURITY_XATTRS_FLAG) == b"1"
 
     @property
     def stats(self):
@@ -131,6 +135,9 @@ class LibraryView(NameOps, AttrOps):
     # resolution
     def resolve(self, t: Txn, path: bytes) -> Resolved:
         """Resolve an absolute path: one dirent lookup per component (the Library Theorem's path walk)."""
+        fast = self._fast_resolve(t, path)
+        if fast is not None:
+            return fast
         parts = split_path(path)
         ino = S.ROOT_INO
         node = t.inode(ino)
@@ -149,6 +156,24 @@ class LibraryView(NameOps, AttrOps):
         if node is None:
             raise NotFound("no such file or directory")
         return Resolved("real", ino, node)
+
+    def _fast_resolve(self, t: Txn, path: bytes) -> Resolved | None:
+        """The common case in raw lookups: every component is a stored dirent. Dirents exist only under
+        directories (invariant I2), so intermediate inodes need no fetch. Anything else (a miss, a virtual
+        or hidden name, ``.``/``..``, an over-long name) returns None for the careful walk to decide."""
+        get, dirents = t.t.get, self.store.db_dirents
+        ino = S.ROOT_INO
+        for name in path.split(b"/"):
+            if not name:
+                continue
+            if name == b"." or name == b".." or len(name) > S.NAME_MAX:
+                return None
+            raw = get(S.u64(ino) + name, db=dirents)
+            if raw is None:
+                return None
+            ino = S.from_u64(raw)
+        node = t.inode(ino)
+        return None if node is None else Resolved("real", ino, node)
 
     def _parent_and_name(self, t: Txn, path: bytes) -> tuple[int, S.Inode, bytes]:
         parts = split_path(path)
@@ -203,10 +228,13 @@ class LibraryView(NameOps, AttrOps):
                 if not r.node.is_dir:  # type: ignore[union-attr]
                     raise NotADir("not a directory")
                 entries.extend(self.virtual.dir_entries(t, r.ino))
-                for name, child in t.iter_dir(r.ino):
-                    node = t.inode(child)
-                    if node is not None:
-                        entries.append((name, node.mode & S.S_IFMT, child))
+                for name, child, ftype in t.iter_dir_typed(r.ino):
+                    if ftype is None:  # a dirent written before file types were recorded
+                        node = t.inode(child)
+                        if node is None:
+                            continue
+                        ftype = node.mode & S.S_IFMT
+                    entries.append((name, ftype, child))
             else:
                 entries.extend(self.virtual.listdir(t, r))
         fh = self._new_fh()
@@ -411,7 +439,13 @@ class LibraryView(NameOps, AttrOps):
             self.open_count.pop(h.ino, None)
         else:
             self.open_count[h.ino] = n
-        if h.wrote_after_journal or n <= 0:
+        unlinked = False
+        if n <= 0 and not h.wrote_after_journal:
+            # the last close frees an unlinked file; only then is a write transaction needed
+            with self.store.read() as t:
+                node = t.inode(h.ino)
+                unlinked = node is not None and node.nlink == 0
+        if h.wrote_after_journal or unlinked:
             def fn(t: Txn) -> None:
                 node = t.inode(h.ino)
                 if node is None:
