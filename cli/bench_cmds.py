@@ -121,4 +121,15 @@ def theorem(mount, library, plain_dir, ns, conditions, trials, contents, large, 
         raise click.ClickException(str(exc)) from None
 
 
+def _add_other_benches() -> None:
+    """``bench cards`` and ``bench episodes``: the same commands as ``cards bench`` / ``episode bench``."""
+    from .cards_cmds import bench_cmd
+    from .episode_cmds import episode_group
+
+    bench.add_command(bench_cmd, "cards")
+    bench.add_command(episode_group.commands["bench"], "episodes")
+
+
+_add_other_benches()
+
 commands: list = [bench]
