@@ -20,7 +20,10 @@ from libraryfs.theorem.content import hash_items, target_position
 from libraryfs.theorem.stores import PAGE_ITEMS, shuffled_items
 
 #: Where the logs are looked for: $LIBRARYFS_THEOREM_DATA, then the project's shared data folder.
-DATA_DIRS = (os.environ.get("LIBRARYFS_THEOREM_DATA", ""), "/work/shared/data/library-theorem")
+#: Where the paper's per-trial logs are looked for: $LIBRARYFS_THEOREM_DATA, the copy shipped in this package
+#: (github zmainen/library-theorem, MIT — see data/LICENSE), a ``shared/`` checkout beside the repository.
+DATA_DIRS = (os.environ.get("LIBRARYFS_THEOREM_DATA", ""), str(Path(__file__).resolve().parent / "data"),
+             str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "library-theorem"))
 #: Files in the order later rows supersede earlier ones (deep_indexed_v5 extends exp2's DEEP-INDEXED cells).
 LOG_FILES = (
     "exp2_gpt-4o-mini.jsonl",
