@@ -9,6 +9,7 @@ import os
 import click
 
 from libraryfs.errors import LibraryError
+from libraryfs.store import StoreError
 
 
 def library_argument(f):
@@ -30,6 +31,8 @@ def handle_errors(f):
             raise SystemExit(0) from None
         except LibraryError as e:
             raise click.ClickException(str(e)) from None
+        except StoreError as e:
+            raise click.ClickException(f"the library's store is corrupt or unreadable: {e}") from None
         except OSError as e:
             where = f": {e.filename}" if getattr(e, "filename", None) else ""
             raise click.ClickException(f"{e.strerror or e}{where}") from None
@@ -43,5 +46,24 @@ def echo_json(obj) -> None:
 
 
 def display_path(p: bytes) -> str:
-    """A library path for a terminal (undecodable bytes as surrogate escapes shown with backslashes)."""
-    return os.fsdecode(p).encode("utf-8", "backslashreplace").decode()
+    """A path for a terminal: undecodable bytes as ``\\xNN``, control characters (newline…) escaped."""
+    s = p.decode("utf-8", "backslashreplace")
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in s)
+
+
+def resolve_libdir(arg: str) -> str:
+    """A library directory from what a user typed: the library itself, or the mountpoint it is mounted at.
+
+    Raises :class:`~libraryfs.errors.LibraryMissing` (one line) otherwise.
+    """
+    from libraryfs.daemon.launcher import _libdir_of_mount
+    from libraryfs.errors import LibraryMissing
+    from libraryfs.store import is_library
+
+    path = os.path.abspath(arg)
+    if is_library(path):
+        return path
+    lib = _libdir_of_mount(path)
+    if lib:
+        return lib
+    raise LibraryMissing(f"{path} is neither a libraryfs library nor the mountpoint of one")

@@ -10,13 +10,13 @@ import click
 from libraryfs import schema as S
 from libraryfs.check import check as run_check
 from libraryfs.check import describe
-from libraryfs.errors import Busy, LibraryMissing
+from libraryfs.errors import Busy
 from libraryfs.find import find as run_find
 from libraryfs.library import mount_info
 from libraryfs.store import Store, is_library
 from libraryfs.toc import DEFAULT_MAX_TOKENS
 
-from .common import display_path, echo_json, handle_errors, library_argument
+from .common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
 from .config_cmds import llm_options, llm_overrides
 
 
@@ -34,7 +34,12 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
         raise click.ClickException(f"{libdir} exists and is not a directory")
     st = Store.create(libdir, {"toc_max_tokens": toc_max_tokens},
                       map_size=map_size_mb << 20 if map_size_mb else None)
-    st.close()
+    try:  # the drop zone the indexer files from (README layout)
+        from libraryfs.view import LibraryView
+
+        LibraryView(st).mkdir(b"/inbox", 0o755, os.getuid(), os.getgid())
+    finally:
+        st.close()
     click.echo(f"initialised library {os.path.abspath(libdir)} (TOC pages ≤ {toc_max_tokens} tokens)")
 
 
@@ -45,9 +50,10 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
 @handle_errors
 def check(libdir: str, repair: bool, as_json: bool) -> None:
     """Verify every invariant of the store (fsck); exit status 1 if problems remain."""
+    libdir = resolve_libdir(libdir)
     if repair and mount_info(libdir):
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
-    st = Store(libdir)
+    st = Store(libdir, readonly=not repair)  # a plain check never writes
     try:
         report = run_check(st, repair=repair)
     finally:
@@ -66,9 +72,7 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 @handle_errors
 def status(libdir: str, as_json: bool) -> None:
     """Is it mounted, what is the indexer doing, what went wrong last."""
-    libdir = os.path.abspath(libdir)
-    if not is_library(libdir):
-        raise LibraryMissing(f"{libdir} is not a libraryfs library")
+    libdir = resolve_libdir(libdir)
     from libraryfs.daemon.launcher import _pid_alive, probe, read_run
 
     st = Store(libdir, readonly=True)
@@ -169,9 +173,17 @@ def _duration(seconds: float) -> str:
 @library_argument
 @click.argument("term")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("-0", "--null", "null", is_flag=True,
+              help="Print raw path bytes separated by NUL (for xargs -0), unescaped.")
 @handle_errors
-def find(libdir: str, term: str, limit: int) -> None:
-    """Resolve TERM to paths without the model: exact names, then name and summary matches."""
+def find(libdir: str, term: str, limit: int, null: bool) -> None:
+    """Resolve TERM to paths without the model: exact names, then name and summary matches.
+
+    Paths are printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for
+    the exact bytes."""
+    if not term.strip():
+        raise click.ClickException("the search term is empty")
+    libdir = resolve_libdir(libdir)
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
@@ -182,8 +194,13 @@ def find(libdir: str, term: str, limit: int) -> None:
     prefix = minfo["mountpoint"] if minfo else ""
     if not paths:
         raise click.ClickException(f"no match for {term!r}")
+    if null:
+        out = click.get_binary_stream("stdout")
+        for p in paths:
+            out.write(os.fsencode(prefix) + p + b"\0")
+        return
     for p in paths:
-        click.echo(prefix + display_path(p))
+        click.echo(display_path(os.fsencode(prefix) + p))
 
 
 @click.command()
@@ -197,9 +214,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     from libraryfs.daemon.indexer import Indexer, make_builder
     from libraryfs.daemon.mountd import acquire_lock
 
-    libdir = os.path.abspath(libdir)
-    if not is_library(libdir):
-        raise LibraryMissing(f"{libdir} is not a libraryfs library")
+    libdir = resolve_libdir(libdir)
     lock = acquire_lock(libdir, "indexer.lock")
     try:
         st = Store(libdir)

@@ -56,22 +56,28 @@ class InboxFiler:
             if inbox is None:
                 return
             ready: list[tuple[bytes, EntryDoc]] = []
+            other: list[bytes] = []  # directories, symlinks, FIFOs…: never read, filed into unsorted/
             for name, child in t.iter_dir(inbox):
                 node = t.inode(child)
-                if node is None or not node.is_reg or is_hidden(name):
+                if node is None or is_hidden(name):
                     continue
-                if now - node.mtime_ns < self.settle_s * 1e9:
+                if now - max(node.mtime_ns, node.ctime_ns) < self.settle_s * 1e9:
                     continue  # still being written
+                if not node.is_reg:
+                    other.append(name)
+                    continue
                 data = t.read_data(child, 0, 8192, node.size)
                 binary = b"\0" in data[:4096]
                 ready.append((name, EntryDoc(path="inbox/" + os.fsdecode(name), name=os.fsdecode(name),
                                              content_hash="", text="" if binary else data.decode("utf-8", "replace"),
                                              size_bytes=node.size, is_binary=binary)))
-            if not ready:
+            if not ready and not other:
                 return
-            sections = self._sections(t)
-        targets = self._call("file", [d for _n, d in ready], sections)
-        for (name, _doc), target in zip(ready, targets):
+            sections = self._sections(t) if ready else []
+        targets = self._call("file", [d for _n, d in ready], sections) if ready else []
+        moves = [(name, target) for (name, _doc), target in zip(ready, targets)]
+        moves += [(name, UNSORTED) for name in other]
+        for name, target in moves:
             sect = safe_section_name(target or "") or UNSORTED
             try:
                 final = self._move(b"inbox/" + name, os.fsencode(sect), name)

@@ -433,13 +433,11 @@ class Indexer(InboxFiler):
 
 
 def _mostly_binary(sample: bytes) -> bool:
+    """Binary if more than 2.5% of the sample does not decode as UTF-8 (one stray byte is still text)."""
     if not sample:
         return False
-    try:
-        sample.decode("utf-8")
-        return False
-    except UnicodeDecodeError as e:
-        return e.start < len(sample) - 4  # not just a multi-byte char cut at the end
+    bad = sample.decode("utf-8", "replace").count("\ufffd")
+    return bad * 10 > len(sample) // 4 + 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,20 @@ def _dest_name(name: str) -> str:
     return _RENAME.get(name, name)
 
 
+def check_section(section: str) -> str:
+    """Normalise ``--into``: a relative path of plain names (no ``.``, ``..``, empty or generated names).
+
+    Raises :class:`~libraryfs.errors.InvalidArgument` with a one-line message; returns the clean path.
+    """
+    from libraryfs.errors import InvalidArgument
+
+    comps = [c for c in section.split("/") if c]
+    bad = [c for c in comps if c in (".", "..") or c in ("INDEX.md", ".index") or len(c.encode()) > 255]
+    if bad or (comps[:1] and comps[0] in (".libraryfs", ".find")):
+        raise InvalidArgument(f"invalid --into {section!r}: use a relative path of plain names")
+    return "/".join(comps)
+
+
 def _rel(section: str, *parts: str) -> str:
     comps = [c for c in section.strip("/").split("/") if c] + [_dest_name(p) for p in parts if p]
     return "/".join(comps)
@@ -64,6 +78,7 @@ def ingest_tree(libdir: str, source: str, section: str = "", *, include_hidden: 
     ``{"files": n, "bytes": total bytes, "skipped": n, "skipped_why": "…"}``. Unreadable files are
     skipped and counted, never fatal.
     """
+    section = check_section(section)
     tree = tree or open_tree(libdir)
     files, nskip, why = plan(source, include_hidden)
     total = 0
@@ -107,6 +122,7 @@ def watch_tree(libdir: str, source: str, section: str = "", *, include_hidden: b
     from watchdog.observers import Observer
     from watchdog.observers.polling import PollingObserver
 
+    section = check_section(section)
     tree = open_tree(libdir)
     source = os.path.abspath(source)
 

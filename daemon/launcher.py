@@ -147,12 +147,62 @@ def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool
 
     Raises :class:`LaunchError` with the server's own last error line if it does not come up.
     """
+    if timeouts is not None:
+        check_timeouts(timeouts)
+    created = not os.path.exists(os.path.abspath(mountpoint))
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    try:
+        return _start(libdir, mountpoint, indexer=indexer, read_only=read_only, allow_other=allow_other,
+                      timeouts=timeouts, budget=budget, llm=llm, timeout_s=timeout_s, env=env)
+    except BaseException:
+        if created:  # leave nothing behind for a mount that never came up
+            try:
+                os.rmdir(mountpoint)
+            except OSError:
+                pass
+        raise
+
+
+def check_timeouts(spec: str) -> tuple[float, float, float]:
+    """Parse ``entry,attr,negative`` kernel cache timeouts (seconds, ≥ 0); :class:`LaunchError` if bad."""
+    try:
+        vals = tuple(float(x) for x in spec.split(","))
+    except ValueError:
+        vals = ()
+    if len(vals) != 3 or any(v < 0 or v != v for v in vals):
+        raise LaunchError(f"--timeouts wants three non-negative seconds 'entry,attr,negative', got {spec!r}")
+    return vals  # type: ignore[return-value]
+
+
+def indexer_holder(libdir: str) -> int | None:
+    """pid of the indexer daemon running for ``libdir`` (it holds ``indexer.lock``), or None."""
+    import fcntl
+
+    path = os.path.join(libdir, "indexer.lock")
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        except BlockingIOError:
+            raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(raw) if raw.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+def _start(libdir: str, mountpoint: str, *, indexer: bool, read_only: bool, allow_other: bool,
+           timeouts: str | None, budget: str | None, llm: bool | None, timeout_s: float, env: dict | None
+           ) -> dict:
     logs = os.path.join(libdir, "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
     cmd = [sys.executable, "-m", "libraryfs.daemon.mountd", libdir, mountpoint]
     if timeouts:
-        cmd += ["--timeouts", timeouts]
+        cmd.append("--timeouts=" + timeouts)
     if read_only:
         cmd.append("--read-only")
     if allow_other:
@@ -177,7 +227,9 @@ def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool
     info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": server.pid, "indexer_pid": None,
             "started": time.time()}
     if indexer and not read_only:
-        info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env)
+        # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files
+        # the inbox through the same mountpoint, which is live again
+        info["indexer_pid"] = indexer_holder(libdir) or start_indexer(libdir, mountpoint, llm=llm, env=env)
     _write_run(libdir, info)
     return info
 
@@ -219,6 +271,8 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
         libdir = _libdir_of_mount(mountpoint)
         info = read_run(libdir) if libdir else {}
     state = probe(mountpoint) if mountpoint else "none"
+    if state in ("live", "stale") and not _is_libraryfs_mount(mountpoint):
+        raise LaunchError(f"{mountpoint} is not a libraryfs mount")
     if state in ("live", "stale"):
         fm = fusermount()
         r = subprocess.run([fm, "-u", mountpoint], capture_output=True, text=True)
@@ -230,7 +284,9 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
                 raise Busy(f"{msg} (close files under it, or use --lazy)")
     elif not info:
         raise LaunchError(f"nothing is mounted at {target}")
-    # the server exits when unmounted; the indexer is ours to stop
+    # the server exits when unmounted; the indexer is ours to stop (whichever one really runs)
+    if libdir:
+        info["indexer_pid"] = indexer_holder(libdir) or info.get("indexer_pid")
     for key in ("indexer_pid", "server_pid"):
         pid = info.get(key)
         if key == "server_pid":
@@ -248,6 +304,19 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
         except OSError:
             pass
     return {"libdir": libdir, "mountpoint": mountpoint}
+
+
+def _is_libraryfs_mount(mountpoint: str) -> bool:
+    mp = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                dev, where = line.split()[:2]
+                if where.encode().decode("unicode_escape") == mp:
+                    return dev.startswith("libraryfs:")
+    except OSError:
+        pass
+    return False
 
 
 def _wait_exit(pid: int | None, timeout_s: float) -> None:
@@ -288,8 +357,10 @@ def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_o
     """Serve in this process (systemd, ``--foreground``); the indexer runs as a child process."""
     from . import mountd
 
+    if timeouts is not None:
+        check_timeouts(timeouts)
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
-    args = [libdir, mountpoint] + (["--timeouts", timeouts] if timeouts else [])
+    args = [libdir, mountpoint] + (["--timeouts=" + timeouts] if timeouts else [])
     if read_only:
         args.append("--read-only")
     if allow_other:
@@ -298,8 +369,9 @@ def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_o
         args += ["--budget", budget]
     child = None
     if indexer and not read_only:
-        pid = start_indexer(libdir, mountpoint, llm=llm)
-        child = pid
+        running = indexer_holder(libdir)
+        pid = running or start_indexer(libdir, mountpoint, llm=llm)
+        child = None if running else pid
         _write_run(libdir, {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(),
                             "indexer_pid": pid, "started": time.time()})
     try:

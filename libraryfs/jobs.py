@@ -88,10 +88,11 @@ were will with not no can you your we our they their which when what how use use
 than then there these those such each other more most some any all one two new see via per if
 but so do does did been being only over under about after before between both same own very
 entry entries section index rst txt html pdf bytes tok tokens empty file""".split())
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{2,}")
+_WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9_'-]{2,29}\b")  # ≤ 30 chars: no 250-char names as terms
 _RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>%.!$&/|])\1{2,}\s*$")
 _ROLE = re.compile(r":[a-z:]+:`~?!?([^`<]*?)(?:\s*<[^>]*>)?`")
 _MARKUP = re.compile(r"[*`|]+")
+_RST_INDEX_ENTRY = re.compile(r"^(single|pair|triple|see|seealso|module|keyword|builtin|statement|object):\s")
 _SENT_END = re.compile(r"(?<=[.!?])\s")
 
 
@@ -109,7 +110,7 @@ def deterministic_summary(doc: EntryDoc) -> str:
     """First heading (Markdown ``#``, reST underline) or first sentence, ≤ 20 words; facts for binary."""
     if doc.is_binary:
         return f"binary data, {doc.size_bytes:,} bytes"
-    lines = doc.text.splitlines()
+    lines = doc.text.lstrip("\ufeff").splitlines()
     # Markdown heading
     for ln in lines[:40]:
         s = ln.strip()
@@ -139,7 +140,7 @@ def _first_sentence(lines: list[str]) -> str:
                 break
             continue
         if (s.startswith("..") or s.startswith(":") or _RST_UNDERLINE.match(s) or s.startswith("#")
-                or s.startswith("<!--")):
+                or s.startswith("<!--") or _RST_INDEX_ENTRY.match(s)):
             if para:
                 break
             continue
@@ -233,7 +234,7 @@ class DeterministicBuilder:
                 score = sum(min(words[w], 3) * min(c[w], 5) / (1 + df[w]) for w in words if w in c)
                 exts, initials, n = shape[path]
                 # entries of one kind go together: same file type, same initial (alphabetic sections)
-                score += exts[_ext(d.name)] / n + 0.5 * initials[d.name[:1].lower()] / n
+                score += 2.0 * exts[_ext(d.name)] / n + 1.5 * initials[d.name[:1].lower()] / n
                 if score > best_score:
                     best, best_score = path, score
             out.append(best if best_score >= 1.0 else "unsorted")

@@ -21,7 +21,8 @@ from .view import INDEX_NAME, LibraryView
 def mount_info(libdir: str) -> dict | None:
     """``{"pid", "mountpoint", ...}`` of the live mount server of ``libdir``, or None if not mounted.
 
-    Live means: the server holds ``mount.lock`` and the mountpoint answers ``statvfs``.
+    Live means: the server holds ``mount.lock``, ``/proc/mounts`` lists a libraryfs mount at the recorded
+    mountpoint, and it answers ``statvfs``.
     """
     libdir = os.path.abspath(libdir)
     lock = os.path.join(libdir, "mount.lock")
@@ -53,7 +54,23 @@ def mount_info(libdir: str) -> dict | None:
         os.statvfs(mp)
     except OSError:
         return None
+    if not _in_proc_mounts(mp):
+        return None  # e.g. lazily unmounted while files stay open: the server runs, nothing is mounted
     return info  # type: ignore[return-value]
+
+
+def _in_proc_mounts(mountpoint: str) -> bool:
+    """Whether ``/proc/mounts`` lists a libraryfs FUSE mount at ``mountpoint``."""
+    mp = os.path.realpath(mountpoint)
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3 and parts[1].encode().decode("unicode_escape") == mp:
+                    return parts[0].startswith("libraryfs:")
+    except OSError:
+        pass
+    return False
 
 
 def open_tree(libdir: str) -> Tree:

@@ -36,6 +36,10 @@ MIN_FREE_TO_CREATE = 1 << 20  #: bytes of free disk ``Store.create`` requires (e
 MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk kept free (at most 1/16 of what is free) when the map grows
 
 
+#: Errors raised by the storage engine for an unreadable/corrupt store (the CLI prints them on one line).
+StoreError = lmdb.Error
+
+
 def store_path(libdir: str | os.PathLike[str]) -> str:
     """Directory of the LMDB environment inside a library directory."""
     return os.path.join(os.fspath(libdir), "store")
@@ -357,6 +361,9 @@ class Store:
         path = store_path(self.libdir)
         if not _create and not is_library(self.libdir):
             raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
+        if not _create and os.path.getsize(os.path.join(path, "data.mdb")) == 0:
+            raise Corrupt(f"{self.libdir}: the store file is empty (store/data.mdb has 0 bytes); "
+                          f"restore it from a backup")
         self.readonly = readonly
         self.lock = threading.RLock()
         try:
@@ -378,8 +385,13 @@ class Store:
         (self.db_inodes, self.db_dirents, self.db_dirparent, self.db_data, self.db_xattrs, self.db_meta,
          self.db_journal, self.db_toc, self.db_names, self.db_config) = (self._dbs[n] for n in S.CORE_DBS)
         if not _create:
-            with self.read() as t:
-                v = t.cfg(S.CFG_SCHEMA_VERSION)
+            try:
+                with self.read() as t:
+                    v = t.cfg(S.CFG_SCHEMA_VERSION)
+            except lmdb.Error as e:
+                self.env.close()
+                raise Corrupt(f"{self.libdir}: the store is corrupt or unreadable ({e}); "
+                              f"run `libraryfs check` or restore it from a backup") from e
             if v is None or S.from_u64(v) != S.SCHEMA_VERSION:
                 raise Corrupt(f"{self.libdir}: unknown schema version {v!r} (expected {S.SCHEMA_VERSION})")
 

@@ -279,7 +279,7 @@ class LibraryView(NameOps, AttrOps):
                 if flags & os.O_TRUNC and node.size:
                     self._truncate_node(t, node, 0, pino, name)
                 return existing, False
-            _check_new_name(name, pino)
+            _check_new_name(t, name, pino)
             now = now_ns()
             ino = t.alloc_ino()
             gid2 = pnode.gid if pnode.mode & _stat.S_ISGID else gid

@@ -8,7 +8,13 @@ are raw bytes; errors are :mod:`libraryfs.errors` classes. Nothing here writes t
   pending placeholder until it has run) and, when its TOC needs more than one page, a virtual ``.index/``
   directory of pages ``0001.md`` …;
 * ``/.libraryfs/`` is the read-only control plane: ``status.json``, ``stats.json``, ``journal``, ``budget``;
-* ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches.
+* ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches
+  (a match whose link target would exceed :data:`LINK_TARGET_MAX` bytes is left out: the kernel rejects a
+  longer readlink reply, so the link would read as EIO).
+
+When the indexer is not running (nobody holds ``<libdir>/indexer.lock``) and journal records are pending,
+every TOC page served gets one ``> **Stale index**`` line after its header comment (:meth:`toc_served`), so an
+agent reading it knows the TOC lags the directory.
 
 The namespace also does the read accounting behind ``stats.json`` and ``budget``: each first read of a TOC
 page costs one read and its exact o200k_base token count (stored by the indexer); an entry read costs its
@@ -17,8 +23,11 @@ share of the entry's token count (:mod:`libraryfs.stats`).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shlex
+import time
 from dataclasses import dataclass
 
 from . import schema as S
@@ -39,6 +48,11 @@ BLKSIZE = 128 * 1024  #: st_blksize: preferred I/O size in bytes (tools size the
 VIRT_BASE = 1 << 60  #: virtual inode numbers start here (use_ino)
 #: Virtual kinds that are directories (opening one is EISDIR).
 VIRTUAL_DIRS = ("pages", "ctl", "find", "findterm")
+#: Longest ``/.find`` symlink target in bytes: PATH_MAX - 1. The kernel refuses a longer READLINK reply
+#: ("fuse: writing device: Invalid argument") and the reader gets EIO, so such matches are left out.
+LINK_TARGET_MAX = 4095
+INDEXER_LOCK = "indexer.lock"  #: file in the library directory the indexer daemon holds an exclusive flock on
+INDEXER_CHECK_S = 1.0  #: how long (seconds) one answer to "is the indexer running?" is reused
 
 
 @dataclass
@@ -56,6 +70,39 @@ class Resolved:
 def is_reserved(name: bytes, parent: int) -> bool:
     """Whether ``name`` in directory inode ``parent`` is generated (so the user cannot create it)."""
     return name in RESERVED_NAMES or (parent == S.ROOT_INO and name in RESERVED_ROOT)
+
+
+def reserved_exists(t: Txn, name: bytes, parent: int) -> bool:
+    """Whether the generated object ``name`` in directory inode ``parent`` exists now: ``INDEX.md`` always,
+    ``.index`` only while the directory's TOC has more than one page, ``/.libraryfs`` and ``/.find`` always.
+    False for a name that is not reserved there."""
+    if name == INDEX_NAME:
+        return True
+    if name == PAGES_DIR:
+        return t.toc_page_count(parent) > 1
+    return parent == S.ROOT_INO and name in RESERVED_ROOT
+
+
+def indexer_running(libdir: str) -> bool:
+    """Whether an indexer holds ``<libdir>/indexer.lock`` (exclusive flock; a non-blocking shared flock of
+    ours fails then). No lock file: not running. An unexpected error counts as running (claim no staleness)."""
+    try:
+        fd = os.open(os.path.join(libdir, INDEXER_LOCK), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def page_name(page: int) -> bytes:
@@ -91,6 +138,7 @@ class VirtualNamespace:
         self._count_tokens = count_tokens
         self._vino: dict[tuple, int] = {}
         self._toc_tokens_cache: dict[tuple[int, int, bytes], int] = {}
+        self._indexer_seen: tuple[float, bool] = (float("-inf"), True)  # (monotonic s, running)
 
     # ------------------------------------------------------------------------------------------------
     # resolution and attributes
@@ -152,7 +200,7 @@ class VirtualNamespace:
     def getattr(self, t: Txn, r: Resolved) -> dict:
         """``stat`` of a resolved virtual object; TOC times follow the directory and the TOC generation."""
         if r.kind in ("toc", "page"):
-            content = self.toc_bytes(t, r.ino, r.page)
+            content = self.toc_served(t, r.ino, r.page)
             dnode = t.inode(r.ino)
             mtime = dnode.mtime_ns if dnode else self.started_ns
             return self.stat(("toc", r.ino, r.page), S.S_IFREG | 0o444, len(content),
@@ -206,8 +254,11 @@ class VirtualNamespace:
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise AccessDenied("generated files are read-only")
         if r.kind in ("toc", "page"):
-            content = self.toc_bytes(t, r.ino, r.page)
-            return content, "toc", self._toc_tokens(t, r.ino, r.page, content)
+            content, raw, marker = self._served(t, r.ino, r.page)
+            tokens = self._toc_tokens(t, r.ino, r.page, raw)
+            if marker:
+                tokens += self._count_tokens(marker) if self._count_tokens else (len(marker) + 3) // 4
+            return content, "toc", tokens
         if r.kind == "ctlfile":
             return self.ctl_content(t, r.name), "ctl", 0
         raise NotFound("no such file")
@@ -244,6 +295,41 @@ class VirtualNamespace:
         if page:
             raise NotFound("no such TOC page")
         return self._pending_toc(t, dir_ino)
+
+    def toc_served(self, t: Txn, dir_ino: int, page: int) -> bytes:
+        """The bytes served for TOC page ``page`` of ``dir_ino`` now: :meth:`toc_bytes` plus the stale marker
+        when it applies. ``getattr`` and ``open`` both use this, so ``st_size`` equals the bytes read (C14)."""
+        return self._served(t, dir_ino, page)[0]
+
+    def _served(self, t: Txn, dir_ino: int, page: int) -> tuple[bytes, bytes, bytes]:
+        """``(served bytes, stored page bytes, marker line inserted or b"")`` of one TOC page. The marker
+        goes after the first line when that is the header comment (``<!--``); pages without one are served
+        as stored."""
+        raw = self.toc_bytes(t, dir_ino, page)
+        marker = self._stale_line(t) if raw.startswith(b"<!--") else b""
+        if not marker:
+            return raw, raw, b""
+        nl = raw.find(b"\n")
+        head, tail = (raw + b"\n", b"") if nl < 0 else (raw[:nl + 1], raw[nl + 1:])
+        return head + marker + tail, raw, marker
+
+    def _stale_line(self, t: Txn) -> bytes:
+        """The ``> **Stale index**`` line (with its newline) when the indexer is not running and journal
+        records are pending, else ``b""``. The lock test is reused for :data:`INDEXER_CHECK_S` seconds."""
+        pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
+        if pending <= 0 or self._indexer_is_running():
+            return b""
+        libdir = shlex.quote(os.fsdecode(self.store.libdir))
+        return (f"> **Stale index**: the indexer is not running; {pending} change(s) are not reflected here "
+                f"(run `libraryfs index {libdir}`).\n").encode("utf-8", "surrogateescape")
+
+    def _indexer_is_running(self) -> bool:
+        checked_s, running = self._indexer_seen
+        now_s = time.monotonic()
+        if now_s - checked_s >= INDEXER_CHECK_S:
+            running = indexer_running(os.fsdecode(self.store.libdir))
+            self._indexer_seen = (now_s, running)
+        return running
 
     def _pending_toc(self, t: Txn, dir_ino: int) -> bytes:
         """What INDEX.md shows before the indexer has built it: the first names, marked pending."""
@@ -357,12 +443,16 @@ class VirtualNamespace:
         return out
 
     def find_links(self, t: Txn, term: bytes) -> list[tuple[bytes, bytes]]:
-        """``(link name, relative target)`` for the matches of ``term`` under ``/.find/<term>/`` (max 50)."""
+        """``(link name, relative target)`` for the matches of ``term`` under ``/.find/<term>/`` (max 50).
+
+        A match whose target (``../..`` + its absolute path) is longer than :data:`LINK_TARGET_MAX` bytes is
+        left out, and the others are numbered without it: the kernel cannot return such a link (EIO).
+        """
         if self.finder is None:
             return []
-        matches = self.finder(t, term)
+        targets = [b"../.." + p for p in self.finder(t, term)]
         out = []
-        for k, p in enumerate(matches[:50], start=1):
-            base = p.rsplit(b"/", 1)[-1]
-            out.append((b"%02d-" % k + base, b"../.." + p))
+        for k, target in enumerate([x for x in targets if len(x) <= LINK_TARGET_MAX][:50], start=1):
+            base = target.rsplit(b"/", 1)[-1]
+            out.append((b"%02d-" % k + base, target))
         return out
