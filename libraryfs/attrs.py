@@ -5,7 +5,8 @@ They are one group because they change or report metadata only: no dirent, no li
 journal record, so the indexer never sees them (names are in :mod:`libraryfs.names`, data in
 :mod:`libraryfs.view`). Generated files answer the read side through
 :class:`~libraryfs.virtual.VirtualNamespace` (``user.libraryfs.*`` freshness xattrs) and refuse the write
-side with EACCES.
+side with EACCES. Extended attribute names must be in a Linux namespace (``user.``, ``trusted.``,
+``security.``, ``system.``; others are ENOTSUP as on ext4), and POSIX ACLs are ENOTSUP.
 
 ``AttrOps`` is a mixin: it has no state of its own and runs on the :class:`~libraryfs.view.LibraryView` it
 is mixed into (the attributes and methods it needs are listed in its class body). Paths are absolute bytes,
@@ -35,6 +36,16 @@ UTIME_OMIT = None  #: sentinel for utimens: leave unchanged (POSIX UTIME_OMIT)
 XATTR_CREATE = 1  #: setxattr flag: fail with EEXIST if the attribute exists
 XATTR_REPLACE = 2  #: setxattr flag: fail with ENODATA if the attribute does not exist
 ACL_XATTR_PREFIX = b"system.posix_acl_"  #: system.posix_acl_access / _default: refused (ENOTSUP)
+#: The Linux xattr namespaces (xattr(7)); a name in any other is ENOTSUP, as on ext4 and tmpfs.
+XATTR_NAMESPACES = (b"user.", b"trusted.", b"security.", b"system.")
+
+
+def check_namespace(name: bytes) -> None:
+    """Raise NotSupported (ENOTSUP/EOPNOTSUPP) unless ``name`` is in a Linux xattr namespace
+    (:data:`XATTR_NAMESPACES`): ``setfattr -n bogus.x`` fails as on ext4. An empty name passes (EINVAL is
+    the caller's)."""
+    if name and not name.startswith(XATTR_NAMESPACES):
+        raise NotSupported("extended attribute names must start with user., trusted., security. or system.")
 
 
 class AttrOps:
@@ -127,6 +138,7 @@ class AttrOps:
         if name == b"security.capability" and not self.security_xattrs:
             # the kernel asks this before every write(2); no security.* xattr was ever stored
             raise NoAttr("no such attribute")
+        check_namespace(name)
         with self.store.read() as t:
             r = self.resolve(t, path)
             if r.kind != "real":
@@ -137,16 +149,23 @@ class AttrOps:
             return v
 
     def listxattr(self, path: bytes) -> list[bytes]:
-        """Names of the extended attributes."""
+        """Names of the extended attributes (a name outside the Linux namespaces, stored before they were
+        checked, is not listed: it could be neither read nor removed)."""
         with self.store.read() as t:
             r = self.resolve(t, path)
             if r.kind != "real":
                 return self.virtual.listxattr(t, r)
-            return t.listxattr(r.ino)
+            return [n for n in t.listxattr(r.ino) if n.startswith(XATTR_NAMESPACES)]
 
     def setxattr(self, path: bytes, name: bytes, value: bytes, flags: int) -> None:
-        """Set an extended attribute (XATTR_CREATE → EEXIST if present, XATTR_REPLACE → ENODATA if not)."""
+        """Set an extended attribute (XATTR_CREATE → EEXIST if present, XATTR_REPLACE → ENODATA if not).
+
+        Raises NotSupported for a name outside the Linux namespaces and for POSIX ACLs, InvalidArgument for an
+        empty name or a value over 64 KiB, NameTooLong for a name over 255 bytes, AccessDenied on generated
+        files.
+        """
         self._writable()
+        check_namespace(name)
         if name.startswith(ACL_XATTR_PREFIX):
             # No POSIX ACL support: storing the ACL as opaque bytes would ignore it for permission checks and
             # leave the mode bits unchanged (sed -i copies a file's mode with fsetxattr(posix_acl_access),
@@ -178,8 +197,9 @@ class AttrOps:
             self.security_xattrs = True
 
     def removexattr(self, path: bytes, name: bytes) -> None:
-        """Remove an extended attribute (ENODATA if absent)."""
+        """Remove an extended attribute (ENODATA if absent, ENOTSUP outside the Linux namespaces)."""
         self._writable()
+        check_namespace(name)
 
         def fn(t: Txn) -> None:
             r = self.resolve(t, path)
