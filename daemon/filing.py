@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from libraryfs import schema as S
 from libraryfs.errors import LibraryError
+from libraryfs.library import proc_mount
 from libraryfs.jobs import EntryDoc, SectionDoc, safe_section_name
 from libraryfs.store import Txn, now_ns
 
@@ -145,11 +146,9 @@ class InboxFiler:
 
 
 def _is_live(mountpoint: str) -> bool:
+    """Whether something answers at ``mountpoint`` and ``/proc/mounts`` lists a mount there."""
     try:
         os.statvfs(mountpoint)
-        with open("/proc/mounts") as f:
-            mp = os.path.realpath(mountpoint)
-            return any(line.split()[1] == mp for line in f if len(line.split()) > 1)
     except OSError:
         return False
-
+    return proc_mount(mountpoint) is not None

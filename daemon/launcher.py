@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from libraryfs.library import proc_mount
 from libraryfs.errors import Busy, LibraryError, LibraryMissing
 from libraryfs.store import is_library
 
@@ -307,16 +308,8 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
 
 
 def _is_libraryfs_mount(mountpoint: str) -> bool:
-    mp = os.path.realpath(mountpoint)
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                dev, where = line.split()[:2]
-                if where.encode().decode("unicode_escape") == mp:
-                    return dev.startswith("libraryfs:")
-    except OSError:
-        pass
-    return False
+    m = proc_mount(mountpoint)
+    return m is not None and m[0].startswith("libraryfs:")
 
 
 def _wait_exit(pid: int | None, timeout_s: float) -> None:
@@ -326,17 +319,11 @@ def _wait_exit(pid: int | None, timeout_s: float) -> None:
 
 
 def _libdir_of_mount(mountpoint: str) -> str | None:
-    mp = os.path.realpath(mountpoint)
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                dev, where = line.split()[:2]
-                if where.encode().decode("unicode_escape") == mp and dev.startswith("libraryfs:"):
-                    cand = dev[len("libraryfs:"):].encode().decode("unicode_escape")
-                    return cand if is_library(cand) else None
-    except OSError:
-        pass
-    return None
+    m = proc_mount(mountpoint)
+    if m is None or not m[0].startswith("libraryfs:"):
+        return None
+    cand = m[0][len("libraryfs:"):].replace("\\,", ",")
+    return cand if is_library(cand) else None
 
 
 def _last_line(path: str) -> str:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from libraryfs import schema as S
+from libraryfs.library import proc_mount
 from libraryfs.errors import InvalidArgument, Busy, LibraryError
 from libraryfs.find import find
 from libraryfs.store import Store
@@ -64,17 +65,9 @@ def wait_until_mounted(mountpoint: str, timeout_s: float = 10.0) -> bool:
 
 
 def mount_entry(mountpoint: str) -> str | None:
-    """The ``/proc/mounts`` line of ``mountpoint`` (fstype field), or None."""
-    mp = os.path.realpath(mountpoint)
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1].encode().decode("unicode_escape") == mp:
-                    return parts[2]
-    except OSError:
-        pass
-    return None
+    """The fstype of what ``/proc/mounts`` lists at ``mountpoint``, or None."""
+    m = proc_mount(mountpoint)
+    return None if m is None else m[1]
 
 
 def is_mounted(mountpoint: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 
 from . import schema as S
 from .errors import Exists, IsADir, LibraryError, NotFound
@@ -59,18 +60,38 @@ def mount_info(libdir: str) -> dict | None:
     return info  # type: ignore[return-value]
 
 
-def _in_proc_mounts(mountpoint: str) -> bool:
-    """Whether ``/proc/mounts`` lists a libraryfs FUSE mount at ``mountpoint``."""
-    mp = os.path.realpath(mountpoint)
+def proc_mounts() -> list[tuple[str, str, str]]:
+    """``(device, mountpoint, fstype)`` of every line of ``/proc/mounts``, octal escapes (``\\040``)
+    decoded byte-exactly. The device of a libraryfs mount is ``libraryfs:<library directory>``."""
+    def unescape(field: bytes) -> str:
+        return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
+
+    out = []
     try:
-        with open("/proc/mounts") as f:
+        with open("/proc/mounts", "rb") as f:
             for line in f:
                 parts = line.split()
-                if len(parts) >= 3 and parts[1].encode().decode("unicode_escape") == mp:
-                    return parts[0].startswith("libraryfs:")
+                if len(parts) >= 3:
+                    out.append((unescape(parts[0]), unescape(parts[1]), unescape(parts[2])))
     except OSError:
         pass
-    return False
+    return out
+
+
+def proc_mount(mountpoint: str) -> tuple[str, str] | None:
+    """``(device, fstype)`` of what is mounted at ``mountpoint`` (the last mount wins), or None."""
+    mp = os.path.realpath(mountpoint)
+    found = None
+    for dev, where, fstype in proc_mounts():
+        if where == mp:
+            found = (dev, fstype)
+    return found
+
+
+def _in_proc_mounts(mountpoint: str) -> bool:
+    """Whether ``/proc/mounts`` lists a libraryfs FUSE mount at ``mountpoint``."""
+    m = proc_mount(mountpoint)
+    return m is not None and m[0].startswith("libraryfs:")
 
 
 def open_tree(libdir: str) -> Tree:
