@@ -201,6 +201,12 @@ def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, u
     click.echo(f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
                f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
                f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}")
+    fr = s["footprint_recall"]
+    if fr["tasks"]:
+        lo, hi = fr["any_hit_wilson95"]
+        click.echo(f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
+                   f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
+                   f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})")
     click.echo(f"gold: {s['gold_distribution']}")
     click.echo("confusion (rows gold, columns router): " + "; ".join(
         f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items()) for g, row in s["confusion_gold_by_predicted"].items()))

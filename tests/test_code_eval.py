@@ -57,6 +57,7 @@ def history(tmp_path):
 
 def test_tasks_from_history(history):
     tasks, counts = build_tasks(str(history))
+    index_files = {p.relative_to(history).as_posix() for p in history.rglob("*.py")}
     assert counts == {"commits": 6, "merge": 0, "root": 1, "bot": 0, "eligible": 5, "selected": 5, "no_code": 1,
                       "tasks": 4, "renames": 0, "symbols_skipped": 0}
     by_msg = {t.message.splitlines()[0]: t for t in tasks}
@@ -67,10 +68,14 @@ def test_tasks_from_history(history):
     t = by_msg["Add brand_new_feature and wire it into f0"]
     assert t.gold == "SUBAGENT" and sorted(t.code_files) == ["pkg/m0.py", "pkg/new.py"]
     assert sorted(t.symbols) == ["pkg/m0.py::f0", "pkg/new.py::brand_new_feature"]
+    assert t.parent_files == ["pkg/m0.py"]  # new.py did not exist at the parent: it cannot be retrieved
     assert all(x.predicted in TOPOLOGIES and x.baseline in TOPOLOGIES for x in tasks)
     s = summarize(tasks, counts)
     assert s["n"] == 4 and sum(s["gold_distribution"].values()) == 4
     assert s["router"]["misrouted"] == sum(x.predicted != x.gold for x in tasks)
+    fr = s["footprint_recall"]
+    assert fr["tasks"] == 4 and fr["any_hit"] == sum(bool(set(x.parent_files) & set(x.retrieved_files)) for x in tasks)
+    assert all(set(x.retrieved_files) <= set(index_files) for x in tasks)
 
 
 def test_router_sees_only_the_parent(history):

@@ -98,7 +98,7 @@ def wait_idle(libdir: str, timeout_s: float = 30.0) -> None:
 # property-based: random operation sequences, mount vs tmpfs
 # =====================================================================================================
 
-GENERATED = {b"INDEX.md", b".index"}  # names the library generates in every directory (EEXIST to users)
+GENERATED = {b"INDEX.md", b".index"}  # names the library generates in every directory (EEXIST while shown, else EACCES)
 GENERATED_ROOT = {b".libraryfs", b".find"}
 
 

@@ -83,7 +83,8 @@ def is_bot(author: str) -> bool:
 
 @dataclass(slots=True)
 class Task:
-    """One routing task from one commit."""
+    """One routing task from one commit. ``parent_files``: the changed code files as named at the parent
+    (existing there); ``retrieved_files``: files of the router's top hits (for footprint recall)."""
 
     repo: str
     commit: str
@@ -98,6 +99,8 @@ class Task:
     baseline: str = ""
     vector: dict = field(default_factory=dict)
     symbols_skipped: bool = False
+    parent_files: list[str] = field(default_factory=list)
+    retrieved_files: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -309,13 +312,15 @@ def build_tasks(repo: str, max_commits: int = 500, since: str | None = None, unt
                     symbols += touched_symbols(reader, c)
             files = [c.new_path for c in code]
             tasks.append(Task(name, sha, parent, author, at, body, files, symbols, gold_label(body, files, symbols),
-                              symbols_skipped=skipped))
+                              symbols_skipped=skipped, parent_files=[c.old_path for c in code if c.old_sha]))
         counts["tasks"] = len(tasks)
         # route each task against the repository as it was at its parent
         for t in tasks:
             idx = index_at(reader, t.parent, t.repo)
             d = route(Retriever(idx), t.message)
             t.predicted, t.baseline, t.vector = d.topology, regex_route(t.message), d.vector.as_dict()
+            t.retrieved_files = list(dict.fromkeys(h.node.split("::", 1)[0] for h in d.hits))
+            t.parent_files = [p for p in t.parent_files if p in idx.files]
     finally:
         reader.close()
     return tasks, counts
@@ -381,8 +386,10 @@ def cluster_bootstrap(tasks: list[Task], iters: int = 2000, seed: int = 0) -> di
 
 def summarize(tasks: list[Task], counts: dict | None = None) -> dict:
     """Misrouting rates (router, regex baseline, and the trivial majority-class rule) with Wilson intervals,
-    McNemar p, a cluster bootstrap (:func:`cluster_bootstrap`), per-repository rates, the confusion matrix
-    and independence facts (repos, authors, clusters, time span)."""
+    McNemar p, a cluster bootstrap (:func:`cluster_bootstrap`), per-repository rates, the confusion matrix,
+    footprint recall (share of the changed files that existed at the parent found among the router's top
+    hits: retrieval quality apart from the thresholds) and independence facts (repos, authors, clusters,
+    time span)."""
     n = len(tasks)
     r_wrong = sum(t.predicted != t.gold for t in tasks)
     b_wrong = sum(t.baseline != t.gold for t in tasks)
@@ -405,6 +412,10 @@ def summarize(tasks: list[Task], counts: dict | None = None) -> dict:
         r["baseline_wilson95"] = wilson(r["baseline_misrouted"], r["n"])
     times = [t.time_s for t in tasks]
     boot = cluster_bootstrap(tasks)
+    with_fp = [t for t in tasks if t.parent_files]
+    recall = (sum(len(set(t.parent_files) & set(t.retrieved_files)) / len(t.parent_files) for t in with_fp)
+              / len(with_fp)) if with_fp else None
+    any_hit = sum(bool(set(t.parent_files) & set(t.retrieved_files)) for t in with_fp)
     return {
         "n": n,
         "counts": counts or {},
@@ -414,6 +425,8 @@ def summarize(tasks: list[Task], counts: dict | None = None) -> dict:
                      "wilson95": wilson(m_wrong, n)},
         "mcnemar": {"router_only_wrong": b, "baseline_only_wrong": c, "p": mcnemar_exact(b, c)},
         "cluster_bootstrap": boot,
+        "footprint_recall": {"tasks": len(with_fp), "mean_recall": recall, "any_hit": any_hit,
+                             "any_hit_wilson95": wilson(any_hit, len(with_fp))},
         "by_repo": by_repo,
         "gold_distribution": gold_dist,
         "confusion_gold_by_predicted": confusion,
