@@ -41,18 +41,47 @@ def copy_source(dst: str) -> list[str]:
     return rels
 
 
-def toc_text(mnt: str, d: str) -> str:
-    """INDEX.md of directory ``d`` in the mount plus every page under its ``.index/``."""
-    parts = []
-    for p in [os.path.join(mnt, d, "INDEX.md")] + sorted(
-            os.path.join(mnt, d, ".index", n) for n in (os.listdir(os.path.join(mnt, d, ".index"))
-                                                          if os.path.isdir(os.path.join(mnt, d, ".index")) else [])):
+def toc_pages(mnt: str, d: str) -> list[tuple[str, str]]:
+    """``[(directory of the page, text)]``: INDEX.md of directory ``d`` in the mount and every page under its
+    ``.index/`` (their links are relative to ``.index/``)."""
+    pages = [(d, os.path.join(mnt, d, "INDEX.md"))]
+    idx = os.path.join(mnt, d, ".index")
+    if os.path.isdir(idx):
+        pages += [(os.path.join(d, ".index"), os.path.join(idx, n)) for n in sorted(os.listdir(idx))]
+    out = []
+    for where, p in pages:
         try:
             with open(p, encoding="utf-8") as f:
-                parts.append(f.read())
+                out.append((where, f.read()))
         except OSError:
             pass
-    return "\n".join(parts)
+    return out
+
+
+def toc_text(mnt: str, d: str) -> str:
+    """All TOC text of directory ``d`` (INDEX.md and its pages)."""
+    return "\n".join(text for _, text in toc_pages(mnt, d))
+
+
+def wait_indexed(lib: str, timeout_s: float = 300.0) -> None:
+    """Wait until the indexer has consumed every journal record and is idle (as tests/conftest.py does)."""
+    from libraryfs import schema as S
+    from libraryfs.store import Store
+
+    deadline = time.monotonic() + timeout_s
+    st = Store(lib, readonly=True)
+    try:
+        while time.monotonic() < deadline:
+            with st.read() as t:
+                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
+                status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
+            if pending <= 0 and status.get("state") == "idle":
+                time.sleep(0.3)
+                return
+            time.sleep(0.05)
+    finally:
+        st.env.close()
+    raise SystemExit("indexer did not become idle")
 
 
 def navigate(mnt: str, repo: str, rel: str, qualname: str) -> list[str]:
@@ -61,12 +90,13 @@ def navigate(mnt: str, repo: str, rel: str, qualname: str) -> list[str]:
     steps = ["code/", f"{repo}/"] + [f"{p}/" for p in rel.split("/")[:-1]] + [rel.split("/")[-1] + "/",
                                                                               qualname + os.path.splitext(rel)[1]]
     for text in steps:
-        links = {m.group(1): m.group(2) for m in _LINK.finditer(toc_text(mnt, here))}
+        links = {m.group(1): os.path.join(where, m.group(2))
+                 for where, page in toc_pages(mnt, here) for m in _LINK.finditer(page)}
         if text not in links:
             raise SystemExit(f"{here or '/'}: no link {text!r} in its INDEX.md")
         target = links[text]
         target = target[: -len("INDEX.md")] if target.endswith("INDEX.md") else target
-        here = os.path.normpath(os.path.join(here, target.rstrip("/")))
+        here = os.path.normpath(target.rstrip("/"))
         path.append(here)
     return path
 
@@ -95,11 +125,8 @@ def main() -> int:
         results["add_s"] = time.perf_counter() - t0
         results["add_output"] = r.stdout.strip()
         print(r.stdout.strip())
-        # wait for the indexer to write the INDEX.md of the deepest file directory we will use
         target_rel = "libraryfs/code/budget.py"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and "verify_plan" not in toc_text(mnt, f"code/libraryfs/{target_rel}"):
-            time.sleep(0.1)
+        wait_indexed(lib)  # every INDEX.md of the 2,000-odd new files and directories written
         results["add_to_index_s"] = time.perf_counter() - t0
         path = navigate(mnt, "libraryfs", target_rel, "verify_plan")
         with open(os.path.join(mnt, path[-1]), encoding="utf-8") as f:
@@ -143,7 +170,7 @@ def main() -> int:
         print(f"{'measurement':48s} {'value':>9s}  unit")
         print(f"{'files indexed (this project)':48s} {len(rels):>9d}  files")
         print(f"{'code add (parse + render through the mount)':48s} {results['add_s']:>9.2f}  s")
-        print(f"{'code add → INDEX.md of a file dir in the mount':48s} {results['add_to_index_s']:>9.2f}  s")
+        print(f"{'code add → indexer idle (every INDEX.md written)':48s} {results['add_to_index_s']:>9.2f}  s")
         if ok:
             print(f"{'edit → file INDEX.md, median of ' + str(len(ok)):48s} {results['median_s']:>9.2f}  s")
             print(f"{'edit → file INDEX.md, max':48s} {results['max_s']:>9.2f}  s")

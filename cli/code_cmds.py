@@ -198,9 +198,12 @@ def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, u
     click.echo(f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
                f"{m['baseline_only_wrong']}, p = {m['p']:.3g}")
     b = s["cluster_bootstrap"]
-    click.echo(f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
-               f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
-               f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}")
+    if b["router95"] is None:
+        click.echo(f"cluster bootstrap: {b['clusters']} (repo, author, week) cluster(s) — no interval")
+    else:
+        click.echo(f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
+                   f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
+                   f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}")
     fr = s["footprint_recall"]
     if fr["tasks"]:
         lo, hi = fr["any_hit_wilson95"]

@@ -106,7 +106,7 @@ def test_eval_cli(history, tmp_path):
     r = CliRunner().invoke(cli, ["code", "eval", str(history), "--tasks-out", str(out)])
     assert r.exit_code == 0, r.output
     assert "6 commits seen (0 merge, 1 root, 0 bot), 5 eligible, 5 selected, 1 without code → 4 tasks" in r.output
-    assert "McNemar exact" in r.output and "cluster bootstrap over 1 " in r.output
+    assert "McNemar exact" in r.output and "cluster bootstrap: 1 (repo, author, week) cluster(s) — no interval" in r.output
     assert len(out.read_text().splitlines()) == 4
     r = CliRunner().invoke(cli, ["code", "eval", str(tmp_path)])
     assert r.exit_code == 1 and "not a git checkout" in r.output
@@ -202,6 +202,7 @@ def test_cluster_bootstrap_is_wider_for_clustered_tasks():
     assert width(bc) > width(bs)
     lo, hi = wilson(20, 40)
     assert width(bc) > hi - lo
+    assert cluster_bootstrap(clustered[:10])["router95"] is None  # one cluster: no interval
     s = summarize(clustered)
     assert s["majority"]["label"] == "SUBAGENT" and s["majority"]["misrouted"] == 0
     assert s["independence"]["clusters"] == 4

@@ -235,6 +235,7 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
             open(os.path.join(mnt, "notes", "n4.md")).read()
         assert ei.value.errno == errno.EDQUOT
         again = json.loads(open(budget_file).read())
+        print("\n.libraryfs/budget after the refusals:", json.dumps(again))
         assert again["used"] == left["used"] and again["refused"] > left["refused"]
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)

@@ -355,7 +355,8 @@ def cluster_key(t: Task) -> tuple[str, str, int]:
 def cluster_bootstrap(tasks: list[Task], iters: int = 2000, seed: int = 0) -> dict:
     """Percentile 95% intervals of the router's and the baseline's misrouting rates and of their difference
     (router − baseline), resampling whole clusters (:func:`cluster_key`) with replacement ``iters`` times.
-    Wider than Wilson's when tasks inside a cluster are alike (Wilson assumes independent tasks)."""
+    Wider than Wilson's when tasks inside a cluster are alike (Wilson assumes independent tasks). With fewer
+    than 2 clusters the intervals are ``None``; with a handful they are unreliable."""
     groups: dict[tuple, list[int]] = {}
     for t in tasks:
         g = groups.setdefault(cluster_key(t), [0, 0, 0])
@@ -363,8 +364,8 @@ def cluster_bootstrap(tasks: list[Task], iters: int = 2000, seed: int = 0) -> di
         g[1] += t.predicted != t.gold
         g[2] += t.baseline != t.gold
     sums = list(groups.values())
-    if not sums:
-        return {"clusters": 0, "router95": (0.0, 1.0), "baseline95": (0.0, 1.0), "diff95": (-1.0, 1.0)}
+    if len(sums) < 2:  # one cluster: resampling cannot show any variation, so there is no interval
+        return {"clusters": len(sums), "router95": None, "baseline95": None, "diff95": None}
     rng = random.Random(seed)
     r_rates, b_rates, diffs = [], [], []
     for _ in range(iters):
