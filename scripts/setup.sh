@@ -22,7 +22,10 @@ if ! $py -m pip install --dry-run --no-deps --quiet pip >/dev/null 2>&1; then
   py=/opt/libraryfs-venv/bin/python
 fi
 $py -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-$py -m pip install --quiet -e ".[test,bench]" 2>&1 | grep -v "^WARNING: Location\|Running pip as the 'root'" || true
+log=$(mktemp /tmp/libraryfs-setup.XXXXXX.log)
+if ! $py -m pip install --quiet -e ".[test,bench]" >"$log" 2>&1; then
+  tail -40 "$log"; echo "pip install failed (full log: $log)" >&2; exit 1
+fi
 $py -c "import libraryfs, mfusepy, lmdb" # fail loudly if the install did not work
 if [ "$py" != python3 ]; then ln -sf /opt/libraryfs-venv/bin/libraryfs /usr/local/bin/libraryfs; fi
 command -v "$py" > scripts/.python 2>/dev/null || echo "$py" > scripts/.python
