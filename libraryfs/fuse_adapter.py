@@ -52,6 +52,7 @@ def _op(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(self, *args):
+        """Call the op; translate errors (see :func:`_op`)."""
         try:
             return fn(self, *args)
         except mfusepy.FuseOSError:
@@ -99,6 +100,7 @@ class FuseOps(mfusepy.Operations):
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
     def init_with_config(self, conn_info, config_3) -> None:
+        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok, auto_cache; keep the fuse handle."""
         if config_3 is not None:
             entry, attr, negative = self.timeouts_s
             config_3.entry_timeout = entry
@@ -115,6 +117,7 @@ class FuseOps(mfusepy.Operations):
 
     @mfusepy.overrides(mfusepy.Operations)
     def destroy(self, path) -> None:
+        """libfuse destroy (unmount): sync the store so every commit survives an OS crash."""
         self.view.store.sync()
 
     def invalidate(self, path: bytes) -> int:
@@ -127,23 +130,27 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def getattr(self, path, fh=None):
+        """stat(2)/fstat(2) → :meth:`LibraryView.getattr`; ENOENT, ENOTDIR."""
         return self.view.getattr(_b(path), _fh(fh))
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def chmod(self, path, mode, fh=None):
+        """chmod(2)/fchmod(2) → :meth:`LibraryView.chmod`; EACCES on generated files, EROFS read-only."""
         self.view.chmod(_b(path), mode, _fh(fh))
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def chown(self, path, uid, gid, fh=None):
+        """chown(2)/fchown(2) → :meth:`LibraryView.chown` (-1 keeps a value)."""
         self.view.chown(_b(path), uid, gid, _fh(fh))
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def utimens(self, path, times=None, fh=None):
+        """utimensat(2) with UTIME_NOW/UTIME_OMIT decoded → :meth:`LibraryView.utimens`."""
         if times is None:
             atime = mtime = UTIME_NOW
         else:
@@ -154,17 +161,20 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def statfs(self, path):
+        """statvfs(2) → :meth:`LibraryView.statfs`: LMDB pages in use plus the disk's free space."""
         return self.view.statfs()
 
     # -- directories ----------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def opendir(self, path):
+        """opendir(3) → a handle on a snapshot of the listing (stable readdir offsets)."""
         return self.view.opendir(_b(path))
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def readdir_with_offset(self, path, offset, fh):
+        """getdents(2) from ``offset``: ``(name, {st_mode, st_ino}, next offset)`` tuples."""
         # not a generator function itself: errors of view.readdir must surface inside _op
         entries = self.view.readdir(fh, offset)
         return ((os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries)
@@ -172,12 +182,14 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def releasedir(self, path, fh):
+        """closedir(3): forget the directory handle."""
         self.view.releasedir(fh)
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def mkdir(self, path, mode):
+        """mkdir(2) → :meth:`LibraryView.mkdir`; EEXIST, ENOENT, ENAMETOOLONG."""
         uid, gid, _pid = mfusepy.fuse_get_context()
         self.view.mkdir(_b(path), mode, uid, gid)
         return 0
@@ -185,6 +197,7 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def mknod(self, path, mode, dev):
+        """mknod(2) of FIFOs, sockets and device nodes (stored as inode + rdev)."""
         uid, gid, _pid = mfusepy.fuse_get_context()
         self.view.mknod(_b(path), mode, dev, uid, gid)
         return 0
@@ -192,12 +205,14 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def rmdir(self, path):
+        """rmdir(2) → :meth:`LibraryView.rmdir`; ENOTEMPTY, ENOTDIR."""
         self.view.rmdir(_b(path))
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def fsyncdir(self, path, datasync, fh):
+        """fsync(2) on a directory: sync the store."""
         self.view.fsync()
         return 0
 
@@ -205,6 +220,7 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def create(self, path, mode, fi=None):
+        """open(2) with O_CREAT → :meth:`LibraryView.create`; EEXIST with O_EXCL."""
         uid, gid, _pid = mfusepy.fuse_get_context()
         fi.fh = self.view.create(_b(path), mode, fi.flags, uid, gid)
         return 0
@@ -212,6 +228,7 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def open(self, path, fi):
+        """open(2) → :meth:`LibraryView.open`; generated files get direct_io (never a stale page cache)."""
         fh, direct = self.view.open(_b(path), fi.flags)
         fi.fh = fh
         if direct:
@@ -221,29 +238,34 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def read(self, path, size, offset, fi):
+        """read(2) → :meth:`LibraryView.read` (counted per calling pid in stats.json; EDQUOT past a budget)."""
         _uid, _gid, pid = mfusepy.fuse_get_context()
         return self.view.read(fi.fh, size, offset, pid)
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def write(self, path, data, offset, fi):
+        """write(2) → :meth:`LibraryView.write` (O_APPEND honoured at the store's end of file)."""
         return self.view.write(fi.fh, data, offset)
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def truncate(self, path, length, fh=None):
+        """truncate(2)/ftruncate(2) (the handle is passed on for unlinked files) → :meth:`LibraryView.truncate`."""
         self.view.truncate(_b(path), length, _fh(fh))
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def release(self, path, fi):
+        """close(2) of the last reference → :meth:`LibraryView.release` (frees unlinked files)."""
         self.view.release(fi.fh)
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def fsync(self, path, datasync, fi):
+        """fsync(2)/fdatasync(2): sync the store (durable against an OS crash)."""
         self.view.fsync(fi.fh)
         return 0
 
@@ -251,18 +273,21 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def unlink(self, path):
+        """unlink(2) → :meth:`LibraryView.unlink` (open files keep their data)."""
         self.view.unlink(_b(path))
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def rename(self, old, new, flags=0):
+        """renameat2(2) with NOREPLACE/EXCHANGE flags → :meth:`LibraryView.rename`."""
         self.view.rename(_b(old), _b(new), flags)
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def symlink(self, target, source):
+        """symlink(2): mfusepy passes (path of the new link, link content) → :meth:`LibraryView.symlink`."""
         # mfusepy: symlink(path of the new link, content of the link)
         uid, gid, _pid = mfusepy.fuse_get_context()
         self.view.symlink(_b(target), _b(source), uid, gid)
@@ -271,11 +296,13 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def readlink(self, path):
+        """readlink(2) → :meth:`LibraryView.readlink`; EINVAL if not a link."""
         return os.fsdecode(self.view.readlink(_b(path)))
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def link(self, target, source):
+        """link(2): mfusepy passes (new name, existing path) → :meth:`LibraryView.link`; EPERM for directories."""
         # mfusepy: link(path of the new name, existing path)
         self.view.link(_b(source), _b(target))
         # libfuse gives each name its own kernel inode: drop the cached nlink of the existing name
@@ -286,22 +313,26 @@ class FuseOps(mfusepy.Operations):
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def getxattr(self, path, name, position=0):
+        """getxattr(2) → :meth:`LibraryView.getxattr`; ENODATA if absent, ENOTSUP outside user/trusted/security/system."""
         return self.view.getxattr(_b(path), _b(name))
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def listxattr(self, path):
+        """listxattr(2) → :meth:`LibraryView.listxattr`."""
         return [os.fsdecode(n) for n in self.view.listxattr(_b(path))]
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def setxattr(self, path, name, value, options, position=0):
+        """setxattr(2) → :meth:`LibraryView.setxattr` (XATTR_CREATE/XATTR_REPLACE)."""
         self.view.setxattr(_b(path), _b(name), value, options)
         return 0
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
     def removexattr(self, path, name):
+        """removexattr(2) → :meth:`LibraryView.removexattr`; ENODATA if absent."""
         self.view.removexattr(_b(path), _b(name))
         return 0
 
@@ -310,6 +341,7 @@ class LibraryFUSE(mfusepy.FUSE):
     """mfusepy's FUSE with the libfuse3 wrappers it gets wrong replaced (see module docstring)."""
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        """libfuse3 rename with its ``flags`` passed on (mfusepy drops them)."""
         return self.operations.rename(old.decode(self.encoding, self.errors),
                                       new.decode(self.encoding, self.errors), flags)
 
@@ -320,6 +352,7 @@ class LibraryFUSE(mfusepy.FUSE):
         return None if path is None else path.decode(self.encoding, self.errors)
 
     def utimens_fuse_3(self, path, buf, fip) -> int:
+        """libfuse3 utimens: UTIME_NOW/UTIME_OMIT kept as sentinels, the handle passed on."""
         if buf:
             def conv(ts):
                 if ts.tv_nsec == _UTIME_NOW_NS:
@@ -333,12 +366,15 @@ class LibraryFUSE(mfusepy.FUSE):
         return self.operations.utimens(self._p(path), times, self._fh_of(fip))
 
     def truncate_fuse_3(self, path, length, fip) -> int:
+        """libfuse3 truncate with the file handle passed on (mfusepy drops it)."""
         return self.operations.truncate(self._p(path), length, self._fh_of(fip))
 
     def chmod_fuse_3(self, path, mode, fip) -> int:
+        """libfuse3 chmod with the file handle passed on."""
         return self.operations.chmod(self._p(path), mode, self._fh_of(fip))
 
     def chown_fuse_3(self, path, uid, gid, fip) -> int:
+        """libfuse3 chown with the file handle passed on (-1 kept for 'unchanged')."""
         if ctypes.c_uint32(uid + 1).value == 0:
             uid = -1
         if ctypes.c_uint32(gid + 1).value == 0:
@@ -361,6 +397,7 @@ class Invalidator(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
+        """Poll every ``interval_s``; invalidate rewritten TOC files; sync every ``sync_interval_s``."""
         store = self.ops.view.store
         last_gen = -1
         last_sync = time.monotonic()

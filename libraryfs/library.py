@@ -126,6 +126,7 @@ class StoreTree:
         return OSError(e.errno, str(e), rel)
 
     def read_bytes(self, rel: str) -> bytes:
+        """Whole content of a regular file (bytes); see :class:`~libraryfs.tree.Tree`."""
         try:
             fh, _ = self.view.open(_b(rel), os.O_RDONLY)
             try:
@@ -141,6 +142,7 @@ class StoreTree:
             raise self._errno(e, rel) from None
 
     def write_bytes(self, rel: str, data: bytes) -> None:
+        """Create or replace a file (parents created); see :class:`~libraryfs.tree.Tree`."""
         try:
             self.makedirs(os.path.dirname(rel.strip("/")))
             fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_TRUNC, self.uid, self.gid)
@@ -153,6 +155,7 @@ class StoreTree:
             raise self._errno(e, rel) from None
 
     def append_bytes(self, rel: str, data: bytes) -> None:
+        """Append to a file, creating it and its parents; see :class:`~libraryfs.tree.Tree`."""
         try:
             self.makedirs(os.path.dirname(rel.strip("/")))
             fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_APPEND, self.uid, self.gid)
@@ -164,6 +167,7 @@ class StoreTree:
             raise self._errno(e, rel) from None
 
     def makedirs(self, rel: str) -> None:
+        """Create a directory and its parents (existing is fine); see :class:`~libraryfs.tree.Tree`."""
         rel = rel.strip("/")
         if not rel:
             return
@@ -179,6 +183,7 @@ class StoreTree:
                 raise self._errno(e, rel) from None
 
     def remove(self, rel: str) -> None:
+        """Remove a file or a directory subtree (missing is fine); see :class:`~libraryfs.tree.Tree`."""
         p = _b(rel)
         try:
             st = self.view.getattr(p)
@@ -205,6 +210,7 @@ class StoreTree:
             self.view.releasedir(fh)
 
     def rename(self, src: str, dst: str) -> None:
+        """Rename, replacing an existing file atomically; see :class:`~libraryfs.tree.Tree`."""
         try:
             self.makedirs(os.path.dirname(dst.strip("/")))
             self.view.rename(_b(src), _b(dst), 0)
@@ -212,12 +218,14 @@ class StoreTree:
             raise self._errno(e, src) from None
 
     def listdir(self, rel: str) -> list[str]:
+        """Sorted names of a directory, generated files excluded; see :class:`~libraryfs.tree.Tree`."""
         try:
             return [os.fsdecode(n) for n in self._names(_b(rel))]
         except LibraryError as e:
             raise self._errno(e, rel) from None
 
     def exists(self, rel: str) -> bool:
+        """Whether the path exists (a dangling symlink counts); see :class:`~libraryfs.tree.Tree`."""
         try:
             self.view.getattr(_b(rel))
             return True
@@ -225,6 +233,7 @@ class StoreTree:
             return False
 
     def isdir(self, rel: str) -> bool:
+        """Whether the path is a directory; see :class:`~libraryfs.tree.Tree`."""
         try:
             return self.view.getattr(_b(rel))["st_mode"] & S.S_IFMT == S.S_IFDIR
         except LibraryError:

@@ -74,10 +74,12 @@ class DirTree:
         return os.path.join(self.root, *parts)
 
     def read_bytes(self, rel: str) -> bytes:
+        """Whole content of a regular file (bytes); see :class:`~libraryfs.tree.Tree`."""
         with open(self._p(rel), "rb") as f:
             return f.read()
 
     def write_bytes(self, rel: str, data: bytes) -> None:
+        """Create or replace a file (parents created); see :class:`~libraryfs.tree.Tree`."""
         p = self._p(rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         tmp = os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.{os.getpid()}.tmp")
@@ -86,15 +88,18 @@ class DirTree:
         os.replace(tmp, p)
 
     def append_bytes(self, rel: str, data: bytes) -> None:
+        """Append to a file, creating it and its parents; see :class:`~libraryfs.tree.Tree`."""
         p = self._p(rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         with open(p, "ab") as f:
             f.write(data)
 
     def makedirs(self, rel: str) -> None:
+        """Create a directory and its parents (existing is fine); see :class:`~libraryfs.tree.Tree`."""
         os.makedirs(self._p(rel), exist_ok=True)
 
     def remove(self, rel: str) -> None:
+        """Remove a file or a directory subtree (missing is fine); see :class:`~libraryfs.tree.Tree`."""
         p = self._p(rel)
         if os.path.isdir(p) and not os.path.islink(p):
             shutil.rmtree(p)
@@ -102,15 +107,19 @@ class DirTree:
             os.unlink(p)
 
     def rename(self, src: str, dst: str) -> None:
+        """Rename, replacing an existing file atomically; see :class:`~libraryfs.tree.Tree`."""
         d = self._p(dst)
         os.makedirs(os.path.dirname(d), exist_ok=True)
         os.replace(self._p(src), d)
 
     def listdir(self, rel: str) -> list[str]:
+        """Sorted names of a directory, generated files excluded; see :class:`~libraryfs.tree.Tree`."""
         return sorted(n for n in os.listdir(self._p(rel)) if n != "INDEX.md")
 
     def exists(self, rel: str) -> bool:
+        """Whether the path exists (a dangling symlink counts); see :class:`~libraryfs.tree.Tree`."""
         return os.path.lexists(self._p(rel))
 
     def isdir(self, rel: str) -> bool:
+        """Whether the path is a directory; see :class:`~libraryfs.tree.Tree`."""
         return os.path.isdir(self._p(rel))
