@@ -20,7 +20,7 @@ import stat as _stat
 from typing import TYPE_CHECKING
 
 from . import schema as S
-from .errors import AccessDenied, BadHandle, Exists, InvalidArgument, NameTooLong, NoAttr, NotFound, NotSupported
+from .errors import AccessDenied, Exists, InvalidArgument, NameTooLong, NoAttr, NotSupported
 from .store import Store, Txn, now_ns
 
 #: config key: b"1" once any ``security.*`` xattr has been stored in the library
@@ -60,6 +60,7 @@ class AttrOps:
     if TYPE_CHECKING:
         def resolve(self, t: Txn, path: bytes) -> Resolved: ...
         def _writable(self) -> None: ...
+        def _node_for(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode: ...
 
     # ------------------------------------------------------------------------------------------------
     # chmod/chown/utimens
@@ -67,17 +68,7 @@ class AttrOps:
         self._writable()
 
         def fn(t: Txn) -> None:
-            if fh is not None and fh in self.handles and self.handles[fh].virtual is None:
-                node = t.inode(self.handles[fh].ino)
-            else:
-                if path is None:
-                    raise BadHandle("no path and no handle")
-                r = self.resolve(t, path)
-                if r.kind != "real":
-                    raise AccessDenied("generated files are read-only")
-                node = r.node
-            if node is None:
-                raise NotFound("no such file")
+            node = self._node_for(t, path, fh)
             change(node)
             node.ctime_ns = now_ns()
             t.put_inode(node)

@@ -63,6 +63,33 @@ def touch_dir(node: S.Inode, now: int) -> None:
     node.generation += 1
 
 
+def add_child(t: Txn, pino: int, pnode: S.Inode, name: bytes, mode: int, uid: int, gid: int, *, size: int = 0,
+              rdev: int = 0, op: int = S.OP_CREATE, inherit_gid: bool = True) -> int:
+    """Allocate an inode of ``mode`` and name it ``name`` in directory ``pino``; returns its number.
+
+    The caller has resolved the parent and checked the name (:func:`check_new_name`, no existing dirent).
+    One step of the caller's write transaction: inode, dirent (with its file type), parent times and
+    ``nlink`` (a new directory adds one), journal record ``op``. In a set-group-ID directory the new inode
+    takes the directory's group and a new directory keeps the bit (Linux/BSD rule, open(2) "O_CREAT"),
+    unless ``inherit_gid`` is False.
+    """
+    now = now_ns()
+    ino = t.alloc_ino()
+    is_dir = mode & S.S_IFMT == S.S_IFDIR
+    if inherit_gid and pnode.mode & _stat.S_ISGID:
+        gid = pnode.gid
+        if is_dir:
+            mode |= _stat.S_ISGID
+    t.put_inode(S.Inode(ino, mode, uid, gid, 2 if is_dir else 1, size, now, now, now, rdev=rdev))
+    t.add_dirent(pino, name, ino, is_dir, mode)
+    if is_dir:
+        pnode.nlink += 1
+    touch_dir(pnode, now)
+    t.put_inode(pnode)
+    t.journal(S.JournalRecord(op, ino, pino, name, now))
+    return ino
+
+
 class NameOps:
     """mkdir/rmdir/mknod/unlink/rename/link/symlink/readlink for :class:`~libraryfs.view.LibraryView`."""
 
@@ -87,16 +114,7 @@ class NameOps:
             check_new_name(t, name, pino)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
-            now = now_ns()
-            ino = t.alloc_ino()
-            gid2 = pnode.gid if pnode.mode & _stat.S_ISGID else gid
-            extra = _stat.S_ISGID if pnode.mode & _stat.S_ISGID else 0
-            t.put_inode(S.Inode(ino, S.S_IFDIR | (mode & 0o7777) | extra, uid, gid2, 2, 0, now, now, now))
-            t.add_dirent(pino, name, ino, True)
-            pnode.nlink += 1
-            touch_dir(pnode, now)
-            t.put_inode(pnode)
-            t.journal(S.JournalRecord(S.OP_MKDIR, ino, pino, name, now))
+            add_child(t, pino, pnode, name, S.S_IFDIR | (mode & 0o7777), uid, gid, op=S.OP_MKDIR)
 
         self.store.run_write(fn)
 
@@ -149,15 +167,8 @@ class NameOps:
             check_new_name(t, name, pino)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
-            now = now_ns()
-            ino = t.alloc_ino()
-            gid2 = pnode.gid if pnode.mode & _stat.S_ISGID else gid
             dev = rdev if kind in (_stat.S_IFCHR, _stat.S_IFBLK) else 0
-            t.put_inode(S.Inode(ino, kind | (mode & 0o7777), uid, gid2, 1, 0, now, now, now, rdev=dev))
-            t.add_dirent(pino, name, ino, False)
-            touch_dir(pnode, now)
-            t.put_inode(pnode)
-            t.journal(S.JournalRecord(S.OP_CREATE, ino, pino, name, now))
+            add_child(t, pino, pnode, name, kind | (mode & 0o7777), uid, gid, rdev=dev)
 
         self.store.run_write(fn)
 
@@ -172,14 +183,9 @@ class NameOps:
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
             check_new_name(t, name, pino)
-            now = now_ns()
-            ino = t.alloc_ino()
-            t.put_inode(S.Inode(ino, S.S_IFLNK | 0o777, uid, gid, 1, len(target), now, now, now))
+            ino = add_child(t, pino, pnode, name, S.S_IFLNK | 0o777, uid, gid, size=len(target),
+                            op=S.OP_SYMLINK, inherit_gid=False)
             t.write_data(ino, 0, target)
-            t.add_dirent(pino, name, ino, False)
-            touch_dir(pnode, now)
-            t.put_inode(pnode)
-            t.journal(S.JournalRecord(S.OP_SYMLINK, ino, pino, name, now))
 
         self.store.run_write(fn)
 

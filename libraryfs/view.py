@@ -38,7 +38,7 @@ from .attrs import (ACL_XATTR_PREFIX, UTIME_NOW, UTIME_OMIT, XATTR_CREATE, XATTR
                     SECURITY_XATTRS_FLAG, AttrOps)
 from .errors import (AccessDenied, BadHandle, Busy, Exists, FileTooBig, InvalidArgument, IsADir, NameTooLong,
                      NotADir, NotFound)
-from .names import (HIDDEN_PREFIX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, NameOps,  # noqa: F401
+from .names import (add_child, HIDDEN_PREFIX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, NameOps,  # noqa: F401
                     check_new_name as _check_new_name, touch_dir as _touch_dir)
 from .store import Store, Txn, now_ns
 # Names of the generated namespace, re-exported: callers import them from here (fuse_adapter, library, tests).
@@ -280,15 +280,7 @@ class LibraryView(NameOps, AttrOps):
                     self._truncate_node(t, node, 0, pino, name)
                 return existing, False
             _check_new_name(t, name, pino)
-            now = now_ns()
-            ino = t.alloc_ino()
-            gid2 = pnode.gid if pnode.mode & _stat.S_ISGID else gid
-            t.put_inode(S.Inode(ino, S.S_IFREG | (mode & 0o7777), uid, gid2, 1, 0, now, now, now))
-            t.add_dirent(pino, name, ino, False)
-            _touch_dir(pnode, now)
-            t.put_inode(pnode)
-            t.journal(S.JournalRecord(S.OP_CREATE, ino, pino, name, now))
-            return ino, True
+            return add_child(t, pino, pnode, name, S.S_IFREG | (mode & 0o7777), uid, gid), True
 
         ino, _created = self.store.run_write(fn)
         return self._open_handle(ino, flags)
@@ -398,20 +390,7 @@ class LibraryView(NameOps, AttrOps):
         self._writable()
 
         def fn(t: Txn) -> None:
-            if fh is not None and fh in self.handles:
-                h = self.handles[fh]
-                if h.virtual is not None:
-                    raise AccessDenied("generated files are read-only")
-                node = t.inode(h.ino)
-            else:
-                if path is None:
-                    raise BadHandle("no path and no handle")
-                r = self.resolve(t, path)
-                if r.kind != "real":
-                    raise AccessDenied("generated files are read-only")
-                node = r.node
-            if node is None:
-                raise NotFound("no such file")
+            node = self._node_for(t, path, fh)
             if node.is_dir:
                 raise IsADir("is a directory")
             if not node.is_reg:
@@ -419,6 +398,26 @@ class LibraryView(NameOps, AttrOps):
             self._truncate_node(t, node, length, 0, b"")
 
         self.store.run_write(fn)
+
+    def _node_for(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode:
+        """The real inode an operation acts on: the open handle's (works after unlink), else the path's.
+
+        Raises AccessDenied for generated files, BadHandle with neither, NotFound if it is gone."""
+        h = self.handles.get(fh) if fh is not None else None
+        if h is not None:
+            if h.virtual is not None:
+                raise AccessDenied("generated files are read-only")
+            node = t.inode(h.ino)
+        else:
+            if path is None:
+                raise BadHandle("no path and no handle")
+            r = self.resolve(t, path)
+            if r.kind != "real":
+                raise AccessDenied("generated files are read-only")
+            node = r.node
+        if node is None:
+            raise NotFound("no such file")
+        return node
 
     def _truncate_node(self, t: Txn, node: S.Inode, length: int, parent: int, name: bytes) -> None:
         t.truncate_data(node.ino, node.size, length)
