@@ -189,11 +189,11 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
 
 
 def test_budget_mount_refuses_reads_with_edquot(tmp_path):
-    from conftest import fuse_available
+    from conftest import fuse_available, unavailable
 
     why = fuse_available()
     if why:
-        pytest.skip(why)
+        unavailable(why)
     from libraryfs.daemon import launcher
 
     libdir = tmp_path / "blib"

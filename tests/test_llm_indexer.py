@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from conftest import IN_CI, Mounted, _kill, _unmount, fuse_available
+from conftest import Mounted, _kill, _unmount, fuse_available, unavailable
 from llm_server import IndexModel, LLMServer, Raw
 
 from libraryfs import schema as S
@@ -103,9 +103,7 @@ def llm_mounted(libdir, tmp_path):
     """The library mounted with the indexer daemon using the LLM builder against a loopback server."""
     why = fuse_available()
     if why:
-        if IN_CI:
-            pytest.fail(f"mount tests must run in CI: {why}")
-        pytest.skip(why)
+        unavailable(why)
     from libraryfs.daemon import launcher
 
     with LLMServer(default=IndexModel()) as srv:

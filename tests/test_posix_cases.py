@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IN_CI, Mounted, fuse_available
+from conftest import Mounted, fuse_available, unavailable
 from libraryfs import schema as S
 from libraryfs.check import check, describe
 from libraryfs.store import Store
@@ -40,9 +40,7 @@ def _need_tools() -> None:
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         msg = f"missing tools: {missing} (apt-get install sqlite3 attr inotify-tools util-linux perl)"
-        if IN_CI:
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable(msg)
 
 
 def sh(script: str, m: str, *, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -84,9 +82,7 @@ def mount_library(libdir: Path, mnt: Path, **kw):
     """Mount ``libdir`` at ``mnt`` (server + indexer); always unmounted; the store is checked after."""
     why = fuse_available()
     if why:
-        if IN_CI:
-            pytest.fail(f"mount tests must run in CI: {why}")
-        pytest.skip(why)
+        unavailable(why)
     from libraryfs.daemon import launcher
     mnt.mkdir(exist_ok=True)
     info = launcher.start(str(libdir), str(mnt), llm=False, timeouts="1,1,1", **kw)
@@ -531,9 +527,7 @@ def test_c26_map_full_is_enospc_and_space_is_reused(tmp_path):
     disk.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)],
                       capture_output=True).returncode != 0:
-        if IN_CI:
-            pytest.fail("cannot mount a tmpfs for the full-disk case")
-        pytest.skip("cannot mount a tmpfs (not root?)")
+        unavailable("cannot mount a tmpfs (not root?)")
     try:
         Store.create(disk / "lib", map_size=16 << 20).close()
         with mount_library(disk / "lib", tmp_path / "mnt") as m:

@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
+from conftest import unavailable
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")
 
 
 def need_systemd_analyze() -> None:
     if shutil.which("systemd-analyze") is None:
-        if IN_CI:
-            pytest.fail("systemd-analyze is missing in CI (apt-get install systemd)")
-        pytest.skip("systemd-analyze is missing (apt-get install systemd)")
+        unavailable("systemd-analyze is missing (apt-get install systemd)")
 
 
 def keys(text: str) -> dict[str, list[str]]:

@@ -68,10 +68,11 @@ def test_through_a_real_mount(tmp_path):
     import os
     import shutil
 
-    import pytest
 
     if not os.path.exists("/dev/fuse") or not (shutil.which("fusermount3") or shutil.which("fusermount")):
-        pytest.skip("no FUSE here")
+        from conftest import unavailable
+
+        unavailable("no FUSE here (/dev/fuse or fusermount3 missing)")
     out = tmp_path / "out"
     res = CliRunner().invoke(bench, ["theorem", "--n", "200", "--conditions", "AUTO,PATH,INDEXED",
                                      "--content", "hash", "--steps", "0", "--no-plots", "--trials", "3",
