@@ -132,6 +132,7 @@ class Watchdog(threading.Thread):
             super().start()
 
     def run(self) -> None:
+        """Send WATCHDOG=1 every ``interval_s`` seconds while the owner's heartbeat is recent (stall → stop pinging)."""
         stalled = False
         while True:
             try:
@@ -201,6 +202,7 @@ class JournalFormatter(logging.Formatter):
         super().__init__("%(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
+        """One journald line per record: ``<priority>logger: message`` (sd-daemon(3) prefixes)."""
         text = super().format(record)
         prio = _PRIORITY.get(record.levelno)
         if prio is None:

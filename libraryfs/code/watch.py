@@ -28,6 +28,7 @@ class _Handler(FileSystemEventHandler):
         self.w = watcher
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        """watchdog callback: queue the changed source file for a one-file re-parse (opens are ignored)."""
         if event.event_type in ("opened", "closed_no_write"):
             return
         for p in (event.src_path, getattr(event, "dest_path", "")):

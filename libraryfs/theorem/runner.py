@@ -59,6 +59,7 @@ class Job:
     store_trial: int = -1  # store seed when it differs from the trial (large stores: one store, many targets)
 
     def spec(self) -> StoreSpec:
+        """The store this trial reads (seeded as the paper: ``Random(seed)``; PAPERS.md §1)."""
         seed = self.trial if self.store_trial < 0 else self.store_trial
         return StoreSpec(self.content, self.n, seed, self.key_low)
 
