@@ -24,6 +24,8 @@ from libraryfs.view import LibraryView
 from libraryfs.virtual import LINK_TARGET_MAX
 
 from conftest import unavailable
+from test_view import cat, mkfile  # noqa: F401 (shared helpers)
+from test_view import names as view_names
 
 UID, GID = os.getuid(), os.getgid()
 STALE = b"> **Stale index**"
@@ -41,27 +43,9 @@ def store(tmp_path):
         st.close()
 
 
-def mkfile(v: LibraryView, path: bytes, data: bytes = b"") -> None:
-    fh = v.create(path, 0o644, os.O_WRONLY | os.O_CREAT, UID, GID)
-    if data:
-        v.write(fh, data, 0)
-    v.release(fh)
-
-
-def cat(v: LibraryView, path: bytes) -> bytes:
-    fh, _direct = v.open(path, os.O_RDONLY)
-    try:
-        return v.read(fh, 1 << 24, 0)
-    finally:
-        v.release(fh)
-
-
 def names(v: LibraryView, path: bytes) -> list[bytes]:
-    fh = v.opendir(path)
-    try:
-        return [n for n, _m, _i, _o in v.readdir(fh, 0)][2:]
-    finally:
-        v.releasedir(fh)
+    """Listing without ``.`` and ``..``."""
+    return view_names(v, path)[2:]
 
 
 def dino(store: Store, path: bytes) -> int:
