@@ -14,9 +14,9 @@ import argparse
 import json
 import os
 
-from libraryfs.cards.cards import slug
-from libraryfs.cards.classify import classify
-from libraryfs.cards.replay import format_table, load_dataset, load_records, replay
+from libraryfs.features.cards.cards import slug
+from libraryfs.features.cards.classify import classify
+from libraryfs_bench.cards.replay import format_table, load_dataset, load_records, replay
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 PAPER = {"tiered (KACE)": 0.622, "best-of-5": 0.518, "mean calls": "~5", "exit-tier concordance": 0.78}

@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 
-from libraryfs.cards.simulate import SimConfig, format_table, simulate
+from libraryfs_bench.cards.simulate import SimConfig, format_table, simulate
 
 PAPER = {"tiered (KACE)": 0.622, "best-of-5": 0.518, "mean calls": "~5", "exit-tier concordance": 0.78}
 

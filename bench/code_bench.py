@@ -21,13 +21,13 @@ import sys
 import tempfile
 import time
 
-from libraryfs.code.budget import DIMENSIONS, Budget, BudgetTracker, Contract, ReadBudget, make_contract, verify_plan
-from libraryfs.code.complexity import complexity
-from libraryfs.code.index import CodeIndex
-from libraryfs.code.render import Renderer
-from libraryfs.code.retrieve import Retriever
-from libraryfs.code.router import route
-from libraryfs.tree import DirTree
+from libraryfs.features.code.budget import DIMENSIONS, Budget, BudgetTracker, Contract, ReadBudget, make_contract, verify_plan
+from libraryfs.features.code.complexity import complexity
+from libraryfs.features.code.index import CodeIndex
+from libraryfs.features.code.render import Renderer
+from libraryfs.features.code.retrieve import Retriever
+from libraryfs.features.code.router import route
+from libraryfs.fs.tree import DirTree
 
 DEFAULT_SRC = os.path.dirname(os.__file__)  # the Python standard library of this interpreter
 PAPER = {"index_200_ms": 11.1, "route_ms": 0.11, "contract_us": 1.1, "budget_check_us": 0.65}

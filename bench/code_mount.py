@@ -31,7 +31,7 @@ _LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
 
 def copy_source(dst: str) -> list[str]:
     """Copy the indexable tracked files of the project to ``dst``; returns their relative paths."""
-    from libraryfs.code.index import is_indexable
+    from libraryfs.features.code.index import is_indexable
 
     out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], check=True, capture_output=True).stdout
     rels = [p for p in os.fsdecode(out).split("\0") if p and is_indexable(p) and os.path.isfile(os.path.join(ROOT, p))]
@@ -65,8 +65,8 @@ def toc_text(mnt: str, d: str) -> str:
 
 def wait_indexed(lib: str, timeout_s: float = 300.0) -> None:
     """Wait until the indexer has consumed every journal record and is idle (as tests/conftest.py does)."""
-    from libraryfs import schema as S
-    from libraryfs.store import Store
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
 
     deadline = time.monotonic() + timeout_s
     st = Store(lib, readonly=True)
@@ -108,7 +108,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=20.0, help="give up on one edit after this (s)")
     a = ap.parse_args()
     from libraryfs.daemon import launcher
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     tmp = tempfile.mkdtemp(prefix="code_mount_")
     src, lib, mnt = (os.path.join(tmp, n) for n in ("libraryfs", "lib", "mnt"))

@@ -149,7 +149,7 @@ def verify_shared(path: str, results: list[dict]) -> dict:
 
 def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
     """Rounds of concurrent store readers, each round killed with SIGKILL; the mount serves meanwhile."""
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     ok = full = other = mount_errors = 0
     samples = [os.path.join(mnt, "shared", "log.txt")]
@@ -207,9 +207,9 @@ def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
 
 
 def run(a: argparse.Namespace) -> dict:
-    from libraryfs.check import check
+    from libraryfs.fs.check import check
     from libraryfs.daemon import launcher
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     work = tempfile.mkdtemp(prefix="lfs-conc-", dir=a.tmp)
     libdir, mnt = os.path.join(work, "lib"), os.path.join(work, "mnt")
@@ -276,8 +276,8 @@ def run(a: argparse.Namespace) -> dict:
 
 
 def _wait_indexed(libdir: str, timeout_s: float = 120) -> None:
-    from libraryfs import schema as S
-    from libraryfs.store import Store
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
 
     st = Store(libdir, readonly=True)
     try:

@@ -367,7 +367,7 @@ def verify(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
 def verify_tocs(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
     """Each directory's TOC pages name exactly its visible, non-hidden entries."""
     from libraryfs.daemon.indexer import is_hidden
-    from libraryfs.toc import links
+    from libraryfs.index.toc import links
 
     for m in models:
         for d in m.dirs:
@@ -393,8 +393,8 @@ def verify_tocs(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
 
 def store_check(libdir: str) -> list:
     """Problems ``libraryfs check`` finds (read-only, no repair) — the same function the CLI runs."""
-    from libraryfs.check import check
-    from libraryfs.store import Store
+    from libraryfs.fs.check import check
+    from libraryfs.fs.store import Store
 
     st = Store(libdir)
     try:
@@ -405,8 +405,8 @@ def store_check(libdir: str) -> list:
 
 def wait_indexed(libdir: str, timeout_s: float = 60.0) -> float:
     """Seconds until the indexer consumed the journal and is idle; raises TimeoutError."""
-    from libraryfs import schema as S
-    from libraryfs.store import Store
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
 
     t0 = time.monotonic()
     st = Store(libdir, readonly=True)
@@ -465,7 +465,7 @@ def run(args: argparse.Namespace) -> dict:
     """The fault-injection loop; returns the JSON result."""
     from libraryfs.daemon import launcher
     from libraryfs.daemon.launcher import _pid_alive
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="lfs-crash-", dir=args.tmp)
@@ -640,7 +640,7 @@ def sync_cost(args: argparse.Namespace) -> dict:
     import lmdb
 
     from libraryfs.daemon import launcher
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     n = args.sync_ops
     out: dict[str, float] = {}

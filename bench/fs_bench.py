@@ -219,7 +219,7 @@ def timed_server(argv: list[str]) -> int:
 
     classes = [mfusepy.FUSE]
     if target != "memfs":
-        from libraryfs.fuse_adapter import LibraryFUSE
+        from libraryfs.fs.fuse_adapter import LibraryFUSE
         classes.insert(0, LibraryFUSE)
     acc: dict[str, list[int]] = {}
 
@@ -357,8 +357,8 @@ def populate_tmpfs(mnt: str, n: int) -> None:
 def populate_library(lib: str, n: int) -> None:
     """``libraryfs init`` + write the tree through :class:`LibraryView` in this process (one write
     transaction per create/write/close, as through the mount, without FUSE round trips)."""
-    from libraryfs.store import Store
-    from libraryfs.view import LibraryView
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.view import LibraryView
 
     subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "init", lib], check=True, capture_output=True)
     store = Store(lib)
@@ -377,8 +377,8 @@ def populate_library(lib: str, n: int) -> None:
 
 def library_lookup_inprocess(lib: str, paths: list[str]) -> dict:
     """p50/p99 µs of ``LibraryView.getattr`` (the path walk in LMDB) for ``paths``, no FUSE."""
-    from libraryfs.store import Store
-    from libraryfs.view import LibraryView
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.view import LibraryView
 
     store = Store(lib, readonly=True)
     try:

@@ -3,7 +3,7 @@
 Run: ``python bench/llm_fault_latency.py [--phase-s 15] [--churn-per-s 10]``
 
 A library is mounted with the LLM builder pointed at a real OpenAI-compatible server on 127.0.0.1
-(``tests/llm_server.py``) whose behaviour is switched per phase:
+(``tests/helpers/llm_server.py``) whose behaviour is switched per phase:
 
 * ``idle``    — nobody writes; the indexer has nothing to do (the floor);
 * ``healthy`` — a churn process writes ``--churn-per-s`` new files per second, the model answers at once
@@ -33,7 +33,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "helpers"))
 
 from llm_server import Delay, Hang, IndexModel, LLMServer, Raw, Status  # noqa: E402
 
@@ -98,9 +98,9 @@ def measure(mnt: str, probes: list[str], seconds: float) -> dict:
 
 
 def run(a: argparse.Namespace) -> dict:
-    from libraryfs import schema as S
+    from libraryfs.fs import schema as S
     from libraryfs.daemon import launcher
-    from libraryfs.store import Store
+    from libraryfs.fs.store import Store
 
     work = tempfile.mkdtemp(prefix="lfs-llmlat-", dir=a.tmp)
     libdir, mnt = os.path.join(work, "lib"), os.path.join(work, "mnt")
@@ -161,8 +161,8 @@ def run(a: argparse.Namespace) -> dict:
 
 
 def _wait_idle(libdir: str, timeout_s: float = 120) -> None:
-    from libraryfs import schema as S
-    from libraryfs.store import Store
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
 
     st = Store(libdir, readonly=True)
     try:

@@ -10,7 +10,7 @@ On the real corpus (the reStructuredText sources of ``python3-doc``), it measure
    idle, and their ratio (the mount never waits on the indexer or the network).
 
 Tokens are counted with o200k_base by the loopback server (it reports them as ``usage``), so the figures are
-what an OpenAI endpoint would bill for these prompts; the server's answers are scripted (tests/llm_server.py
+what an OpenAI endpoint would bill for these prompts; the server's answers are scripted (tests/helpers/llm_server.py
 ``IndexModel``), so answer *quality* is not measured here.
 
     python bench/llm_index.py [--limit N] [--latency-samples N] [--delay-ms MS]
@@ -30,17 +30,17 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "helpers"))
 
 from llm_server import Delay, IndexModel, LLMServer, Reply, Request  # noqa: E402
 
-from libraryfs import schema as S  # noqa: E402
+from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.daemon.indexer import Indexer  # noqa: E402
 from libraryfs.daemon.ingest import ingest_tree  # noqa: E402
-from libraryfs.jobs import DeterministicBuilder  # noqa: E402
+from libraryfs.index.jobs import DeterministicBuilder  # noqa: E402
 from libraryfs.llm import make_builder, report_line  # noqa: E402
-from libraryfs.store import Store  # noqa: E402
-from libraryfs.tokens import count_tokens  # noqa: E402
+from libraryfs.fs.store import Store  # noqa: E402
+from libraryfs.index.tokens import count_tokens  # noqa: E402
 
 CORPUS = "/usr/share/doc/python3.11-doc/html/_sources"
 
@@ -247,7 +247,7 @@ def main() -> None:
             forget_summaries(lib)  # the indexer's own meta forgets: only the LLM cache can answer now
             res["cache_only_pass"] = index_pass(lib, srv, batch_size=a.batch_size)
             # edit one entry through the store's view (journaled like a write through the mount)
-            from libraryfs.view import LibraryView
+            from libraryfs.fs.view import LibraryView
             st = Store(lib)
             try:
                 v = LibraryView(st)

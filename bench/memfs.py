@@ -3,7 +3,7 @@
 Used by ``bench/fs_bench.py`` as baseline (b): whatever libraryfs costs above this filesystem is libraryfs's
 own work (view + LMDB); whatever this filesystem costs above tmpfs is the FUSE round trip plus the Python
 binding (ctypes callbacks, stat-dict conversion). To be a fair floor it is mounted exactly like
-:mod:`libraryfs.fuse_adapter` mounts a library:
+:mod:`libraryfs.fs.fuse_adapter` mounts a library:
 
 * mfusepy on libfuse3 (``FUSE_LIBRARY_NAME=fuse3``), high-level API, ``raw_fi=True``, ``use_ns``;
 * single-threaded (``nothreads``), ``default_permissions``;
@@ -116,7 +116,7 @@ class MemFS(mfusepy.Operations):
     # -- lifecycle -------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
     def init_with_config(self, conn_info, config_3) -> None:
-        if config_3 is not None:  # the values libraryfs.fuse_adapter.FuseOps sets
+        if config_3 is not None:  # the values libraryfs.fs.fuse_adapter.FuseOps sets
             config_3.entry_timeout, config_3.attr_timeout, config_3.negative_timeout = self.timeouts_s
             config_3.use_ino = 1
             config_3.hard_remove = 0

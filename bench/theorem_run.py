@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from libraryfs.cli.bench_cmds import bench
+from libraryfs_bench.cli import bench
 
 if __name__ == "__main__":
     bench.main(["theorem", *sys.argv[1:]], prog_name="bench/theorem_run.py")

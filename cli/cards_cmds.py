@@ -1,7 +1,7 @@
 """Commands of the card tree (KACE, PAPERS.md §2): ``libraryfs solve`` and ``libraryfs cards
 add|refine|seed|block|sim|replay|bench``.
 
-The tree is a library's (``--library DIR`` / ``LIBRARYFS_LIBRARY`` → ``libraryfs.library.open_tree``) or a
+The tree is a library's (``--library DIR`` / ``LIBRARYFS_LIBRARY`` → ``libraryfs.layout.open_tree``) or a
 plain directory (``--tree DIR``: a mountpoint, or any directory).
 """
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import click
 
-from libraryfs.cards import cards as cardsmod
+from libraryfs.features.cards import cards as cardsmod
 from libraryfs.errors import LibraryError
-from libraryfs.tree import DirTree, Tree
+from libraryfs.fs.tree import DirTree, Tree
 
 _LLM_ENV = {"base_url": "LIBRARYFS_LLM_BASE_URL", "model": "LIBRARYFS_LLM_MODEL", "api_key": "LIBRARYFS_LLM_API_KEY"}
 
@@ -45,13 +45,13 @@ def _llm_options(prefix: str = ""):
 
 def open_tree(library_dir: str | None, tree_dir: str | None, required: bool = True) -> Tree | None:
     """The card tree: ``--tree`` as a plain directory, else the library's tree via
-    ``libraryfs.library.open_tree``. Raises ``click.ClickException`` when neither is usable."""
+    ``libraryfs.layout.open_tree``. Raises ``click.ClickException`` when neither is usable."""
     if tree_dir:
         os.makedirs(tree_dir, exist_ok=True)
         return DirTree(tree_dir)
     if library_dir:
         try:
-            lib = importlib.import_module("libraryfs.library")
+            lib = importlib.import_module("libraryfs.layout")
             return lib.open_tree(library_dir)
         except (ImportError, AttributeError):
             raise click.ClickException("this build cannot open a library directly: use --tree MOUNTPOINT") from None
@@ -70,7 +70,7 @@ def _close(tree: Tree | None) -> None:
 
 
 def _llm(base_url, model, api_key, **kw):
-    from libraryfs.cards.llm import ChatLLM, LLMConfigError
+    from libraryfs.features.cards.llm import ChatLLM, LLMConfigError
 
     try:
         return ChatLLM(base_url, model, api_key, **kw)
@@ -79,7 +79,7 @@ def _llm(base_url, model, api_key, **kw):
 
 
 def _read_traces(paths: tuple[str, ...]) -> list[dict[str, Any]]:
-    from libraryfs.cards.solver import read_traces
+    from libraryfs.features.cards.solver import read_traces
 
     out = []
     for p in paths:
@@ -111,7 +111,7 @@ def _write_json(path: str | None, obj: Any) -> None:
 def solve_cmd(problem, domain, gold, problem_id, trace_out, temperature, as_json, library_dir, tree_dir,
               base_url, model, api_key):
     """Solve PROBLEM with tiered self-consistency, reading only its (tier, domain) block of cards."""
-    from libraryfs.cards.solver import solve
+    from libraryfs.features.cards.solver import solve
 
     if domain:
         try:
@@ -149,7 +149,7 @@ def cards_group():
 @_llm_options()
 def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
     """ADD: a teacher model distils failed TRACES (JSONL) into new cards, per block."""
-    from libraryfs.cards.learn import add
+    from libraryfs.features.cards.learn import add
 
     tree = open_tree(library_dir, tree_dir)
     try:
@@ -167,7 +167,7 @@ def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
 @_llm_options()
 def refine_cmd(traces, min_uses, curator, library_dir, tree_dir, base_url, model, api_key):
     """REFINE: re-score cards by how the solver used them (TRACES), merge, relocate, demote, edit."""
-    from libraryfs.cards.learn import refine
+    from libraryfs.features.cards.learn import refine
 
     tree = open_tree(library_dir, tree_dir)
     try:
@@ -188,23 +188,6 @@ def _summary(recs: list[dict[str, Any]]) -> None:
                + f"  (audit: {cardsmod.AUDIT_PATH})")
 
 
-@cards_group.command("seed")
-@click.option("--champ", is_flag=True, required=True, help="Seed from champ-dataset's concepts.")
-@_tree_options
-def seed_cmd(champ, library_dir, tree_dir):
-    """Seed the tree with champ-dataset's concepts (needs `pip install champ-dataset`)."""
-    from libraryfs.cards.replay import seed_champ
-
-    tree = open_tree(library_dir, tree_dir)
-    try:
-        paths = seed_champ(tree)
-    except ImportError:
-        raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
-    finally:
-        _close(tree)
-    click.echo(f"wrote {len(paths)} cards under {cardsmod.ROOT}/")
-
-
 @cards_group.command("block")
 @click.argument("tier", type=click.Choice(cardsmod.TIERS))
 @click.argument("domain")
@@ -220,68 +203,6 @@ def block_cmd(tier, domain, library_dir, tree_dir):
         _close(tree)
     for p in paths:
         click.echo(p)
-
-
-@cards_group.command("sim")
-@click.option("--problems", type=int, default=2000, show_default=True)
-@click.option("--seeds", type=int, default=5, show_default=True)
-@click.option("--alpha", type=float, default=0.6, show_default=True, help="Beta(alpha, beta) solve probability.")
-@click.option("--beta", type=float, default=0.6, show_default=True)
-@click.option("--card-lift", type=float, default=0.0, show_default=True, help="Cards' share of the gap to 1.")
-@click.option("--spread", type=float, default=0.5, show_default=True, help="Wrong-answer spread in (0, 1).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
-def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
-    """Monte-Carlo: tiered self-consistency vs Best-of-N at equal expected calls."""
-    from libraryfs.cards.simulate import SimConfig, format_table, simulate
-
-    if not (0 < spread < 1) or problems < 2 or seeds < 1:
-        raise click.ClickException("need 0 < spread < 1, problems >= 2, seeds >= 1")
-    res = simulate(SimConfig(problems, seeds, alpha, beta, card_lift, spread))
-    click.echo(format_table(res))
-    _write_json(out, res)
-
-
-@cards_group.command("replay")
-@click.option("--problems", type=int, default=None, help="First N problems (domain-interleaved); all by default.")
-@click.option("--seeds", type=int, default=50, show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
-@click.option("--cache", type=click.Path(dir_okay=False), default=None, help="Answer-class cache (JSON).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
-def replay_cmd(problems, seeds, workers, cache, out):
-    """Replay on champ-dataset: real recorded answers drive the agreement gates."""
-    from libraryfs.cards.replay import format_table, load_records, replay
-
-    try:
-        recs = load_records(problems, workers, cache, progress=True)
-    except ImportError:
-        raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
-    res = replay(recs, seeds)
-    click.echo(format_table(res))
-    _write_json(out, res)
-
-
-@cards_group.command("bench")
-@click.argument("problems_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--best-of", type=int, default=5, show_default=True, help="N of the Best-of-N baseline.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None, help="Append JSONL traces here.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
-@_tree_options
-@_llm_options()
-def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, base_url, model, api_key):
-    """Solve PROBLEMS_FILE (JSONL: {"id", "problem", "answer", "domain"?}) with the LLM: tiered vs Best-of-N."""
-    from libraryfs.cards.bench import format_table, load_problems, run_bench
-
-    tree = open_tree(library_dir, tree_dir, required=False)
-    try:
-        probs = load_problems(problems_file)
-    except ValueError as e:
-        raise click.ClickException(str(e)) from None
-    try:
-        res = run_bench(probs, tree, _llm(base_url, model, api_key), best_of=best_of, trace_out=trace_out)
-    finally:
-        _close(tree)
-    click.echo(format_table(res))
-    _write_json(out, res)
 
 
 commands: list = [solve_cmd, cards_group]

@@ -9,7 +9,7 @@ import os
 import click
 
 from libraryfs.errors import LibraryError
-from libraryfs.store import StoreError
+from libraryfs.fs.store import StoreError
 
 
 def library_argument(f):
@@ -58,7 +58,7 @@ def resolve_libdir(arg: str) -> str:
     """
     from libraryfs.daemon.launcher import _libdir_of_mount
     from libraryfs.errors import LibraryMissing
-    from libraryfs.store import is_library
+    from libraryfs.fs.store import is_library
 
     path = os.path.abspath(arg)
     if is_library(path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import handle_errors
+from libraryfs.cli.common import handle_errors
 
 
 @click.command()

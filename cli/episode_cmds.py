@@ -10,7 +10,7 @@ import click
 
 from libraryfs.errors import LibraryError
 
-from .common import echo_json
+from libraryfs.cli.common import echo_json
 
 
 def _library_option(f):
@@ -22,10 +22,10 @@ def _library_option(f):
 @contextlib.contextmanager
 def _builder(libdir: str, llm: bool = True):
     """An EpisodeBuilder writing through the mount when mounted, else into the store directly."""
-    from libraryfs.episodes.builder import EpisodeBuilder
-    from libraryfs.library import StoreTree, mount_info
-    from libraryfs.store import Store
-    from libraryfs.tree import DirTree
+    from libraryfs.features.episodes.builder import EpisodeBuilder
+    from libraryfs.layout import StoreTree, mount_info
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.tree import DirTree
 
     try:
         info = mount_info(libdir)
@@ -35,7 +35,7 @@ def _builder(libdir: str, llm: bool = True):
     tree = DirTree(info["mountpoint"]) if info else StoreTree(store)
     extractor = None
     if llm:
-        from libraryfs.episodes.llm import make_extractor
+        from libraryfs.features.episodes.llm import make_extractor
 
         extractor = make_extractor(libdir, store)
     try:
@@ -45,7 +45,7 @@ def _builder(libdir: str, llm: bool = True):
 
 
 def _check_ep(ep: str) -> None:
-    from libraryfs.episodes.unitdb import check_episode_id
+    from libraryfs.features.episodes.unitdb import check_episode_id
 
     try:
         check_episode_id(ep)
@@ -113,26 +113,6 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
             pass
 
 
-@episode_group.command("bench")
-@click.option("--steps", "min_steps", default=10_000, show_default=True, help="Crafter steps in total (at least).")
-@click.option("--max-steps", default=1200, show_default=True, help="Steps per episode.")
-@click.option("--per-family", default=12, show_default=True, help="Questions per family per episode.")
-@click.option("--out", "out_json", default="bench/results/episodes.json", show_default=True)
-@click.option("--plot", "plot_png", default="docs/episodes_frontier.png", show_default=True)
-def episode_bench(min_steps: int, max_steps: int, per_family: int, out_json: str, plot_png: str) -> None:
-    """Accuracy/tokens frontier on seeded Crafter rollouts: libraryfs recall vs flat BM25 vs full history."""
-    from libraryfs.episodes import bench
-
-    try:
-        res = bench.run(min_steps, max_steps, per_family, progress=lambda s: click.echo(s, err=True))
-    except ImportError as e:
-        raise click.ClickException(f"{e}: pip install crafter") from None
-    click.echo(bench.table(res))
-    bench.save(res, out_json)
-    bench.plot(res, plot_png)
-    click.echo(f"\n{res['questions']} questions in {res['seconds']} s; wrote {out_json} and {plot_png}")
-
-
 @click.command("recall")
 @click.argument("episode")
 @click.argument("question")
@@ -142,9 +122,9 @@ def episode_bench(min_steps: int, max_steps: int, per_family: int, out_json: str
 @_library_option
 def recall_cmd(episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str) -> None:
     """The few steps of EPISODE that answer QUESTION, packed within the token budget."""
-    from libraryfs.episodes.recall import EpisodeIndex, recall
-    from libraryfs.episodes.unitdb import UnitDB
-    from libraryfs.store import Store
+    from libraryfs.features.episodes.recall import EpisodeIndex, recall
+    from libraryfs.features.episodes.unitdb import UnitDB
+    from libraryfs.fs.store import Store
 
     _check_ep(episode)
     if budget_tokens < 0:

@@ -7,17 +7,17 @@ import time
 
 import click
 
-from libraryfs import schema as S
-from libraryfs.check import check as run_check
-from libraryfs.check import describe
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check as run_check
+from libraryfs.fs.check import describe
 from libraryfs.errors import Busy
-from libraryfs.find import find as run_find
-from libraryfs.library import mount_info
-from libraryfs.store import Store, is_library
-from libraryfs.toc import DEFAULT_MAX_TOKENS
+from libraryfs.index.find import find as run_find
+from libraryfs.layout import mount_info
+from libraryfs.fs.store import Store, is_library
+from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 
-from .common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
-from .config_cmds import llm_options, llm_overrides
+from libraryfs.cli.common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
+from libraryfs.cli.config_cmds import llm_options, llm_overrides
 
 
 @click.command()
@@ -35,7 +35,7 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
     st = Store.create(libdir, {"toc_max_tokens": toc_max_tokens},
                       map_size=map_size_mb << 20 if map_size_mb else None)
     try:  # the drop zone the indexer files from (README layout)
-        from libraryfs.view import LibraryView
+        from libraryfs.fs.view import LibraryView
 
         LibraryView(st).mkdir(b"/inbox", 0o755, os.getuid(), os.getgid())
     finally:

@@ -19,7 +19,6 @@ COMMAND_MODULES = (
     "ingest_cmd",  # ingest
     "config_cmds",  # config show
     "service_cmds",  # units install
-    "bench_cmds",  # bench fs / theorem / cards / ...
     "cards_cmds",  # cards add/refine, solve
     "code_cmds",  # code add/route, budget verify
     "episode_cmds",  # episode append, recall
@@ -27,7 +26,57 @@ COMMAND_MODULES = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Entry point group through which other distributions add commands (``libraryfs-bench``: ``bench`` and the
+#: experiment subcommands). An entry point's name is the group it joins: ``bench`` (top level) or
+#: ``<group>.<command>`` (e.g. ``cards.replay``).
+PLUGIN_GROUP = "libraryfs.commands"
+#: Top-level names whose commands may come from plugins (loaded only when one of these is asked for).
+PLUGIN_PARENTS = frozenset({"bench", "cards", "code", "episode"})
+
+
+class _Cli(click.Group):
+    """The root group: built-in commands at import, plugin commands loaded on first use (keeps start-up
+    cheap for ``find``/``status``)."""
+
+    _plugins_loaded = False
+
+    def _load_plugins(self) -> None:
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=PLUGIN_GROUP):
+            try:
+                cmd = ep.load()
+            except ImportError as e:  # a broken or partial install of the plugin: its commands are absent
+                click.echo(f"libraryfs: cannot load command {ep.name!r} ({e})", err=True)
+                continue
+            parent, _, _name = ep.name.rpartition(".")
+            target = self.commands.get(parent) if parent else self
+            if isinstance(target, click.Group):
+                target.add_command(cmd)
+        if "bench" not in self.commands:
+            self.add_command(_bench_missing)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in PLUGIN_PARENTS:
+            self._load_plugins()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_plugins()
+        return super().list_commands(ctx)
+
+
+@click.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+def _bench_missing() -> None:
+    """Benchmarks (install the libraryfs-bench distribution to get them)."""
+    raise click.ClickException("the benchmarks ship in the libraryfs-bench distribution: "
+                               "pip install -e bench/ (from a libraryfs source checkout)")
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="libraryfs")
 def cli() -> None:
     """libraryfs: agent memory as a mounted directory, indexed by INDEX.md files."""

@@ -6,7 +6,7 @@ import click
 
 from libraryfs.daemon import launcher
 
-from .common import handle_errors, library_argument
+from libraryfs.cli.common import handle_errors, library_argument
 
 
 @click.command()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from .common import handle_errors
+from libraryfs.cli.common import handle_errors
 
 UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")
 ENV_EXAMPLE = "libraryfs.env.example"

@@ -13,15 +13,15 @@ import os
 import time
 from collections.abc import Callable
 
-from libraryfs import schema as S
-from libraryfs.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
-from libraryfs.library import mount_info
-from libraryfs.store import Store, is_library
-from libraryfs.toc import links
-from libraryfs.tree import DirTree
+from libraryfs.fs import schema as S
+from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
+from libraryfs.layout import mount_info
+from libraryfs.fs.store import Store, is_library
+from libraryfs.index.toc import links
+from libraryfs.fs.tree import DirTree
 
-from . import launcher
-from .ingest import ingest_tree
+from libraryfs.daemon import launcher
+from libraryfs.daemon.ingest import ingest_tree
 
 
 def wait_idle(libdir: str, timeout_s: float = 120.0) -> bool:

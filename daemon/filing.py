@@ -2,7 +2,7 @@
 
 An entry is *settled* once it has not been written for ``settle_s`` seconds. The builder picks a target
 section for each settled entry (an existing section, or a new name made safe by
-:func:`libraryfs.jobs.safe_section_name`; ``unsorted`` otherwise); the move is a real rename — through the
+:func:`libraryfs.index.jobs.safe_section_name`; ``unsorted`` otherwise); the move is a real rename — through the
 mount when the library is mounted, so the kernel sees it — and journaled like any rename, so the next pass
 re-renders the TOCs of both directories. Name clashes get ``-2``, ``-3`` … before the extension.
 """
@@ -14,14 +14,14 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from libraryfs import schema as S
+from libraryfs.fs import schema as S
 from libraryfs.errors import LibraryError
-from libraryfs.library import proc_mount
-from libraryfs.jobs import EntryDoc, SectionDoc, safe_section_name
-from libraryfs.store import Txn, now_ns
+from libraryfs.layout import proc_mount
+from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
+from libraryfs.fs.store import Txn, now_ns
 
 if TYPE_CHECKING:
-    from .indexer import PassReport
+    from libraryfs.daemon.indexer import PassReport
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -112,7 +112,7 @@ class InboxFiler:
 
     def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
         """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
-        from libraryfs.view import LibraryView
+        from libraryfs.fs.view import LibraryView
         mounted = self.mountpoint and _is_live(self.mountpoint)
         with self.store.read() as t:
             final = name

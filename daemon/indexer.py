@@ -10,7 +10,7 @@ One pass (:meth:`Indexer.run_once`):
    sees the move);
 4. re-render the TOCs of the changed directories and of their ancestors only — deepest first, since a
    section's line in its parent carries its description and totals — each into bounded pages
-   (:mod:`libraryfs.toc`);
+   (:mod:`libraryfs.index.toc`);
 5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
    advance the cursor, trim consumed records.
 
@@ -29,15 +29,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from libraryfs import schema as S
+from libraryfs.fs import schema as S
 from libraryfs.errors import LibraryError
-from libraryfs.find import names_key
-from libraryfs.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
-from libraryfs.store import Store, Txn, now_ns
-from libraryfs.tokens import count_tokens
-from libraryfs.toc import DEFAULT_MAX_TOKENS, Item, render
+from libraryfs.index.find import names_key
+from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
+from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.index.tokens import count_tokens
+from libraryfs.index.toc import DEFAULT_MAX_TOKENS, Item, render
 
-from .filing import INBOX, UNSORTED, InboxFiler, _is_live, is_hidden  # noqa: F401 (re-exported)
+from libraryfs.daemon.filing import INBOX, UNSORTED, InboxFiler, _is_live, is_hidden  # noqa: F401 (re-exported)
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -244,8 +244,8 @@ class Indexer(InboxFiler):
                 return
         try:
             if self._episodes is None:
-                from libraryfs.episodes.builder import EpisodeBuilder
-                from libraryfs.tree import DirTree
+                from libraryfs.features.episodes.builder import EpisodeBuilder
+                from libraryfs.fs.tree import DirTree
 
                 self._episodes = EpisodeBuilder(DirTree(self.mountpoint), self.store)
             for line in self._episodes.poll():

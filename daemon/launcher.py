@@ -22,11 +22,11 @@ import subprocess
 import sys
 import time
 
-from libraryfs.library import proc_mount
+from libraryfs.layout import proc_mount
 from libraryfs.errors import Busy, LibraryError, LibraryMissing
-from libraryfs.store import is_library
+from libraryfs.fs.store import is_library
 
-from .mountd import mount_entry, wait_until_mounted
+from libraryfs.daemon.mountd import mount_entry, wait_until_mounted
 
 
 class LaunchError(LibraryError):
@@ -342,7 +342,7 @@ def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_o
                    allow_other: bool = False, timeouts: str | None = None, budget: str | None = None,
                    llm: bool | None = None, allow_nonempty: bool = False) -> int:
     """Serve in this process (systemd, ``--foreground``); the indexer runs as a child process."""
-    from . import mountd
+    from libraryfs.daemon import mountd
 
     if timeouts is not None:
         check_timeouts(timeouts)

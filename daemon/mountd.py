@@ -20,12 +20,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs import schema as S
-from libraryfs.library import proc_mount
+from libraryfs.fs import schema as S
+from libraryfs.layout import proc_mount
 from libraryfs.errors import InvalidArgument, Busy, LibraryError
-from libraryfs.find import find
-from libraryfs.store import Store
-from libraryfs.view import LibraryView
+from libraryfs.index.find import find
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
 
 log = logging.getLogger("libraryfs.mount")
 
@@ -156,7 +156,7 @@ class Lifecycle:
             return
         import ctypes
 
-        from libraryfs.fuse_adapter import _libfuse
+        from libraryfs.fs.fuse_adapter import _libfuse
 
         _libfuse.fuse_exit(ctypes.c_void_p(self._fuse_ptr))
         if self._main_ident is not None:
@@ -195,7 +195,7 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
     last stop was unclean → purge orphans → clean flag off → serve → (unmount / ``lifecycle`` stop)
     STOPPING=1 → sync → clean flag on. ``lifecycle`` (from :func:`main`) turns signals into that stop.
     """
-    from libraryfs.fuse_adapter import _libfuse, serve  # imports mfusepy (libfuse) only in the server
+    from libraryfs.fs.fuse_adapter import _libfuse, serve  # imports mfusepy (libfuse) only in the server
 
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
@@ -209,7 +209,7 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
     store = Store(libdir)
     notify = notify_mod()
     try:
-        from .launcher import clear_stale, probe
+        from libraryfs.daemon.launcher import clear_stale, probe
 
         if probe(mountpoint) == "stale":
             clear_stale(mountpoint)
@@ -218,7 +218,7 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
             clean = t.cfg(S.CFG_CLEAN) != b"0"
         recovered = ""
         if not clean and check_on_unclean and not read_only:
-            from libraryfs.check import check
+            from libraryfs.fs.check import check
             notify.status("checking the store after an unclean stop")
             report = check(store, repair=True)
             log.warning("unclean shutdown detected: check found %d problem(s), repaired %d",
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     m = settings["mount"]
     budget = None
     if m["budget"]:
-        from libraryfs.code.budget import ReadBudget, parse_budget_spec
+        from libraryfs.features.code.budget import ReadBudget, parse_budget_spec
         budget = ReadBudget(parse_budget_spec(m["budget"]))
     mountpoint = os.path.abspath(a.mountpoint)
     current = {"settings": settings}

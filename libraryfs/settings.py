@@ -36,7 +36,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import LibraryError
+from libraryfs.errors import LibraryError
 
 CONFIG_FILE = "config.toml"
 TABLES = ("mount", "index", "log")
@@ -136,7 +136,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if not s:
                 return None
             try:
-                from .code.budget import parse_budget_spec
+                from libraryfs.features.code.budget import parse_budget_spec
             except ImportError:  # pragma: no cover - the budget module ships with the package
                 return s
             parse_budget_spec(s)
@@ -258,7 +258,7 @@ def configure_logging(settings: Mapping[str, Any] | None = None, stream=None) ->
     the priority prefix; otherwise ``time logger LEVEL message``. Per-logger levels from ``log.levels``;
     loggers named there before but not now go back to inheriting. Returns the handler.
     """
-    from .notify import JournalFormatter, under_journal, under_systemd
+    from libraryfs.notify import JournalFormatter, under_journal, under_systemd
 
     log_cfg = (settings or {}).get("log") or {"level": "INFO", "levels": ""}
     root = logging.getLogger()

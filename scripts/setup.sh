@@ -23,7 +23,7 @@ if ! $py -m pip install --dry-run --no-deps --quiet pip >/dev/null 2>&1; then
 fi
 $py -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
 log=$(mktemp /tmp/libraryfs-setup.XXXXXX.log)
-if ! $py -m pip install --quiet -e ".[test,bench]" >"$log" 2>&1; then
+if ! $py -m pip install --quiet -e ".[test,bench]" -e ./bench >"$log" 2>&1; then
   tail -40 "$log"; echo "pip install failed (full log: $log)" >&2; exit 1
 fi
 $py -c "import libraryfs, mfusepy, lmdb" # fail loudly if the install did not work

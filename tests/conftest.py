@@ -23,9 +23,9 @@ from typing import NoReturn
 
 import pytest
 
-from libraryfs import schema as S
-from libraryfs.check import check, describe
-from libraryfs.store import Store
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check, describe
+from libraryfs.fs.store import Store
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..jobs import DeterministicBuilder, IndexBuilder
-from ..store import Store
-from .config import ConfigError, LLMConfig, load_config
+from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
+from libraryfs.fs.store import Store
+from libraryfs.llm.config import ConfigError, LLMConfig, load_config
 
 __all__ = ["LLMConfig", "ConfigError", "load_config", "make_builder", "report_line"]
 
@@ -30,7 +30,7 @@ def make_builder(libdir: str | os.PathLike[str], store: Store,
     cfg = load_config(libdir, overrides)
     if not cfg.enabled:
         return DeterministicBuilder()
-    from .builder import LLMIndexBuilder  # imports openai only when a model is configured
+    from libraryfs.llm.builder import LLMIndexBuilder  # imports openai only when a model is configured
 
     return LLMIndexBuilder(cfg, store)
 

@@ -8,7 +8,7 @@ Each call (``summarize``, ``describe``, ``file``, ``group``) goes:
 3. **validate** — each answer is checked item by item (:mod:`libraryfs.llm.prompts`); items missing or
    invalid are asked again, at most ``max_attempts`` answers per batch;
 4. **store** — valid answers are written to the cache in one write transaction;
-5. **fall back** — whatever is still missing gets :class:`~libraryfs.jobs.DeterministicBuilder`'s
+5. **fall back** — whatever is still missing gets :class:`~libraryfs.index.jobs.DeterministicBuilder`'s
    result for that job, and the reason is counted for :meth:`status`.
 
 When the endpoint is unavailable (after the client's bounded retries) or the spending limit is reached,
@@ -30,13 +30,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
-from ..store import Store
-from ..tokens import count_tokens
-from . import prompts as P
-from .cache import AnswerCache, content_key
-from .client import BadAnswer, ChatClient, LLMError, SpendLimitReached, Unavailable
-from .config import LLMConfig
+from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
+from libraryfs.fs.store import Store
+from libraryfs.index.tokens import count_tokens
+from libraryfs.llm import prompts as P
+from libraryfs.llm.cache import AnswerCache, content_key
+from libraryfs.llm.client import BadAnswer, ChatClient, LLMError, SpendLimitReached, Unavailable
+from libraryfs.llm.config import LLMConfig
 
 MAX_PAUSE_S = 900.0  #: longest pause after repeated endpoint failures, seconds
 MAX_SECTIONS_IN_FILE_PROMPT = 200  #: sections listed when filing (the rest cannot be chosen by the model)
@@ -45,7 +45,7 @@ Validator = Callable[[Any, set[int]], dict[int, Any]]
 
 
 class LLMIndexBuilder:
-    """An :class:`~libraryfs.jobs.IndexBuilder` backed by an OpenAI-compatible endpoint.
+    """An :class:`~libraryfs.index.jobs.IndexBuilder` backed by an OpenAI-compatible endpoint.
 
     ``config`` must be enabled (base URL and model); ``store`` holds the ``llmcache`` DB. Thread-safe for
     one caller at a time (the indexer); requests inside one call run concurrently.
@@ -54,7 +54,7 @@ class LLMIndexBuilder:
     def __init__(self, config: LLMConfig, store: Store, fallback: DeterministicBuilder | None = None) -> None:
         if not config.enabled:
             raise ValueError("LLMIndexBuilder needs base_url and model")
-        from .spend import SpendLimiter
+        from libraryfs.llm.spend import SpendLimiter
 
         self.config = config
         self.name = f"llm:{config.model}"

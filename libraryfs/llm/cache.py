@@ -17,7 +17,7 @@ import json
 import time
 from typing import Any
 
-from ..store import Store
+from libraryfs.fs.store import Store
 
 DB_NAME = b"llmcache"
 _SPEND_KEY = b"\x00spend"

@@ -30,10 +30,10 @@ from typing import Any
 
 import openai
 
-from ..tokens import count_tokens
-from .config import LLMConfig
-from .prompts import Job
-from .spend import SpendLimiter, SpendLimitReached
+from libraryfs.index.tokens import count_tokens
+from libraryfs.llm.config import LLMConfig
+from libraryfs.llm.prompts import Job
+from libraryfs.llm.spend import SpendLimiter, SpendLimitReached
 
 __all__ = ["ChatClient", "LLMError", "Unavailable", "BadAnswer", "SpendLimitReached", "Usage"]
 

@@ -24,7 +24,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import LibraryError
+from libraryfs.errors import LibraryError
 
 CONFIG_FILE = "config.toml"
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")

@@ -4,7 +4,7 @@ Every request is a system prompt (the job's instructions and its JSON schema, so
 structured output still get the contract) plus one user message holding a JSON payload
 ``{"task": <job>, ...items with integer ids...}``. The model's answer is data: validators accept only
 the expected ids, only strings, only safe section names, and clean every line with
-:func:`libraryfs.jobs.clean_line`; the TOC renderer sanitises again and decides every path.
+:func:`libraryfs.index.jobs.clean_line`; the TOC renderer sanitises again and decides every path.
 
 Bump a job's ``version`` whenever its prompt or schema changes: the cache key includes it, so stale
 answers are never reused.
@@ -16,7 +16,7 @@ import dataclasses
 import json
 from typing import Any
 
-from ..jobs import SUMMARY_MAX_WORDS, clean_line, safe_section_name
+from libraryfs.index.jobs import SUMMARY_MAX_WORDS, clean_line, safe_section_name
 
 EXCERPT_CHARS = 1500  #: characters of an entry's text put into a prompt
 DESCRIPTION_MAX_WORDS = 24
@@ -144,7 +144,7 @@ def valid_descriptions(answer: Any, ids: set[int]) -> dict[int, str]:
 
 def valid_filings(answer: Any, ids: set[int], sections: list[str]) -> dict[int, str]:
     """Valid ``{id: section path}``: an existing section's exact path, or a new name made safe by
-    :func:`libraryfs.jobs.safe_section_name` (an unsafe proposal drops the item)."""
+    :func:`libraryfs.index.jobs.safe_section_name` (an unsafe proposal drops the item)."""
     existing = {s: s for s in sections}
     folded = {s.lower(): s for s in sections}
     out: dict[int, str] = {}

@@ -1,0 +1,319 @@
+"""The commands of the ``libraryfs-bench`` distribution: ``libraryfs bench …`` and the experiment subcommands
+of the feature groups (``cards seed|sim|replay|bench``, ``code eval``, ``episode bench``).
+
+They reach the ``libraryfs`` command through the entry point group ``libraryfs.commands`` (see
+``bench/pyproject.toml``): the entry point's name is the group a command joins, ``bench`` for the top level.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+import json
+import time
+
+from libraryfs.cli.cards_cmds import _close, _llm, _llm_options, _tree_options, _write_json, cardsmod, open_tree
+from libraryfs.errors import LibraryError
+
+
+@click.group()
+def bench() -> None:
+    """Benchmarks that print a table and write JSON/JSONL (and plots) to an output directory."""
+
+
+def _probe_mount(mountpoint: str) -> bool:
+    try:
+        os.statvfs(mountpoint)
+    except OSError:
+        return False
+    return os.path.ismount(mountpoint)
+
+
+@contextlib.contextmanager
+def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
+    """Mount ``libdir`` (created if missing; None: a temporary library) on a temporary mountpoint with its
+    indexer, yield (mountpoint, "mount"), unmount afterwards."""
+    from libraryfs.daemon import launcher
+    from libraryfs.fs.store import Store, is_library
+
+    tmp = tempfile.mkdtemp(prefix="libraryfs-theorem-")
+    lib = libdir or os.path.join(tmp, "library")
+    if not is_library(lib):
+        Store.create(lib, {}).close()
+    mnt = os.path.join(tmp, "mnt")
+    os.makedirs(mnt)
+    launcher.start(lib, mnt)
+    try:
+        yield Path(mnt), "mount"
+    finally:
+        try:
+            launcher.stop(mnt, lazy=True)
+        finally:
+            if libdir is None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+@bench.command("theorem")
+@click.option("--mount", "mount", type=click.Path(file_okay=False), default=None,
+              help="Mountpoint of a mounted library: stores are written and read through it.")
+@click.option("--library", "library", type=click.Path(file_okay=False), default=None,
+              help="Library directory: mounted on a temporary mountpoint for the run (created if missing).")
+@click.option("--dir", "plain_dir", type=click.Path(file_okay=False), default=None,
+              help="Plain directory, no mount (development): a stand-in indexer writes INDEX.md pages.")
+@click.option("--n", "ns", default=None, metavar="N,N,…",
+              help="Store sizes (default: the paper's 50…5000).")
+@click.option("--conditions", default=None, metavar="C,C,…",
+              help="FLAT, FLAT-SORTED, INDEXED, DEEP-INDEXED, INDEXED-CORRUPTED, PATH, AUTO (default: all).")
+@click.option("--trials", type=click.IntRange(1), default=None,
+              help="Trials 0..K-1 for every cell (default: the paper's own trials where it has them, else 10; PATH/AUTO 3).")
+@click.option("--content", "contents", default="hash,numeric,encyclopedia", show_default=True,
+              help="Content types to include.")
+@click.option("--large", is_flag=True, help="Add N = 1e4, 1e5, 1e6 on one store each (FLAT past 1e4 from its closed form).")
+@click.option("--steps", type=click.IntRange(0), default=1000, show_default=True,
+              help="T of the compounding experiment (0: skip).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench/results/theorem",
+              show_default=True, help="Output directory (JSONL, JSON, PNG).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@click.option("--llm-model", default=None, envvar="LIBRARYFS_THEOREM_MODEL",
+              help="Run the paper's LLM agent with this model instead of the scripted agents.")
+@click.option("--base-url", default=None, envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint (LLM agent).")
+@click.option("--api-key", default=None, envvar="OPENAI_API_KEY", help="API key (LLM agent).")
+def theorem(mount, library, plain_dir, ns, conditions, trials, contents, large, steps, out_dir, no_plots,
+            llm_model, base_url, api_key) -> None:
+    """The Library Theorem benchmark (Mainen 2026) through a mounted library, beside the paper's logs.
+
+    Without --mount/--library/--dir a temporary library is created and mounted for the run.
+    """
+    from libraryfs_bench.theorem.bench import BenchOptions, parse_conditions, parse_ns, run_benchmark
+
+    if sum(x is not None for x in (mount, library, plain_dir)) > 1:
+        raise click.ClickException("give at most one of --mount, --library, --dir")
+    try:
+        opts = BenchOptions(
+            ns=parse_ns(ns), conditions=parse_conditions(conditions),
+            contents=tuple(c.strip() for c in contents.split(",") if c.strip()),
+            extra_trials=trials or 10, item_trials=trials or 3, paper_trials=trials is None,
+            large=large, steps=steps, plots=not no_plots,
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    llm = None
+    if llm_model:
+        from libraryfs_bench.theorem.llm_agent import make_client
+
+        llm = (make_client(base_url, api_key), llm_model)
+    out = Path(out_dir)
+    try:
+        if mount is not None:
+            if not _probe_mount(mount):
+                raise click.ClickException(f"{mount} is not a live mount (mount a library there first)")
+            run_benchmark(Path(mount), "mount", out, opts, llm=llm, log=click.echo)
+        elif plain_dir is not None:
+            from libraryfs_bench.theorem.reftoc import render_dir
+
+            os.makedirs(plain_dir, exist_ok=True)
+            click.echo("NOTE: plain directory, not a mount: INDEX.md pages come from the stand-in indexer")
+            run_benchmark(Path(plain_dir), "dir", out, opts, toc_writer=render_dir, llm=llm, log=click.echo)
+        else:
+            with _mounted_library(library) as (root, via):
+                click.echo(f"library mounted at {root}")
+                run_benchmark(root, via, out, opts, llm=llm, log=click.echo)
+    except (FileNotFoundError, RuntimeError, LibraryError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command("seed")
+@click.option("--champ", is_flag=True, required=True, help="Seed from champ-dataset's concepts.")
+@_tree_options
+def seed_cmd(champ, library_dir, tree_dir):
+    """Seed the tree with champ-dataset's concepts (needs `pip install champ-dataset`)."""
+    from libraryfs_bench.cards.replay import seed_champ
+
+    tree = open_tree(library_dir, tree_dir)
+    try:
+        paths = seed_champ(tree)
+    except ImportError:
+        raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
+    finally:
+        _close(tree)
+    click.echo(f"wrote {len(paths)} cards under {cardsmod.ROOT}/")
+
+
+@click.command("sim")
+@click.option("--problems", type=int, default=2000, show_default=True)
+@click.option("--seeds", type=int, default=5, show_default=True)
+@click.option("--alpha", type=float, default=0.6, show_default=True, help="Beta(alpha, beta) solve probability.")
+@click.option("--beta", type=float, default=0.6, show_default=True)
+@click.option("--card-lift", type=float, default=0.0, show_default=True, help="Cards' share of the gap to 1.")
+@click.option("--spread", type=float, default=0.5, show_default=True, help="Wrong-answer spread in (0, 1).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
+    """Monte-Carlo: tiered self-consistency vs Best-of-N at equal expected calls."""
+    from libraryfs_bench.cards.simulate import SimConfig, format_table, simulate
+
+    if not (0 < spread < 1) or problems < 2 or seeds < 1:
+        raise click.ClickException("need 0 < spread < 1, problems >= 2, seeds >= 1")
+    res = simulate(SimConfig(problems, seeds, alpha, beta, card_lift, spread))
+    click.echo(format_table(res))
+    _write_json(out, res)
+
+
+@click.command("replay")
+@click.option("--problems", type=int, default=None, help="First N problems (domain-interleaved); all by default.")
+@click.option("--seeds", type=int, default=50, show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--cache", type=click.Path(dir_okay=False), default=None, help="Answer-class cache (JSON).")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+def replay_cmd(problems, seeds, workers, cache, out):
+    """Replay on champ-dataset: real recorded answers drive the agreement gates."""
+    from libraryfs_bench.cards.replay import format_table, load_records, replay
+
+    try:
+        recs = load_records(problems, workers, cache, progress=True)
+    except ImportError:
+        raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
+    res = replay(recs, seeds)
+    click.echo(format_table(res))
+    _write_json(out, res)
+
+
+@click.command("bench")
+@click.argument("problems_file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--best-of", type=int, default=5, show_default=True, help="N of the Best-of-N baseline.")
+@click.option("--trace-out", type=click.Path(dir_okay=False), default=None, help="Append JSONL traces here.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+@_tree_options
+@_llm_options()
+def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, base_url, model, api_key):
+    """Solve PROBLEMS_FILE (JSONL: {"id", "problem", "answer", "domain"?}) with the LLM: tiered vs Best-of-N."""
+    from libraryfs_bench.cards.bench import format_table, load_problems, run_bench
+
+    tree = open_tree(library_dir, tree_dir, required=False)
+    try:
+        probs = load_problems(problems_file)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        res = run_bench(probs, tree, _llm(base_url, model, api_key), best_of=best_of, trace_out=trace_out)
+    finally:
+        _close(tree)
+    click.echo(format_table(res))
+    _write_json(out, res)
+
+
+@click.command("eval")
+@click.argument("checkouts", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.option("--max-commits", default=500, show_default=True,
+              help="Eligible commits per checkout (non-merge, non-root, non-bot): the most recent, or --sample.")
+@click.option("--since", help="Only commits after this date (git's --since, committer date).")
+@click.option("--until", help="Only commits before this date (git's --until).")
+@click.option("--sample", is_flag=True, help="Draw --max-commits uniformly at random instead of the most recent.")
+@click.option("--seed", default=0, show_default=True, help="Seed for --sample.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines) here.")
+def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, until: str | None, sample: bool,
+              seed: int, as_json: bool, tasks_out: str | None) -> None:
+    """Route real commits of CHECKOUTS (default: .) and score against the written rubric."""
+    import subprocess
+    from dataclasses import asdict
+
+    from libraryfs_bench.code.evalset import RUBRIC, build_tasks, summarize
+
+    tasks, counts = [], {}
+    t0 = time.perf_counter()
+    for co in checkouts or (".",):
+        try:
+            ts, c = build_tasks(co, max_commits, since=since, until=until, sample=sample, seed=seed)
+        except subprocess.CalledProcessError as e:
+            raise click.ClickException(f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})") from None
+        tasks += ts
+        counts[os.path.abspath(co)] = c
+    s = summarize(tasks, counts)
+    s["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    if tasks_out:
+        with open(tasks_out, "w", encoding="utf-8") as f:
+            for t in tasks:
+                f.write(json.dumps(asdict(t)) + "\n")
+    if as_json:
+        click.echo(json.dumps(s, indent=2))
+        return
+    click.echo(RUBRIC)
+    for co, c in counts.items():
+        click.echo(f"{co}: {c['commits']} commits seen ({c['merge']} merge, {c['root']} root, {c['bot']} bot), "
+                   f"{c['eligible']} eligible, {c['selected']} selected, {c['no_code']} without code → "
+                   f"{c['tasks']} tasks ({c['renames']} renamed files, {c['symbols_skipped']} over "
+                   f"the symbol cap)")
+    n = s["n"]
+    if not n:
+        click.echo("no tasks: the history has no eligible commit that changes code")
+        return
+    click.echo("")
+    click.echo(f"{'':24s} {'misrouted':>14s} {'rate':>7s}  {'Wilson 95%':>15s}")
+    for who, label in (("router", "router"), ("baseline", "regex baseline"),
+                       ("majority", f"always {s['majority']['label']}")):
+        r = s[who]
+        lo, hi = r["wilson95"]
+        click.echo(f"{label:24s} {r['misrouted']:>6d} / {n:<6d} {r['rate']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
+    if len(s["by_repo"]) > 1:
+        for repo, r in s["by_repo"].items():
+            for who in ("router", "baseline"):
+                lo, hi = r[f"{who}_wilson95"]
+                k = r[f"{who}_misrouted"]
+                click.echo(f"  {repo[:12] + ' ' + who:22s} {k:>6d} / {r['n']:<6d} {k / r['n']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
+    m = s["mcnemar"]
+    click.echo(f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
+               f"{m['baseline_only_wrong']}, p = {m['p']:.3g}")
+    b = s["cluster_bootstrap"]
+    if b["router95"] is None:
+        click.echo(f"cluster bootstrap: {b['clusters']} (repo, author, week) cluster(s) — no interval")
+    else:
+        click.echo(f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
+                   f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
+                   f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}")
+    fr = s["footprint_recall"]
+    if fr["tasks"]:
+        lo, hi = fr["any_hit_wilson95"]
+        click.echo(f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
+                   f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
+                   f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})")
+    click.echo(f"gold: {s['gold_distribution']}")
+    click.echo("confusion (rows gold, columns router): " + "; ".join(
+        f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items()) for g, row in s["confusion_gold_by_predicted"].items()))
+    ind = s["independence"]
+    span = ""
+    if ind["first"] is not None:
+        span = f", authored {time.strftime('%Y-%m-%d', time.gmtime(ind['first']))} → " \
+               f"{time.strftime('%Y-%m-%d', time.gmtime(ind['last']))}"
+    click.echo(f"independence: {ind['repos']} repos, {ind['authors']} authors, {ind['clusters']} clusters{span}; "
+               f"{s['elapsed_s']} s")
+
+
+@click.command("bench")
+@click.option("--steps", "min_steps", default=10_000, show_default=True, help="Crafter steps in total (at least).")
+@click.option("--max-steps", default=1200, show_default=True, help="Steps per episode.")
+@click.option("--per-family", default=12, show_default=True, help="Questions per family per episode.")
+@click.option("--out", "out_json", default="bench/results/episodes.json", show_default=True)
+@click.option("--plot", "plot_png", default="docs/episodes_frontier.png", show_default=True)
+def episode_bench(min_steps: int, max_steps: int, per_family: int, out_json: str, plot_png: str) -> None:
+    """Accuracy/tokens frontier on seeded Crafter rollouts: libraryfs recall vs flat BM25 vs full history."""
+    from libraryfs_bench.episodes import bench
+
+    try:
+        res = bench.run(min_steps, max_steps, per_family, progress=lambda s: click.echo(s, err=True))
+    except ImportError as e:
+        raise click.ClickException(f"{e}: pip install crafter") from None
+    click.echo(bench.table(res))
+    bench.save(res, out_json)
+    bench.plot(res, plot_png)
+    click.echo(f"\n{res['questions']} questions in {res['seconds']} s; wrote {out_json} and {plot_png}")
+
+
+bench.add_command(bench_cmd, "cards")
+bench.add_command(episode_bench, "episodes")

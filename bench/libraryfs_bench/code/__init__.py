@@ -1,0 +1,1 @@
+"""Experiments of the code feature."""

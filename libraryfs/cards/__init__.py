@@ -1,1 +1,0 @@
-"""libraryfs.cards (see its modules)."""

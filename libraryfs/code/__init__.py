@@ -1,1 +1,0 @@
-"""libraryfs.code (see its modules)."""

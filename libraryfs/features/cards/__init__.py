@@ -1,0 +1,1 @@
+"""libraryfs.features.cards (see its modules)."""

@@ -1,0 +1,1 @@
+"""libraryfs.features.code (see its modules)."""

@@ -1,0 +1,288 @@
+"""Turning ``episodes/<id>/steps.jsonl`` into units (the ``units`` DB) and anchor views (files).
+
+The builder is incremental: the episode's meta remembers how many bytes of ``steps.jsonl`` were consumed
+and the :class:`~libraryfs.features.episodes.units.EpisodeState` after the last unit, so an append costs only the
+new lines. Only complete lines (ending in ``\\n``) are consumed; a line that is not a JSON object is
+skipped and recorded in the meta's ``errors`` (the last 20). A ``steps.jsonl`` shorter than what was
+consumed (truncated or replaced) triggers a full rebuild.
+
+Question files (the shell route to recall): an agent writes a question into ``episodes/<id>/ask/<name>``
+(optionally a first line ``budget: N``); :meth:`EpisodeBuilder.answer_asks` — run by ``libraryfs episode
+watch`` and ``build`` — writes the packed evidence to ``episodes/<id>/recall/<name>.md`` (``<name>``
+without a ``.md``/``.txt`` suffix) and rewrites it whenever the question or the episode changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from libraryfs.fs.store import Store
+from libraryfs.fs.tree import DirTree, Tree
+from libraryfs.features.episodes.unitdb import UnitDB, check_episode_id
+from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
+from libraryfs.features.episodes.views import ViewWriter
+
+log = logging.getLogger(__name__)
+
+EPISODES_DIR = "episodes"
+STEPS_FILE = "steps.jsonl"
+DEFAULT_ASK_BUDGET_TOKENS = 200
+
+
+def episode_root(ep: str) -> str:
+    """Library-relative directory of an episode: ``episodes/<id>``."""
+    check_episode_id(ep)
+    return f"{EPISODES_DIR}/{ep}"
+
+
+def _store_path(rel: str) -> bytes:
+    return b"/" + os.fsencode(rel.strip("/"))
+
+
+def file_size(tree: Tree, rel: str) -> int | None:
+    """Size in bytes of a regular file in ``tree``, or None when missing."""
+    if isinstance(tree, DirTree):
+        try:
+            return os.stat(tree._p(rel)).st_size
+        except FileNotFoundError:
+            return None
+    view = getattr(tree, "view", None)
+    if view is not None:
+        try:
+            return int(view.getattr(_store_path(rel))["st_size"])
+        except Exception:  # noqa: BLE001 - the store's NotFound and friends
+            return None
+    return len(tree.read_bytes(rel)) if tree.exists(rel) else None
+
+
+def read_from(tree: Tree, rel: str, offset: int) -> bytes:
+    """Bytes of ``rel`` from ``offset`` to its end (without reading the part before ``offset``)."""
+    if isinstance(tree, DirTree):
+        with open(tree._p(rel), "rb") as f:
+            f.seek(offset)
+            return f.read()
+    view = getattr(tree, "view", None)
+    if view is not None:
+        fh, _ = view.open(_store_path(rel), os.O_RDONLY)
+        try:
+            out = bytearray()
+            while chunk := view.read(fh, 1 << 20, offset + len(out)):
+                out += chunk
+            return bytes(out)
+        finally:
+            view.release(fh)
+    return tree.read_bytes(rel)[offset:]
+
+
+@dataclass
+class BuildReport:
+    """What one :meth:`EpisodeBuilder.build` did."""
+
+    episode: str
+    new_units: int = 0
+    units: int = 0
+    files_written: int = 0
+    errors: list[str] = field(default_factory=list)
+    rebuilt: bool = False
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """One human-readable line."""
+        s = (f"{self.episode}: +{self.new_units} units ({self.units} in all), {self.files_written} view files "
+             f"written in {self.seconds:.2f} s")
+        if self.rebuilt:
+            s += " (full rebuild)"
+        if self.errors:
+            s += f"; {len(self.errors)} bad lines (first: {self.errors[0]})"
+        return s
+
+
+class EpisodeBuilder:
+    """Builds units and views of episodes in one library.
+
+    ``tree`` is where views are written (the mountpoint when mounted — :func:`libraryfs.layout.open_tree`);
+    ``store`` holds the ``units`` DB; ``extractor(t, text) -> Unit | None`` turns free-text steps into units
+    (the LLM, :func:`libraryfs.features.episodes.llm.make_extractor`), None for deterministic extraction only.
+    """
+
+    def __init__(self, tree: Tree, store: Store, extractor: Callable[[int, str], Unit | None] | None = None):
+        self.tree = tree
+        self.store = store
+        self.db = UnitDB(store)
+        self.extractor = extractor
+        self._index_cache: dict[str, tuple[int, Any]] = {}
+
+    # -- write -------------------------------------------------------------------------------------------
+    def append(self, ep: str, record: str | dict) -> BuildReport:
+        """Append one step (a JSON object or its text) to ``steps.jsonl`` and build it into a unit.
+
+        Raises ``ValueError`` when the record is not a JSON object.
+        """
+        rec = json.loads(record) if isinstance(record, str) else record
+        if not isinstance(rec, dict):
+            raise ValueError("a step must be a JSON object")
+        line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self.tree.append_bytes(f"{episode_root(ep)}/{STEPS_FILE}", line.encode())
+        return self.build(ep)
+
+    def build(self, ep: str, rebuild: bool = False) -> BuildReport:
+        """Consume the new complete lines of ``episodes/<ep>/steps.jsonl``: units into the store, views
+        into the tree. ``rebuild`` drops the units and views first. Raises ``FileNotFoundError`` when the
+        episode has no ``steps.jsonl``."""
+        t0 = time.monotonic()
+        root = episode_root(ep)
+        rel = f"{root}/{STEPS_FILE}"
+        size = file_size(self.tree, rel)
+        if size is None:
+            raise FileNotFoundError(f"{rel} does not exist")
+        meta = self.db.meta(ep)
+        report = BuildReport(ep)
+        if rebuild or size < meta.get("consumed_bytes", 0):
+            self.clear(ep)
+            meta, report.rebuilt = {}, True
+        consumed = int(meta.get("consumed_bytes", 0))
+        data = read_from(self.tree, rel, consumed)
+        end = data.rfind(b"\n") + 1
+        state = EpisodeState.from_json(meta.get("state"))
+        writer = ViewWriter(self.tree, root)
+        units: list[Unit] = []
+        errors: list[str] = list(meta.get("errors", []))
+        start_lines: dict[int, str] = {}
+        for raw in data[:end].split(b"\n"):
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+                if not isinstance(rec, dict):
+                    raise ValueError("a step must be a JSON object")
+                rec.setdefault("t", state.next_t)
+                u = unit_from_line(rec, self.extractor)
+            except ValueError as e:
+                report.errors.append(str(e)[:160])
+                continue
+            prev_place, prev_start = state.place, state.visit_start
+            prev_k = state.visits.get(prev_place, 0)
+            state.mark(u)
+            units.append(u)
+            writer.unit(u)
+            if "visit" in u.marks:
+                start_lines[u.t] = u.line()
+                if prev_place:
+                    line = start_lines.get(prev_start) or self._line_of(ep, prev_start)
+                    writer.visit(prev_place, prev_k, prev_start, u.t - 1, line)
+                writer.visit(u.location, u.marks["visit"], u.t, None, u.line())
+        n_units = int(meta.get("units", 0)) + len(units)
+        meta = {"state": state.to_json(), "consumed_bytes": consumed + end, "units": n_units,
+                "errors": (errors + report.errors)[-20:], "built_ns": time.time_ns(),
+                "asks": meta.get("asks", {})}
+        self.db.put(ep, units, meta)
+        if units:
+            writer.overview(ep, n_units, meta["state"], state.next_t - 1)
+        report.new_units, report.units, report.files_written = len(units), n_units, writer.files_written
+        report.seconds = time.monotonic() - t0
+        return report
+
+    def _line_of(self, ep: str, t: int) -> str:
+        us = self.db.units(ep, t, t)
+        return us[0].line() if us else f"t={t}"
+
+    def clear(self, ep: str) -> None:
+        """Drop the episode's units and every generated view (``steps.jsonl`` and ``ask/`` stay)."""
+        root = episode_root(ep)
+        self.db.drop(ep)
+        for name in ("steps", "timeline", "by-location", "by-object", "by-event", "visits", "transitions",
+                     "recall", "episode.md"):
+            self.tree.remove(f"{root}/{name}")
+
+    def episodes(self) -> list[str]:
+        """Episode ids: directories under ``episodes/`` holding a ``steps.jsonl``."""
+        if not self.tree.isdir(EPISODES_DIR):
+            return []
+        return [n for n in self.tree.listdir(EPISODES_DIR)
+                if not n.startswith(".") and self.tree.exists(f"{EPISODES_DIR}/{n}/{STEPS_FILE}")]
+
+    # -- read ---------------------------------------------------------------------------------------------
+    def index(self, ep: str) -> Any:
+        """The :class:`~libraryfs.features.episodes.recall.EpisodeIndex` of an episode (cached per unit count)."""
+        from libraryfs.features.episodes.recall import EpisodeIndex
+
+        n = int(self.db.meta(ep).get("units", 0))
+        hit = self._index_cache.get(ep)
+        if hit and hit[0] == n:
+            return hit[1]
+        idx = EpisodeIndex(self.db.units(ep))
+        self._index_cache[ep] = (n, idx)
+        return idx
+
+    def answer_asks(self, ep: str) -> list[str]:
+        """Answer new or changed question files in ``ask/``; returns the ``recall/`` paths written."""
+        from libraryfs.features.episodes.recall import recall
+
+        ask_dir = f"{episode_root(ep)}/ask"
+        if not self.tree.isdir(ask_dir):
+            return []
+        meta = self.db.meta(ep)
+        asks: dict[str, str] = dict(meta.get("asks", {}))
+        written = []
+        for name in self.tree.listdir(ask_dir):
+            if name.startswith(".") or name.endswith(".tmp"):
+                continue
+            try:
+                text = self.tree.read_bytes(f"{ask_dir}/{name}").decode("utf-8", "replace")
+            except (IsADirectoryError, FileNotFoundError):
+                continue
+            budget, question = parse_ask(text)
+            if not question:
+                continue
+            stem = name[:-3] if name.endswith(".md") else name[:-4] if name.endswith(".txt") else name
+            out = f"{episode_root(ep)}/recall/{stem}.md"
+            key = hashlib.sha256(f"{budget}\0{question}\0{meta.get('units', 0)}".encode()).hexdigest()[:16]
+            if asks.get(name) == key and self.tree.exists(out):
+                continue
+            r = recall(self.index(ep), question, budget)
+            body = (f"# recall: {question}\n\nbudget {budget} tokens · evidence {r.tokens} tokens · "
+                    f"{len(r.items)} lines · anchors: {r.anchor_summary()}\n\n{r.text}\n")
+            self.tree.write_bytes(out, body.encode())
+            asks[name] = key
+            written.append(out)
+        if written:
+            meta = self.db.meta(ep)
+            meta["asks"] = asks
+            self.db.put(ep, [], meta)
+        return written
+
+    def poll(self) -> list[str]:
+        """One watcher pass over every episode: build grown ``steps.jsonl`` files, answer questions.
+        Returns report lines for what changed."""
+        out = []
+        for ep in self.episodes():
+            try:
+                size = file_size(self.tree, f"{episode_root(ep)}/{STEPS_FILE}")
+                if size is not None and size != self.db.meta(ep).get("consumed_bytes", 0):
+                    rep = self.build(ep)
+                    if rep.new_units or rep.errors or rep.rebuilt:
+                        out.append(rep.line())
+                out += [f"{ep}: wrote {p}" for p in self.answer_asks(ep)]
+            except (OSError, ValueError) as e:
+                log.warning("episode %s: %s", ep, e)
+                out.append(f"{ep}: error: {e}")
+        return out
+
+
+def parse_ask(text: str) -> tuple[int, str]:
+    """``(budget_tokens, question)`` of a question file (first line ``budget: N`` optional)."""
+    lines = text.strip().splitlines()
+    budget = DEFAULT_ASK_BUDGET_TOKENS
+    if lines and lines[0].lower().startswith("budget:"):
+        try:
+            budget = max(1, int(lines[0].split(":", 1)[1].strip()))
+        except ValueError:
+            pass
+        lines = lines[1:]
+    return budget, " ".join(x.strip() for x in lines).strip()

@@ -1,0 +1,111 @@
+"""Units of every episode in the store's ``units`` named DB (registered in ``schema.EXTENSION_DBS``).
+
+Why a named DB rather than one JSON file per step under ``episodes/<id>/units/``: recall reads a whole
+episode's units with one range scan in one read transaction (MVCC — it works beside a live mount, and
+1,000 units load in milliseconds instead of 1,000 file opens through FUSE); a batch of appended steps is
+one write transaction; the units are the builder's source of truth and the files under
+``episodes/<id>/`` are views derived from them (rebuildable), so the tree does not carry the same facts
+twice. The per-step view ``steps/<t>.md`` shows every field of a unit to an agent with only a shell.
+
+Keys (``ep`` is the episode id as UTF-8, ``t`` a u64 big-endian so keys sort by step)::
+
+    b"u" + ep + b"\\x00" + u64(t)  → unit JSON (:meth:`Unit.to_json`)
+    b"m" + ep                     → episode meta JSON: {"state": EpisodeState, "consumed_bytes": n,
+                                     "units": n, "errors": [...], "built_ns": ns}
+
+Episode ids are path components: 1–200 bytes, no ``/`` and no NUL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store
+from libraryfs.features.episodes.units import Unit
+
+DB_NAME = b"units"
+
+
+def check_episode_id(ep: str) -> bytes:
+    """UTF-8 bytes of a valid episode id; ``ValueError`` otherwise."""
+    b = ep.encode("utf-8", "surrogateescape")
+    if not b or len(b) > 200 or b"/" in b or b"\x00" in b or ep in (".", ".."):
+        raise ValueError(f"not a valid episode id: {ep!r}")
+    return b
+
+
+class UnitDB:
+    """Read and write episodes' units and meta in ``store`` (one transaction per call)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.db = store.open_db(DB_NAME)
+
+    def meta(self, ep: str) -> dict[str, Any]:
+        """Episode meta (``{}`` for an unknown episode)."""
+        with self.store.read() as t:
+            raw = t.t.get(b"m" + check_episode_id(ep), db=self.db)
+        return json.loads(raw) if raw else {}
+
+    def put(self, ep: str, units: list[Unit], meta: dict[str, Any]) -> None:
+        """Store ``units`` (replacing those with the same ``t``) and ``meta`` in one write transaction."""
+        e = check_episode_id(ep)
+        recs = [(b"u" + e + b"\x00" + S.u64(u.t), json.dumps(u.to_json(), separators=(",", ":")).encode())
+                for u in units]
+        m = json.dumps(meta, separators=(",", ":")).encode()
+
+        def put(t: Any) -> None:
+            for k, v in recs:
+                t.t.put(k, v, db=self.db)
+            t.t.put(b"m" + e, m, db=self.db)
+
+        self.store.run_write(put)
+
+    def units(self, ep: str, t_from: int = 0, t_to: int | None = None) -> list[Unit]:
+        """Units of ``ep`` with ``t_from ≤ t ≤ t_to`` in step order (one read transaction)."""
+        prefix = b"u" + check_episode_id(ep) + b"\x00"
+        out: list[Unit] = []
+        with self.store.read() as t:
+            cur = t.t.cursor(db=self.db)
+            if not cur.set_range(prefix + S.u64(t_from)):
+                return out
+            for k, v in cur:
+                if not k.startswith(prefix):
+                    break
+                if t_to is not None and S.from_u64(k[len(prefix):]) > t_to:
+                    break
+                out.append(Unit.from_json(json.loads(v)))
+        return out
+
+    def episodes(self) -> list[str]:
+        """Ids of the episodes with meta, sorted."""
+        out = []
+        with self.store.read() as t:
+            cur = t.t.cursor(db=self.db)
+            if cur.set_range(b"m"):
+                for k, _ in cur:
+                    if not k.startswith(b"m"):
+                        break
+                    out.append(k[1:].decode("utf-8", "surrogateescape"))
+        return out
+
+    def drop(self, ep: str) -> int:
+        """Delete an episode's units and meta; returns the number of units deleted."""
+        e = check_episode_id(ep)
+        prefix = b"u" + e + b"\x00"
+
+        def drop(t: Any) -> int:
+            n = 0
+            cur = t.t.cursor(db=self.db)
+            if cur.set_range(prefix):
+                while cur.key().startswith(prefix):
+                    cur.delete()
+                    n += 1
+                    if not cur.key():
+                        break
+            t.t.delete(b"m" + e, db=self.db)
+            return n
+
+        return self.store.run_write(drop)

@@ -1,0 +1,202 @@
+"""The metadata operations of :class:`~libraryfs.fs.view.LibraryView`: an inode's attributes and the volume's.
+
+:class:`AttrOps` holds chmod/chown/utimens, the extended attributes (get/list/set/removexattr) and statfs.
+They are one group because they change or report metadata only: no dirent, no link count, no file data and no
+journal record, so the indexer never sees them (names are in :mod:`libraryfs.fs.nameops`, data in
+:mod:`libraryfs.fs.view`). Generated files answer the read side through
+:class:`~libraryfs.fs.virtual.VirtualNamespace` (``user.libraryfs.*`` freshness xattrs) and refuse the write
+side with EACCES. Extended attribute names must be in a Linux namespace (``user.``, ``trusted.``,
+``security.``, ``system.``; others are ENOTSUP as on ext4), and POSIX ACLs are ENOTSUP.
+
+``AttrOps`` is a mixin: it has no state of its own and runs on the :class:`~libraryfs.fs.view.LibraryView` it
+is mixed into (the attributes and methods it needs are listed in its class body). Paths are absolute bytes,
+xattr names and values raw bytes, times ns since the epoch; errors are :mod:`libraryfs.errors` classes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat as _stat
+from typing import TYPE_CHECKING
+
+from libraryfs.fs import schema as S
+from libraryfs.errors import AccessDenied, Exists, InvalidArgument, NameTooLong, NoAttr, NotSupported
+from libraryfs.fs.store import Store, Txn, now_ns
+
+#: config key: b"1" once any ``security.*`` xattr has been stored in the library
+SECURITY_XATTRS_FLAG = b"has_security_xattrs"
+
+if TYPE_CHECKING:
+    from libraryfs.fs.view import Handle
+    from libraryfs.fs.virtual import Resolved, VirtualNamespace
+
+UTIME_NOW = "now"  #: sentinel for utimens: set to the current time (POSIX UTIME_NOW)
+UTIME_OMIT = None  #: sentinel for utimens: leave unchanged (POSIX UTIME_OMIT)
+
+XATTR_CREATE = 1  #: setxattr flag: fail with EEXIST if the attribute exists
+XATTR_REPLACE = 2  #: setxattr flag: fail with ENODATA if the attribute does not exist
+ACL_XATTR_PREFIX = b"system.posix_acl_"  #: system.posix_acl_access / _default: refused (ENOTSUP)
+#: The Linux xattr namespaces (xattr(7)); a name in any other is ENOTSUP, as on ext4 and tmpfs.
+XATTR_NAMESPACES = (b"user.", b"trusted.", b"security.", b"system.")
+
+
+def check_namespace(name: bytes) -> None:
+    """Raise NotSupported (ENOTSUP/EOPNOTSUPP) unless ``name`` is in a Linux xattr namespace
+    (:data:`XATTR_NAMESPACES`): ``setfattr -n bogus.x`` fails as on ext4. An empty name passes (EINVAL is
+    the caller's)."""
+    if name and not name.startswith(XATTR_NAMESPACES):
+        raise NotSupported("extended attribute names must start with user., trusted., security. or system.")
+
+
+class AttrOps:
+    """chmod/chown/utimens, xattrs and statfs for :class:`~libraryfs.fs.view.LibraryView`."""
+
+    # Supplied by LibraryView, the class this is mixed into.
+    store: Store
+    handles: dict[int, Handle]  #: open-file handles by number (fchmod/fchown/futimens work after unlink)
+    virtual: VirtualNamespace
+    security_xattrs: bool  #: a security.* xattr was stored at some point (config flag)
+
+    if TYPE_CHECKING:
+        def resolve(self, t: Txn, path: bytes) -> Resolved: ...
+        def _writable(self) -> None: ...
+        def _node_for(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode: ...
+
+    # ------------------------------------------------------------------------------------------------
+    # chmod/chown/utimens
+    def _modify(self, path: bytes | None, fh: int | None, change) -> None:
+        self._writable()
+
+        def fn(t: Txn) -> None:
+            node = self._node_for(t, path, fh)
+            change(node)
+            node.ctime_ns = now_ns()
+            t.put_inode(node)
+
+        self.store.run_write(fn)
+
+    def chmod(self, path: bytes | None, mode: int, fh: int | None = None) -> None:
+        """Set permission bits (the file type bits are kept)."""
+        def change(n: S.Inode) -> None:
+            n.mode = (n.mode & S.S_IFMT) | (mode & 0o7777)
+        self._modify(path, fh, change)
+
+    def chown(self, path: bytes | None, uid: int, gid: int, fh: int | None = None) -> None:
+        """Set owner and group; -1 leaves one unchanged. Clears set-id bits of regular files (POSIX)."""
+        def change(n: S.Inode) -> None:
+            if uid != -1:
+                n.uid = uid
+            if gid != -1:
+                n.gid = gid
+            if n.is_reg and (uid != -1 or gid != -1):
+                n.mode &= ~(_stat.S_ISUID | (_stat.S_ISGID if n.mode & 0o010 else 0))
+        self._modify(path, fh, change)
+
+    def utimens(self, path: bytes | None, atime, mtime, fh: int | None = None) -> None:
+        """Set times in ns; each is an int, :data:`UTIME_NOW` or :data:`UTIME_OMIT` (utimensat(2))."""
+        now = now_ns()
+
+        def change(n: S.Inode) -> None:
+            if atime is not UTIME_OMIT:
+                n.atime_ns = now if atime == UTIME_NOW else int(atime)
+            if mtime is not UTIME_OMIT:
+                n.mtime_ns = now if mtime == UTIME_NOW else int(mtime)
+        self._modify(path, fh, change)
+
+    # ------------------------------------------------------------------------------------------------
+    # volume
+    def statfs(self) -> dict:
+        """``statvfs`` from real figures: LMDB pages in use plus the free space of the disk below it."""
+        info = self.store.map_info()
+        du = shutil.disk_usage(self.store.libdir)
+        bsize = 4096
+        used = info["used_bytes"]
+        total = used + du.free
+        with self.store.read() as t:
+            files = t.count(self.store.db_inodes)
+        free_blocks = du.free // bsize
+        return {"f_bsize": bsize, "f_frsize": bsize, "f_blocks": max(1, total // bsize),
+                "f_bfree": free_blocks, "f_bavail": free_blocks, "f_files": files + free_blocks // 4,
+                "f_ffree": free_blocks // 4, "f_favail": free_blocks // 4, "f_namemax": S.NAME_MAX}
+
+    # ------------------------------------------------------------------------------------------------
+    # xattrs
+    def _xattr_node(self, t: Txn, path: bytes) -> Resolved:
+        return self.resolve(t, path)
+
+    def getxattr(self, path: bytes, name: bytes) -> bytes:
+        """Value of an extended attribute; generated files expose ``user.libraryfs.*`` freshness facts."""
+        if name == b"security.capability" and not self.security_xattrs:
+            # the kernel asks this before every write(2); no security.* xattr was ever stored
+            raise NoAttr("no such attribute")
+        check_namespace(name)
+        with self.store.read() as t:
+            r = self.resolve(t, path)
+            if r.kind != "real":
+                return self.virtual.getxattr(t, r, name)
+            v = t.getxattr(r.ino, name)
+            if v is None:
+                raise NoAttr("no such attribute")
+            return v
+
+    def listxattr(self, path: bytes) -> list[bytes]:
+        """Names of the extended attributes (a name outside the Linux namespaces, stored before they were
+        checked, is not listed: it could be neither read nor removed)."""
+        with self.store.read() as t:
+            r = self.resolve(t, path)
+            if r.kind != "real":
+                return self.virtual.listxattr(t, r)
+            return [n for n in t.listxattr(r.ino) if n.startswith(XATTR_NAMESPACES)]
+
+    def setxattr(self, path: bytes, name: bytes, value: bytes, flags: int) -> None:
+        """Set an extended attribute (XATTR_CREATE → EEXIST if present, XATTR_REPLACE → ENODATA if not).
+
+        Raises NotSupported for a name outside the Linux namespaces and for POSIX ACLs, InvalidArgument for an
+        empty name or a value over 64 KiB, NameTooLong for a name over 255 bytes, AccessDenied on generated
+        files.
+        """
+        self._writable()
+        check_namespace(name)
+        if name.startswith(ACL_XATTR_PREFIX):
+            # No POSIX ACL support: storing the ACL as opaque bytes would ignore it for permission checks and
+            # leave the mode bits unchanged (sed -i copies a file's mode with fsetxattr(posix_acl_access),
+            # C04). ENOTSUP makes libacl fall back to fchmod.
+            raise NotSupported("POSIX ACLs are not supported")
+        if len(name) > 255 or not name:
+            raise InvalidArgument("bad attribute name") if not name else NameTooLong("attribute name too long")
+        if len(value) > 64 * 1024:
+            raise InvalidArgument("attribute value too large")
+
+        def fn(t: Txn) -> None:
+            r = self.resolve(t, path)
+            if r.kind != "real":
+                raise AccessDenied("generated files are read-only")
+            cur = t.getxattr(r.ino, name)
+            if flags & XATTR_CREATE and cur is not None:
+                raise Exists("attribute exists")
+            if flags & XATTR_REPLACE and cur is None:
+                raise NoAttr("no such attribute")
+            t.setxattr(r.ino, name, value)
+            if name.startswith(b"security.") and t.cfg(SECURITY_XATTRS_FLAG) != b"1":
+                t.put_cfg(SECURITY_XATTRS_FLAG, b"1")
+            node = r.node
+            node.ctime_ns = now_ns()  # type: ignore[union-attr]
+            t.put_inode(node)  # type: ignore[arg-type]
+
+        self.store.run_write(fn)
+        if name.startswith(b"security."):
+            self.security_xattrs = True
+
+    def removexattr(self, path: bytes, name: bytes) -> None:
+        """Remove an extended attribute (ENODATA if absent, ENOTSUP outside the Linux namespaces)."""
+        self._writable()
+        check_namespace(name)
+
+        def fn(t: Txn) -> None:
+            r = self.resolve(t, path)
+            if r.kind != "real":
+                raise AccessDenied("generated files are read-only")
+            if not t.delxattr(r.ino, name):
+                raise NoAttr("no such attribute")
+
+        self.store.run_write(fn)

@@ -1,0 +1,451 @@
+"""The FUSE adapter: path → one :class:`~libraryfs.fs.view.LibraryView` call → stat dict/bytes; errors → errno.
+
+This is the only module importing ``mfusepy``. It translates and decides nothing about what the library
+looks like (borg's ``hlfuse.py``). Known mfusepy 3.1 traps handled here (../shared/cases/POSIX.md):
+
+* with libfuse3 its rename wrapper drops ``flags`` → :meth:`LibraryFUSE.rename_fuse_3` passes them on, so
+  RENAME_NOREPLACE/RENAME_EXCHANGE are honoured (never silently a plain rename);
+* its utimens ignores UTIME_NOW/UTIME_OMIT → :meth:`LibraryFUSE.utimens_fuse_3` decodes them;
+* its truncate/chmod/chown wrappers drop the file handle → overridden so ``ftruncate``/``fchmod`` reach the
+  open handle;
+* ``hard_remove`` stays off: with it, libfuse forgets the path of a file unlinked while open and answers
+  ``fstat`` on its descriptor with ESTALE itself (the kernel sends GETATTR without a handle). libfuse instead
+  renames such a file to ``.fuse_hidden…``; the view turns that into a real unlink (C11);
+* any uncaught exception would become EINVAL → every op maps domain errors through
+  :func:`libraryfs.errors.to_errno`; anything unknown is logged and becomes EIO.
+
+Threading: single-threaded FUSE loop (``nothreads``; ARCHITECTURE §7: lowest CPU per request, faster with
+concurrent clients). Two helper threads only read the store: TOC invalidation and the periodic sync.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfuse2 if both exist
+
+import mfusepy  # noqa: E402
+
+from libraryfs.fs import schema as S  # noqa: E402
+from libraryfs.errors import LibraryError, to_errno  # noqa: E402
+from libraryfs.fs.view import PAGES_DIR, UTIME_NOW, UTIME_OMIT, LibraryView, _page_name  # noqa: E402
+
+log = logging.getLogger("libraryfs.fuse")
+
+_UTIME_NOW_NS = (1 << 30) - 1
+_UTIME_OMIT_NS = (1 << 30) - 2
+
+_libfuse = mfusepy._libfuse
+_libfuse.fuse_invalidate_path.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_libfuse.fuse_invalidate_path.restype = ctypes.c_int
+
+
+def _op(fn: Callable) -> Callable:
+    """Wrap one FUSE operation: domain error → errno, unknown exception → logged EIO."""
+
+    @functools.wraps(fn)
+    def wrapper(self, *args):
+        """Call the op; translate errors (see :func:`_op`)."""
+        try:
+            return fn(self, *args)
+        except mfusepy.FuseOSError:
+            raise
+        except LibraryError as e:
+            raise mfusepy.FuseOSError(to_errno(e) or errno.EIO) from None
+        except OSError as e:
+            code = to_errno(e)
+            if code is None:
+                log.exception("FUSE %s failed", fn.__name__)
+            raise mfusepy.FuseOSError(code or errno.EIO) from None
+        except Exception:
+            log.exception("FUSE %s raised an unexpected exception; returning EIO", fn.__name__)
+            raise mfusepy.FuseOSError(errno.EIO) from None
+
+    return wrapper
+
+
+def _b(path: str | None) -> bytes | None:
+    return None if path is None else os.fsencode(path)
+
+
+def _fh(fi) -> int | None:
+    if fi is None:
+        return None
+    if isinstance(fi, int):
+        return fi
+    return fi.fh
+
+
+class FuseOps(mfusepy.Operations):
+    """mfusepy operations over a :class:`LibraryView` (``raw_fi``: handles are ``fuse_file_info``)."""
+
+    use_ns = True
+    flag_nullpath_ok = True  # ops on open handles need no path
+    flag_nopath = True
+
+    def __init__(self, view: LibraryView, *, timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+                 on_init: Callable[[], None] | None = None) -> None:
+        self.view = view
+        self.timeouts_s = timeouts_s
+        self.on_init = on_init
+        self.fuse_ptr: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    def init_with_config(self, conn_info, config_3) -> None:
+        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok, auto_cache; keep the fuse handle."""
+        if config_3 is not None:
+            entry, attr, negative = self.timeouts_s
+            config_3.entry_timeout = entry
+            config_3.attr_timeout = attr
+            config_3.negative_timeout = negative
+            config_3.use_ino = 1
+            config_3.hard_remove = 0  # see the module docstring: hidden names keep fstat working
+            config_3.nullpath_ok = 1
+            config_3.auto_cache = 1
+        ctx = _libfuse.fuse_get_context()
+        self.fuse_ptr = ctx.contents.fuse
+        if self.on_init is not None:
+            self.on_init()
+
+    @mfusepy.overrides(mfusepy.Operations)
+    def destroy(self, path) -> None:
+        """libfuse destroy (unmount): sync the store so every commit survives an OS crash."""
+        self.view.store.sync()
+
+    def invalidate(self, path: bytes) -> int:
+        """Drop the kernel's cached attributes/pages of ``path`` (``fuse_invalidate_path``, libfuse ≥ 3.1)."""
+        if not self.fuse_ptr:
+            return -errno.ENOTCONN
+        return _libfuse.fuse_invalidate_path(self.fuse_ptr, path)
+
+    # -- attributes ---------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def getattr(self, path, fh=None):
+        """stat(2)/fstat(2) → :meth:`LibraryView.getattr`; ENOENT, ENOTDIR."""
+        return self.view.getattr(_b(path), _fh(fh))
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def chmod(self, path, mode, fh=None):
+        """chmod(2)/fchmod(2) → :meth:`LibraryView.chmod`; EACCES on generated files, EROFS read-only."""
+        self.view.chmod(_b(path), mode, _fh(fh))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def chown(self, path, uid, gid, fh=None):
+        """chown(2)/fchown(2) → :meth:`LibraryView.chown` (-1 keeps a value)."""
+        self.view.chown(_b(path), uid, gid, _fh(fh))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def utimens(self, path, times=None, fh=None):
+        """utimensat(2) with UTIME_NOW/UTIME_OMIT decoded → :meth:`LibraryView.utimens`."""
+        if times is None:
+            atime = mtime = UTIME_NOW
+        else:
+            atime, mtime = times
+        self.view.utimens(_b(path), atime, mtime, _fh(fh))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def statfs(self, path):
+        """statvfs(2) → :meth:`LibraryView.statfs`: LMDB pages in use plus the disk's free space."""
+        return self.view.statfs()
+
+    # -- directories ----------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def opendir(self, path):
+        """opendir(3) → a handle on a snapshot of the listing (stable readdir offsets)."""
+        return self.view.opendir(_b(path))
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def readdir_with_offset(self, path, offset, fh):
+        """getdents(2) from ``offset``: ``(name, {st_mode, st_ino}, next offset)`` tuples."""
+        # not a generator function itself: errors of view.readdir must surface inside _op
+        entries = self.view.readdir(fh, offset)
+        return ((os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries)
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def releasedir(self, path, fh):
+        """closedir(3): forget the directory handle."""
+        self.view.releasedir(fh)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def mkdir(self, path, mode):
+        """mkdir(2) → :meth:`LibraryView.mkdir`; EEXIST, ENOENT, ENAMETOOLONG."""
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        self.view.mkdir(_b(path), mode, uid, gid)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def mknod(self, path, mode, dev):
+        """mknod(2) of FIFOs, sockets and device nodes (stored as inode + rdev)."""
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        self.view.mknod(_b(path), mode, dev, uid, gid)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def rmdir(self, path):
+        """rmdir(2) → :meth:`LibraryView.rmdir`; ENOTEMPTY, ENOTDIR."""
+        self.view.rmdir(_b(path))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def fsyncdir(self, path, datasync, fh):
+        """fsync(2) on a directory: sync the store."""
+        self.view.fsync()
+        return 0
+
+    # -- files -----------------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def create(self, path, mode, fi=None):
+        """open(2) with O_CREAT → :meth:`LibraryView.create`; EEXIST with O_EXCL."""
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        fi.fh = self.view.create(_b(path), mode, fi.flags, uid, gid)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def open(self, path, fi):
+        """open(2) → :meth:`LibraryView.open`; generated files get direct_io (never a stale page cache)."""
+        fh, direct = self.view.open(_b(path), fi.flags)
+        fi.fh = fh
+        if direct:
+            fi.direct_io = 1
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def read(self, path, size, offset, fi):
+        """read(2) → :meth:`LibraryView.read` (counted per calling pid in stats.json; EDQUOT past a budget)."""
+        _uid, _gid, pid = mfusepy.fuse_get_context()
+        return self.view.read(fi.fh, size, offset, pid)
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def write(self, path, data, offset, fi):
+        """write(2) → :meth:`LibraryView.write` (O_APPEND honoured at the store's end of file)."""
+        return self.view.write(fi.fh, data, offset)
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def truncate(self, path, length, fh=None):
+        """truncate(2)/ftruncate(2) (the handle is passed on for unlinked files) → :meth:`LibraryView.truncate`."""
+        self.view.truncate(_b(path), length, _fh(fh))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def release(self, path, fi):
+        """close(2) of the last reference → :meth:`LibraryView.release` (frees unlinked files)."""
+        self.view.release(fi.fh)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def fsync(self, path, datasync, fi):
+        """fsync(2)/fdatasync(2): sync the store (durable against an OS crash)."""
+        self.view.fsync(fi.fh)
+        return 0
+
+    # -- names -------------------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def unlink(self, path):
+        """unlink(2) → :meth:`LibraryView.unlink` (open files keep their data)."""
+        self.view.unlink(_b(path))
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def rename(self, old, new, flags=0):
+        """renameat2(2) with NOREPLACE/EXCHANGE flags → :meth:`LibraryView.rename`."""
+        self.view.rename(_b(old), _b(new), flags)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def symlink(self, target, source):
+        """symlink(2): mfusepy passes (path of the new link, link content) → :meth:`LibraryView.symlink`."""
+        # mfusepy: symlink(path of the new link, content of the link)
+        uid, gid, _pid = mfusepy.fuse_get_context()
+        self.view.symlink(_b(target), _b(source), uid, gid)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def readlink(self, path):
+        """readlink(2) → :meth:`LibraryView.readlink`; EINVAL if not a link."""
+        return os.fsdecode(self.view.readlink(_b(path)))
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def link(self, target, source):
+        """link(2): mfusepy passes (new name, existing path) → :meth:`LibraryView.link`; EPERM for directories."""
+        # mfusepy: link(path of the new name, existing path)
+        self.view.link(_b(source), _b(target))
+        # libfuse gives each name its own kernel inode: drop the cached nlink of the existing name
+        self.invalidate(_b(source))
+        return 0
+
+    # -- xattrs -------------------------------------------------------------------------------------------------
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def getxattr(self, path, name, position=0):
+        """getxattr(2) → :meth:`LibraryView.getxattr`; ENODATA if absent, ENOTSUP outside user/trusted/security/system."""
+        return self.view.getxattr(_b(path), _b(name))
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def listxattr(self, path):
+        """listxattr(2) → :meth:`LibraryView.listxattr`."""
+        return [os.fsdecode(n) for n in self.view.listxattr(_b(path))]
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def setxattr(self, path, name, value, options, position=0):
+        """setxattr(2) → :meth:`LibraryView.setxattr` (XATTR_CREATE/XATTR_REPLACE)."""
+        self.view.setxattr(_b(path), _b(name), value, options)
+        return 0
+
+    @mfusepy.overrides(mfusepy.Operations)
+    @_op
+    def removexattr(self, path, name):
+        """removexattr(2) → :meth:`LibraryView.removexattr`; ENODATA if absent."""
+        self.view.removexattr(_b(path), _b(name))
+        return 0
+
+
+class LibraryFUSE(mfusepy.FUSE):
+    """mfusepy's FUSE with the libfuse3 wrappers it gets wrong replaced (see module docstring)."""
+
+    def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
+        """libfuse3 rename with its ``flags`` passed on (mfusepy drops them)."""
+        return self.operations.rename(old.decode(self.encoding, self.errors),
+                                      new.decode(self.encoding, self.errors), flags)
+
+    def _fh_of(self, fip) -> int | None:
+        return fip.contents.fh if fip else None
+
+    def _p(self, path: bytes | None) -> str | None:
+        return None if path is None else path.decode(self.encoding, self.errors)
+
+    def utimens_fuse_3(self, path, buf, fip) -> int:
+        """libfuse3 utimens: UTIME_NOW/UTIME_OMIT kept as sentinels, the handle passed on."""
+        if buf:
+            def conv(ts):
+                if ts.tv_nsec == _UTIME_NOW_NS:
+                    return UTIME_NOW
+                if ts.tv_nsec == _UTIME_OMIT_NS:
+                    return UTIME_OMIT
+                return ts.tv_sec * 10**9 + ts.tv_nsec
+            times = (conv(buf.contents.actime), conv(buf.contents.modtime))
+        else:
+            times = None
+        return self.operations.utimens(self._p(path), times, self._fh_of(fip))
+
+    def truncate_fuse_3(self, path, length, fip) -> int:
+        """libfuse3 truncate with the file handle passed on (mfusepy drops it)."""
+        return self.operations.truncate(self._p(path), length, self._fh_of(fip))
+
+    def chmod_fuse_3(self, path, mode, fip) -> int:
+        """libfuse3 chmod with the file handle passed on."""
+        return self.operations.chmod(self._p(path), mode, self._fh_of(fip))
+
+    def chown_fuse_3(self, path, uid, gid, fip) -> int:
+        """libfuse3 chown with the file handle passed on (-1 kept for 'unchanged')."""
+        if ctypes.c_uint32(uid + 1).value == 0:
+            uid = -1
+        if ctypes.c_uint32(gid + 1).value == 0:
+            gid = -1
+        return self.operations.chown(self._p(path), uid, gid, self._fh_of(fip))
+
+
+class Invalidator(threading.Thread):
+    """Watches the indexer's TOC generation and drops stale kernel caches of the TOC files it rewrote.
+
+    Polls one config key every ``interval_s`` seconds (an LMDB read, a few µs). Also syncs the store every
+    ``sync_interval_s`` seconds so committed data survives an OS crash within that window.
+    """
+
+    def __init__(self, ops: FuseOps, interval_s: float = 0.2, sync_interval_s: float = 1.0) -> None:
+        super().__init__(name="libraryfs-invalidator", daemon=True)
+        self.ops = ops
+        self.interval_s = interval_s
+        self.sync_interval_s = sync_interval_s
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        """Poll every ``interval_s``; invalidate rewritten TOC files; sync every ``sync_interval_s``."""
+        store = self.ops.view.store
+        last_gen = -1
+        last_sync = time.monotonic()
+        while not self.stop.wait(self.interval_s):
+            try:
+                with store.read() as t:
+                    gen = t.cfg_int(S.CFG_TOC_GEN)
+                    if gen == last_gen:
+                        dirty_paths: list[tuple[bytes, int]] = []
+                    else:
+                        dirty = S.loads(t.cfg(S.CFG_TOC_DIRTY), [])
+                        dirty_paths = []
+                        for ino in dirty if last_gen >= 0 else []:  # type: ignore[union-attr]
+                            p = t.path_of(ino)
+                            if p is not None:
+                                dirty_paths.append((p, t.toc_page_count(ino)))
+                if gen != last_gen:
+                    for p, npages in dirty_paths:
+                        base = p.rstrip(b"/")
+                        self.ops.invalidate(base + b"/INDEX.md")
+                        for k in range(1, npages):
+                            self.ops.invalidate(base + b"/" + PAGES_DIR + b"/" + _page_name(k))
+                    last_gen = gen
+                if time.monotonic() - last_sync >= self.sync_interval_s:
+                    store.sync()
+                    last_sync = time.monotonic()
+            except Exception:  # keep serving; a failed invalidation only delays freshness
+                log.exception("TOC invalidation pass failed")
+
+
+def serve(view: LibraryView, mountpoint: str, *, foreground: bool = True, allow_other: bool = False,
+          read_only: bool = False, timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+          on_init: Callable[[], None] | None = None, debug: bool = False, fsname: str = "libraryfs") -> None:
+    """Mount ``view`` at ``mountpoint`` and serve until unmounted (blocks). SIGTERM/SIGINT unmount cleanly.
+
+    Options: ``default_permissions`` (the kernel checks modes), ``allow_other`` only when asked
+    (private to the owner by default), ``ro`` for read-only mounts.
+    """
+    ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
+    inval = Invalidator(ops)
+    inval.start()
+    kwargs = dict(foreground=foreground, nothreads=True, fsname=fsname, subtype="libraryfs",
+                  default_permissions=True)
+    if allow_other:
+        kwargs["allow_other"] = True
+    if read_only:
+        kwargs["ro"] = True
+    try:
+        LibraryFUSE(ops, mountpoint, raw_fi=True, debug=debug, **kwargs)
+    finally:
+        inval.stop.set()

@@ -1,0 +1,233 @@
+"""TOC rendering: a directory's entries → bounded Markdown pages (ARCHITECTURE §2, "the B-tree").
+
+No page exceeds ``max_tokens`` o200k_base tokens. A directory that fits gets one page (``INDEX.md``). A
+larger one gets a tree of pages without moving any entry: leaf pages hold runs of entry lines (contiguous
+name ranges, or the builder's named groups), and index pages above them hold one line per child page,
+level by level until the root (``INDEX.md``) fits. With fan-out b ≈ C / (tokens per line), a lookup costs
+⌈log_b N⌉ page reads + 1 entry read at any N (PAPERS.md §1).
+
+Every string that came from a builder (possibly a model) is sanitised here: control characters and escape
+sequences removed, whitespace collapsed, length capped. Paths and links are computed by this module only:
+link targets are percent-encoded names relative to the page, so any name (spaces, newlines, non-UTF-8 bytes)
+is reachable; ``urllib.parse.unquote_to_bytes`` of a link target gives the exact bytes of the path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from libraryfs.index.jobs import Group
+
+DEFAULT_MAX_TOKENS = 2000
+_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+@dataclass
+class Item:
+    """One TOC line's facts: an entry of the directory."""
+
+    name: bytes
+    summary: str
+    tokens: int  #: o200k_base tokens of the entry (for a section: of everything below it)
+    is_dir: bool = False
+    entries: int = 0  #: for a section: number of entries below it
+    is_link: bool = False
+    approx: bool = False
+
+
+@dataclass
+class Rendered:
+    """The pages of one directory: ``pages[0]`` is ``INDEX.md``, ``pages[k]`` is ``.index/%04d.md``."""
+
+    pages: list[bytes]
+    page_tokens: list[int]
+    levels: int  #: 1 when the directory fits one page
+
+
+def sanitize(text: str, max_chars: int = 240) -> str:
+    """Make builder/model text safe for one TOC line: no control chars, one line, ≤ ``max_chars``."""
+    text = _CTRL.sub(" ", text)
+    text = " ".join(text.split())
+    text = text.replace("[", "\\[").replace("]", "\\]")  # no Markdown links from builder text
+    if len(text) > max_chars:
+        text = text[: max_chars - 1].rstrip() + "…"
+    return text
+
+
+def display_name(name: bytes) -> str:
+    """A name as shown in a TOC line: undecodable bytes as ``\\xNN``, control chars escaped, ``[]`` escaped."""
+    s = name.decode("utf-8", "backslashreplace")
+    s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
+    return s.replace("[", "\\[").replace("]", "\\]")
+
+
+def link_target(name: bytes, prefix: str = "") -> str:
+    """Percent-encoded relative link to ``name`` (exact bytes recoverable with ``unquote_to_bytes``)."""
+    return prefix + urllib.parse.quote(name, safe="-._~+,=@")
+
+
+def _fmt_tokens(n: int, approx: bool = False) -> str:
+    return f"{'~' if approx else ''}{n:,} tok"
+
+
+def entry_line(item: Item, prefix: str = "") -> str:
+    """``- [name](link) — summary (N tok)``; a section links to its own INDEX.md."""
+    if item.is_dir:
+        target = link_target(item.name, prefix) + "/INDEX.md"
+        facts = f"{item.entries:,} entr{'y' if item.entries == 1 else 'ies'}, {_fmt_tokens(item.tokens)}"
+        return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
+    if item.is_link:
+        return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
+    return (f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)} "
+            f"({_fmt_tokens(item.tokens, item.approx)})")
+
+
+def render(dir_title: str, description: str, items: list[Item], *, max_tokens: int = DEFAULT_MAX_TOKENS,
+           count_tokens: Callable[[str], int], header_facts: str = "", groups: list[Group] | None = None
+           ) -> Rendered:
+    """Render the pages of one directory. ``items`` must be sorted by name bytes.
+
+    ``groups`` (from a builder) are used only if they cover every item exactly once; each group then
+    starts a new run of leaf pages titled by the group name. Raises ``ValueError`` if a single entry line
+    alone exceeds the bound (cannot happen with sanitised summaries and C ≥ 200).
+    """
+    if max_tokens < 200:
+        raise ValueError("max_tokens must be at least 200")
+    title = sanitize(dir_title, 120) or "/"
+    desc = sanitize(description)
+    total_tokens = sum(i.tokens for i in items)
+    n = len(items)
+
+    def head(page_no: int, npages: int, subtitle: str = "") -> list[str]:
+        comment = f"<!-- libraryfs toc: page={page_no}/{npages} {header_facts} -->"
+        lines = [comment, f"# {title}" + (f" — {subtitle}" if subtitle else "")]
+        if page_no == 0:
+            if desc:
+                lines.append(desc)
+            lines.append(f"{n:,} entr{'y' if n == 1 else 'ies'} · {total_tokens:,} tokens")
+        lines.append("")
+        return lines
+
+    # one page?
+    lines0 = [entry_line(i) for i in items]
+    head_cost = count_tokens("\n".join(head(0, 1, ""))) + 24
+    line_cost = [count_tokens(ln) + 1 for ln in lines0]
+    if head_cost + sum(line_cost) <= max_tokens:
+        text = "\n".join(head(0, 1) + lines0) + "\n"
+        return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
+
+    # leaf runs: builder groups (validated) or one contiguous run
+    runs: list[tuple[str, list[int]]] = []
+    if groups and _valid_groups(groups, items):
+        pos = {os.fsdecode(i.name): k for k, i in enumerate(items)}
+        for g in groups:
+            runs.append((sanitize(g.title, 60), sorted(pos[nm] for nm in g.names)))
+    else:
+        runs.append(("", list(range(n))))
+
+    budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
+    # leaf pages: lines link to ../name
+    leaf_lines = [entry_line(i, "../") for i in items]
+    leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
+    pages: list[tuple[str, list[str], str]] = []  # (title, lines, range label)
+    for gtitle, idxs in runs:
+        cur: list[int] = []
+        cost = 0
+        for k in idxs:
+            if leaf_cost[k] > budget:
+                raise ValueError("one TOC line exceeds the page bound")
+            if cur and cost + leaf_cost[k] > budget:
+                pages.append(_leaf(gtitle, cur, items, leaf_lines))
+                cur, cost = [], 0
+            cur.append(k)
+            cost += leaf_cost[k]
+        if cur:
+            pages.append(_leaf(gtitle, cur, items, leaf_lines))
+
+    # build index levels until the root fits: a level's entries are (label, page_index, count)
+    all_pages: list[list[str]] = []  # page k+1 content lines (without head)
+    page_titles: list[str] = []
+    level: list[tuple[str, int, int]] = []
+    for gtitle, lines, label in pages:
+        all_pages.append(lines)
+        page_titles.append(gtitle or label)
+        level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
+    levels = 2
+    while True:
+        idx_lines = [f"- [{lab}](.index/{p:04d}.md) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}"
+                     for lab, p, cnt in level]
+        cost = [count_tokens(ln) + 1 for ln in idx_lines]
+        if sum(cost) <= budget:
+            root_lines = idx_lines
+            break
+        # group this level into index pages (links from inside .index/ are siblings: NNNN.md)
+        nxt: list[tuple[str, int, int]] = []
+        cur, c = [], 0
+        groups_of_level: list[list[int]] = []
+        for k in range(len(level)):
+            if cur and c + cost[k] > budget:
+                groups_of_level.append(cur)
+                cur, c = [], 0
+            cur.append(k)
+            c += cost[k]
+        if cur:
+            groups_of_level.append(cur)
+        for g in groups_of_level:
+            sib = [f"- [{level[k][0]}]({level[k][1]:04d}.md) — {level[k][2]:,} entries" for k in g]
+            all_pages.append(sib)
+            first_lab, last_lab = level[g[0]][0], level[g[-1]][0]
+            lab = f"{_range_start(first_lab)} … {_range_end(last_lab)}"
+            page_titles.append(lab)
+            nxt.append((lab, len(all_pages), sum(level[k][2] for k in g)))
+        level = nxt
+        levels += 1
+        if levels > 12:
+            raise ValueError("TOC tree too deep")
+
+    npages = len(all_pages) + 1
+    out = ["\n".join(head(0, npages) + root_lines) + "\n"]
+    for k, lines in enumerate(all_pages, start=1):
+        up = "- [↑ up](../INDEX.md)"
+        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", up]) + "\n")
+    return Rendered([p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels)
+
+
+def _leaf(gtitle: str, idxs: list[int], items: list[Item], lines: list[str]) -> tuple[str, list[str], str]:
+    first, last = _short(display_name(items[idxs[0]].name)), _short(display_name(items[idxs[-1]].name))
+    label = f"{first} … {last}" if first != last else first
+    return gtitle, [lines[k] for k in idxs], label
+
+
+def _short(s: str, n: int = 40) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _range_start(label: str) -> str:
+    label = label.split(": ", 1)[-1]
+    return label.split(" … ")[0]
+
+
+def _range_end(label: str) -> str:
+    label = label.split(": ", 1)[-1]
+    return label.split(" … ")[-1]
+
+
+def _valid_groups(groups: list[Group], items: list[Item]) -> bool:
+    names = [os.fsdecode(i.name) for i in items]
+    seen: list[str] = [nm for g in groups for nm in g.names]
+    return len(seen) == len(names) and set(seen) == set(names) and all(g.names for g in groups)
+
+
+#: the renderer's links: only at the start of a line ``- [text with \-escapes](target)``
+_LINK = re.compile(r"^- \[(?:\\.|[^\\\]])*\]\(([^)\s]+)\)", re.MULTILINE)
+
+
+def links(page: bytes | str) -> list[bytes]:
+    """Relative link targets of a rendered page, decoded to exact path bytes (for tests and agents)."""
+    if isinstance(page, bytes):
+        page = page.decode("utf-8", "surrogateescape")
+    return [urllib.parse.unquote_to_bytes(m.group(1)) for m in _LINK.finditer(page)]

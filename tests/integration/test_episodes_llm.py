@@ -1,0 +1,60 @@
+"""LLM extraction of free-text steps through a real loopback OpenAI-compatible server: the model's fields
+become the unit, answers are cached by content, and failures fall back to deterministic extraction."""
+
+from __future__ import annotations
+
+import json
+
+from helpers.episodes_llm_server import EpisodeLLMServer
+
+from libraryfs.features.episodes.builder import EpisodeBuilder
+from libraryfs.features.episodes.llm import make_extractor
+from libraryfs.layout import StoreTree
+from libraryfs.fs.store import Store
+
+MODEL_ANSWER = {"action": "chop", "objects": ["oak_tree", "river"], "events": ["collect_wood"],
+                "relations": [["agent", "facing", "oak_tree"]], "inventory": {"wood": 3},
+                "location": "forest-edge", "summary": "chopped an oak by the river"}
+TEXT = "I swung my axe at the big oak near the river at the forest edge and now carry three logs."
+
+
+def _env(monkeypatch, srv):
+    monkeypatch.setenv("LIBRARYFS_LLM_BASE_URL", srv.base_url)
+    monkeypatch.setenv("LIBRARYFS_LLM_MODEL", "scripted-model")
+    monkeypatch.setenv("LIBRARYFS_LLM_API_KEY", "test-key")
+
+
+def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
+    replies = [json.dumps(MODEL_ANSWER), "this is not JSON at all", 500]
+    with EpisodeLLMServer(lambda msgs: replies.pop(0) if replies else 500) as srv:
+        _env(monkeypatch, srv)
+        store = Store(libdir)
+        try:
+            ex = make_extractor(str(libdir), store)
+            assert ex is not None
+            b = EpisodeBuilder(StoreTree(store), store, ex)
+            b.append("walk", {"t": 0, "text": TEXT})
+            u = b.db.units("walk")[0]
+            assert u.source == "llm" and u.location == "forest-edge" and u.events == ["collect_wood"]
+            assert u.objects == ["oak_tree", "river"] and u.inventory == {"wood": 3} and u.facing == "oak_tree"
+            assert u.gained == ["wood"]  # derived from the inventory change
+            assert srv.requests[0]["model"] == "scripted-model"
+            assert TEXT in json.dumps(srv.requests[0]["messages"])
+            # the same text again: answered from the cache, no request
+            b.append("walk", {"t": 1, "text": TEXT})
+            assert len(srv.requests) == 1 and b.db.units("walk")[1].source == "llm"
+            # garbage answer, then HTTP 500: deterministic extraction takes over
+            b.append("walk", {"t": 2, "text": "Step 2: action do. At (3, 4) in zone-0-0. Facing water."})
+            b.append("walk", {"t": 3, "text": "Step 3: action noop. At (3, 5) in zone-0-0. Facing tree."})
+            u2, u3 = b.db.units("walk")[2:]
+            assert (u2.source, u2.action, u2.facing) == ("text", "do", "water")
+            assert (u3.source, u3.position) == ("text", [3, 5])
+            assert ex.errors >= 2
+        finally:
+            store.close()
+
+
+def test_no_endpoint_no_extractor(libdir, monkeypatch):
+    monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("LIBRARYFS_LLM_MODEL", raising=False)
+    assert make_extractor(str(libdir), None) is None

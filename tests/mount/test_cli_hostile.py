@@ -1,0 +1,122 @@
+"""Problems a new user hit, each kept fixed: one-line errors, adopted indexers, safe unmounts."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from libraryfs.daemon import launcher
+
+
+def one_line_error(r, needle):
+    assert r.returncode != 0, r.stdout
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert needle in r.stderr, r.stderr
+
+
+def test_killed_server_then_mount_adopts_the_running_indexer(mounted, run_cli):
+    old_indexer = mounted.info["indexer_pid"]
+    os.kill(mounted.server_pid, signal.SIGKILL)
+    time.sleep(0.3)
+    r = run_cli("mount", mounted.libdir, mounted.mnt, check_rc=True)
+    run = launcher.read_run(mounted.libdir)
+    mounted.info["server_pid"] = run["server_pid"]
+    assert run["indexer_pid"] == old_indexer, r.stdout
+    assert launcher.indexer_holder(mounted.libdir) == old_indexer
+    run_cli("umount", mounted.mnt, check_rc=True)
+    deadline = time.monotonic() + 10
+    while launcher._pid_alive(old_indexer) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not launcher._pid_alive(old_indexer)
+
+
+def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
+    mnt = tmp_path / "other"
+    mnt.mkdir()
+    memfs = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "memfs.py")
+    p = subprocess.Popen([sys.executable, memfs, str(mnt)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while launcher.probe(str(mnt)) != "live" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert launcher.probe(str(mnt)) == "live"
+        one_line_error(run_cli("umount", str(mnt)), "not a libraryfs mount")
+        assert launcher.probe(str(mnt)) == "live"
+    finally:
+        subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+        p.terminate()
+        p.wait(10)
+
+
+def test_bad_into_and_empty_find_term(tmp_path, run_cli):
+    lib, src = tmp_path / "lib", tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("a")
+    run_cli("init", str(lib), check_rc=True)
+    for bad in ("../escape", ".", "a/../b", "x/INDEX.md"):
+        one_line_error(run_cli("ingest", str(lib), str(src), "--into", bad, "-q"), "invalid --into")
+    assert sorted(os.listdir(tmp_path)) == ["lib", "src"]
+    one_line_error(run_cli("find", str(lib), ""), "empty")
+    one_line_error(run_cli("mount", str(lib), str(tmp_path / "m"), "--timeouts", "-1,-1,-1"), "--timeouts")
+    assert not (tmp_path / "m").exists()  # a failed mount leaves no mountpoint it created
+
+
+def test_corrupt_and_empty_stores_give_one_line_and_check_never_writes(tmp_path, run_cli):
+    lib = tmp_path / "lib"
+    run_cli("init", str(lib), check_rc=True)
+    bad = tmp_path / "bad"
+    shutil.copytree(lib, bad)
+    with open(bad / "store" / "data.mdb", "r+b") as f:
+        f.seek(2 * 4096)
+        f.write(os.urandom(4 * 4096))
+    for cmd in (("status",), ("check",), ("find", "x"), ("index",)):
+        r = run_cli(cmd[0], str(bad), *cmd[1:])
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (cmd, r.stderr)
+    empty = tmp_path / "empty"
+    shutil.copytree(lib, empty)
+    (empty / "store" / "data.mdb").write_bytes(b"")
+    one_line_error(run_cli("check", str(empty)), "empty")
+    assert (empty / "store" / "data.mdb").stat().st_size == 0
+
+
+def test_status_and_find_accept_the_mountpoint_and_find_0_is_exact(mounted, run_cli):
+    name = b"caf\xe9\nx.md"
+    with open(os.fsencode(mounted.mnt) + b"/" + name, "wb") as f:
+        f.write(b"# Cafe\n")
+    mounted.wait_indexed()
+    assert '"mounted": true' in run_cli("status", mounted.mnt, "--json", check_rc=True).stdout
+    r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "find", mounted.mnt, "caf", "-0"],
+                       capture_output=True, check=True)
+    assert r.stdout == os.fsencode(mounted.mnt) + b"/" + name + b"\0"
+    text = run_cli("find", mounted.libdir, "caf", check_rc=True).stdout
+    assert text.strip().endswith("caf\\xe9\\x0ax.md")
+
+
+def test_non_regular_inbox_entries_are_filed_into_unsorted(mounted):
+    os.makedirs(mounted.p("inbox/adir/sub"))
+    os.mkfifo(mounted.p("inbox/fifo"))
+    os.symlink("/etc/passwd", mounted.p("inbox/pw"))
+    deadline = time.monotonic() + 20
+    while os.listdir(mounted.p("inbox")) != ["INDEX.md"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sorted(os.listdir(mounted.p("unsorted"))) == ["INDEX.md", "adir", "fifo", "pw"]
+    mounted.wait_indexed()
+    assert b"root:" not in open(mounted.p("unsorted/INDEX.md"), "rb").read()
+
+
+@pytest.mark.no_indexer
+def test_init_creates_the_inbox(tmp_path, run_cli):
+    lib = tmp_path / "lib2"
+    run_cli("init", str(lib), check_rc=True)
+    from libraryfs.layout import StoreTree
+    from libraryfs.fs.store import Store
+
+    tree = StoreTree(Store(lib))
+    try:
+        assert tree.isdir("inbox")
+    finally:
+        tree.close()

@@ -1,0 +1,91 @@
+"""fsck: each test breaks one invariant and asserts that exactly that check notices, then repairs it."""
+
+import os
+
+import pytest
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check
+from libraryfs.layout import StoreTree
+from libraryfs.fs.store import Store
+
+
+@pytest.fixture
+def populated(libdir):
+    st = Store(libdir)
+    tree = StoreTree(st)
+    tree.write_bytes("a/x.md", b"hello")
+    tree.write_bytes("a/b/y.md", os.urandom(70_000))
+    assert check(st).problems == []
+    yield st
+    st.close()
+
+
+def ino_of(st, path: bytes) -> int:
+    with st.read() as t:
+        ino = S.ROOT_INO
+        for comp in path.strip(b"/").split(b"/"):
+            ino = t.lookup(ino, comp)
+        return ino
+
+
+def codes(st):
+    return sorted({p.code for p in check(st).problems})
+
+
+def breaks_then_repairs(st, code):
+    assert codes(st) == [code]
+    rep = check(st, repair=True)
+    assert rep.repaired >= 1 and rep.clean
+    assert check(st).problems == []
+
+
+def test_dangling_dirent(populated):
+    st = populated
+    a = ino_of(st, b"/a")
+    st.run_write(lambda t: t.t.put(S.dirent_key(a, b"ghost"), S.u64(99999), db=st.db_dirents))
+    breaks_then_repairs(st, "I2")
+
+
+def test_wrong_nlink(populated):
+    st = populated
+    x = ino_of(st, b"/a/x.md")
+
+    def bump(t):
+        n = t.inode(x)
+        n.nlink = 5
+        t.put_inode(n)
+    st.run_write(bump)
+    breaks_then_repairs(st, "I4")
+
+
+def test_orphan_inode(populated):
+    st = populated
+    st.run_write(lambda t: t.put_inode(S.Inode(t.alloc_ino(), S.S_IFREG | 0o644, nlink=0)))
+    breaks_then_repairs(st, "I4")
+
+
+def test_chunk_past_eof(populated):
+    st = populated
+    x = ino_of(st, b"/a/x.md")
+    st.run_write(lambda t: t.t.put(S.data_key(x, 7), b"junk", db=st.db_data))
+    breaks_then_repairs(st, "I5")
+
+
+def test_next_ino_too_low(populated):
+    st = populated
+    st.run_write(lambda t: t.put_cfg(S.CFG_NEXT_INO, S.u64(2)))
+    breaks_then_repairs(st, "I6")
+
+
+def test_dirparent_mismatch(populated):
+    st = populated
+    b = ino_of(st, b"/a/b")
+    st.run_write(lambda t: t.t.put(S.u64(b), S.u64(S.ROOT_INO) + b"wrong", db=st.db_dirparent))
+    breaks_then_repairs(st, "I3")
+
+
+def test_toc_of_missing_directory(populated):
+    st = populated
+    st.run_write(lambda t: t.put_toc_pages(123456, [b"# stale"]))
+    breaks_then_repairs(st, "I8")

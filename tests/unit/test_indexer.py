@@ -1,0 +1,100 @@
+"""Indexer passes over a real store (no mount): caching, incremental TOCs, filing, paging."""
+
+import os
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.layout import StoreTree
+from libraryfs.fs.store import Store
+from libraryfs.index.tokens import count_tokens
+from libraryfs.index.toc import links
+from libraryfs.fs.view import LibraryView
+
+
+def toc(st: Store, path: str, page: int = 0) -> bytes:
+    view = LibraryView(st)
+    p = (b"/" + os.fsencode(path.strip("/")) if path.strip("/") else b"") + (
+        b"/INDEX.md" if page == 0 else b"/.index/%04d.md" % page)
+    fh, _ = view.open(p, os.O_RDONLY)
+    data = view.read(fh, 1 << 20, 0)
+    view.release(fh)
+    return data
+
+
+def make(libdir):
+    st = Store(libdir)
+    return st, StoreTree(st), Indexer(str(libdir), store=st)
+
+
+def test_summaries_are_cached_and_edits_are_incremental(libdir):
+    st, tree, idx = make(libdir)
+    tree.write_bytes("a/b/deep.md", b"# Deep note\n\nAbout caching.\n")
+    tree.write_bytes("a/other.md", b"# Other\n\nUnrelated.\n")
+    tree.write_bytes("z/z.md", b"# Zed\n\nElsewhere.\n")
+    first = idx.run_once()
+    assert first.summarized == 3
+    again = idx.run_once()
+    assert again.summarized == 0 and again.records == 0 and again.dirs_rendered == 0
+    tree.write_bytes("a/b/deep.md", b"# Deeper note\n\nEdited.\n")
+    rep = idx.run_once()
+    assert rep.summarized == 1
+    assert rep.dirs_rendered == 3  # a/b, a, root — not z
+    assert b"Deeper note" in toc(st, "a/b")
+    with st.read() as t:
+        assert t.journal_tail() == t.cfg_int(S.CFG_CURSOR)  # the indexer wrote no journal record itself
+    assert check(st).problems == []
+
+
+def test_delete_and_directory_rename_follow_in_tocs(libdir):
+    st, tree, idx = make(libdir)
+    tree.write_bytes("proj/notes/a.md", b"# Alpha\n")
+    tree.write_bytes("proj/notes/b.md", b"# Beta\n")
+    idx.run_once()
+    tree.remove("proj/notes/a.md")
+    tree.rename("proj/notes", "archive")
+    idx.run_once()
+    assert b"a.md" not in toc(st, "archive")
+    assert b"b.md" in toc(st, "archive") and b"Beta" in toc(st, "archive")
+    assert b"notes/" not in toc(st, "proj")
+    assert b"[archive/](archive/INDEX.md)" in toc(st, "")
+    assert check(st).problems == []
+
+
+def test_inbox_entries_are_filed(libdir):
+    st, tree, idx = make(libdir)
+    idx.settle_s = 0
+    tree.write_bytes("linux/kernel.md", b"# Kernel\n\nThe Linux kernel schedules processes on CPUs.\n")
+    tree.write_bytes("linux/fuse.md", b"# FUSE\n\nFilesystems in user space talk to the kernel.\n")
+    tree.write_bytes("cooking/pasta.md", b"# Pasta\n\nBoil pasta in salted water.\n")
+    idx.run_once()
+    tree.write_bytes("inbox/sched.md", b"# Scheduler\n\nHow the kernel scheduler picks processes.\n")
+    rep = idx.run_once()
+    assert rep.filed == [("sched.md", "linux/sched.md")]
+    idx.run_once()
+    assert tree.listdir("inbox") == []
+    assert b"sched.md" in toc(st, "linux")
+
+
+def test_large_directory_pages_are_bounded_and_every_link_opens(libdir):
+    st, tree, idx = make(libdir)
+    for i in range(600):
+        tree.write_bytes(f"big/n{i:05d}.md", f"# Note {i}\n\nThe body of note number {i}.\n".encode())
+    idx.run_once()
+    root = toc(st, "big")
+    with st.read() as t:
+        ino = t.lookup(S.ROOT_INO, b"big")
+        npages = t.toc_page_count(ino)
+    assert npages > 2
+    seen = set()
+    for k in range(npages):
+        page = toc(st, "big", k)
+        assert count_tokens(page) <= 2000
+        base = b"/big" if k == 0 else b"/big/.index"
+        for lk in links(page):
+            target = os.path.normpath(base + b"/" + lk)
+            LibraryView(st).getattr(target)  # raises if a TOC names a path that does not open
+            if lk.startswith(b"../n"):
+                seen.add(lk)
+    assert len(seen) == 600
+    assert root.count(b"\n- [") <= 60

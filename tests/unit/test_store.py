@@ -1,0 +1,163 @@
+"""Store: chunked data, sparse files, map growth, journal, names as bytes."""
+
+import os
+
+import pytest
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check
+from libraryfs.errors import LibraryMissing, NoSpace
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
+
+from conftest import unavailable
+
+
+def _write(view: LibraryView, path: bytes, data: bytes, offset: int = 0) -> None:
+    fh = view.create(path, 0o644, os.O_WRONLY, 0, 0)
+    view.write(fh, data, offset)
+    view.release(fh)
+
+
+def _read(view: LibraryView, path: bytes) -> bytes:
+    fh, _ = view.open(path, os.O_RDONLY)
+    out = view.read(fh, 1 << 30, 0)
+    view.release(fh)
+    return out
+
+
+def test_chunked_write_touches_only_its_chunks(libdir):
+    st = Store(libdir)
+    view = LibraryView(st)
+    data = os.urandom(3 * S.CHUNK_SIZE + 123)
+    _write(view, b"/big", data)
+    with st.read() as t:
+        ino = t.lookup(S.ROOT_INO, b"big")
+        before = {c: t.t.get(S.data_key(ino, c), db=st.db_data) for c in range(4)}
+    fh, _ = view.open(b"/big", os.O_RDWR)
+    view.write(fh, b"XY", S.CHUNK_SIZE + 10)
+    view.release(fh)
+    with st.read() as t:
+        after = {c: t.t.get(S.data_key(ino, c), db=st.db_data) for c in range(4)}
+    assert [c for c in range(4) if before[c] != after[c]] == [1]
+    expect = bytearray(data)
+    expect[S.CHUNK_SIZE + 10:S.CHUNK_SIZE + 12] = b"XY"
+    assert _read(view, b"/big") == bytes(expect)
+    assert check(st).problems == []
+    st.close()
+
+
+def test_sparse_truncate_and_holes(libdir):
+    st = Store(libdir)
+    view = LibraryView(st)
+    _write(view, b"/sp", b"abcdef")
+    view.truncate(b"/sp", 3)
+    view.truncate(b"/sp", 10)
+    assert _read(view, b"/sp") == b"abc" + bytes(7)
+    view.truncate(b"/sp", 1 << 30)  # 1 GiB sparse: no data written
+    fh, _ = view.open(b"/sp", os.O_RDWR)
+    view.write(fh, b"Z", 5_000_000)
+    assert view.read(fh, 3, 4_999_999) == b"\0Z\0"
+    view.release(fh)
+    with st.read() as t:
+        ino = t.lookup(S.ROOT_INO, b"sp")
+        assert t.inode(ino).size == 1 << 30
+        chunks = sum(1 for k in t.t.cursor(db=st.db_data).iternext(values=False) if k[:8] == S.u64(ino))
+    assert chunks == 2
+    assert check(st).problems == []
+    st.close()
+
+
+def test_map_grows_instead_of_failing(tmp_path):
+    st = Store.create(tmp_path / "lib", map_size=1 << 20)
+    view = LibraryView(st)
+    for i in range(8):
+        _write(view, b"/f%d" % i, os.urandom(1 << 20))
+    assert st.map_info()["map_size"] > 1 << 20
+    assert len(_read(view, b"/f7")) == 1 << 20
+    assert check(st).problems == []
+    st.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 8 MiB tmpfs (root can mount one): a disk that really fills up."""
+    import subprocess
+
+    d = tmp_path / "disk"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)], capture_output=True)
+    if r.returncode != 0:
+        unavailable(f"cannot mount a tmpfs: {r.stderr!r}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)])
+
+
+def test_full_disk_is_enospc_and_loses_nothing(small_disk):
+    st = Store.create(small_disk / "lib", map_size=1 << 20)
+    view = LibraryView(st)
+    written = {}
+    with pytest.raises(NoSpace):
+        for i in range(64):
+            data = os.urandom(512 * 1024)
+            _write(view, b"/f%d" % i, data)
+            written[i] = data
+    assert len(written) >= 4
+    for i, data in written.items():  # everything committed before the failure is intact
+        assert _read(view, b"/f%d" % i) == data
+    view.unlink(b"/f0")  # space is reusable after removing
+    _write(view, b"/after", b"ok")
+    assert _read(view, b"/after") == b"ok"
+    st.close()
+    st = Store(small_disk / "lib")
+    assert [p for p in check(st).problems if p.code != "I4"] == []
+    st.close()
+
+
+def test_non_utf8_names_round_trip(libdir):
+    st = Store(libdir)
+    view = LibraryView(st)
+    name = b"caf\xe9 \n\x01.md"
+    _write(view, b"/" + name, b"x")
+    fh = view.opendir(b"/")
+    names = [n for n, *_ in view.readdir(fh, 0)]
+    view.releasedir(fh)
+    assert name in names
+    assert _read(view, b"/" + name) == b"x"
+    st.close()
+
+
+def test_journal_records_mutations_in_order(libdir):
+    st = Store(libdir)
+    view = LibraryView(st)
+    view.mkdir(b"/d", 0o755, 0, 0)
+    _write(view, b"/d/a", b"1")
+    view.rename(b"/d/a", b"/d/b")
+    view.unlink(b"/d/b")
+    with st.read() as t:
+        ops = [S.OP_NAMES[r.op] for _s, r in t.journal_since(0)]
+        seqs = [s for s, _r in t.journal_since(0)]
+    assert ops == ["mkdir", "create", "write", "rename", "unlink"]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    st.close()
+
+
+def test_missing_and_corrupt_library(tmp_path):
+    with pytest.raises(LibraryMissing):
+        Store(tmp_path / "nope")
+    d = tmp_path / "lib"
+    Store.create(d).close()
+    st = Store(d)
+    st.run_write(lambda t: t.put_cfg(S.CFG_SCHEMA_VERSION, S.u64(999)))
+    st.close()
+    from libraryfs.errors import Corrupt
+    with pytest.raises(Corrupt):
+        Store(d)
+
+
+def test_library_dir_is_private(tmp_path):
+    d = tmp_path / "lib"
+    Store.create(d).close()
+    assert os.stat(d).st_mode & 0o777 == 0o700

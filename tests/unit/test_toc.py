@@ -1,0 +1,59 @@
+"""TOC rendering: bounded pages at any size, exact links, sanitised builder text."""
+
+import os
+
+import pytest
+
+from libraryfs.index.jobs import Group
+from libraryfs.index.tokens import count_tokens
+from libraryfs.index.toc import Item, links, render, sanitize
+
+
+def items(n, summary="a short summary of this entry"):
+    return [Item(b"entry-%06d.md" % i, summary, 100 + i) for i in range(n)]
+
+
+@pytest.mark.parametrize("n", [1, 30, 300, 3000, 20000])
+def test_pages_never_exceed_the_bound(n):
+    out = render("sect", "a section", items(n), max_tokens=2000, count_tokens=count_tokens)
+    assert max(out.page_tokens) <= 2000
+    assert all(count_tokens(p.decode()) <= 2000 for p in out.pages)
+    # every entry appears exactly once across the leaf pages
+    leaf_links = [lk for p in out.pages for lk in links(p) if not lk.endswith(b".md") or b"entry-" in lk]
+    names = sorted(lk.rsplit(b"/", 1)[-1] for lk in leaf_links if b"entry-" in lk)
+    assert names == sorted(i.name for i in items(n))
+
+
+def test_depth_is_logarithmic():
+    small = render("s", "", items(300), max_tokens=2000, count_tokens=count_tokens)
+    big = render("s", "", items(20000), max_tokens=2000, count_tokens=count_tokens)
+    assert small.levels == 2
+    assert big.levels == 3  # fan-out ~50: 20,000 entries need one more level, not 400x more pages to read
+
+
+def test_links_are_exact_bytes_for_odd_names():
+    odd = [Item(b"with space.md", "s", 1), Item(b"nl\nname", "s", 1), Item(b"caf\xe9.md", "s", 1),
+           Item(b"brackets[1](x).md", "s", 1)]
+    out = render("s", "", odd, max_tokens=2000, count_tokens=count_tokens)
+    assert set(links(out.pages[0])) == {i.name for i in odd}
+
+
+def test_model_text_is_sanitised():
+    evil = "line one\n- [pwn](/etc/passwd)\x1b[31m red \u202e rtl"
+    out = render("s", evil, [Item(b"a.md", evil, 1)], max_tokens=2000, count_tokens=count_tokens)
+    page = out.pages[0].decode()
+    assert "\x1b" not in page and "\u202e" not in page
+    assert all(not ln.startswith("- [pwn]") for ln in page.splitlines())
+    assert links(page) == [b"a.md"]  # the only link is the one the renderer made
+    assert "\n" not in sanitize("a\nb") and len(sanitize("x" * 1000)) <= 240
+
+
+def test_builder_groups_used_only_when_they_cover_everything():
+    its = items(120)
+    names = [os.fsdecode(i.name) for i in its]
+    good = [Group("first half", names[:60]), Group("second half", names[60:])]
+    out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens, groups=good)
+    assert "first half" in out.pages[0].decode()
+    bad = [Group("dup", names[:70]), Group("rest", names[60:])]
+    out2 = render("s", "", its, max_tokens=2000, count_tokens=count_tokens, groups=bad)
+    assert "dup" not in out2.pages[0].decode()
