@@ -29,7 +29,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=os.path.join(RESULTS, "cards_replay.json"))
     a = ap.parse_args()
-    recs = load_records(a.problems, a.workers, os.path.join(RESULTS, "cards_champ_classes.json"), progress=True)
+    recs = load_records(
+        a.problems, a.workers, os.path.join(RESULTS, "cards_champ_classes.json"), progress=True
+    )
     res = replay(recs, a.seeds)
     print(f"champ-dataset replay: {res['problems']} problems x {res['seeds']} shuffles")
     print(format_table(res))
@@ -37,12 +39,16 @@ def main() -> None:
     ids = {r["id"] for r in recs}
     hits = sum(classify(p.text) == slug(p.category) for p in ds.problems.values() if p.identifier in ids)
     res["classifier_accuracy"] = hits / len(ids)
-    print(f"keyword domain classifier: {hits}/{len(ids)} = {hits / len(ids):.3f} of problems in their champ domain")
+    print(
+        f"keyword domain classifier: {hits}/{len(ids)} = {hits / len(ids):.3f} of problems in their champ domain"
+    )
     by_dom: dict[str, list[float]] = {}
     for r in recs:
         by_dom.setdefault(r["domain"], []).append(r["solve_rate"])
-    print("held-out solve rate by domain: "
-          + ", ".join(f"{d} {sum(v) / len(v):.3f}" for d, v in sorted(by_dom.items())))
+    print(
+        "held-out solve rate by domain: "
+        + ", ".join(f"{d} {sum(v) / len(v):.3f}" for d, v in sorted(by_dom.items()))
+    )
     print(f"paper (AIME 2025, one real LLM): {PAPER}")
     res["paper"] = PAPER
     os.makedirs(os.path.dirname(a.out), exist_ok=True)

@@ -28,18 +28,24 @@ def main() -> None:
         for spread in (0.2, 0.5, 0.8):
             cfg = SimConfig(n_problems=a.problems, seeds=a.seeds, card_lift=lift, spread=spread)
             r = simulate(cfg)
-            print(f"\n== card lift {lift}, wrong-answer spread {spread} "
-                  f"(mean single-attempt solve rate {r['oracle_single_attempt']:.3f})")
+            print(
+                f"\n== card lift {lift}, wrong-answer spread {spread} "
+                f"(mean single-attempt solve rate {r['oracle_single_attempt']:.3f})"
+            )
             print(format_table(r))
             results.append(r)
     print("\nsummary: accuracy gain of tiered over Best-of-N at equal expected calls")
-    print(f"{'lift':>6}{'spread':>8}{'tiered':>9}{'BoN=':>8}{'gain':>8}{'calls':>7}{'pooled':>9}{'p.calls':>9}{'conc':>7}")
+    print(
+        f"{'lift':>6}{'spread':>8}{'tiered':>9}{'BoN=':>8}{'gain':>8}{'calls':>7}{'pooled':>9}{'p.calls':>9}{'conc':>7}"
+    )
     for r in results:
         m, c = r["methods"], r["config"]
         t, b, p = m["tiered"], m["best-of-N (equal calls)"], m["tiered-pooled"]
-        print(f"{c['card_lift']:>6}{c['spread']:>8}{t['accuracy']:>9.3f}{b['accuracy']:>8.3f}"
-              f"{t['accuracy'] - b['accuracy']:>+8.3f}{t['mean_calls']:>7.2f}{p['accuracy']:>9.3f}"
-              f"{p['mean_calls']:>9.2f}{r['concordance']:>7.3f}")
+        print(
+            f"{c['card_lift']:>6}{c['spread']:>8}{t['accuracy']:>9.3f}{b['accuracy']:>8.3f}"
+            f"{t['accuracy'] - b['accuracy']:>+8.3f}{t['mean_calls']:>7.2f}{p['accuracy']:>9.3f}"
+            f"{p['mean_calls']:>9.2f}{r['concordance']:>7.3f}"
+        )
     print(f"paper (AIME 2025, real LLM): {PAPER}")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w", encoding="utf-8") as f:

@@ -21,7 +21,15 @@ import sys
 import tempfile
 import time
 
-from libraryfs.features.code.budget import DIMENSIONS, Budget, BudgetTracker, Contract, ReadBudget, make_contract, verify_plan
+from libraryfs.features.code.budget import (
+    DIMENSIONS,
+    Budget,
+    BudgetTracker,
+    Contract,
+    ReadBudget,
+    make_contract,
+    verify_plan,
+)
 from libraryfs.features.code.complexity import complexity
 from libraryfs.features.code.index import CodeIndex
 from libraryfs.features.code.render import Renderer
@@ -36,7 +44,9 @@ PAPER = {"index_200_ms": 11.1, "route_ms": 0.11, "contract_us": 1.1, "budget_che
 def pick_files(src: str, n: int) -> list[str]:
     out = []
     for dirpath, dirnames, names in os.walk(src):
-        dirnames[:] = sorted(d for d in dirnames if d not in ("test", "tests", "idlelib", "site-packages", "__pycache__"))
+        dirnames[:] = sorted(
+            d for d in dirnames if d not in ("test", "tests", "idlelib", "site-packages", "__pycache__")
+        )
         for name in sorted(names):
             if name.endswith(".py"):
                 out.append(os.path.relpath(os.path.join(dirpath, name), src))
@@ -64,8 +74,17 @@ def random_plan(n: int, rng: random.Random) -> dict:
     tok = [0] * n
     for i in reversed(range(n)):
         tok[i] = 1 + sum(tok[c] for c in kids[i])
-    return {"nodes": [{"id": str(i), "budget": {"tokens": tok[i], "calls": tok[i]}, "cost": {"tokens": 1, "calls": 1},
-                       "children": [str(c) for c in kids[i]]} for i in range(n)]}
+    return {
+        "nodes": [
+            {
+                "id": str(i),
+                "budget": {"tokens": tok[i], "calls": tok[i]},
+                "cost": {"tokens": 1, "calls": 1},
+                "children": [str(c) for c in kids[i]],
+            }
+            for i in range(n)
+        ]
+    }
 
 
 def main() -> None:
@@ -98,11 +117,22 @@ def main() -> None:
             asts.append(time.perf_counter() - t)
         n_sym = sum(len(fp.symbols) for fp in idx.files.values())
         n_nodes = 1 + len(idx.directories()) - 1 + len(idx.files) + n_sym
-        res["index"] = {"files": len(idx.files), "symbols": n_sym, "tree_nodes": n_nodes,
-                        "lines": sum(fp.lines for fp in idx.files.values()),
-                        "build_ms": min(builds) * 1e3, "ast_parse_ms": min(asts) * 1e3}
-        rows.append((f"index build, {len(idx.files)} files ({n_nodes} nodes)", min(builds) * 1e3, "ms",
-                     f"ast.parse same files {min(asts) * 1e3:.1f} ms; paper 11.1 ms (2,002 nodes)"))
+        res["index"] = {
+            "files": len(idx.files),
+            "symbols": n_sym,
+            "tree_nodes": n_nodes,
+            "lines": sum(fp.lines for fp in idx.files.values()),
+            "build_ms": min(builds) * 1e3,
+            "ast_parse_ms": min(asts) * 1e3,
+        }
+        rows.append(
+            (
+                f"index build, {len(idx.files)} files ({n_nodes} nodes)",
+                min(builds) * 1e3,
+                "ms",
+                f"ast.parse same files {min(asts) * 1e3:.1f} ms; paper 11.1 ms (2,002 nodes)",
+            )
+        )
 
         lib = os.path.join("/dev/shm" if os.path.isdir("/dev/shm") else work, f"code-bench-lib-{os.getpid()}")
         tree = DirTree(lib)
@@ -112,9 +142,18 @@ def main() -> None:
         t_render = time.perf_counter() - t
         res["render_full_ms"] = t_render * 1e3
         res["render_files_written"] = ren.writes
-        rows.append((f"render into a directory ({ren.writes} files, tmpfs)", t_render * 1e3, "ms", "one-time, per add"))
+        rows.append(
+            (
+                f"render into a directory ({ren.writes} files, tmpfs)",
+                t_render * 1e3,
+                "ms",
+                "one-time, per add",
+            )
+        )
 
-        target = max(files, key=lambda r: len(idx.files[r].symbols) if 5 < len(idx.files[r].symbols) < 40 else 0)
+        target = max(
+            files, key=lambda r: len(idx.files[r].symbols) if 5 < len(idx.files[r].symbols) < 40 else 0
+        )
         original = open(os.path.join(repo, target), "rb").read()
         ups, ups_parse = [], []
         for i in range(20):
@@ -127,19 +166,42 @@ def main() -> None:
             ren.update([target])
             ups.append(time.perf_counter() - t)
             ups_parse.append(t1 - t)
-        res["incremental"] = {"file": target, "symbols": len(idx.files[target].symbols),
-                              "reparse_ms": statistics.median(ups_parse) * 1e3, "reparse_render_ms": statistics.median(ups) * 1e3}
-        rows.append((f"one-file update: re-parse ({target})", statistics.median(ups_parse) * 1e3, "ms",
-                     f"full build {min(builds) * 1e3:.1f} ms"))
-        rows.append(("one-file update: re-parse + re-render + save index", statistics.median(ups) * 1e3, "ms",
-                     "writes only changed files"))
+        res["incremental"] = {
+            "file": target,
+            "symbols": len(idx.files[target].symbols),
+            "reparse_ms": statistics.median(ups_parse) * 1e3,
+            "reparse_render_ms": statistics.median(ups) * 1e3,
+        }
+        rows.append(
+            (
+                f"one-file update: re-parse ({target})",
+                statistics.median(ups_parse) * 1e3,
+                "ms",
+                f"full build {min(builds) * 1e3:.1f} ms",
+            )
+        )
+        rows.append(
+            (
+                "one-file update: re-parse + re-render + save index",
+                statistics.median(ups) * 1e3,
+                "ms",
+                "writes only changed files",
+            )
+        )
         shutil.rmtree(lib, ignore_errors=True)
 
         t = time.perf_counter()
         retr = Retriever(idx)
         res["bm25_build_ms"] = (time.perf_counter() - t) * 1e3
-        queries = ["parse the email header", "who calls urlopen", "list all classes in json", "dumps",
-                   "\"def encode(\"", "make the base64 decoder handle padding", "why is the tokenizer slow?"]
+        queries = [
+            "parse the email header",
+            "who calls urlopen",
+            "list all classes in json",
+            "dumps",
+            '"def encode("',
+            "make the base64 decoder handle padding",
+            "why is the tokenizer slow?",
+        ]
         times = []
         for q in queries * 5:
             t = time.perf_counter()
@@ -147,10 +209,19 @@ def main() -> None:
             times.append(time.perf_counter() - t)
         sub = retr.retrieve("parse the email header").subgraph
         cx = per_call_us(lambda: complexity(idx, sub), 200)
-        res["route"] = {"median_ms": statistics.median(times) * 1e3, "p90_ms": sorted(times)[int(0.9 * len(times))] * 1e3,
-                        "complexity_vector_us": cx}
-        rows.append(("route decision (retrieve+vector+decide), median", statistics.median(times) * 1e3, "ms",
-                     f"paper 0.11 ms; BM25 model build {res['bm25_build_ms']:.1f} ms once"))
+        res["route"] = {
+            "median_ms": statistics.median(times) * 1e3,
+            "p90_ms": sorted(times)[int(0.9 * len(times))] * 1e3,
+            "complexity_vector_us": cx,
+        }
+        rows.append(
+            (
+                "route decision (retrieve+vector+decide), median",
+                statistics.median(times) * 1e3,
+                "ms",
+                f"paper 0.11 ms; BM25 model build {res['bm25_build_ms']:.1f} ms once",
+            )
+        )
         rows.append(("complexity vector of a retrieved subgraph", cx, "µs", "paper: < 1 ms"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -167,8 +238,13 @@ def main() -> None:
     chk = per_call_us(lambda: tr.charge("tokens", 1), 200_000)
     rb = ReadBudget({"reads": 10**15, "tokens": 10**15})
     rchk = per_call_us(lambda: rb.charge(reads=1, tokens=10), 200_000)
-    res["overheads_us"] = {"empty_call": base, "contract_raw": c_raw, "contract_from_dict": c_make,
-                           "budget_check": chk, "read_budget_charge": rchk}
+    res["overheads_us"] = {
+        "empty_call": base,
+        "contract_raw": c_raw,
+        "contract_from_dict": c_make,
+        "budget_check": chk,
+        "read_budget_charge": rchk,
+    }
     rows.append(("contract creation (tuple budget)", c_raw, "µs", f"paper 1.1 µs; empty call {base:.2f} µs"))
     rows.append(("contract creation (from dict, validated)", c_make, "µs", ""))
     rows.append(("budget check (BudgetTracker.charge)", chk, "µs", "paper 0.65 µs"))

@@ -34,7 +34,11 @@ def copy_source(dst: str) -> list[str]:
     from libraryfs.features.code.index import is_indexable
 
     out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z"], check=True, capture_output=True).stdout
-    rels = [p for p in os.fsdecode(out).split("\0") if p and is_indexable(p) and os.path.isfile(os.path.join(ROOT, p))]
+    rels = [
+        p
+        for p in os.fsdecode(out).split("\0")
+        if p and is_indexable(p) and os.path.isfile(os.path.join(ROOT, p))
+    ]
     for rel in rels:
         os.makedirs(os.path.join(dst, os.path.dirname(rel)), exist_ok=True)
         shutil.copyfile(os.path.join(ROOT, rel), os.path.join(dst, rel))
@@ -87,11 +91,17 @@ def wait_indexed(lib: str, timeout_s: float = 300.0) -> None:
 def navigate(mnt: str, repo: str, rel: str, qualname: str) -> list[str]:
     """Follow INDEX.md links from the mount root to one symbol file; returns the paths visited."""
     here, path = "", []
-    steps = ["code/", f"{repo}/"] + [f"{p}/" for p in rel.split("/")[:-1]] + [rel.split("/")[-1] + "/",
-                                                                              qualname + os.path.splitext(rel)[1]]
+    steps = (
+        ["code/", f"{repo}/"]
+        + [f"{p}/" for p in rel.split("/")[:-1]]
+        + [rel.split("/")[-1] + "/", qualname + os.path.splitext(rel)[1]]
+    )
     for text in steps:
-        links = {m.group(1): os.path.join(where, m.group(2))
-                 for where, page in toc_pages(mnt, here) for m in _LINK.finditer(page)}
+        links = {
+            m.group(1): os.path.join(where, m.group(2))
+            for where, page in toc_pages(mnt, here)
+            for m in _LINK.finditer(page)
+        }
         if text not in links:
             raise SystemExit(f"{here or '/'}: no link {text!r} in its INDEX.md")
         target = links[text]
@@ -120,8 +130,12 @@ def main() -> int:
     results: dict = {"files": len(rels)}
     try:
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "code", "add", src, "--library", lib],
-                           capture_output=True, text=True, check=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "libraryfs.cli.main", "code", "add", src, "--library", lib],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         results["add_s"] = time.perf_counter() - t0
         results["add_output"] = r.stdout.strip()
         print(r.stdout.strip())
@@ -132,18 +146,40 @@ def main() -> int:
         with open(os.path.join(mnt, path[-1]), encoding="utf-8") as f:
             first_line = f.readline().strip()
         results["navigation"] = path
-        print("navigation: / → " + " → ".join(p.rsplit("/", 1)[-1] + ("" if i == len(path) - 1 else "/")
-                                             for i, p in enumerate(path)))
+        print(
+            "navigation: / → "
+            + " → ".join(
+                p.rsplit("/", 1)[-1] + ("" if i == len(path) - 1 else "/") for i, p in enumerate(path)
+            )
+        )
         print(f"  {path[-1]}: {first_line}")
 
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        watch = subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "code", "add", src, "--watch",
-                                  "--debounce", str(a.debounce), "--library", lib],
-                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        watch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "libraryfs.cli.main",
+                "code",
+                "add",
+                src,
+                "--watch",
+                "--debounce",
+                str(a.debounce),
+                "--library",
+                lib,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         while not (watch.stdout.readline() or "watching").startswith("watching"):
             pass
         time.sleep(1.0)
-        edit_files = [r for r in rels if r.startswith(("libraryfs/", "cli/", "daemon/")) and r.endswith(".py")]
+        edit_files = [
+            r for r in rels if r.startswith(("libraryfs/", "cli/", "daemon/")) and r.endswith(".py")
+        ]
         edit_files = edit_files[:: max(1, len(edit_files) // a.edits)][: a.edits]
         delays = []
         for k, rel in enumerate(edit_files):
@@ -161,21 +197,32 @@ def main() -> int:
                     break
                 time.sleep(0.02)
             delays.append(delay)
-            print(f"  edit {k + 1:2d} {rel:45s} → INDEX.md {'timeout' if delay is None else f'{delay:.2f} s'}")
+            print(
+                f"  edit {k + 1:2d} {rel:45s} → INDEX.md {'timeout' if delay is None else f'{delay:.2f} s'}"
+            )
         ok = [d for d in delays if d is not None]
-        results.update(edits=len(delays), delays_s=delays, debounce_s=a.debounce,
-                       median_s=statistics.median(ok) if ok else None, max_s=max(ok) if ok else None,
-                       within_2s=sum(d <= 2.0 for d in ok))
+        results.update(
+            edits=len(delays),
+            delays_s=delays,
+            debounce_s=a.debounce,
+            median_s=statistics.median(ok) if ok else None,
+            max_s=max(ok) if ok else None,
+            within_2s=sum(d <= 2.0 for d in ok),
+        )
         print()
         print(f"{'measurement':48s} {'value':>9s}  unit")
         print(f"{'files indexed (this project)':48s} {len(rels):>9d}  files")
         print(f"{'code add (parse + render through the mount)':48s} {results['add_s']:>9.2f}  s")
-        print(f"{'code add → indexer idle (every INDEX.md written)':48s} {results['add_to_index_s']:>9.2f}  s")
+        print(
+            f"{'code add → indexer idle (every INDEX.md written)':48s} {results['add_to_index_s']:>9.2f}  s"
+        )
         if ok:
             print(f"{'edit → file INDEX.md, median of ' + str(len(ok)):48s} {results['median_s']:>9.2f}  s")
             print(f"{'edit → file INDEX.md, max':48s} {results['max_s']:>9.2f}  s")
-        print(f"{'edits visible within 2 s':48s} {results['within_2s']:>6d}/{len(delays):<2d}  (acceptance: within 2 s;"
-              f" debounce {a.debounce} s)")
+        print(
+            f"{'edits visible within 2 s':48s} {results['within_2s']:>6d}/{len(delays):<2d}  (acceptance: within 2 s;"
+            f" debounce {a.debounce} s)"
+        )
     finally:
         if watch is not None:
             watch.send_signal(signal.SIGTERM)

@@ -118,8 +118,16 @@ def worker(mnt: str, wid: int, duration_s: float, out_path: str, seed: int) -> i
             if len(errors) > 50:
                 break
     with open(out_path, "w") as f:
-        json.dump({"wid": wid, "acked": acked, "counts": counts, "errors": errors,
-                   "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()}}, f)
+        json.dump(
+            {
+                "wid": wid,
+                "acked": acked,
+                "counts": counts,
+                "errors": errors,
+                "files": {p: hashlib.sha256(c).hexdigest() for p, c in files.items()},
+            },
+            f,
+        )
     return 0
 
 
@@ -142,9 +150,15 @@ def verify_shared(path: str, results: list[dict]) -> dict:
             continue
         seen[(wid, seq)] = seen.get((wid, seq), 0) + 1
     want = {(r["wid"], s) for r in results for s in r["acked"]}
-    return {"bytes": len(data), "records": len(lines), "acknowledged": len(want),
-            "missing": len(want - set(seen)), "duplicated": sum(1 for v in seen.values() if v > 1),
-            "unacknowledged": len(set(seen) - want), "torn": torn + (1 if tail else 0)}
+    return {
+        "bytes": len(data),
+        "records": len(lines),
+        "acknowledged": len(want),
+        "missing": len(want - set(seen)),
+        "duplicated": sum(1 for v in seen.values() if v > 1),
+        "unacknowledged": len(set(seen) - want),
+        "torn": torn + (1 if tail else 0),
+    }
 
 
 def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
@@ -175,7 +189,7 @@ def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
                 os._exit(0)
             os.close(wfd)
             kids.append((pid, rfd))
-        for pid, rfd in kids:
+        for _pid, rfd in kids:
             msg = os.read(rfd, 256)
             os.close(rfd)
             if msg[:1] == b"1":
@@ -201,14 +215,21 @@ def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
             os.kill(pid, signal.SIGKILL)
         for pid, _ in kids:
             os.waitpid(pid, 0)
-    return {"rounds": rounds, "readers_per_round": per_round, "killed": rounds * per_round, "ok": ok,
-            "readers_full": full, "other_errors": other, "mount_errors": mount_errors,
-            "seconds": round(time.monotonic() - t0, 1)}
+    return {
+        "rounds": rounds,
+        "readers_per_round": per_round,
+        "killed": rounds * per_round,
+        "ok": ok,
+        "readers_full": full,
+        "other_errors": other,
+        "mount_errors": mount_errors,
+        "seconds": round(time.monotonic() - t0, 1),
+    }
 
 
 def run(a: argparse.Namespace) -> dict:
-    from libraryfs.fs.check import check
     from libraryfs.daemon import launcher
+    from libraryfs.fs.check import check
     from libraryfs.fs.store import Store
 
     work = tempfile.mkdtemp(prefix="lfs-conc-", dir=a.tmp)
@@ -224,9 +245,20 @@ def run(a: argparse.Namespace) -> dict:
         procs = []
         t0 = time.monotonic()
         for i in range(a.procs):
-            procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", mnt, str(i),
-                                           str(a.duration_s), os.path.join(work, f"w{i}.json"),
-                                           str(a.seed * 100 + i)]))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        os.path.abspath(__file__),
+                        "--worker",
+                        mnt,
+                        str(i),
+                        str(a.duration_s),
+                        os.path.join(work, f"w{i}.json"),
+                        str(a.seed * 100 + i),
+                    ]
+                )
+            )
         for p in procs:
             p.wait()
         out["phase1_s"] = round(time.monotonic() - t0, 1)
@@ -253,8 +285,12 @@ def run(a: argparse.Namespace) -> dict:
             full = os.path.join(mnt, d)
             names = {x for x in os.listdir(full) if x not in ("INDEX.md", ".index")}
             extra += len(names - want_names.get(full, set()))
-        out["own_files"] = {"files": sum(len(r["files"]) for r in results), "lost": lost, "corrupted": corrupt,
-                            "deleted_but_present": extra}
+        out["own_files"] = {
+            "files": sum(len(r["files"]) for r in results),
+            "lost": lost,
+            "corrupted": corrupt,
+            "deleted_but_present": extra,
+        }
         t1 = time.monotonic()
         _wait_indexed(libdir)
         out["indexer_catchup_s"] = round(time.monotonic() - t1, 2)
@@ -267,10 +303,13 @@ def run(a: argparse.Namespace) -> dict:
         _wait_indexed(libdir)
     finally:
         launcher.stop(mnt)
-    r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "check", libdir], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "check", libdir], capture_output=True, text=True
+    )
     out["cli_check"] = {"rc": r.returncode, "out": r.stdout.strip().splitlines()[-1:]}
     if not a.keep:
         import shutil
+
         shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -300,11 +339,17 @@ def table(o: dict) -> str:
         ("processes × seconds", f"{o['procs']} × {o['duration_s']}"),
         ("operations (all workers)", f"{sum(o['ops'].values()):,} ({o['ops_per_s']}/s)"),
         ("  appends to the one O_APPEND file", f"{o['ops'].get('appends', 0):,}"),
-        ("  creates / renames / deletes / reads", "{creates} / {renames} / {deletes} / {reads}".format(
-            **{k: o["ops"].get(k, 0) for k in ("creates", "renames", "deletes", "reads")})),
+        (
+            "  creates / renames / deletes / reads",
+            "{creates} / {renames} / {deletes} / {reads}".format(
+                **{k: o["ops"].get(k, 0) for k in ("creates", "renames", "deletes", "reads")}
+            ),
+        ),
         ("shared file: acknowledged records", f"{s['acknowledged']:,}"),
-        ("  missing / duplicated / torn / unacked", f"{s['missing']} / {s['duplicated']} / {s['torn']} / "
-                                                    f"{s['unacknowledged']}"),
+        (
+            "  missing / duplicated / torn / unacked",
+            f"{s['missing']} / {s['duplicated']} / {s['torn']} / " f"{s['unacknowledged']}",
+        ),
         ("own files: checked / lost / corrupted", f"{f['files']} / {f['lost']} / {f['corrupted']}"),
         ("  deleted names still present", f["deleted_but_present"]),
         ("worker errors", len(o["worker_errors"])),
@@ -343,9 +388,21 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.out or os.path.join(RESULTS, "concurrency.json"), "w") as f:
         json.dump(o, f, indent=2)
     s, f_, rd = o["shared_append"], o["own_files"], o["readers"]
-    bad = (s["missing"] + s["duplicated"] + s["torn"] + s["unacknowledged"] + f_["lost"] + f_["corrupted"]
-           + f_["deleted_but_present"] + len(o["worker_errors"]) + len(o["check_problems_phase1"])
-           + o["cli_check"]["rc"] + rd["readers_full"] + rd["other_errors"] + rd["mount_errors"])
+    bad = (
+        s["missing"]
+        + s["duplicated"]
+        + s["torn"]
+        + s["unacknowledged"]
+        + f_["lost"]
+        + f_["corrupted"]
+        + f_["deleted_but_present"]
+        + len(o["worker_errors"])
+        + len(o["check_problems_phase1"])
+        + o["cli_check"]["rc"]
+        + rd["readers_full"]
+        + rd["other_errors"]
+        + rd["mount_errors"]
+    )
     return 0 if bad == 0 else 1
 
 

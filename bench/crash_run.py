@@ -54,6 +54,7 @@ def sha(b: bytes) -> str:
 # the workload process
 # =====================================================================================================
 
+
 class _Log:
     """Append-only JSON-lines log on the local disk, one ``os.write`` per line (survives our own kill)."""
 
@@ -197,6 +198,7 @@ def _alive(mnt: str) -> bool:
 # the harness
 # =====================================================================================================
 
+
 class Model:
     """What the harness knows each worker's files hold: ``files[path] = bytes`` (acknowledged state)."""
 
@@ -207,8 +209,11 @@ class Model:
         self.counter = 0
 
     def state(self) -> dict:
-        return {"files": {p: base64.b64encode(c).decode() for p, c in self.files.items()}, "dirs": self.dirs,
-                "counter": self.counter}
+        return {
+            "files": {p: base64.b64encode(c).decode() for p, c in self.files.items()},
+            "dirs": self.dirs,
+            "counter": self.counter,
+        }
 
 
 class Stats:
@@ -304,17 +309,25 @@ def _resolve_in_flight(model: Model, op: dict, fsynced: dict | None, mnt: str, s
         got = _read(mnt, p)
         if got is None:
             if kind == "append" or fsynced:
-                stats.fail(it, f"in-flight {kind} of {p}: file missing" + (" after its fsync" if fsynced else ""))
+                stats.fail(
+                    it, f"in-flight {kind} of {p}: file missing" + (" after its fsync" if fsynced else "")
+                )
                 return
             stats.inc("in_flight_create_absent")
             return
         if fsynced and sha(got) != fsynced["sha"]:
-            stats.fail(it, f"in-flight {kind} of {p}: {len(got)} bytes after an acknowledged fsync of {len(new)}")
+            stats.fail(
+                it, f"in-flight {kind} of {p}: {len(got)} bytes after an acknowledged fsync of {len(new)}"
+            )
         elif not (got.startswith(old) and new.startswith(got)):
-            stats.fail(it, f"in-flight {kind} of {p}: {len(got)} bytes are not old content + a prefix of the new")
+            stats.fail(
+                it, f"in-flight {kind} of {p}: {len(got)} bytes are not old content + a prefix of the new"
+            )
         else:
-            stats.inc(f"in_flight_{kind}_" + ("complete" if got == new else "partial" if len(got) > len(old)
-                                               else "not_started"))
+            stats.inc(
+                f"in_flight_{kind}_"
+                + ("complete" if got == new else "partial" if len(got) > len(old) else "not_started")
+            )
         model.files[p] = got  # nobody writes it any more: from now on this is its state
     elif kind == "rename":
         src, dst = op["src"], op["dst"]
@@ -325,8 +338,11 @@ def _resolve_in_flight(model: Model, op: dict, fsynced: dict | None, mnt: str, s
             model.files[dst] = model.files.pop(src)
             stats.inc("in_flight_rename_done")
         else:
-            stats.fail(it, f"in-flight rename {src} → {dst}: neither state (src {gs is not None}, dst "
-                           f"{gd is not None})")
+            stats.fail(
+                it,
+                f"in-flight rename {src} → {dst}: neither state (src {gs is not None}, dst "
+                f"{gd is not None})",
+            )
     elif kind == "unlink":
         p = op["path"]
         got = _read(mnt, p)
@@ -355,8 +371,11 @@ def verify(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
                 stats.fail(it, f"lost {p} ({len(content)} bytes)")
             elif got != content:
                 stats.inc("corrupted")
-                stats.fail(it, f"corrupted {p}: {len(got)} bytes, want {len(content)} (sha {sha(got)} vs "
-                               f"{sha(content)})")
+                stats.fail(
+                    it,
+                    f"corrupted {p}: {len(got)} bytes, want {len(content)} (sha {sha(got)} vs "
+                    f"{sha(content)})",
+                )
     for d, names in want_names.items():
         seen = set(os.listdir(os.path.join(mnt, d))) - {"INDEX.md", ".index"}
         if seen != names:
@@ -381,14 +400,20 @@ def verify_tocs(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
             got = set()
             for page in pages:
                 for target in links(page):
-                    if target.startswith(b".index/") or target.endswith(b".md") and target[:4].isdigit() \
-                            or target.endswith(b"INDEX.md"):
+                    if (
+                        target.startswith(b".index/")
+                        or target.endswith(b".md")
+                        and target[:4].isdigit()
+                        or target.endswith(b"INDEX.md")
+                    ):
                         continue
                     got.add(target.removeprefix(b"../"))
             stats.inc("tocs_verified")
             if got != want:
                 stats.inc("toc_mismatch")
-                stats.fail(it, f"TOC of {d}: extra {sorted(got - want)[:3]}, missing {sorted(want - got)[:3]}")
+                stats.fail(
+                    it, f"TOC of {d}: extra {sorted(got - want)[:3]}, missing {sorted(want - got)[:3]}"
+                )
 
 
 def store_check(libdir: str) -> list:
@@ -438,6 +463,7 @@ def _kill9(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     from libraryfs.daemon.launcher import _pid_alive
+
     while _pid_alive(pid) and time.monotonic() < deadline:
         _reap()
         time.sleep(0.005)
@@ -495,9 +521,20 @@ def run(args: argparse.Namespace) -> dict:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(lp)
                 logs.append(lp)
-                procs.append(subprocess.Popen(
-                    [sys.executable, os.path.abspath(__file__), "--workload", mnt, sp, lp, str(m.worker),
-                     str(rng.randrange(1 << 30))]))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            os.path.abspath(__file__),
+                            "--workload",
+                            mnt,
+                            sp,
+                            lp,
+                            str(m.worker),
+                            str(rng.randrange(1 << 30)),
+                        ]
+                    )
+                )
             time.sleep(rng.uniform(args.min_delay_s, args.max_delay_s))
             victim = "mount" if rng.random() < args.mount_share else "indexer"
             stats.inc(f"kills_{victim}")
@@ -522,7 +559,9 @@ def run(args: argparse.Namespace) -> dict:
             other = [p for p in problems if p not in orphans]
             if other:
                 stats.inc("post_crash_check_failed")
-                stats.fail(it, "check right after the kill: " + "; ".join(f"{p.code} {p.message}" for p in other))
+                stats.fail(
+                    it, "check right after the kill: " + "; ".join(f"{p.code} {p.message}" for p in other)
+                )
             # restart what was killed
             t0 = time.monotonic()
             if victim == "mount":
@@ -530,7 +569,7 @@ def run(args: argparse.Namespace) -> dict:
             if not _pid_alive(indexer):
                 indexer = launcher.start_indexer(libdir, mnt, llm=False)
             stats.restart_s.append(time.monotonic() - t0)
-            for m, lp in zip(models, logs):
+            for m, lp in zip(models, logs, strict=False):
                 replay(m, lp, mnt, stats, it)
             verify(models, mnt, stats, it)
             try:
@@ -543,10 +582,15 @@ def run(args: argparse.Namespace) -> dict:
             problems = store_check(libdir)
             if problems:
                 stats.inc("check_failed")
-                stats.fail(it, "check after restart: " + "; ".join(f"{p.code} {p.message}" for p in problems[:5]))
+                stats.fail(
+                    it, "check after restart: " + "; ".join(f"{p.code} {p.message}" for p in problems[:5])
+                )
             if it % args.cli_check_every == 0 or it == args.iterations:
-                r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "check", libdir],
-                                   capture_output=True, text=True)
+                r = subprocess.run(
+                    [sys.executable, "-m", "libraryfs.cli.main", "check", libdir],
+                    capture_output=True,
+                    text=True,
+                )
                 stats.inc("cli_checks")
                 if r.returncode != 0:
                     stats.inc("cli_check_failed")
@@ -554,13 +598,22 @@ def run(args: argparse.Namespace) -> dict:
             _reap()
             if it % 50 == 0 and args.partial_out:
                 with open(args.partial_out, "w") as f:  # interim figures, in case the run is cut short
-                    json.dump({"iterations_done": it, "counts": dict(sorted(stats.c.items())),
-                               "failures": stats.failures[:200]}, f, indent=2)
+                    json.dump(
+                        {
+                            "iterations_done": it,
+                            "counts": dict(sorted(stats.c.items())),
+                            "failures": stats.failures[:200],
+                        },
+                        f,
+                        indent=2,
+                    )
             if it % 10 == 0 or it == args.iterations:
                 n = sum(len(m.files) for m in models)
-                print(f"[{it}/{args.iterations}] {time.monotonic() - t_start:.0f} s, {n} files, "
-                      f"{stats.c.get('closes_acknowledged', 0)} closes acked, failures {len(stats.failures)}",
-                      flush=True)
+                print(
+                    f"[{it}/{args.iterations}] {time.monotonic() - t_start:.0f} s, {n} files, "
+                    f"{stats.c.get('closes_acknowledged', 0)} closes acked, failures {len(stats.failures)}",
+                    flush=True,
+                )
     finally:
         with contextlib.suppress(Exception):
             launcher.stop(mnt)
@@ -568,14 +621,22 @@ def run(args: argparse.Namespace) -> dict:
             if _pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
         _reap()
-    out = {"iterations": args.iterations, "workers": args.workers, "seed": args.seed,
-           "delay_s": [args.min_delay_s, args.max_delay_s], "seconds": round(time.monotonic() - t_start, 1),
-           "counts": dict(sorted(stats.c.items())), "failures": stats.failures[:200],
-           "n_failures": len(stats.failures),
-           "restart_s": _dist(stats.restart_s), "catchup_s": _dist(stats.catchup_s),
-           "library_files_at_end": sum(len(m.files) for m in models)}
+    out = {
+        "iterations": args.iterations,
+        "workers": args.workers,
+        "seed": args.seed,
+        "delay_s": [args.min_delay_s, args.max_delay_s],
+        "seconds": round(time.monotonic() - t_start, 1),
+        "counts": dict(sorted(stats.c.items())),
+        "failures": stats.failures[:200],
+        "n_failures": len(stats.failures),
+        "restart_s": _dist(stats.restart_s),
+        "catchup_s": _dist(stats.catchup_s),
+        "library_files_at_end": sum(len(m.files) for m in models),
+    }
     if not args.keep:
         import shutil
+
         shutil.rmtree(work, ignore_errors=True)
     else:
         out["workdir"] = work
@@ -586,8 +647,11 @@ def _dist(xs: list[float]) -> dict:
     if not xs:
         return {}
     xs = sorted(xs)
-    return {"median": round(statistics.median(xs), 3), "p95": round(xs[int(0.95 * (len(xs) - 1))], 3),
-            "max": round(xs[-1], 3)}
+    return {
+        "median": round(statistics.median(xs), 3),
+        "p95": round(xs[int(0.95 * (len(xs) - 1))], 3),
+        "max": round(xs[-1], 3),
+    }
 
 
 def table(res: dict) -> str:
@@ -598,20 +662,41 @@ def table(res: dict) -> str:
         ("  kill -9 of the indexer", c.get("kills_indexer", 0)),
         ("closes acknowledged (create/append)", c.get("closes_acknowledged", 0)),
         ("fsyncs acknowledged", c.get("fsyncs_acknowledged", 0)),
-        ("renames / unlinks acknowledged", f"{c.get('renames_acknowledged', 0)} / {c.get('unlinks_acknowledged', 0)}"),
+        (
+            "renames / unlinks acknowledged",
+            f"{c.get('renames_acknowledged', 0)} / {c.get('unlinks_acknowledged', 0)}",
+        ),
         ("file verifications (byte for byte)", c.get("files_verified", 0)),
         ("lost closed files", c.get("lost", 0)),
         ("corrupted closed files", c.get("corrupted", 0)),
         ("names visible but not in the model", c.get("unexpected_names", 0)),
-        ("ops in flight at the kill", sum(v for k, v in c.items() if k in (
-            "in_flight_create", "in_flight_append", "in_flight_rename", "in_flight_unlink"))),
-        ("  create: absent / partial / complete", f"{c.get('in_flight_create_absent', 0)} / "
-         f"{c.get('in_flight_create_partial', 0) + c.get('in_flight_create_not_started', 0)} / "
-         f"{c.get('in_flight_create_complete', 0)}"),
-        ("  append: none / partial / complete", f"{c.get('in_flight_append_not_started', 0)} / "
-         f"{c.get('in_flight_append_partial', 0)} / {c.get('in_flight_append_complete', 0)}"),
-        ("  rename: before / after", f"{c.get('in_flight_rename_not_done', 0)} / {c.get('in_flight_rename_done', 0)}"),
-        ("  unlink: before / after", f"{c.get('in_flight_unlink_not_done', 0)} / {c.get('in_flight_unlink_done', 0)}"),
+        (
+            "ops in flight at the kill",
+            sum(
+                v
+                for k, v in c.items()
+                if k in ("in_flight_create", "in_flight_append", "in_flight_rename", "in_flight_unlink")
+            ),
+        ),
+        (
+            "  create: absent / partial / complete",
+            f"{c.get('in_flight_create_absent', 0)} / "
+            f"{c.get('in_flight_create_partial', 0) + c.get('in_flight_create_not_started', 0)} / "
+            f"{c.get('in_flight_create_complete', 0)}",
+        ),
+        (
+            "  append: none / partial / complete",
+            f"{c.get('in_flight_append_not_started', 0)} / "
+            f"{c.get('in_flight_append_partial', 0)} / {c.get('in_flight_append_complete', 0)}",
+        ),
+        (
+            "  rename: before / after",
+            f"{c.get('in_flight_rename_not_done', 0)} / {c.get('in_flight_rename_done', 0)}",
+        ),
+        (
+            "  unlink: before / after",
+            f"{c.get('in_flight_unlink_not_done', 0)} / {c.get('in_flight_unlink_done', 0)}",
+        ),
         ("check right after the kill: failed", c.get("post_crash_check_failed", 0)),
         ("  orphans of open+unlinked files (expected)", c.get("post_crash_orphans", 0)),
         ("check after restart: failed", c.get("check_failed", 0)),
@@ -620,10 +705,14 @@ def table(res: dict) -> str:
         ("TOC rebuild timeouts", c.get("toc_rebuild_timeouts", 0)),
         ("workload errors", c.get("workload_errors", 0)),
         ("restarts refused by launcher.start (stale mount bug)", c.get("launcher_stale_mount_errors", 0)),
-        ("restart s (median / p95 / max)", "{median} / {p95} / {max}".format(**res["restart_s"])
-         if res["restart_s"] else "-"),
-        ("indexer catch-up s (median / p95 / max)", "{median} / {p95} / {max}".format(**res["catchup_s"])
-         if res["catchup_s"] else "-"),
+        (
+            "restart s (median / p95 / max)",
+            "{median} / {p95} / {max}".format(**res["restart_s"]) if res["restart_s"] else "-",
+        ),
+        (
+            "indexer catch-up s (median / p95 / max)",
+            "{median} / {p95} / {max}".format(**res["catchup_s"]) if res["catchup_s"] else "-",
+        ),
         ("all failures", res["n_failures"]),
         ("wall time s", res["seconds"]),
     ]
@@ -634,6 +723,7 @@ def table(res: dict) -> str:
 # =====================================================================================================
 # the cost of the sync settings
 # =====================================================================================================
+
 
 def sync_cost(args: argparse.Namespace) -> dict:
     """Measure commit cost of LMDB with and without sync, and of close vs fsync through a real mount."""
@@ -646,8 +736,11 @@ def sync_cost(args: argparse.Namespace) -> dict:
     out: dict[str, float] = {}
     work = tempfile.mkdtemp(prefix="lfs-sync-", dir=args.tmp)
     try:
-        for label, kw in (("nosync", dict(sync=False, metasync=False)), ("metasync_off", dict(sync=True, metasync=False)),
-                          ("sync", dict(sync=True, metasync=True))):
+        for label, kw in (
+            ("nosync", dict(sync=False, metasync=False)),
+            ("metasync_off", dict(sync=True, metasync=False)),
+            ("sync", dict(sync=True, metasync=True)),
+        ):
             p = os.path.join(work, label)
             env = lmdb.open(p, map_size=256 << 20, **kw)
             val = os.urandom(4096)
@@ -694,14 +787,16 @@ def sync_cost(args: argparse.Namespace) -> dict:
             launcher.stop(mnt)
     finally:
         import shutil
+
         shutil.rmtree(work, ignore_errors=True)
     return {k: round(v, 1) for k, v in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workload", nargs=5, metavar=("MNT", "STATE", "LOG", "WORKER", "SEED"),
-                    help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--workload", nargs=5, metavar=("MNT", "STATE", "LOG", "WORKER", "SEED"), help=argparse.SUPPRESS
+    )
     ap.add_argument("--iterations", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)

@@ -203,8 +203,23 @@ def python_client(argv: list[str]) -> int:
     return 0
 
 
-FUSE_CALLBACKS = ("getattr_fuse_3", "create", "open", "read", "write", "flush", "release", "getxattr",
-                  "opendir", "readdir_fuse_3", "releasedir", "mkdir", "unlink", "rmdir", "statfs")
+FUSE_CALLBACKS = (
+    "getattr_fuse_3",
+    "create",
+    "open",
+    "read",
+    "write",
+    "flush",
+    "release",
+    "getxattr",
+    "opendir",
+    "readdir_fuse_3",
+    "releasedir",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "statfs",
+)
 
 
 def timed_server(argv: list[str]) -> int:
@@ -220,6 +235,7 @@ def timed_server(argv: list[str]) -> int:
     classes = [mfusepy.FUSE]
     if target != "memfs":
         from libraryfs.fs.fuse_adapter import LibraryFUSE
+
         classes.insert(0, LibraryFUSE)
     acc: dict[str, list[int]] = {}
 
@@ -230,6 +246,7 @@ def timed_server(argv: list[str]) -> int:
                 return fn(*a, **k)
             finally:
                 acc.setdefault(name, []).append(time.perf_counter_ns() - t)
+
         return timed
 
     for name in FUSE_CALLBACKS:
@@ -241,24 +258,44 @@ def timed_server(argv: list[str]) -> int:
     def dump() -> None:
         with open(out, "w") as f:
             json.dump(acc, f)
+
     atexit.register(dump)
     if target == "memfs":
         import memfs
+
         return memfs.main([mnt, "--populate", str(n), "--timeouts", timeouts])
     from libraryfs.daemon import mountd
+
     return mountd.main([target, mnt, "--timeouts", timeouts])
 
 
-def breakdown(n: int, lib: str, mnt: dict, client, work: str, log_path: str, timeouts: str,
-              paths: dict, cpus: set[int] | None) -> dict:
+def breakdown(
+    n: int,
+    lib: str,
+    mnt: dict,
+    client,
+    work: str,
+    log_path: str,
+    timeouts: str,
+    paths: dict,
+    cpus: set[int] | None,
+) -> dict:
     """Server-side cost per client operation: for each FUSE filesystem and each cold op, one fresh timed
     server; returns ``{fs: {op: {callback: {"per_op": calls per op, "p50_us": …}}}}``."""
     out: dict = {}
     for fs in ("memfs", "libraryfs"):
         for op in ("stat", "read", "create"):
             dump = os.path.join(work, f"timed-{fs}-{op}.json")
-            cmd = [sys.executable, os.path.abspath(__file__), "--as-timed-server",
-                   "memfs" if fs == "memfs" else lib, mnt[fs], dump, str(n), timeouts]
+            cmd = [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--as-timed-server",
+                "memfs" if fs == "memfs" else lib,
+                mnt[fs],
+                dump,
+                str(n),
+                timeouts,
+            ]
             srv = FuseServer(cmd, mnt[fs], log_path, cpus)
             try:
                 p = paths.get(op, [])
@@ -273,7 +310,9 @@ def breakdown(n: int, lib: str, mnt: dict, client, work: str, log_path: str, tim
             nops = len(paths["stat"])
             out.setdefault(fs, {})[op] = {
                 cb: {"per_op": round(len(v) / nops, 2), "p50_us": round(pct(sorted(v), 50), 1)}
-                for cb, v in acc.items() if len(v) >= nops // 2}
+                for cb, v in acc.items()
+                if len(v) >= nops // 2
+            }
     return out
 
 
@@ -293,8 +332,13 @@ class Client:
 
     def run(self, op: str, mode: str, paths: list[str], cwd: str, cpus: set[int] | None) -> list[int]:
         cmd = [self.exe] if self.exe else [sys.executable, os.path.abspath(__file__), "--as-client"]
-        r = subprocess.run(cmd + [op, mode, str(WARM_BATCH)], input="\n".join(paths).encode() + b"\n",
-                           capture_output=True, cwd=cwd, preexec_fn=_pin(cpus))
+        r = subprocess.run(
+            cmd + [op, mode, str(WARM_BATCH)],
+            input="\n".join(paths).encode() + b"\n",
+            capture_output=True,
+            cwd=cwd,
+            preexec_fn=_pin(cpus),
+        )
         if r.returncode != 0:
             raise RuntimeError(f"client {op}/{mode} in {cwd} failed: {r.stderr.decode().strip()}")
         return list(array("q", r.stdout))
@@ -321,8 +365,15 @@ class FuseServer:
         env = dict(os.environ)
         env.pop("NOTIFY_SOCKET", None)
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                                         start_new_session=True, preexec_fn=_pin(cpus))
+            self.proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_pin(cpus),
+            )
         deadline = time.monotonic() + 120
         while not _mounted(mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -407,8 +458,13 @@ def summarize(lat_ns: list[int]) -> dict:
     """``{n, p50_us, p99_us, mean_us, ops_per_s}`` of latencies in ns (ops/s: one sequential client)."""
     s = sorted(lat_ns)
     total = sum(s)
-    return {"n": len(s), "p50_us": round(pct(s, 50), 2), "p99_us": round(pct(s, 99), 2),
-            "mean_us": round(total / len(s) / 1000, 2), "ops_per_s": round(len(s) / (total / 1e9))}
+    return {
+        "n": len(s),
+        "p50_us": round(pct(s, 50), 2),
+        "p99_us": round(pct(s, 99), 2),
+        "mean_us": round(total / len(s) / 1000, 2),
+        "ops_per_s": round(len(s) / (total / 1e9)),
+    }
 
 
 # -- one size ------------------------------------------------------------------------------------------
@@ -430,13 +486,23 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
         populate_tmpfs(mnt["tmpfs"], n)
     if "libraryfs" in args.fs:
         populate_library(lib, n)
-    print(f"# N={n}: populated in {time.monotonic() - t0:.1f} s; {rounds} cold round(s) per placement, "
-          f"{k} stat + {k} read paths, {len(sections)} sections, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"# N={n}: populated in {time.monotonic() - t0:.1f} s; {rounds} cold round(s) per placement, "
+        f"{k} stat + {k} read paths, {len(sections)} sections, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
     def server_cmd(fs: str) -> list[str]:
         if fs == "memfs":
-            return [sys.executable, os.path.join(HERE, "memfs.py"), mnt[fs], "--populate", str(n),
-                    "--timeouts", args.timeouts]
+            return [
+                sys.executable,
+                os.path.join(HERE, "memfs.py"),
+                mnt[fs],
+                "--populate",
+                str(n),
+                "--timeouts",
+                args.timeouts,
+            ]
         return [sys.executable, "-m", "libraryfs.daemon.mountd", lib, mnt[fs], "--timeouts", args.timeouts]
 
     lat: dict[tuple, list[int]] = {}
@@ -452,7 +518,7 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
                     order = list(args.fs)
                     for i, op in enumerate(OPS_COLD):
                         paths = {"stat": set_stat, "read": set_read, "readdir": sections}.get(op)
-                        for fs in order[i % 3:] + order[:i % 3]:  # rotate: load drift hits all alike
+                        for fs in order[i % 3 :] + order[: i % 3]:  # rotate: load drift hits all alike
                             if op == "create":
                                 d = f"new-{placement}-{rnd}"
                                 os.mkdir(os.path.join(mnt[fs], d))
@@ -464,7 +530,7 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
                         paths = {"stat": set_stat, "read": set_read}.get(op)
                         if op == "readdir":
                             paths = sections * math.ceil(args.readdir_warm / rounds / len(sections))
-                        for fs in order[i % 3:] + order[:i % 3]:
+                        for fs in order[i % 3 :] + order[: i % 3]:
                             got = client.run(op, "warm", paths, mnt[fs], cpus)
                             lat.setdefault((placement, fs, op, "warm"), []).extend(got)
                     for fs in args.fs:  # keep the tree at N entries
@@ -477,14 +543,17 @@ def bench_size(n: int, args, client: Client, work: str, log_path: str) -> tuple[
             lookup = library_lookup_inprocess(lib, set_stat)
         if args.breakdown and n == max(args.sizes_all) and {"memfs", "libraryfs"} <= set(args.fs):
             cpus = {0} if "pinned" in args.placements else None
-            lookup["breakdown"] = breakdown(n, lib, mnt, client, work, log_path, args.timeouts,
-                                            {"stat": set_stat, "read": set_read}, cpus)
+            lookup["breakdown"] = breakdown(
+                n, lib, mnt, client, work, log_path, args.timeouts, {"stat": set_stat, "read": set_read}, cpus
+            )
     finally:
         if os.path.ismount(mnt["tmpfs"]):
             subprocess.run(["umount", mnt["tmpfs"]], check=False)
         shutil.rmtree(lib, ignore_errors=True)
-    cells = [{"N": n, "placement": pl, "fs": fs, "op": op, "state": st, **summarize(v)}
-             for (pl, fs, op, st), v in lat.items()]
+    cells = [
+        {"N": n, "placement": pl, "fs": fs, "op": op, "state": st, **summarize(v)}
+        for (pl, fs, op, st), v in lat.items()
+    ]
     print(f"# N={n}: measured in {time.monotonic() - t0:.1f} s", flush=True)
     return cells, lookup
 
@@ -505,8 +574,10 @@ def ratio(a: dict | None, b: dict | None) -> float | None:
 
 def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[str]) -> tuple[str, dict]:
     """The markdown table and the target verdicts."""
-    head = ("| N | CPUs | op | state | tmpfs p50/p99 µs | memfs p50/p99 µs | libraryfs p50/p99 µs | "
-            "libraryfs ops/s | lib/tmpfs | lib/memfs | memfs/tmpfs |")
+    head = (
+        "| N | CPUs | op | state | tmpfs p50/p99 µs | memfs p50/p99 µs | libraryfs p50/p99 µs | "
+        "libraryfs ops/s | lib/tmpfs | lib/memfs | memfs/tmpfs |"
+    )
     lines = [head, "|" + "---|" * 11]
     for n in sizes:
         for pl in placements:
@@ -521,25 +592,43 @@ def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[
 
                     lib = c["libraryfs"]
                     r = [ratio(lib, c["tmpfs"]), ratio(lib, c["memfs"]), ratio(c["memfs"], c["tmpfs"])]
-                    lines.append(f"| {n:,} | {pl} | {op} | {st} | {pp(c['tmpfs'])} | {pp(c['memfs'])} | "
-                                 f"{pp(lib)} | {format(lib['ops_per_s'], ',') if lib else '–'} | "
-                                 + " | ".join("–" if x is None else f"{x:.2f}" for x in r) + " |")
+                    lines.append(
+                        f"| {n:,} | {pl} | {op} | {st} | {pp(c['tmpfs'])} | {pp(c['memfs'])} | "
+                        f"{pp(lib)} | {format(lib['ops_per_s'], ',') if lib else '–'} | "
+                        + " | ".join("–" if x is None else f"{x:.2f}" for x in r)
+                        + " |"
+                    )
     verdict: dict = {}
     lo, hi = min(sizes), max(sizes)
     for pl in placements:
-        ws = ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="warm"),
-                   cell(cells, N=hi, placement=pl, fs="tmpfs", op="stat", state="warm"))
-        cold = {op: ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op=op, state="cold"),
-                          cell(cells, N=hi, placement=pl, fs="memfs", op=op, state="cold"))
-                for op in OPS_COLD}
-        lk = ratio(cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="cold"),
-                   cell(cells, N=lo, placement=pl, fs="libraryfs", op="stat", state="cold"))
-        lk_floor = ratio(cell(cells, N=hi, placement=pl, fs="memfs", op="stat", state="cold"),
-                         cell(cells, N=lo, placement=pl, fs="memfs", op="stat", state="cold"))
-        verdict[pl] = {"warm_stat_lib_over_tmpfs": ws, "warm_stat_target": 1.2,
-                       "cold_lib_over_memfs": cold, "cold_target": 1.3,
-                       f"lookup_cold_stat_{hi}_over_{lo}": lk, f"memfs_cold_stat_{hi}_over_{lo}": lk_floor,
-                       "lookup_target": 1.5}
+        ws = ratio(
+            cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="warm"),
+            cell(cells, N=hi, placement=pl, fs="tmpfs", op="stat", state="warm"),
+        )
+        cold = {
+            op: ratio(
+                cell(cells, N=hi, placement=pl, fs="libraryfs", op=op, state="cold"),
+                cell(cells, N=hi, placement=pl, fs="memfs", op=op, state="cold"),
+            )
+            for op in OPS_COLD
+        }
+        lk = ratio(
+            cell(cells, N=hi, placement=pl, fs="libraryfs", op="stat", state="cold"),
+            cell(cells, N=lo, placement=pl, fs="libraryfs", op="stat", state="cold"),
+        )
+        lk_floor = ratio(
+            cell(cells, N=hi, placement=pl, fs="memfs", op="stat", state="cold"),
+            cell(cells, N=lo, placement=pl, fs="memfs", op="stat", state="cold"),
+        )
+        verdict[pl] = {
+            "warm_stat_lib_over_tmpfs": ws,
+            "warm_stat_target": 1.2,
+            "cold_lib_over_memfs": cold,
+            "cold_target": 1.3,
+            f"lookup_cold_stat_{hi}_over_{lo}": lk,
+            f"memfs_cold_stat_{hi}_over_{lo}": lk_floor,
+            "lookup_target": 1.5,
+        }
     if lookups:
         verdict["lookup_inprocess_us"] = {str(k): v for k, v in lookups.items()}
         verdict[f"lookup_inprocess_{hi}_over_{lo}"] = round(lookups[hi]["p50_us"] / lookups[lo]["p50_us"], 2)
@@ -548,9 +637,12 @@ def report(cells: list[dict], lookups: dict, sizes: list[int], placements: list[
 
 def breakdown_table(bd: dict) -> str:
     """Markdown table of server-side callback costs per client op (memfs vs libraryfs)."""
-    lines = [f"Server-side time per cold op at N={bd['N']:,} (p50 µs of each callback × calls per op):", "",
-             "| op | callback | memfs calls/op | memfs p50 µs | libraryfs calls/op | libraryfs p50 µs |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"Server-side time per cold op at N={bd['N']:,} (p50 µs of each callback × calls per op):",
+        "",
+        "| op | callback | memfs calls/op | memfs p50 µs | libraryfs calls/op | libraryfs p50 µs |",
+        "|---|---|---|---|---|---|",
+    ]
     for op in ("stat", "read", "create"):
         m, lb = bd["memfs"].get(op, {}), bd["libraryfs"].get(op, {})
         tot = {"memfs": 0.0, "libraryfs": 0.0}
@@ -559,8 +651,10 @@ def breakdown_table(bd: dict) -> str:
             for fs, x in (("memfs", a), ("libraryfs", b)):
                 if x:
                     tot[fs] += x["per_op"] * x["p50_us"]
-            lines.append(f"| {op} | {cb} | {a['per_op'] if a else '–'} | {a['p50_us'] if a else '–'} | "
-                         f"{b['per_op'] if b else '–'} | {b['p50_us'] if b else '–'} |")
+            lines.append(
+                f"| {op} | {cb} | {a['per_op'] if a else '–'} | {a['p50_us'] if a else '–'} | "
+                f"{b['per_op'] if b else '–'} | {b['p50_us'] if b else '–'} |"
+            )
         lines.append(f"| {op} | **sum** | | {tot['memfs']:.1f} | | {tot['libraryfs']:.1f} |")
     return "\n".join(lines)
 
@@ -580,12 +674,22 @@ def machine() -> dict:
     os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")
     import mfusepy
 
-    git = subprocess.run(["git", "-C", os.path.dirname(HERE), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True).stdout.strip()
-    return {"cpu": model, "cpus": os.cpu_count(), "mem_gib": round(mem_kib / 2**20, 1), "git": git,
-            "kernel": platform.release(), "python": platform.python_version(),
-            "mfusepy": metadata.version("mfusepy"), "lmdb": metadata.version("lmdb"),
-            "libfuse": f"{mfusepy.fuse_version_major}.{mfusepy.fuse_version_minor}"}
+    git = subprocess.run(
+        ["git", "-C", os.path.dirname(HERE), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "mem_gib": round(mem_kib / 2**20, 1),
+        "git": git,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "mfusepy": metadata.version("mfusepy"),
+        "lmdb": metadata.version("lmdb"),
+        "libfuse": f"{mfusepy.fuse_version_major}.{mfusepy.fuse_version_minor}",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -604,8 +708,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readdir-warm", type=int, default=200, help="warm readdirs per cell (over all rounds)")
     ap.add_argument("--max-rounds", type=int, default=10, help="most fresh mounts per placement")
     ap.add_argument("--min-rounds", type=int, default=3, help="fewest fresh mounts per placement")
-    ap.add_argument("--breakdown", action="store_true",
-                    help="at the largest N, also time every FUSE callback inside both servers (pinned)")
+    ap.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="at the largest N, also time every FUSE callback inside both servers (pinned)",
+    )
     ap.add_argument("--placements", default="pinned,free")
     ap.add_argument("--fs", default=",".join(FS_NAMES))
     ap.add_argument("--timeouts", default="1,1,1", help="FUSE entry,attr,negative timeouts (s), both FUSE fs")
@@ -647,16 +754,29 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(verdict, indent=1))
     if server_breakdown:
         print(breakdown_table(server_breakdown))
-    print(f"# client: {client.kind}, timer overhead p50 {timer['p50_us']} µs; load average "
-          f"{load_start[0]:.1f} at start, {load_end[0]:.1f} at end; {time.time() - started:.0f} s")
-    out = {"command": "python bench/fs_bench.py " + " ".join(argv), "machine": machine(),
-           "load_avg_start": load_start, "load_avg_end": load_end, "started": started,
-           "client": client.kind, "client_timer_overhead": timer, "sizes": sizes,
-           "placements": args.placements, "timeouts": args.timeouts,
-           "cold": "first access since a fresh FUSE mount (tmpfs: first access in this run)",
-           "warm": f"batches of {WARM_BATCH}: touched once unmeasured, then measured",
-           "indexer": "off (mountd spawned without it)", "cells": cells, "verdict": verdict, "table": table,
-           "server_breakdown": server_breakdown}
+    print(
+        f"# client: {client.kind}, timer overhead p50 {timer['p50_us']} µs; load average "
+        f"{load_start[0]:.1f} at start, {load_end[0]:.1f} at end; {time.time() - started:.0f} s"
+    )
+    out = {
+        "command": "python bench/fs_bench.py " + " ".join(argv),
+        "machine": machine(),
+        "load_avg_start": load_start,
+        "load_avg_end": load_end,
+        "started": started,
+        "client": client.kind,
+        "client_timer_overhead": timer,
+        "sizes": sizes,
+        "placements": args.placements,
+        "timeouts": args.timeouts,
+        "cold": "first access since a fresh FUSE mount (tmpfs: first access in this run)",
+        "warm": f"batches of {WARM_BATCH}: touched once unmeasured, then measured",
+        "indexer": "off (mountd spawned without it)",
+        "cells": cells,
+        "verdict": verdict,
+        "table": table,
+        "server_breakdown": server_breakdown,
+    }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)

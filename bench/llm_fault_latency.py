@@ -92,14 +92,18 @@ def measure(mnt: str, probes: list[str], seconds: float) -> dict:
         t2 = time.perf_counter_ns()
         st_us.append((t1 - t0) / 1000)
         rd_us.append((t2 - t1) / 1000)
-    return {"n": len(st_us),
-            "stat_p50_us": round(statistics.median(st_us), 1), "stat_p99_us": round(pct(st_us, 0.99), 1),
-            "read_p50_us": round(statistics.median(rd_us), 1), "read_p99_us": round(pct(rd_us, 0.99), 1)}
+    return {
+        "n": len(st_us),
+        "stat_p50_us": round(statistics.median(st_us), 1),
+        "stat_p99_us": round(pct(st_us, 0.99), 1),
+        "read_p50_us": round(statistics.median(rd_us), 1),
+        "read_p99_us": round(pct(rd_us, 0.99), 1),
+    }
 
 
 def run(a: argparse.Namespace) -> dict:
-    from libraryfs.fs import schema as S
     from libraryfs.daemon import launcher
+    from libraryfs.fs import schema as S
     from libraryfs.fs.store import Store
 
     work = tempfile.mkdtemp(prefix="lfs-llmlat-", dir=a.tmp)
@@ -110,8 +114,11 @@ def run(a: argparse.Namespace) -> dict:
     sw = Switch()
     out: dict = {"phase_s": a.phase_s, "churn_per_s": a.churn_per_s, "phases": {}}
     with LLMServer(default=sw) as srv:
-        env = {"LIBRARYFS_LLM_BASE_URL": srv.base_url, "LIBRARYFS_LLM_MODEL": "bench-model",
-               "LIBRARYFS_LLM_API_KEY": "sk-bench"}
+        env = {
+            "LIBRARYFS_LLM_BASE_URL": srv.base_url,
+            "LIBRARYFS_LLM_MODEL": "bench-model",
+            "LIBRARYFS_LLM_API_KEY": "sk-bench",
+        }
         os.makedirs(mnt)
         launcher.start(libdir, mnt, llm=True, env=env, timeouts="0,0,0")
         try:
@@ -130,8 +137,9 @@ def run(a: argparse.Namespace) -> dict:
                 if phase != "idle":
                     d = os.path.join(mnt, f"churn-{phase}")
                     os.makedirs(d)
-                    churn = subprocess.Popen([sys.executable, "-c", CHURN, d, str(a.churn_per_s),
-                                              str(a.phase_s + 1)])
+                    churn = subprocess.Popen(
+                        [sys.executable, "-c", CHURN, d, str(a.churn_per_s), str(a.phase_s + 1)]
+                    )
                     time.sleep(1.0)  # let the indexer start working on the churn
                 res = measure(mnt, probes, a.phase_s)
                 if churn:
@@ -149,13 +157,16 @@ def run(a: argparse.Namespace) -> dict:
         finally:
             launcher.stop(mnt)
     base = out["phases"]["healthy"]
-    for ph, r in out["phases"].items():
+    for _ph, r in out["phases"].items():
         r["stat_p99_vs_healthy"] = round(r["stat_p99_us"] / base["stat_p99_us"], 3)
         r["read_p99_vs_healthy"] = round(r["read_p99_us"] / base["read_p99_us"], 3)
     faults = [out["phases"][p] for p in ("slow", "failing", "garbage", "hang")]
-    out["worst_fault_p99_ratio"] = max(max(r["stat_p99_vs_healthy"], r["read_p99_vs_healthy"]) for r in faults)
+    out["worst_fault_p99_ratio"] = max(
+        max(r["stat_p99_vs_healthy"], r["read_p99_vs_healthy"]) for r in faults
+    )
     out["target_met"] = out["worst_fault_p99_ratio"] <= 1.2
     import shutil
+
     shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -179,14 +190,21 @@ def _wait_idle(libdir: str, timeout_s: float = 120) -> None:
 
 
 def table(o: dict) -> str:
-    lines = ["| phase | ops | stat p50 µs | stat p99 µs | read p50 µs | read p99 µs | p99 vs healthy (stat/read) "
-             "| LLM requests |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| phase | ops | stat p50 µs | stat p99 µs | read p50 µs | read p99 µs | p99 vs healthy (stat/read) "
+        "| LLM requests |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for ph, r in o["phases"].items():
-        lines.append(f"| {ph} | {r['n']:,} | {r['stat_p50_us']} | {r['stat_p99_us']} | {r['read_p50_us']} | "
-                     f"{r['read_p99_us']} | {r['stat_p99_vs_healthy']} / {r['read_p99_vs_healthy']} | "
-                     f"{r['llm_requests']} |")
-    lines.append(f"\nworst fault p99 ratio: {o['worst_fault_p99_ratio']} (target ≤ 1.2: "
-                 f"{'met' if o['target_met'] else 'NOT met'})")
+        lines.append(
+            f"| {ph} | {r['n']:,} | {r['stat_p50_us']} | {r['stat_p99_us']} | {r['read_p50_us']} | "
+            f"{r['read_p99_us']} | {r['stat_p99_vs_healthy']} / {r['read_p99_vs_healthy']} | "
+            f"{r['llm_requests']} |"
+        )
+    lines.append(
+        f"\nworst fault p99 ratio: {o['worst_fault_p99_ratio']} (target ≤ 1.2: "
+        f"{'met' if o['target_met'] else 'NOT met'})"
+    )
     return "\n".join(lines)
 
 

@@ -34,13 +34,13 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "helpers"))
 
 from llm_server import Delay, IndexModel, LLMServer, Reply, Request  # noqa: E402
 
-from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.daemon.indexer import Indexer  # noqa: E402
 from libraryfs.daemon.ingest import ingest_tree  # noqa: E402
-from libraryfs.index.jobs import DeterministicBuilder  # noqa: E402
-from libraryfs.llm import make_builder, report_line  # noqa: E402
+from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.fs.store import Store  # noqa: E402
+from libraryfs.index.jobs import DeterministicBuilder  # noqa: E402
 from libraryfs.index.tokens import count_tokens  # noqa: E402
+from libraryfs.llm import make_builder, report_line  # noqa: E402
 
 CORPUS = "/usr/share/doc/python3.11-doc/html/_sources"
 
@@ -57,7 +57,8 @@ class CountingModel:
         p = req.payload or {}
         if p.get("task") == "summarize":  # like a real model: the summary changes when the text does
             import hashlib
-            for item, e in zip(rep.content["summaries"], p["entries"]):
+
+            for item, e in zip(rep.content["summaries"], p["entries"], strict=False):
                 item["summary"] += " " + hashlib.sha256(e["text"].encode()).hexdigest()[:6]
         prompt = sum(count_tokens(m.get("content") or "") + 4 for m in req.messages)
         content = rep.content if isinstance(rep.content, str) else json.dumps(rep.content)
@@ -83,8 +84,9 @@ def build_library(root: str, limit: int | None) -> tuple[str, int, str]:
     lib = os.path.join(root, "lib")
     Store.create(lib, {"toc_max_tokens": 2000}).close()
     res = ingest_tree(lib, src, "pydoc", progress=False)
-    nested = sorted(os.path.relpath(os.path.join(dp, f), src) for dp, _d, fs in os.walk(src) for f in fs
-                    if dp != src)
+    nested = sorted(
+        os.path.relpath(os.path.join(dp, f), src) for dp, _d, fs in os.walk(src) for f in fs if dp != src
+    )
     pick = "library/os.rst.txt" if "library/os.rst.txt" in nested else nested[len(nested) // 2]
     return lib, res["files"], "/pydoc/" + pick
 
@@ -96,8 +98,18 @@ def index_pass(lib: str, srv: LLMServer | None, full: bool = True, **over) -> di
         if srv is None:
             b = DeterministicBuilder()
         else:
-            b = make_builder(lib, st, {"base_url": srv.base_url, "model": "bench-model", "timeout_s": 30,
-                                       "max_requests_per_hour": 0, "max_tokens_per_hour": 0, **over})
+            b = make_builder(
+                lib,
+                st,
+                {
+                    "base_url": srv.base_url,
+                    "model": "bench-model",
+                    "timeout_s": 30,
+                    "max_requests_per_hour": 0,
+                    "max_tokens_per_hour": 0,
+                    **over,
+                },
+            )
         n0 = len(srv.requests) if srv else 0
         t0 = time.perf_counter()
         rep = Indexer(lib, builder=b, store=st, settle_s=0).run_once(full=full)
@@ -111,16 +123,25 @@ def index_pass(lib: str, srv: LLMServer | None, full: bool = True, **over) -> di
     by_job: dict[str, int] = {}
     for r in reqs:
         by_job[r.task or "?"] = by_job.get(r.task or "?", 0) + 1
-    return {"seconds": round(secs, 3), "requests": len(reqs), "by_job": by_job,
-            "prompt_tokens": status.get("prompt_tokens", 0), "completion_tokens": status.get("completion_tokens", 0),
-            "cache_hits": status.get("cache_hits", 0), "cache_misses": status.get("cache_misses", 0),
-            "fallbacks": status.get("fallbacks", 0), "summarized": rep.summarized, "report": report_line(status)}
+    return {
+        "seconds": round(secs, 3),
+        "requests": len(reqs),
+        "by_job": by_job,
+        "prompt_tokens": status.get("prompt_tokens", 0),
+        "completion_tokens": status.get("completion_tokens", 0),
+        "cache_hits": status.get("cache_hits", 0),
+        "cache_misses": status.get("cache_misses", 0),
+        "fallbacks": status.get("fallbacks", 0),
+        "summarized": rep.summarized,
+        "report": report_line(status),
+    }
 
 
 def forget_summaries(lib: str) -> None:
     """Drop the content hash from every entry's indexer meta, so the next pass re-summarises everything."""
     st = Store(lib)
     try:
+
         def fn(t) -> None:
             cur = t.t.cursor(db=st.db_meta)
             for k, v in list(cur):
@@ -128,6 +149,7 @@ def forget_summaries(lib: str) -> None:
                 if isinstance(m, dict) and "hash" in m:
                     m.pop("hash")
                     t.t.put(k, S.dumps(m), db=st.db_meta)
+
         st.run_write(fn)
     finally:
         st.close()
@@ -153,8 +175,11 @@ print(json.dumps({"stat": st, "read": rd}))
 
 def probe(paths: list[str], n: int, max_s: float) -> dict:
     """stat and open+read+close latencies (ns) measured by a separate process (no GIL shared with us)."""
-    r = subprocess.run([sys.executable, "-c", PROBE, json.dumps(paths), str(n), str(time.time() + max_s)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(paths), str(n), str(time.time() + max_s)],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode:
         raise RuntimeError(f"latency probe failed: {r.stderr[-500:]}")
     return json.loads(r.stdout)
@@ -183,8 +208,18 @@ def latency(lib: str, root: str, samples: int, delay_s: float) -> dict:
             if len(paths) > 200:
                 break
         runs = {"idle": probe(paths, samples, 60)}
-        cmd = [sys.executable, "-m", "libraryfs.daemon.indexer", lib, "--once", "--full", "--mountpoint", mnt,
-               "--log-level", "WARNING"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "libraryfs.daemon.indexer",
+            lib,
+            "--once",
+            "--full",
+            "--mountpoint",
+            mnt,
+            "--log-level",
+            "WARNING",
+        ]
         proc = subprocess.Popen(cmd + ["--no-llm"])
         try:
             time.sleep(0.3)
@@ -193,8 +228,13 @@ def latency(lib: str, root: str, samples: int, delay_s: float) -> dict:
         finally:
             proc.wait(600)
         with LLMServer(default=Delay(delay_s, IndexModel())) as srv:
-            env = dict(os.environ, LIBRARYFS_LLM_BASE_URL=srv.base_url, LIBRARYFS_LLM_MODEL="busy-model",
-                       LIBRARYFS_LLM_MAX_REQUESTS_PER_HOUR="0", LIBRARYFS_LLM_MAX_TOKENS_PER_HOUR="0")
+            env = dict(
+                os.environ,
+                LIBRARYFS_LLM_BASE_URL=srv.base_url,
+                LIBRARYFS_LLM_MODEL="busy-model",
+                LIBRARYFS_LLM_MAX_REQUESTS_PER_HOUR="0",
+                LIBRARYFS_LLM_MAX_TOKENS_PER_HOUR="0",
+            )
             proc = subprocess.Popen(cmd + ["--llm"], env=env)
             try:
                 while len(srv.requests) < 3 and proc.poll() is None:
@@ -248,6 +288,7 @@ def main() -> None:
             res["cache_only_pass"] = index_pass(lib, srv, batch_size=a.batch_size)
             # edit one entry through the store's view (journaled like a write through the mount)
             from libraryfs.fs.view import LibraryView
+
             st = Store(lib)
             try:
                 v = LibraryView(st)
@@ -271,42 +312,64 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     per_k = 1000 / max(1, res["entries"])
-    print(f"\nLLM index builder — {res['entries']} entries of python3-doc, loopback server, "
-          f"batch_size={a.batch_size}\n")
-    print(f"{'pass':<26}{'requests':>10}{'req/1k entries':>16}{'prompt tok/1k':>15}{'compl tok/1k':>14}"
-          f"{'cache hits':>12}{'fallbacks':>11}{'seconds':>9}")
-    for key, label in (("deterministic", "deterministic (baseline)"), ("unbatched", "LLM unbatched (1/req)"),
-                       ("batched", f"LLM batched ({a.batch_size}/req)"), ("second_pass", "LLM 2nd pass, unchanged"),
-                       ("cache_only_pass", "LLM pass, meta forgotten"),
-                       ("edit_one", "LLM after editing 1 entry")):
+    print(
+        f"\nLLM index builder — {res['entries']} entries of python3-doc, loopback server, "
+        f"batch_size={a.batch_size}\n"
+    )
+    print(
+        f"{'pass':<26}{'requests':>10}{'req/1k entries':>16}{'prompt tok/1k':>15}{'compl tok/1k':>14}"
+        f"{'cache hits':>12}{'fallbacks':>11}{'seconds':>9}"
+    )
+    for key, label in (
+        ("deterministic", "deterministic (baseline)"),
+        ("unbatched", "LLM unbatched (1/req)"),
+        ("batched", f"LLM batched ({a.batch_size}/req)"),
+        ("second_pass", "LLM 2nd pass, unchanged"),
+        ("cache_only_pass", "LLM pass, meta forgotten"),
+        ("edit_one", "LLM after editing 1 entry"),
+    ):
         r = res[key]
-        print(f"{label:<26}{r['requests']:>10,}{r['requests'] * per_k:>16,.1f}{r['prompt_tokens'] * per_k:>15,.0f}"
-              f"{r['completion_tokens'] * per_k:>14,.0f}{r['cache_hits']:>12,}{r['fallbacks']:>11,}"
-              f"{r['seconds']:>9.2f}")
+        print(
+            f"{label:<26}{r['requests']:>10,}{r['requests'] * per_k:>16,.1f}{r['prompt_tokens'] * per_k:>15,.0f}"
+            f"{r['completion_tokens'] * per_k:>14,.0f}{r['cache_hits']:>12,}{r['fallbacks']:>11,}"
+            f"{r['seconds']:>9.2f}"
+        )
     for key in ("second_pass", "cache_only_pass"):
         sp = res[key]
         looked = sp["cache_hits"] + sp["cache_misses"]
         res[key + "_hit_rate"] = sp["cache_hits"] / looked if looked else 1.0
-        print(f"{key.replace('_', ' ')}: LLM cache hit rate {res[key + '_hit_rate']:.1%} "
-              f"({sp['cache_hits']} of {looked} looked up), {sp['requests']} requests")
+        print(
+            f"{key.replace('_', ' ')}: LLM cache hit rate {res[key + '_hit_rate']:.1%} "
+            f"({sp['cache_hits']} of {looked} looked up), {sp['requests']} requests"
+        )
     print(f"editing one entry: {res['edit_one']['requests']} requests {res['edit_one']['by_job']}")
     b, u = res["batched"], res["unbatched"]
-    print(f"batching saves {1 - b['requests'] / max(1, u['requests']):.0%} of requests and "
-          f"{1 - (b['prompt_tokens'] + b['completion_tokens']) / max(1, u['prompt_tokens'] + u['completion_tokens']):.0%}"
-          " of tokens")
+    print(
+        f"batching saves {1 - b['requests'] / max(1, u['requests']):.0%} of requests and "
+        f"{1 - (b['prompt_tokens'] + b['completion_tokens']) / max(1, u['prompt_tokens'] + u['completion_tokens']):.0%}"
+        " of tokens"
+    )
     if "latency" in res:
         L = res["latency"]
-        print(f"\nmount latency (µs, p50 / p99) measured by another process; model answers after "
-              f"{a.delay_ms:g} ms:")
-        print(f"  {'op':<5}{'idle':>20}{'busy, deterministic':>24}{'busy, LLM':>22}{'ratio LLM/idle p50':>20}")
+        print(
+            f"\nmount latency (µs, p50 / p99) measured by another process; model answers after "
+            f"{a.delay_ms:g} ms:"
+        )
+        print(
+            f"  {'op':<5}{'idle':>20}{'busy, deterministic':>24}{'busy, LLM':>22}{'ratio LLM/idle p50':>20}"
+        )
         for op in ("stat", "read"):
             x = L[op]
-            print(f"  {op:<5}{x['idle_p50_us']:>10.1f} /{x['idle_p99_us']:>8.1f}"
-                  f"{x['busy_deterministic_p50_us']:>13.1f} /{x['busy_deterministic_p99_us']:>8.1f}"
-                  f"{x['busy_llm_p50_us']:>11.1f} /{x['busy_llm_p99_us']:>8.1f}{x['busy_llm_ratio_p50']:>20.2f}")
-        print(f"  (LLM indexer: {L['llm_requests_during_probe']} requests by the end of its probe, still busy: "
-              f"{L['llm_still_busy_after_probe']}; deterministic still busy: "
-              f"{L['deterministic_still_busy_after_probe']})")
+            print(
+                f"  {op:<5}{x['idle_p50_us']:>10.1f} /{x['idle_p99_us']:>8.1f}"
+                f"{x['busy_deterministic_p50_us']:>13.1f} /{x['busy_deterministic_p99_us']:>8.1f}"
+                f"{x['busy_llm_p50_us']:>11.1f} /{x['busy_llm_p99_us']:>8.1f}{x['busy_llm_ratio_p50']:>20.2f}"
+            )
+        print(
+            f"  (LLM indexer: {L['llm_requests_during_probe']} requests by the end of its probe, still busy: "
+            f"{L['llm_still_busy_after_probe']}; deterministic still busy: "
+            f"{L['deterministic_still_busy_after_probe']})"
+        )
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     out = os.path.join(HERE, "results", "llm_index.json")
     with open(out, "w") as f:

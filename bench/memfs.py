@@ -47,8 +47,8 @@ def tree_names(n_entries: int, section_entries: int = 1000) -> list[tuple[str, s
 def entry_bytes(i: int, size_bytes: int = 1024) -> bytes:
     """Deterministic content of entry ``i``: ``size_bytes`` bytes of text (a heading line, then filler)."""
     head = f"# entry {i}\n\nBenchmark entry number {i}; deterministic filler follows.\n".encode()
-    body = (b"lorem ipsum dolor sit amet " * (size_bytes // 27 + 1))
-    return (head + body)[:size_bytes - 1] + b"\n"
+    body = b"lorem ipsum dolor sit amet " * (size_bytes // 27 + 1)
+    return (head + body)[: size_bytes - 1] + b"\n"
 
 
 class Node:
@@ -76,15 +76,31 @@ class MemFS(mfusepy.Operations):
         self.handles: dict[int, Node] = {}
         self.next_fh = 1
 
-    def _new(self, mode: int, ino: int | None = None, nlink: int = 1, data: bytearray | None = None,
-             children: dict | None = None) -> Node:
+    def _new(
+        self,
+        mode: int,
+        ino: int | None = None,
+        nlink: int = 1,
+        data: bytearray | None = None,
+        children: dict | None = None,
+    ) -> Node:
         if ino is None:
             ino = self.next_ino
             self.next_ino += 1
         now = time.time_ns()
-        attrs = {"st_ino": ino, "st_mode": mode, "st_nlink": nlink, "st_uid": os.getuid(),
-                 "st_gid": os.getgid(), "st_size": 0, "st_atime": now, "st_mtime": now, "st_ctime": now,
-                 "st_blocks": 0, "st_blksize": 128 * 1024}
+        attrs = {
+            "st_ino": ino,
+            "st_mode": mode,
+            "st_nlink": nlink,
+            "st_uid": os.getuid(),
+            "st_gid": os.getgid(),
+            "st_size": 0,
+            "st_atime": now,
+            "st_mtime": now,
+            "st_ctime": now,
+            "st_blocks": 0,
+            "st_blksize": 128 * 1024,
+        }
         return Node(attrs, data, children)
 
     def _node(self, path: str) -> Node:
@@ -146,9 +162,17 @@ class MemFS(mfusepy.Operations):
 
     @mfusepy.overrides(mfusepy.Operations)
     def statfs(self, path):
-        return {"f_bsize": 4096, "f_frsize": 4096, "f_blocks": 1 << 20, "f_bfree": 1 << 19,
-                "f_bavail": 1 << 19, "f_files": 1 << 20, "f_ffree": 1 << 19, "f_favail": 1 << 19,
-                "f_namemax": 255}
+        return {
+            "f_bsize": 4096,
+            "f_frsize": 4096,
+            "f_blocks": 1 << 20,
+            "f_bfree": 1 << 19,
+            "f_bavail": 1 << 19,
+            "f_files": 1 << 20,
+            "f_ffree": 1 << 19,
+            "f_favail": 1 << 19,
+            "f_namemax": 255,
+        }
 
     # -- directories ---------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
@@ -215,7 +239,7 @@ class MemFS(mfusepy.Operations):
 
     @mfusepy.overrides(mfusepy.Operations)
     def read(self, path, size, offset, fi):
-        return bytes(self.handles[fi.fh].data[offset:offset + size])
+        return bytes(self.handles[fi.fh].data[offset : offset + size])
 
     @mfusepy.overrides(mfusepy.Operations)
     def write(self, path, data, offset, fi):
@@ -223,7 +247,7 @@ class MemFS(mfusepy.Operations):
         buf = node.data
         if offset > len(buf):
             buf.extend(bytes(offset - len(buf)))
-        buf[offset:offset + len(data)] = data
+        buf[offset : offset + len(data)] = data
         a = node.attrs
         a["st_size"] = len(buf)
         a["st_blocks"] = (len(buf) + 511) // 512
@@ -262,8 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--populate", type=int, default=0, metavar="N", help="entries to create before mounting")
     ap.add_argument("--section-entries", type=int, default=1000)
     ap.add_argument("--entry-bytes", type=int, default=1024)
-    ap.add_argument("--timeouts", default="1,1,1", metavar="E,A,N",
-                    help="kernel cache timeouts in seconds: entry, attribute, negative lookup")
+    ap.add_argument(
+        "--timeouts",
+        default="1,1,1",
+        metavar="E,A,N",
+        help="kernel cache timeouts in seconds: entry, attribute, negative lookup",
+    )
     a = ap.parse_args(argv)
     timeouts = tuple(float(x) for x in a.timeouts.split(","))
     if len(timeouts) != 3:
@@ -271,8 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     fs = MemFS(timeouts)  # type: ignore[arg-type]
     if a.populate:
         fs.populate(a.populate, a.section_entries, a.entry_bytes)
-    mfusepy.FUSE(fs, a.mountpoint, raw_fi=True, foreground=True, nothreads=True, fsname="memfs",
-                 subtype="memfs", default_permissions=True)
+    mfusepy.FUSE(
+        fs,
+        a.mountpoint,
+        raw_fi=True,
+        foreground=True,
+        nothreads=True,
+        fsname="memfs",
+        subtype="memfs",
+        default_permissions=True,
+    )
     return 0
 
 

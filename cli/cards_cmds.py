@@ -15,29 +15,54 @@ from typing import Any
 
 import click
 
-from libraryfs.features.cards import cards as cardsmod
 from libraryfs.errors import LibraryError
+from libraryfs.features.cards import cards as cardsmod
 from libraryfs.fs.tree import DirTree, Tree
 
-_LLM_ENV = {"base_url": "LIBRARYFS_LLM_BASE_URL", "model": "LIBRARYFS_LLM_MODEL", "api_key": "LIBRARYFS_LLM_API_KEY"}
+_LLM_ENV = {
+    "base_url": "LIBRARYFS_LLM_BASE_URL",
+    "model": "LIBRARYFS_LLM_MODEL",
+    "api_key": "LIBRARYFS_LLM_API_KEY",
+}
 
 
 def _tree_options(f):
-    f = click.option("--tree", "tree_dir", type=click.Path(file_okay=False),
-                     help="A plain directory holding cards/ (e.g. a mountpoint).")(f)
-    f = click.option("--library", "library_dir", envvar="LIBRARYFS_LIBRARY", type=click.Path(file_okay=False),
-                     help="Library directory (env LIBRARYFS_LIBRARY).")(f)
+    f = click.option(
+        "--tree",
+        "tree_dir",
+        type=click.Path(file_okay=False),
+        help="A plain directory holding cards/ (e.g. a mountpoint).",
+    )(f)
+    f = click.option(
+        "--library",
+        "library_dir",
+        envvar="LIBRARYFS_LIBRARY",
+        type=click.Path(file_okay=False),
+        help="Library directory (env LIBRARYFS_LIBRARY).",
+    )(f)
     return f
 
 
 def _llm_options(prefix: str = ""):
     def deco(f):
-        f = click.option(f"--{prefix}api-key", f"{prefix.replace('-', '_')}api_key", default=None,
-                         help="API key (env LIBRARYFS_LLM_API_KEY).")(f)
-        f = click.option(f"--{prefix}model", f"{prefix.replace('-', '_')}model", default=None,
-                         help="Model name (env LIBRARYFS_LLM_MODEL).")(f)
-        f = click.option(f"--{prefix}base-url", f"{prefix.replace('-', '_')}base_url", default=None,
-                         help="OpenAI-compatible base URL (env LIBRARYFS_LLM_BASE_URL).")(f)
+        f = click.option(
+            f"--{prefix}api-key",
+            f"{prefix.replace('-', '_')}api_key",
+            default=None,
+            help="API key (env LIBRARYFS_LLM_API_KEY).",
+        )(f)
+        f = click.option(
+            f"--{prefix}model",
+            f"{prefix.replace('-', '_')}model",
+            default=None,
+            help="Model name (env LIBRARYFS_LLM_MODEL).",
+        )(f)
+        f = click.option(
+            f"--{prefix}base-url",
+            f"{prefix.replace('-', '_')}base_url",
+            default=None,
+            help="OpenAI-compatible base URL (env LIBRARYFS_LLM_BASE_URL).",
+        )(f)
         return f
 
     return deco
@@ -54,7 +79,9 @@ def open_tree(library_dir: str | None, tree_dir: str | None, required: bool = Tr
             lib = importlib.import_module("libraryfs.layout")
             return lib.open_tree(library_dir)
         except (ImportError, AttributeError):
-            raise click.ClickException("this build cannot open a library directly: use --tree MOUNTPOINT") from None
+            raise click.ClickException(
+                "this build cannot open a library directly: use --tree MOUNTPOINT"
+            ) from None
         except (OSError, ValueError, LibraryError) as e:
             raise click.ClickException(f"cannot open library {library_dir}: {e}") from None
     if required:
@@ -103,13 +130,27 @@ def _write_json(path: str | None, obj: Any) -> None:
 @click.option("--domain", default=None, help="Block domain (default: the keyword classifier's).")
 @click.option("--gold", default=None, help="Known answer: the trace then records correct true/false.")
 @click.option("--id", "problem_id", default=None, help="Problem id recorded in the trace.")
-@click.option("--trace-out", type=click.Path(dir_okay=False), default=None, help="Append the JSONL trace here.")
+@click.option(
+    "--trace-out", type=click.Path(dir_okay=False), default=None, help="Append the JSONL trace here."
+)
 @click.option("--temperature", type=float, default=0.7, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole trace as JSON.")
 @_tree_options
 @_llm_options()
-def solve_cmd(problem, domain, gold, problem_id, trace_out, temperature, as_json, library_dir, tree_dir,
-              base_url, model, api_key):
+def solve_cmd(
+    problem,
+    domain,
+    gold,
+    problem_id,
+    trace_out,
+    temperature,
+    as_json,
+    library_dir,
+    tree_dir,
+    base_url,
+    model,
+    api_key,
+):
     """Solve PROBLEM with tiered self-consistency, reading only its (tier, domain) block of cards."""
     from libraryfs.features.cards.solver import solve
 
@@ -120,8 +161,14 @@ def solve_cmd(problem, domain, gold, problem_id, trace_out, temperature, as_json
             raise click.ClickException(str(e)) from None
     tree = open_tree(library_dir, tree_dir, required=False)
     try:
-        trace = solve(problem, tree, _llm(base_url, model, api_key, temperature=temperature), domain=domain,
-                      problem_id=problem_id, gold=gold)
+        trace = solve(
+            problem,
+            tree,
+            _llm(base_url, model, api_key, temperature=temperature),
+            domain=domain,
+            problem_id=problem_id,
+            gold=gold,
+        )
     finally:
         _close(tree)
     if trace_out:
@@ -131,8 +178,10 @@ def solve_cmd(problem, domain, gold, problem_id, trace_out, temperature, as_json
         click.echo(json.dumps(trace, indent=2, ensure_ascii=False))
         return
     click.echo(f"answer: {trace['answer']}")
-    click.echo(f"exit tier: {trace['exit_tier']}  domain: {trace['domain']}  calls: {trace['calls']}  "
-               f"tokens: {trace['prompt_tokens']}+{trace['completion_tokens']}")
+    click.echo(
+        f"exit tier: {trace['exit_tier']}  domain: {trace['domain']}  calls: {trace['calls']}  "
+        f"tokens: {trace['prompt_tokens']}+{trace['completion_tokens']}"
+    )
     click.echo(f"cards read: {len(trace['cards_read'])}")
     for p in trace["cards_read"]:
         click.echo(f"  {p}")
@@ -182,10 +231,16 @@ def _summary(recs: list[dict[str, Any]]) -> None:
     counts: dict[str, int] = {}
     for r in recs:
         counts[r["op"]] = counts.get(r["op"], 0) + 1
-        click.echo(f"{r['op']:<9}{r.get('path') or r.get('trace') or ''}"
-                   + (f" -> {r['to']}" if r.get("to") else "") + (f"  ({r['reason']})" if r.get("reason") else ""))
-    click.echo("changes: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
-               + f"  (audit: {cardsmod.AUDIT_PATH})")
+        click.echo(
+            f"{r['op']:<9}{r.get('path') or r.get('trace') or ''}"
+            + (f" -> {r['to']}" if r.get("to") else "")
+            + (f"  ({r['reason']})" if r.get("reason") else "")
+        )
+    click.echo(
+        "changes: "
+        + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none")
+        + f"  (audit: {cardsmod.AUDIT_PATH})"
+    )
 
 
 @cards_group.command("block")

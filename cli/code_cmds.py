@@ -33,10 +33,18 @@ def _open_tree(library: str | None, tree_dir: str | None) -> Tree:
 
 
 def _tree_options(f):
-    f = click.option("--tree", "tree_dir", type=click.Path(file_okay=False),
-                     help="Write into this plain directory instead of a library.")(f)
-    f = click.option("--library", envvar="LIBRARYFS_LIBRARY", type=click.Path(file_okay=False),
-                     help="Library directory (env LIBRARYFS_LIBRARY).")(f)
+    f = click.option(
+        "--tree",
+        "tree_dir",
+        type=click.Path(file_okay=False),
+        help="Write into this plain directory instead of a library.",
+    )(f)
+    f = click.option(
+        "--library",
+        envvar="LIBRARYFS_LIBRARY",
+        type=click.Path(file_okay=False),
+        help="Library directory (env LIBRARYFS_LIBRARY).",
+    )(f)
     return f
 
 
@@ -49,9 +57,13 @@ def code_group() -> None:
 @click.argument("repo", type=click.Path(exists=True, file_okay=False))
 @click.option("--name", help="Name under code/ (default: the directory's name).")
 @click.option("--watch", is_flag=True, help="Keep watching and re-index changed files until interrupted.")
-@click.option("--debounce", "debounce_s", default=0.2, show_default=True, help="Quiet time before applying changes (s).")
+@click.option(
+    "--debounce", "debounce_s", default=0.2, show_default=True, help="Quiet time before applying changes (s)."
+)
 @_tree_options
-def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, library: str | None, tree_dir: str | None) -> None:
+def code_add(
+    repo: str, name: str | None, watch: bool, debounce_s: float, library: str | None, tree_dir: str | None
+) -> None:
     """Index REPO into code/<name>/ of the library (incremental on re-add)."""
     from libraryfs.features.code.index import CodeIndex
     from libraryfs.features.code.render import Renderer, load_index, repo_dir
@@ -76,10 +88,12 @@ def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, librar
     renderer = Renderer(tree, index, read_source)
     renderer.full(previous)
     n_sym = sum(len(fp.symbols) for fp in index.files.values())
-    click.echo(f"indexed {name}: {len(index.files)} files, {n_sym} symbols, "
-               f"{sum(len(v) for v in index.edges.imports.values())} import edges, "
-               f"{sum(len(v) for v in index.edges.calls.values())} call edges; parse {t_parse * 1e3:.1f} ms, "
-               f"total {(time.perf_counter() - t0) * 1e3:.1f} ms; {renderer.writes} files written under {repo_dir(name)}/")
+    click.echo(
+        f"indexed {name}: {len(index.files)} files, {n_sym} symbols, "
+        f"{sum(len(v) for v in index.edges.imports.values())} import edges, "
+        f"{sum(len(v) for v in index.edges.calls.values())} call edges; parse {t_parse * 1e3:.1f} ms, "
+        f"total {(time.perf_counter() - t0) * 1e3:.1f} ms; {renderer.writes} files written under {repo_dir(name)}/"
+    )
     if not watch:
         return
     from libraryfs.features.code.watch import CodeWatcher
@@ -90,7 +104,9 @@ def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, librar
 
     import signal
 
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly on TERM
+    signal.signal(
+        signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt())
+    )  # stop cleanly on TERM
     click.echo(f"watching {root} (Ctrl-C to stop)")
     with CodeWatcher(index, renderer, debounce_s=debounce_s, on_update=report):
         try:
@@ -106,7 +122,9 @@ def code_add(repo: str, name: str | None, watch: bool, debounce_s: float, librar
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @click.option("--limit", default=10, show_default=True, help="Hits to show.")
 @_tree_options
-def code_route(task: str, repo: str, as_json: bool, limit: int, library: str | None, tree_dir: str | None) -> None:
+def code_route(
+    task: str, repo: str, as_json: bool, limit: int, library: str | None, tree_dir: str | None
+) -> None:
     """Retrieve the code TASK touches, measure it, and name the topology that fits."""
     from libraryfs.features.code.render import load_index
     from libraryfs.features.code.retrieve import Retriever
@@ -124,13 +142,19 @@ def code_route(task: str, repo: str, as_json: bool, limit: int, library: str | N
     t2 = time.perf_counter()
     if as_json:
         doc = d.as_dict()
-        doc.update(baseline=regex_route(task), bm25_build_ms=round((t1 - t0) * 1e3, 3), route_ms=round((t2 - t1) * 1e3, 3))
+        doc.update(
+            baseline=regex_route(task),
+            bm25_build_ms=round((t1 - t0) * 1e3, 3),
+            route_ms=round((t2 - t1) * 1e3, 3),
+        )
         click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
         return
     v = d.vector
     click.echo(f"{d.topology}{' (' + d.shape + ')' if d.shape else ''} — {d.rule}")
-    click.echo(f"query type {d.qtype}, coverage {d.coverage:.2f}; c = (d_dep {v.d_dep}, n_f {v.n_f}, n_s {v.n_s}, "
-               f"h_t {v.h_t}, ρ_x {v.rho_x:.2f}); regex baseline: {regex_route(task)}; route {(t2 - t1) * 1e3:.2f} ms")
+    click.echo(
+        f"query type {d.qtype}, coverage {d.coverage:.2f}; c = (d_dep {v.d_dep}, n_f {v.n_f}, n_s {v.n_s}, "
+        f"h_t {v.h_t}, ρ_x {v.rho_x:.2f}); regex baseline: {regex_route(task)}; route {(t2 - t1) * 1e3:.2f} ms"
+    )
     for h in d.hits:
         click.echo(f"  {h.score:.4f}  {h.path}")
 
@@ -152,12 +176,32 @@ def budget_verify(plan: str, as_json: bool) -> None:
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(json.dumps({"ok": r.ok, "nodes": r.n_nodes, "edges": r.n_edges, "roots": r.roots,
-                               "violations": [{"kind": v.kind, "node": v.node, "dimension": v.dimension,
-                                               "need": v.need, "have": v.have, "message": str(v)}
-                                              for v in r.violations]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "ok": r.ok,
+                    "nodes": r.n_nodes,
+                    "edges": r.n_edges,
+                    "roots": r.roots,
+                    "violations": [
+                        {
+                            "kind": v.kind,
+                            "node": v.node,
+                            "dimension": v.dimension,
+                            "need": v.need,
+                            "have": v.have,
+                            "message": str(v),
+                        }
+                        for v in r.violations
+                    ],
+                },
+                indent=2,
+            )
+        )
     elif r.ok:
-        click.echo(f"plan conserves its budget: {r.n_nodes} nodes, {r.n_edges} edges, roots: {', '.join(r.roots)}")
+        click.echo(
+            f"plan conserves its budget: {r.n_nodes} nodes, {r.n_edges} edges, roots: {', '.join(r.roots)}"
+        )
     else:
         for v in r.violations:
             click.echo(str(v))

@@ -33,8 +33,13 @@ def llm_options(f: Callable[..., Any]) -> Callable[..., Any]:
     turn the values into overrides with :func:`llm_overrides`. (The API key has no flag: it would show
     in the process list; use ``LIBRARYFS_LLM_API_KEY``.)"""
     for flag, (field, typ) in reversed(list(_FLAGS.items())):
-        f = click.option("--" + flag.replace("_", "-"), flag, type=typ, default=None,
-                         help=f"LLM {field} (overrides {ENV_VARS.get(field, 'config.toml')}).")(f)
+        f = click.option(
+            "--" + flag.replace("_", "-"),
+            flag,
+            type=typ,
+            default=None,
+            help=f"LLM {field} (overrides {ENV_VARS.get(field, 'config.toml')}).",
+        )(f)
     return f
 
 
@@ -54,8 +59,14 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@click.option("--library", "libdir", type=click.Path(file_okay=False), default=None,
-              envvar="LIBRARYFS_LIBRARY", help=f"Library directory whose {CONFIG_FILE} [llm] is read.")
+@click.option(
+    "--library",
+    "libdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    envvar="LIBRARYFS_LIBRARY",
+    help=f"Library directory whose {CONFIG_FILE} [llm] is read.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @llm_options
 def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
@@ -66,8 +77,17 @@ def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
         raise click.ClickException(str(e)) from None
     values = cfg.to_dict(mask=True)
     if as_json:
-        click.echo(json.dumps({"enabled": cfg.enabled, "library": os.path.abspath(libdir) if libdir else None,
-                               "settings": values, "sources": cfg.sources}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "enabled": cfg.enabled,
+                    "library": os.path.abspath(libdir) if libdir else None,
+                    "settings": values,
+                    "sources": cfg.sources,
+                },
+                indent=2,
+            )
+        )
         return
     state = "enabled" if cfg.enabled else "disabled (deterministic builder): set base_url and model"
     click.echo(f"LLM builder: {state}")

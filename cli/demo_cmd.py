@@ -10,8 +10,13 @@ from libraryfs.cli.common import handle_errors
 @click.command()
 @click.argument("libdir", type=click.Path(file_okay=False), default="/var/lib/libraryfs/demo")
 @click.argument("mountpoint", type=click.Path(file_okay=False), default="/mnt/library")
-@click.option("--words", type=click.IntRange(0, 100_000), default=600, show_default=True,
-              help="Dictionary entries to include.")
+@click.option(
+    "--words",
+    type=click.IntRange(0, 100_000),
+    default=600,
+    show_default=True,
+    help="Dictionary entries to include.",
+)
 @handle_errors
 def demo(libdir: str, mountpoint: str, words: int) -> None:
     """Build a library of real documents (python3-doc, dict-gcide), mount it, index it, navigate it."""

@@ -8,24 +8,28 @@ import time
 
 import click
 
-from libraryfs.errors import LibraryError
-
 from libraryfs.cli.common import echo_json
+from libraryfs.errors import LibraryError
 
 
 def _library_option(f):
-    return click.option("--library", "libdir", envvar="LIBRARYFS_LIBRARY", required=True,
-                        type=click.Path(file_okay=False),
-                        help="Library directory (or $LIBRARYFS_LIBRARY).")(f)
+    return click.option(
+        "--library",
+        "libdir",
+        envvar="LIBRARYFS_LIBRARY",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="Library directory (or $LIBRARYFS_LIBRARY).",
+    )(f)
 
 
 @contextlib.contextmanager
 def _builder(libdir: str, llm: bool = True):
     """An EpisodeBuilder writing through the mount when mounted, else into the store directly."""
     from libraryfs.features.episodes.builder import EpisodeBuilder
-    from libraryfs.layout import StoreTree, mount_info
     from libraryfs.fs.store import Store
     from libraryfs.fs.tree import DirTree
+    from libraryfs.layout import StoreTree, mount_info
 
     try:
         info = mount_info(libdir)
@@ -116,11 +120,15 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
 @click.command("recall")
 @click.argument("episode")
 @click.argument("question")
-@click.option("--budget", "budget_tokens", default=200, show_default=True, help="Evidence budget (o200k tokens).")
+@click.option(
+    "--budget", "budget_tokens", default=200, show_default=True, help="Evidence budget (o200k tokens)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
 @click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
 @_library_option
-def recall_cmd(episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str) -> None:
+def recall_cmd(
+    episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str
+) -> None:
     """The few steps of EPISODE that answer QUESTION, packed within the token budget."""
     from libraryfs.features.episodes.recall import EpisodeIndex, recall
     from libraryfs.features.episodes.unitdb import UnitDB
@@ -138,7 +146,9 @@ def recall_cmd(episode: str, question: str, budget_tokens: int, as_json: bool, n
     finally:
         store.close()
     if not units:
-        raise click.ClickException(f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)")
+        raise click.ClickException(
+            f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
+        )
     r = recall(EpisodeIndex(units), question, budget_tokens, use_anchors=not no_anchors)
     if as_json:
         echo_json(r.to_json())

@@ -20,8 +20,10 @@ def ingest(libdir: str, source: str, section: str, watch: bool, include_hidden: 
     from libraryfs.daemon.ingest import ingest_tree, watch_tree
 
     rep = ingest_tree(libdir, source, section, include_hidden=include_hidden, progress=not quiet)
-    click.echo(f"ingested {rep['files']} files ({rep['bytes']:,} bytes) into "
-               f"{section or '/'}; skipped {rep['skipped']}" + (f" ({rep['skipped_why']})" if rep['skipped'] else ""))
+    click.echo(
+        f"ingested {rep['files']} files ({rep['bytes']:,} bytes) into "
+        f"{section or '/'}; skipped {rep['skipped']}" + (f" ({rep['skipped_why']})" if rep["skipped"] else "")
+    )
     if watch:
         click.echo(f"watching {source} (Ctrl-C to stop)")
         watch_tree(libdir, source, section, include_hidden=include_hidden)

@@ -7,23 +7,27 @@ import time
 
 import click
 
+from libraryfs.cli.common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
+from libraryfs.cli.config_cmds import llm_options, llm_overrides
+from libraryfs.errors import Busy
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check as run_check
 from libraryfs.fs.check import describe
-from libraryfs.errors import Busy
-from libraryfs.index.find import find as run_find
-from libraryfs.layout import mount_info
 from libraryfs.fs.store import Store, is_library
+from libraryfs.index.find import find as run_find
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-
-from libraryfs.cli.common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
-from libraryfs.cli.config_cmds import llm_options, llm_overrides
+from libraryfs.layout import mount_info
 
 
 @click.command()
 @library_argument
-@click.option("--toc-max-tokens", type=click.IntRange(200, 100_000), default=DEFAULT_MAX_TOKENS,
-              show_default=True, help="Token bound C of every TOC page.")
+@click.option(
+    "--toc-max-tokens",
+    type=click.IntRange(200, 100_000),
+    default=DEFAULT_MAX_TOKENS,
+    show_default=True,
+    help="Token bound C of every TOC page.",
+)
 @click.option("--map-size-mb", type=click.IntRange(1), default=None, help="Initial LMDB map size (grows).")
 @handle_errors
 def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
@@ -32,8 +36,9 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
         raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
     if os.path.exists(libdir) and not os.path.isdir(libdir):
         raise click.ClickException(f"{libdir} exists and is not a directory")
-    st = Store.create(libdir, {"toc_max_tokens": toc_max_tokens},
-                      map_size=map_size_mb << 20 if map_size_mb else None)
+    st = Store.create(
+        libdir, {"toc_max_tokens": toc_max_tokens}, map_size=map_size_mb << 20 if map_size_mb else None
+    )
     try:  # the drop zone the indexer files from (README layout)
         from libraryfs.fs.view import LibraryView
 
@@ -125,38 +130,58 @@ def status(libdir: str, as_json: bool) -> None:
     if minfo:
         unit = f", unit {m['systemd_unit']}" if m.get("systemd_unit") else ""
         ro = ", read-only" if m.get("read_only") else ""
-        click.echo(f"mounted     yes at {m['mountpoint']} (server pid {m['pid']}, up "
-                   f"{_duration(out['uptime_s'])}{ro}{unit})")
+        click.echo(
+            f"mounted     yes at {m['mountpoint']} (server pid {m['pid']}, up "
+            f"{_duration(out['uptime_s'])}{ro}{unit})"
+        )
     elif out["stale_mount"]:
         sm = out["stale_mount"]
         what = "stale (ENOTCONN)" if sm["state"] == "stale" else "no longer mounted"
-        click.echo(f"mounted     no: server pid {sm['pid']} died without unmounting; {sm['mountpoint']} is {what}; "
-                   f"the next mount clears it and runs the check")
+        click.echo(
+            f"mounted     no: server pid {sm['pid']} died without unmounting; {sm['mountpoint']} is {what}; "
+            f"the next mount clears it and runs the check"
+        )
     else:
         click.echo("mounted     no")
     last = (idx or {}).get("last_pass") or {}  # type: ignore[union-attr]
-    click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}"
-               f"{' (' + idx.get('state', '?') + ', pid ' + str(ipid) + ')' if out['indexer_running'] else ''}")
-    click.echo(f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"
-               f" pending, builder {((idx or {}).get('builder') or {}).get('builder', 'deterministic')}")
+    click.echo(
+        f"indexer     {'running' if out['indexer_running'] else 'not running'}"
+        f"{' (' + idx.get('state', '?') + ', pid ' + str(ipid) + ')' if out['indexer_running'] else ''}"
+    )
+    click.echo(
+        f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"
+        f" pending, builder {((idx or {}).get('builder') or {}).get('builder', 'deterministic')}"
+    )
     if last:
-        click.echo(f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
-                   f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s")
+        click.echo(
+            f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
+            f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s"
+        )
     click.echo(f"last error  {(idx or {}).get('last_error') or 'none'}")
     builder = (idx or {}).get("builder") or {}
     if builder.get("requests") is not None:
         spend = builder.get("spend") or {}
-        hour = (f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
-                f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
-                f"{spend.get('max_tokens_per_hour') or 'none'})" if spend else "")
-        click.echo(f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
-                   f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}")
+        hour = (
+            f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
+            f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
+            f"{spend.get('max_tokens_per_hour') or 'none'})"
+            if spend
+            else ""
+        )
+        click.echo(
+            f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
+            f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}"
+        )
     if "stats" in out:
         s = out["stats"]
-        click.echo(f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
-                   f"{s.get('tokens_read', 0)} tokens since mount")
-    click.echo(f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
-               f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}")
+        click.echo(
+            f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
+            f"{s.get('tokens_read', 0)} tokens since mount"
+        )
+    click.echo(
+        f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
+        f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}"
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -173,8 +198,13 @@ def _duration(seconds: float) -> str:
 @library_argument
 @click.argument("term")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
-@click.option("-0", "--null", "null", is_flag=True,
-              help="Print raw path bytes separated by NUL (for xargs -0), unescaped.")
+@click.option(
+    "-0",
+    "--null",
+    "null",
+    is_flag=True,
+    help="Print raw path bytes separated by NUL (for xargs -0), unescaped.",
+)
 @handle_errors
 def find(libdir: str, term: str, limit: int, null: bool) -> None:
     """Resolve TERM to paths without the model: exact names, then name and summary matches.
@@ -221,12 +251,15 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
         try:
             builder = make_builder(libdir, st, use_llm=llm, overrides=llm_overrides(kwargs) or None)
             minfo = mount_info(libdir)
-            idx = Indexer(libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None)
+            idx = Indexer(
+                libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None
+            )
             with st.read() as t:
                 never = t.cfg(S.CFG_TOC_GEN) is None
             rep = idx.run_once(full=full or never)
             try:
                 from libraryfs.llm import report_line
+
                 line = report_line(builder.status())
             except (ImportError, AttributeError):
                 line = f"builder {builder.name}"
@@ -234,8 +267,10 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
             st.close()
     finally:
         os.close(lock)
-    click.echo(f"indexed: {rep.records} journal records, {rep.summarized} summaries, {rep.dirs_rendered} TOCs "
-               f"({rep.pages_written} pages), {len(rep.filed)} inbox entries filed in {rep.seconds:.2f} s; {line}")
+    click.echo(
+        f"indexed: {rep.records} journal records, {rep.summarized} summaries, {rep.dirs_rendered} TOCs "
+        f"({rep.pages_written} pages), {len(rep.filed)} inbox entries filed in {rep.seconds:.2f} s; {line}"
+    )
 
 
 commands = [init, check, status, find, index]

@@ -72,8 +72,10 @@ class _Cli(click.Group):
 @click.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 def _bench_missing() -> None:
     """Benchmarks (install the libraryfs-bench distribution to get them)."""
-    raise click.ClickException("the benchmarks ship in the libraryfs-bench distribution: "
-                               "pip install -e bench/ (from a libraryfs source checkout)")
+    raise click.ClickException(
+        "the benchmarks ship in the libraryfs-bench distribution: "
+        "pip install -e bench/ (from a libraryfs source checkout)"
+    )
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})

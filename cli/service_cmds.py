@@ -32,8 +32,10 @@ def templates_dir() -> Path:
     """
     d = Path(__file__).resolve().parent.parent / "systemd"
     if not (d / "user" / (UNITS[0] + ".in")).is_file():
-        raise click.ClickException(f"unit templates not found in {d} (install libraryfs from its source tree, "
-                                   "or pass --templates DIR)")
+        raise click.ClickException(
+            f"unit templates not found in {d} (install libraryfs from its source tree, "
+            "or pass --templates DIR)"
+        )
     return d
 
 
@@ -61,7 +63,9 @@ def find_executable(exe: str | None) -> str:
         guess = Path(sys.executable).parent / "libraryfs"
         cand = str(guess) if guess.exists() else None
     if not cand:
-        raise click.ClickException("the libraryfs command is not on PATH; pass --exe /absolute/path/to/libraryfs")
+        raise click.ClickException(
+            "the libraryfs command is not on PATH; pass --exe /absolute/path/to/libraryfs"
+        )
     path = os.path.abspath(cand)
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise click.ClickException(f"{path} is not an executable file")
@@ -99,19 +103,36 @@ def units() -> None:
 
 @units.command("install")
 @click.option("--user", is_flag=True, help="User units (systemctl --user) instead of system units.")
-@click.option("--prefix", type=click.Path(file_okay=False), default=None,
-              help="Directory to write the units into [default: ~/.config/systemd/user with --user, "
-                   "/etc/systemd/system without].")
-@click.option("--exe", type=click.Path(dir_okay=False), default=None,
-              help="Absolute path of the libraryfs command the units run [default: the one on PATH].")
-@click.option("--templates", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Directory holding user/ and system/ unit templates [default: the source tree's systemd/].")
-@click.option("--env-example/--no-env-example", default=True, show_default=True,
-              help="Also write libraryfs.env.example into the environment-file directory.")
+@click.option(
+    "--prefix",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory to write the units into [default: ~/.config/systemd/user with --user, "
+    "/etc/systemd/system without].",
+)
+@click.option(
+    "--exe",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Absolute path of the libraryfs command the units run [default: the one on PATH].",
+)
+@click.option(
+    "--templates",
+    type=click.Path(file_okay=False, exists=True),
+    default=None,
+    help="Directory holding user/ and system/ unit templates [default: the source tree's systemd/].",
+)
+@click.option(
+    "--env-example/--no-env-example",
+    default=True,
+    show_default=True,
+    help="Also write libraryfs.env.example into the environment-file directory.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the units instead of writing them.")
 @handle_errors
-def install(user: bool, prefix: str | None, exe: str | None, templates: str | None, env_example: bool,
-            dry_run: bool) -> None:
+def install(
+    user: bool, prefix: str | None, exe: str | None, templates: str | None, env_example: bool, dry_run: bool
+) -> None:
     """Write the unit templates with this installation's absolute paths."""
     texts = rendered_units(user, exe, templates)
     if dry_run:
@@ -130,16 +151,20 @@ def install(user: bool, prefix: str | None, exe: str | None, templates: str | No
             os.replace(tmp, path)
         click.echo(f"{'unchanged' if old == text else 'updated' if old else 'wrote'} {path}")
     if env_example:
-        env_dir = (dest if prefix else default_env_dir(user))
+        env_dir = dest if prefix else default_env_dir(user)
         env_dir.mkdir(parents=True, exist_ok=True)
         tdir = Path(templates) if templates else templates_dir()
         target = env_dir / ENV_EXAMPLE
         shutil.copyfile(tdir / ENV_EXAMPLE, target)
-        click.echo(f"wrote {target} (copy it to {'libraryfs.env' if not prefix else 'the env file'} and edit)")
+        click.echo(
+            f"wrote {target} (copy it to {'libraryfs.env' if not prefix else 'the env file'} and edit)"
+        )
     ctl = "systemctl --user" if user else "systemctl"
     if not prefix:
-        click.echo(f"next: {ctl} daemon-reload && {ctl} enable --now libraryfs@NAME "
-                   f"(after `libraryfs init {'~/.local/share' if user else '/var/lib'}/libraryfs/NAME`)")
+        click.echo(
+            f"next: {ctl} daemon-reload && {ctl} enable --now libraryfs@NAME "
+            f"(after `libraryfs init {'~/.local/share' if user else '/var/lib'}/libraryfs/NAME`)"
+        )
 
 
 def verify_units(paths: list[str], user: bool) -> tuple[bool, list[str]]:
@@ -158,7 +183,12 @@ def verify_units(paths: list[str], user: bool) -> tuple[bool, list[str]]:
     with tempfile.TemporaryDirectory(prefix="libraryfs-verify-") as rt:
         if user and not env.get("XDG_RUNTIME_DIR"):
             env["XDG_RUNTIME_DIR"] = rt
-        cmd = [exe] + (["--user"] if user else []) + ["verify", "--man=no"] + [os.path.abspath(p) for p in paths]
+        cmd = (
+            [exe]
+            + (["--user"] if user else [])
+            + ["verify", "--man=no"]
+            + [os.path.abspath(p) for p in paths]
+        )
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
     ours = [ln for ln in lines if "libraryfs" in ln]
@@ -167,8 +197,12 @@ def verify_units(paths: list[str], user: bool) -> tuple[bool, list[str]]:
 
 @units.command("verify")
 @click.option("--user", is_flag=True, help="Check the user units (systemd-analyze --user).")
-@click.option("--prefix", type=click.Path(file_okay=False), default=None,
-              help="Directory holding the installed units [default: where `units install` writes them].")
+@click.option(
+    "--prefix",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Directory holding the installed units [default: where `units install` writes them].",
+)
 @handle_errors
 def verify(user: bool, prefix: str | None) -> None:
     """Check the installed units with `systemd-analyze verify` (exit status 1 on any problem)."""
@@ -176,8 +210,10 @@ def verify(user: bool, prefix: str | None) -> None:
     paths = [str(dest / n) for n in UNITS]
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise click.ClickException(f"{missing[0]} not found (run `libraryfs units install"
-                                   f"{' --user' if user else ''}{' --prefix ' + prefix if prefix else ''}`)")
+        raise click.ClickException(
+            f"{missing[0]} not found (run `libraryfs units install"
+            f"{' --user' if user else ''}{' --prefix ' + prefix if prefix else ''}`)"
+        )
     ok, lines = verify_units(paths, user)
     for ln in lines:
         click.echo(ln, err=True)

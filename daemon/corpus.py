@@ -18,8 +18,10 @@ from collections.abc import Iterator
 
 GCIDE_INDEX = "/usr/share/dictd/gcide.index"
 GCIDE_DICT = "/usr/share/dictd/gcide.dict.dz"
-PYTHON_DOC_SOURCES = next(iter(sorted(glob.glob("/usr/share/doc/python3*-doc/html/_sources"))),
-                          "/usr/share/doc/python3-doc/html/_sources")
+PYTHON_DOC_SOURCES = next(
+    iter(sorted(glob.glob("/usr/share/doc/python3*-doc/html/_sources"))),
+    "/usr/share/doc/python3-doc/html/_sources",
+)
 
 _B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _WORD = re.compile(r"^[A-Za-z][a-z]{2,19}$")
@@ -98,7 +100,7 @@ def gcide_entries(limit: int | None = None, seed: int = 0) -> list[tuple[str, st
     data = gzip.open(GCIDE_DICT).read()
     out: list[tuple[str, str]] = []
     for w, off, ln in sorted(cands, key=lambda c: c[0].lower()):
-        d = _definition(data[off:off + ln].decode("utf-8", "replace"))
+        d = _definition(data[off : off + ln].decode("utf-8", "replace"))
         if d and d.rstrip(".").lower() != w.lower() and len(d.split()) >= 3:
             out.append((w, d))
     if limit is not None and len(out) > limit:

@@ -13,15 +13,14 @@ import os
 import time
 from collections.abc import Callable
 
-from libraryfs.fs import schema as S
-from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
-from libraryfs.layout import mount_info
-from libraryfs.fs.store import Store, is_library
-from libraryfs.index.toc import links
-from libraryfs.fs.tree import DirTree
-
 from libraryfs.daemon import launcher
+from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store, is_library
+from libraryfs.fs.tree import DirTree
+from libraryfs.index.toc import links
+from libraryfs.layout import mount_info
 
 
 def wait_idle(libdir: str, timeout_s: float = 120.0) -> bool:
@@ -56,13 +55,17 @@ def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[
         echo(f"already mounted at {mountpoint}")
     else:
         info = launcher.start(libdir, mountpoint, llm=None, allow_nonempty=False)
-        echo(f"mounted {libdir} at {mountpoint} (server pid {info['server_pid']}, indexer pid {info['indexer_pid']})")
+        echo(
+            f"mounted {libdir} at {mountpoint} (server pid {info['server_pid']}, indexer pid {info['indexer_pid']})"
+        )
     tree = DirTree(mountpoint)
     counts = {"python_docs": 0, "dictionary": 0, "inbox": 0}
     if os.path.isdir(PYTHON_DOC_SOURCES):
         rep = ingest_tree(libdir, PYTHON_DOC_SOURCES, "python-docs", progress=False, tree=tree)
         counts["python_docs"] = rep["files"]
-        echo(f"ingested {rep['files']} Python documentation sources ({rep['bytes']:,} bytes) into python-docs/")
+        echo(
+            f"ingested {rep['files']} Python documentation sources ({rep['bytes']:,} bytes) into python-docs/"
+        )
     else:
         echo(f"python3-doc not installed ({PYTHON_DOC_SOURCES} missing): skipping")
     if gcide_available():
@@ -92,8 +95,10 @@ def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[
 
 def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines: int = 14) -> None:
     """Print master INDEX.md → a section's INDEX.md → an entry, following the TOCs' own links."""
+
     def show(path: str, n: int) -> bytes:
-        data = open(path, "rb").read()
+        with open(path, "rb") as f:
+            data = f.read()
         echo(f"$ head -{n} {path}")
         for ln in data.decode("utf-8", "replace").splitlines()[:n]:
             echo("  " + ln)
@@ -101,17 +106,21 @@ def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines:
         return data
 
     root = show(os.path.join(mountpoint, "INDEX.md"), lines)
-    sect_link = next((ln for ln in links(root) if ln.endswith(b"/INDEX.md") and b"python" in ln), None) or next(
-        (ln for ln in links(root) if ln.endswith(b"/INDEX.md")), None)
+    sect_link = next(
+        (ln for ln in links(root) if ln.endswith(b"/INDEX.md") and b"python" in ln), None
+    ) or next((ln for ln in links(root) if ln.endswith(b"/INDEX.md")), None)
     if sect_link is None:
         return
     sect_path = os.path.join(mountpoint, os.fsdecode(sect_link))
     sect = show(sect_path, lines)
     page_dir = os.path.dirname(sect_path)
-    entry = next((ln for ln in links(sect) if not ln.endswith(b"INDEX.md") and not ln.startswith(b".index")),
-                 None)
+    entry = next(
+        (ln for ln in links(sect) if not ln.endswith(b"INDEX.md") and not ln.startswith(b".index")), None
+    )
     if entry is None:
         return
     show(os.path.normpath(os.path.join(page_dir, os.fsdecode(entry))), 8)
-    echo(f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find LIBDIR asyncio` "
-         f"or `ls {mountpoint}/.find/asyncio/`")
+    echo(
+        f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find LIBDIR asyncio` "
+        f"or `ls {mountpoint}/.find/asyncio/`"
+    )

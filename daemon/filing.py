@@ -14,11 +14,11 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from libraryfs.fs import schema as S
 from libraryfs.errors import LibraryError
-from libraryfs.layout import proc_mount
-from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn, now_ns
+from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
+from libraryfs.layout import proc_mount
 
 if TYPE_CHECKING:
     from libraryfs.daemon.indexer import PassReport
@@ -27,8 +27,9 @@ log = logging.getLogger("libraryfs.indexer")
 
 INBOX = b"inbox"
 UNSORTED = "unsorted"
-_TEMP = re.compile(rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|"
-                   rb"\.goutputstream-.*)$")
+_TEMP = re.compile(
+    rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|" rb"\.goutputstream-.*)$"
+)
 
 
 def is_hidden(name: bytes) -> bool:
@@ -69,14 +70,24 @@ class InboxFiler:
                     continue
                 data = t.read_data(child, 0, 8192, node.size)
                 binary = b"\0" in data[:4096]
-                ready.append((name, EntryDoc(path="inbox/" + os.fsdecode(name), name=os.fsdecode(name),
-                                             content_hash="", text="" if binary else data.decode("utf-8", "replace"),
-                                             size_bytes=node.size, is_binary=binary)))
+                ready.append(
+                    (
+                        name,
+                        EntryDoc(
+                            path="inbox/" + os.fsdecode(name),
+                            name=os.fsdecode(name),
+                            content_hash="",
+                            text="" if binary else data.decode("utf-8", "replace"),
+                            size_bytes=node.size,
+                            is_binary=binary,
+                        ),
+                    )
+                )
             if not ready and not other:
                 return
             sections = self._sections(t) if ready else []
         targets = self._call("file", [d for _n, d in ready], sections) if ready else []
-        moves = [(name, target) for (name, _doc), target in zip(ready, targets)]
+        moves = [(name, target) for (name, _doc), target in zip(ready, targets, strict=False)]
         moves += [(name, UNSORTED) for name in other]
         for name, target in moves:
             sect = safe_section_name(target or "") or UNSORTED
@@ -106,13 +117,15 @@ class InboxFiler:
             if k >= limit:
                 break
             if not is_hidden(name):
-                entries.append((os.fsdecode(name), t.meta(child).get("summary") or t.meta(child).get(
-                    "description", "")))
+                entries.append(
+                    (os.fsdecode(name), t.meta(child).get("summary") or t.meta(child).get("description", ""))
+                )
         return SectionDoc(path=path, entries=entries, description=t.meta(ino).get("description", ""))
 
     def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
         """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
         from libraryfs.fs.view import LibraryView
+
         mounted = self.mountpoint and _is_live(self.mountpoint)
         with self.store.read() as t:
             final = name

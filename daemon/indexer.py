@@ -29,20 +29,27 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from libraryfs.fs import schema as S
+from libraryfs.daemon.filing import (  # noqa: F401 (re-exported)
+    INBOX,
+    UNSORTED,
+    InboxFiler,
+    _is_live,
+    is_hidden,
+)
 from libraryfs.errors import LibraryError
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.index.find import names_key
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
-from libraryfs.fs.store import Store, Txn, now_ns
-from libraryfs.index.tokens import count_tokens
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS, Item, render
-
-from libraryfs.daemon.filing import INBOX, UNSORTED, InboxFiler, _is_live, is_hidden  # noqa: F401 (re-exported)
+from libraryfs.index.tokens import count_tokens
 
 log = logging.getLogger("libraryfs.indexer")
 
 HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
 TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
+
+
 @dataclass
 class PassReport:
     """What one pass did (counts; seconds)."""
@@ -58,10 +65,16 @@ class PassReport:
 
     def to_json(self) -> dict:
         """JSON-able dict."""
-        return {"records": self.records, "entries_seen": self.entries_seen, "summarized": self.summarized,
-                "dirs_rendered": self.dirs_rendered, "pages_written": self.pages_written,
-                "filed": [list(f) for f in self.filed], "seconds": round(self.seconds, 4),
-                "cursor": self.cursor}
+        return {
+            "records": self.records,
+            "entries_seen": self.entries_seen,
+            "summarized": self.summarized,
+            "dirs_rendered": self.dirs_rendered,
+            "pages_written": self.pages_written,
+            "filed": [list(f) for f in self.filed],
+            "seconds": round(self.seconds, 4),
+            "cursor": self.cursor,
+        }
 
 
 class Indexer(InboxFiler):
@@ -71,9 +84,17 @@ class Indexer(InboxFiler):
     ``toc_max_tokens``: the page bound C (default: the library setting, else 2,000).
     """
 
-    def __init__(self, libdir: str, *, builder: IndexBuilder | None = None, mountpoint: str | None = None,
-                 toc_max_tokens: int | None = None, store: Store | None = None, settle_s: float = 1.0,
-                 batch: int = 32) -> None:
+    def __init__(
+        self,
+        libdir: str,
+        *,
+        builder: IndexBuilder | None = None,
+        mountpoint: str | None = None,
+        toc_max_tokens: int | None = None,
+        store: Store | None = None,
+        settle_s: float = 1.0,
+        batch: int = 32,
+    ) -> None:
         self.libdir = os.path.abspath(libdir)
         self.store = store or Store(self.libdir)
         self.builder: IndexBuilder = builder or DeterministicBuilder()
@@ -95,8 +116,9 @@ class Indexer(InboxFiler):
         with self.store.read() as t:
             return max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
 
-    def run_forever(self, stop: threading.Event | None = None, poll_s: float = 0.2,
-                    debounce_s: float = 0.25, on_pass=None) -> None:
+    def run_forever(
+        self, stop: threading.Event | None = None, poll_s: float = 0.2, debounce_s: float = 0.25, on_pass=None
+    ) -> None:
         """Loop until ``stop`` is set: wait for journal records, debounce, run a pass."""
         stop = stop or threading.Event()
         self._write_status()
@@ -226,8 +248,14 @@ class Indexer(InboxFiler):
         self.state = "idle"
         self._write_status()
         if rep.records or rep.dirs_rendered or rep.filed:
-            log.info("pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s", rep.records,
-                     rep.summarized, rep.dirs_rendered, len(rep.filed), rep.seconds)
+            log.info(
+                "pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s",
+                rep.records,
+                rep.summarized,
+                rep.dirs_rendered,
+                len(rep.filed),
+                rep.seconds,
+            )
         return rep
 
     # ------------------------------------------------------------------------------------------------
@@ -254,8 +282,13 @@ class Indexer(InboxFiler):
             self.last_error = f"episodes: {type(e).__name__}: {e}"
             log.warning("episode builder failed: %s", e)
 
-    def _update_entries(self, dirty: dict[int, tuple[int, bytes]], dead_names: list[tuple[bytes, int]],
-                        rep: PassReport, force: bool = False) -> set[int]:
+    def _update_entries(
+        self,
+        dirty: dict[int, tuple[int, bytes]],
+        dead_names: list[tuple[bytes, int]],
+        rep: PassReport,
+        force: bool = False,
+    ) -> set[int]:
         """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
         todo: list[tuple[int, dict, EntryDoc | None]] = []
         parents: set[int] = set()
@@ -284,12 +317,12 @@ class Indexer(InboxFiler):
                 todo.append((ino, m, doc))
         need = [(i, m, d) for i, m, d in todo if d is not None]
         for k in range(0, len(need), self.batch):
-            chunk = need[k:k + self.batch]
+            chunk = need[k : k + self.batch]
             docs = [d for _i, _m, d in chunk]
             summaries = self._call("summarize", docs)
             # results the builder could only give by falling back are marked so a later pass re-asks
             fell_back = set(getattr(self.builder, "last_fallbacks", []) or [])
-            for j, ((_i, m, _d), s) in enumerate(zip(chunk, summaries)):
+            for j, ((_i, m, _d), s) in enumerate(zip(chunk, summaries, strict=False)):
                 m["summary"] = s
                 m["by"] = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
             rep.summarized += len(chunk)
@@ -309,16 +342,21 @@ class Indexer(InboxFiler):
         self.store.run_write(write)
         return parents
 
-    def _examine(self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: dict, force: bool
-                 ) -> tuple[dict, EntryDoc | None]:
+    def _examine(
+        self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: dict, force: bool
+    ) -> tuple[dict, EntryDoc | None]:
         """New meta for an entry, and the doc to summarise if its content changed."""
         rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
         m = dict(meta)
         m.update(name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
         if node.is_lnk:
             target = t.read_data(node.ino, 0, node.size, node.size)
-            m.update(summary=f"symbolic link → {target.decode('utf-8', 'backslashreplace')}", tokens=0,
-                     hash="link:" + hashlib.sha256(target).hexdigest()[:16], link=True)
+            m.update(
+                summary=f"symbolic link → {target.decode('utf-8', 'backslashreplace')}",
+                tokens=0,
+                hash="link:" + hashlib.sha256(target).hexdigest()[:16],
+                link=True,
+            )
             return m, None  # a link's target is never read or sent to a builder
         if node.size > HASH_LIMIT_BYTES:
             h = f"big:{node.size}:{node.generation}"
@@ -328,20 +366,28 @@ class Indexer(InboxFiler):
             h = hashlib.sha256(data).hexdigest()
             sample = data[:8192]
         retry_fallback = meta.get("by") == "deterministic" and self.builder.name != "deterministic"
-        if (h == meta.get("hash") and "summary" in meta and not retry_fallback
-                and not (force and meta.get("by") != self.builder.name)):
+        if (
+            h == meta.get("hash")
+            and "summary" in meta
+            and not retry_fallback
+            and not (force and meta.get("by") != self.builder.name)
+        ):
             return m, None
         binary = b"\0" in sample[:4096] or _mostly_binary(sample)
         text = "" if binary else sample.decode("utf-8", "replace")
-        if binary:
-            tokens, approx = (node.size + 3) // 4, True
-        elif node.size > TOKEN_LIMIT_BYTES:
+        if binary or node.size > TOKEN_LIMIT_BYTES:
             tokens, approx = (node.size + 3) // 4, True
         else:
             tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
         m.update(hash=h, tokens=tokens, approx=approx, link=False)
-        doc = EntryDoc(path=os.fsdecode(rel.lstrip(b"/")), name=os.fsdecode(name), content_hash=h, text=text,
-                       size_bytes=node.size, is_binary=binary)
+        doc = EntryDoc(
+            path=os.fsdecode(rel.lstrip(b"/")),
+            name=os.fsdecode(name),
+            content_hash=h,
+            text=text,
+            size_bytes=node.size,
+            is_binary=binary,
+        )
         return m, doc
 
     def _call(self, job: str, *args):
@@ -355,8 +401,6 @@ class Indexer(InboxFiler):
             self.last_error = f"{job}: {type(e).__name__}: {e}"
             log.warning("builder %s failed (%s); using the deterministic result", job, e)
             return getattr(self.fallback, job)(*args)
-
-
 
     # ------------------------------------------------------------------------------------------------
     def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
@@ -377,19 +421,35 @@ class Indexer(InboxFiler):
                     continue
                 m = t.meta(child)
                 if cn.is_dir:
-                    items.append(Item(name, m.get("description", "section"), m.get("tokens_total", 0), True,
-                                      m.get("entries_total", 0)))
+                    items.append(
+                        Item(
+                            name,
+                            m.get("description", "section"),
+                            m.get("tokens_total", 0),
+                            True,
+                            m.get("entries_total", 0),
+                        )
+                    )
                 else:
                     if "summary" not in m or m.get("size") != cn.size:
                         missing[child] = (ino, name)
-                    items.append(Item(name, m.get("summary", ""), m.get("tokens", 0), False,
-                                      is_link=cn.is_lnk, approx=m.get("approx", False)))
+                    items.append(
+                        Item(
+                            name,
+                            m.get("summary", ""),
+                            m.get("tokens", 0),
+                            False,
+                            is_link=cn.is_lnk,
+                            approx=m.get("approx", False),
+                        )
+                    )
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
             self._update_entries(missing, [], rep)
             return self._render_dir(ino, rep, upto, _retry=False)
         title = "/" if ino == S.ROOT_INO else os.fsdecode(path.rsplit(b"/", 1)[-1])
-        sect = SectionDoc(path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary)
-                                                                         for i in items])
+        sect = SectionDoc(
+            path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary) for i in items]
+        )
         description = self._call("describe", [sect])[0] if items else "empty section"
         groups = None
         if len(items) > 40:
@@ -398,17 +458,32 @@ class Indexer(InboxFiler):
         total_entries = sum((i.entries if i.is_dir else 1) for i in items)
         gen = node.generation
         facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
-        out = render(title, description, items, max_tokens=self.max_tokens, count_tokens=count_tokens,
-                     header_facts=facts, groups=groups)
+        out = render(
+            title,
+            description,
+            items,
+            max_tokens=self.max_tokens,
+            count_tokens=count_tokens,
+            header_facts=facts,
+            groups=groups,
+        )
 
         def write(t: Txn) -> None:
             if t.inode(ino) is None:
                 return
             t.put_toc_pages(ino, out.pages)
             m = t.meta(ino)
-            m.update(description=description, tokens_total=total_tokens, entries_total=total_entries,
-                     toc_generation=gen, toc_journal_seq=upto, toc_pages=len(out.pages), toc_levels=out.levels,
-                     toc_max_page_tokens=max(out.page_tokens), toc_page_tokens=out.page_tokens)
+            m.update(
+                description=description,
+                tokens_total=total_tokens,
+                entries_total=total_entries,
+                toc_generation=gen,
+                toc_journal_seq=upto,
+                toc_pages=len(out.pages),
+                toc_levels=out.levels,
+                toc_max_page_tokens=max(out.page_tokens),
+                toc_page_tokens=out.page_tokens,
+            )
             t.put_meta(ino, m)
 
         self.store.run_write(write)
@@ -423,9 +498,16 @@ class Indexer(InboxFiler):
             builder_status = self.builder.status()
         except Exception as e:  # pragma: no cover - a broken builder must not break status
             builder_status = {"error": str(e)}
-        status = {"pid": os.getpid(), "state": self.state, "passes": self.passes,
-                  "last_pass": rep.to_json() if rep else None, "last_error": self.last_error,
-                  "builder": builder_status, "toc_max_tokens": self.max_tokens, "updated_ns": now_ns()}
+        status = {
+            "pid": os.getpid(),
+            "state": self.state,
+            "passes": self.passes,
+            "last_pass": rep.to_json() if rep else None,
+            "last_error": self.last_error,
+            "builder": builder_status,
+            "toc_max_tokens": self.max_tokens,
+            "updated_ns": now_ns(),
+        }
         try:
             self.store.run_write(lambda t: t.put_cfg(S.CFG_INDEXER_STATUS, S.dumps(status)))
         except LibraryError as e:
@@ -490,8 +572,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         store = Store(a.libdir)
         builder = make_builder(a.libdir, store, use_llm=use_llm)
-        idx = Indexer(a.libdir, builder=builder, mountpoint=a.mountpoint, store=store,
-                      toc_max_tokens=settings["index"]["toc_max_tokens"])
+        idx = Indexer(
+            a.libdir,
+            builder=builder,
+            mountpoint=a.mountpoint,
+            store=store,
+            toc_max_tokens=settings["index"]["toc_max_tokens"],
+        )
     except LibraryError as e:
         os.close(lock)
         print(f"libraryfs-indexer: {e}", file=sys.stderr)
@@ -523,9 +610,11 @@ def main(argv: list[str] | None = None) -> int:
     def on_pass(rep: PassReport) -> None:
         with store.read() as t:
             gen, pending = t.cfg_int(S.CFG_TOC_GEN), max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
-        notify.status(f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
-                      f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
-                      + (f"; last error: {idx.last_error}" if idx.last_error else ""))
+        notify.status(
+            f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
+            f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
+            + (f"; last error: {idx.last_error}" if idx.last_error else "")
+        )
 
     def on_stop(signum, _frame) -> None:
         current["quit"] = True
@@ -559,8 +648,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 new = load_settings(a.libdir, overrides)
                 configure_logging(new)
-                bound = int(new["index"]["toc_max_tokens"] or store.settings().get("toc_max_tokens")
-                            or DEFAULT_MAX_TOKENS)
+                bound = int(
+                    new["index"]["toc_max_tokens"]
+                    or store.settings().get("toc_max_tokens")
+                    or DEFAULT_MAX_TOKENS
+                )
                 new_builder = make_builder(a.libdir, store, use_llm=use_llm)
             except LibraryError as e:
                 log.error("reload failed, keeping the current settings: %s", e)
@@ -573,8 +665,12 @@ def main(argv: list[str] | None = None) -> int:
             full = bound != idx.max_tokens  # a new page bound re-renders every TOC
             idx.max_tokens = bound
             current["settings"] = new
-            log.info("settings reloaded (SIGHUP): builder %s, TOC bound %d tokens, poll %.2f s",
-                     getattr(new_builder, "name", "?"), bound, new["index"]["poll_s"])
+            log.info(
+                "settings reloaded (SIGHUP): builder %s, TOC bound %d tokens, poll %.2f s",
+                getattr(new_builder, "name", "?"),
+                bound,
+                new["index"]["poll_s"],
+            )
             notify.notify(f"READY=1\nSTATUS=indexing {idx.libdir} (settings reloaded)")
         return 0
     finally:
@@ -586,8 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         os.close(lock)
 
 
-def make_builder(libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
-                 ) -> IndexBuilder:
+def make_builder(
+    libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
+) -> IndexBuilder:
     """The builder for a library: the LLM builder when an endpoint is configured (and ``use_llm`` is not
     False), else the deterministic one. ``use_llm=True`` without an endpoint raises :class:`LibraryError`."""
     if use_llm is False:
@@ -600,8 +697,10 @@ def make_builder(libdir: str, store: Store, use_llm: bool | None = None, overrid
         return DeterministicBuilder()
     builder = llm_make_builder(libdir, store, overrides)
     if use_llm and isinstance(builder, DeterministicBuilder):
-        raise LibraryError("no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; "
-                           "see docs/llm.md)")
+        raise LibraryError(
+            "no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; "
+            "see docs/llm.md)"
+        )
     return builder
 
 

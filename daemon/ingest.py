@@ -13,8 +13,8 @@ import logging
 import os
 import threading
 
-from libraryfs.layout import open_tree
 from libraryfs.fs.tree import Tree
+from libraryfs.layout import open_tree
 
 log = logging.getLogger("libraryfs.ingest")
 
@@ -51,7 +51,7 @@ def plan(source: str, include_hidden: bool = False) -> tuple[list[tuple[str, str
     for root, dirs, names in os.walk(source, followlinks=False):
         if not include_hidden:
             hidden = [d for d in dirs if d.startswith(".")]
-            for d in hidden:
+            for _d in hidden:
                 skipped["hidden"] = skipped.get("hidden", 0) + 1
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         else:
@@ -71,8 +71,15 @@ def plan(source: str, include_hidden: bool = False) -> tuple[list[tuple[str, str
     return files, sum(skipped.values()), skipped
 
 
-def ingest_tree(libdir: str, source: str, section: str = "", *, include_hidden: bool = False,
-                progress: bool = True, tree: Tree | None = None) -> dict:
+def ingest_tree(
+    libdir: str,
+    source: str,
+    section: str = "",
+    *,
+    include_hidden: bool = False,
+    progress: bool = True,
+    tree: Tree | None = None,
+) -> dict:
     """Copy every regular file under ``source`` to ``section/<relative path>``; returns counts.
 
     ``{"files": n, "bytes": total bytes, "skipped": n, "skipped_why": "…"}``. Unreadable files are
@@ -86,6 +93,7 @@ def ingest_tree(libdir: str, source: str, section: str = "", *, include_hidden: 
     bar = None
     if progress:
         from tqdm import tqdm
+
         bar = tqdm(total=len(files), unit="file", desc="ingest", leave=False)
     try:
         for src, rel in files:
@@ -108,12 +116,22 @@ def ingest_tree(libdir: str, source: str, section: str = "", *, include_hidden: 
         close = getattr(tree, "close", None)
         if close:
             close()
-    return {"files": done, "bytes": total, "skipped": nskip,
-            "skipped_why": ", ".join(f"{v} {k}" for k, v in sorted(why.items()))}
+    return {
+        "files": done,
+        "bytes": total,
+        "skipped": nskip,
+        "skipped_why": ", ".join(f"{v} {k}" for k, v in sorted(why.items())),
+    }
 
 
-def watch_tree(libdir: str, source: str, section: str = "", *, include_hidden: bool = False,
-               stop: threading.Event | None = None) -> None:
+def watch_tree(
+    libdir: str,
+    source: str,
+    section: str = "",
+    *,
+    include_hidden: bool = False,
+    stop: threading.Event | None = None,
+) -> None:
     """Mirror changes under ``source`` into the library until ``stop`` is set (or Ctrl-C).
 
     Falls back to watchdog's polling observer when inotify watches run out (errno 28/24).
@@ -171,8 +189,9 @@ def watch_tree(libdir: str, source: str, section: str = "", *, include_hidden: b
             if a and b and tree.exists(a):
                 tree.rename(a, b)
             elif b:
-                self.on_created(type("E", (), {"is_directory": event.is_directory,
-                                               "src_path": event.dest_path})())
+                self.on_created(
+                    type("E", (), {"is_directory": event.is_directory, "src_path": event.dest_path})()
+                )
             elif a:
                 tree.remove(a)
 

@@ -22,11 +22,10 @@ import subprocess
 import sys
 import time
 
-from libraryfs.layout import proc_mount
+from libraryfs.daemon.mountd import mount_entry, wait_until_mounted
 from libraryfs.errors import Busy, LibraryError, LibraryMissing
 from libraryfs.fs.store import is_library
-
-from libraryfs.daemon.mountd import mount_entry, wait_until_mounted
+from libraryfs.layout import proc_mount
 
 
 class LaunchError(LibraryError):
@@ -140,10 +139,20 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
     return libdir, mountpoint
 
 
-def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
-          allow_other: bool = False, timeouts: str | None = None, budget: str | None = None,
-          llm: bool | None = None, allow_nonempty: bool = False, timeout_s: float = 20.0,
-          env: dict | None = None) -> dict:
+def start(
+    libdir: str,
+    mountpoint: str,
+    *,
+    indexer: bool = True,
+    read_only: bool = False,
+    allow_other: bool = False,
+    timeouts: str | None = None,
+    budget: str | None = None,
+    llm: bool | None = None,
+    allow_nonempty: bool = False,
+    timeout_s: float = 20.0,
+    env: dict | None = None,
+) -> dict:
     """Start the mount server (and the indexer) in the background; returns ``run.json`` facts.
 
     Raises :class:`LaunchError` with the server's own last error line if it does not come up.
@@ -153,8 +162,18 @@ def start(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool
     created = not os.path.exists(os.path.abspath(mountpoint))
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
     try:
-        return _start(libdir, mountpoint, indexer=indexer, read_only=read_only, allow_other=allow_other,
-                      timeouts=timeouts, budget=budget, llm=llm, timeout_s=timeout_s, env=env)
+        return _start(
+            libdir,
+            mountpoint,
+            indexer=indexer,
+            read_only=read_only,
+            allow_other=allow_other,
+            timeouts=timeouts,
+            budget=budget,
+            llm=llm,
+            timeout_s=timeout_s,
+            env=env,
+        )
     except BaseException:
         if created:  # leave nothing behind for a mount that never came up
             try:
@@ -196,9 +215,19 @@ def indexer_holder(libdir: str) -> int | None:
         os.close(fd)
 
 
-def _start(libdir: str, mountpoint: str, *, indexer: bool, read_only: bool, allow_other: bool,
-           timeouts: str | None, budget: str | None, llm: bool | None, timeout_s: float, env: dict | None
-           ) -> dict:
+def _start(
+    libdir: str,
+    mountpoint: str,
+    *,
+    indexer: bool,
+    read_only: bool,
+    allow_other: bool,
+    timeouts: str | None,
+    budget: str | None,
+    llm: bool | None,
+    timeout_s: float,
+    env: dict | None,
+) -> dict:
     logs = os.path.join(libdir, "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
     cmd = [sys.executable, "-m", "libraryfs.daemon.mountd", libdir, mountpoint]
@@ -212,9 +241,10 @@ def _start(libdir: str, mountpoint: str, *, indexer: bool, read_only: bool, allo
         cmd += ["--budget", budget]
     penv = dict(os.environ, **(env or {}))
     penv.pop("NOTIFY_SOCKET", None)
-    mlog = open(os.path.join(logs, "mount.log"), "ab")
-    server = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=mlog, stderr=mlog, start_new_session=True,
-                              env=penv)
+    mlog = open(os.path.join(logs, "mount.log"), "ab")  # noqa: SIM115 (handed to the child; closed below)
+    server = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=mlog, stderr=mlog, start_new_session=True, env=penv
+    )
     mlog.close()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -225,8 +255,13 @@ def _start(libdir: str, mountpoint: str, *, indexer: bool, read_only: bool, allo
     else:
         server.terminate()
         raise LaunchError(f"mount did not come up within {timeout_s:.0f} s (see {logs}/mount.log)")
-    info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": server.pid, "indexer_pid": None,
-            "started": time.time()}
+    info = {
+        "libdir": libdir,
+        "mountpoint": mountpoint,
+        "server_pid": server.pid,
+        "indexer_pid": None,
+        "started": time.time(),
+    }
     if indexer and not read_only:
         # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files
         # the inbox through the same mountpoint, which is live again
@@ -235,8 +270,9 @@ def _start(libdir: str, mountpoint: str, *, indexer: bool, read_only: bool, allo
     return info
 
 
-def start_indexer(libdir: str, mountpoint: str | None, llm: bool | None = None, env: dict | None = None
-                  ) -> int:
+def start_indexer(
+    libdir: str, mountpoint: str | None, llm: bool | None = None, env: dict | None = None
+) -> int:
     """Spawn the indexer daemon for ``libdir``; returns its pid."""
     logs = os.path.join(libdir, "logs")
     os.makedirs(logs, mode=0o700, exist_ok=True)
@@ -247,11 +283,12 @@ def start_indexer(libdir: str, mountpoint: str | None, llm: bool | None = None, 
         cmd.append("--llm")
     elif llm is False:
         cmd.append("--no-llm")
-    ilog = open(os.path.join(logs, "indexer.log"), "ab")
+    ilog = open(os.path.join(logs, "indexer.log"), "ab")  # noqa: SIM115 (handed to the child; closed below)
     penv = dict(os.environ, **(env or {}))
     penv.pop("NOTIFY_SOCKET", None)
-    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=ilog, stderr=ilog, start_new_session=True,
-                         env=penv)
+    p = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=ilog, stderr=ilog, start_new_session=True, env=penv
+    )
     ilog.close()
     return p.pid
 
@@ -322,7 +359,7 @@ def _libdir_of_mount(mountpoint: str) -> str | None:
     m = proc_mount(mountpoint)
     if m is None or not m[0].startswith("libraryfs:"):
         return None
-    cand = m[0][len("libraryfs:"):].replace("\\,", ",")
+    cand = m[0][len("libraryfs:") :].replace("\\,", ",")
     return cand if is_library(cand) else None
 
 
@@ -338,9 +375,18 @@ def _last_line(path: str) -> str:
         return "no log"
 
 
-def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_only: bool = False,
-                   allow_other: bool = False, timeouts: str | None = None, budget: str | None = None,
-                   llm: bool | None = None, allow_nonempty: bool = False) -> int:
+def run_foreground(
+    libdir: str,
+    mountpoint: str,
+    *,
+    indexer: bool = True,
+    read_only: bool = False,
+    allow_other: bool = False,
+    timeouts: str | None = None,
+    budget: str | None = None,
+    llm: bool | None = None,
+    allow_nonempty: bool = False,
+) -> int:
     """Serve in this process (systemd, ``--foreground``); the indexer runs as a child process."""
     from libraryfs.daemon import mountd
 
@@ -359,8 +405,16 @@ def run_foreground(libdir: str, mountpoint: str, *, indexer: bool = True, read_o
         running = indexer_holder(libdir)
         pid = running or start_indexer(libdir, mountpoint, llm=llm)
         child = None if running else pid
-        _write_run(libdir, {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(),
-                            "indexer_pid": pid, "started": time.time()})
+        _write_run(
+            libdir,
+            {
+                "libdir": libdir,
+                "mountpoint": mountpoint,
+                "server_pid": os.getpid(),
+                "indexer_pid": pid,
+                "started": time.time(),
+            },
+        )
     try:
         return mountd.main(args)
     finally:

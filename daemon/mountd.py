@@ -20,12 +20,12 @@ import threading
 import time
 from collections.abc import Callable
 
+from libraryfs.errors import Busy, InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
-from libraryfs.layout import proc_mount
-from libraryfs.errors import InvalidArgument, Busy, LibraryError
-from libraryfs.index.find import find
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
+from libraryfs.index.find import find
+from libraryfs.layout import proc_mount
 
 log = logging.getLogger("libraryfs.mount")
 
@@ -185,10 +185,18 @@ def notify_mod():
     return notify
 
 
-def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: bool = False,
-        timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0), budget=None,
-        on_ready: Callable[[], None] | None = None, check_on_unclean: bool = True,
-        lifecycle: Lifecycle | None = None) -> int:
+def run(
+    libdir: str,
+    mountpoint: str,
+    *,
+    read_only: bool = False,
+    allow_other: bool = False,
+    timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    budget=None,
+    on_ready: Callable[[], None] | None = None,
+    check_on_unclean: bool = True,
+    lifecycle: Lifecycle | None = None,
+) -> int:
     """Serve one library until unmounted; returns a process exit status. Raises :class:`Busy` if locked.
 
     Order: lock → clear a stale mountpoint (ENOTCONN, left by a killed server) → consistency check if the
@@ -199,8 +207,10 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
 
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
-    for inner, outer, what in ((mountpoint, libdir, "mountpoint {m} is inside the library directory {l}"),
-                               (libdir, mountpoint, "library directory {l} is inside the mountpoint {m}")):
+    for inner, outer, what in (
+        (mountpoint, libdir, "mountpoint {m} is inside the library directory {l}"),
+        (libdir, mountpoint, "library directory {l} is inside the mountpoint {m}"),
+    ):
         r_in, r_out = os.path.realpath(inner), os.path.realpath(outer)
         if r_in == r_out or r_in.startswith(r_out.rstrip("/") + "/"):
             # the server would serve its own store through itself and deadlock (cases C25)
@@ -219,12 +229,18 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
         recovered = ""
         if not clean and check_on_unclean and not read_only:
             from libraryfs.fs.check import check
+
             notify.status("checking the store after an unclean stop")
             report = check(store, repair=True)
-            log.warning("unclean shutdown detected: check found %d problem(s), repaired %d",
-                        len(report.problems), report.repaired)
-            recovered = f" after an unclean stop (check: {len(report.problems)} problem(s), " \
-                        f"{report.repaired} repaired)"
+            log.warning(
+                "unclean shutdown detected: check found %d problem(s), repaired %d",
+                len(report.problems),
+                report.repaired,
+            )
+            recovered = (
+                f" after an unclean stop (check: {len(report.problems)} problem(s), "
+                f"{report.repaired} repaired)"
+            )
         if lifecycle is not None and lifecycle.stop_requested.is_set():
             return 0  # stopped before mounting: nothing was changed
         started = time.time()
@@ -232,13 +248,26 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
         unit = systemd_unit()
 
         def status_provider() -> dict:
-            return {"pid": os.getpid(), "mountpoint": mountpoint, "started": started,
-                    "uptime_s": round(time.time() - started, 3), "read_only": read_only,
-                    "allow_other": allow_other, "timeouts_s": list(timeouts_s), "systemd_unit": unit}
+            return {
+                "pid": os.getpid(),
+                "mountpoint": mountpoint,
+                "started": started,
+                "uptime_s": round(time.time() - started, 3),
+                "read_only": read_only,
+                "allow_other": allow_other,
+                "timeouts_s": list(timeouts_s),
+                "systemd_unit": unit,
+            }
 
         # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
-        view = LibraryView(store, read_only=read_only, finder=find, status_provider=status_provider,
-                           budget=budget, count_tokens=None)
+        view = LibraryView(
+            store,
+            read_only=read_only,
+            finder=find,
+            status_provider=status_provider,
+            budget=budget,
+            count_tokens=None,
+        )
         if not read_only:
             n = view.purge_orphans()
             if n:
@@ -247,6 +276,7 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
             def mark(t):
                 t.put_cfg(S.CFG_CLEAN, b"0")
                 t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps(status_provider()))
+
             store.run_write(mark)
             store.sync()
 
@@ -259,20 +289,30 @@ def run(libdir: str, mountpoint: str, *, read_only: bool = False, allow_other: b
                     log.info("mounted %s at %s%s", libdir, mountpoint, recovered)
                     if on_ready is not None and not (lifecycle and lifecycle.stop_requested.is_set()):
                         on_ready()
+
             threading.Thread(target=waiter, name="libraryfs-ready", daemon=True).start()
 
         try:
-            serve(view, mountpoint, read_only=read_only, allow_other=allow_other, timeouts_s=timeouts_s,
-                  on_init=on_init, fsname="libraryfs:" + libdir.replace(",", "\\,"))
+            serve(
+                view,
+                mountpoint,
+                read_only=read_only,
+                allow_other=allow_other,
+                timeouts_s=timeouts_s,
+                on_init=on_init,
+                fsname="libraryfs:" + libdir.replace(",", "\\,"),
+            )
         finally:
             if lifecycle is not None:
                 lifecycle.detach()
                 lifecycle.send_stopping("unmounted")  # no-op if a signal already said so
         log.info("unmounted %s; flushing", mountpoint)
         if not read_only:
+
             def unmark(t):
                 t.put_cfg(S.CFG_CLEAN, b"1")
                 t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps({}))
+
             store.run_write(unmark)
             store.sync()
         log.info("clean shutdown of %s", libdir)
@@ -303,8 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-level", default=None)
     a = ap.parse_args(argv)
     try:
-        overrides = {"mount.read_only": a.read_only, "mount.allow_other": a.allow_other,
-                     "mount.budget": a.budget, "log.level": a.log_level, **parse_timeouts(a.timeouts)}
+        overrides = {
+            "mount.read_only": a.read_only,
+            "mount.allow_other": a.allow_other,
+            "mount.budget": a.budget,
+            "log.level": a.log_level,
+            **parse_timeouts(a.timeouts),
+        }
         settings = load_settings(a.libdir, overrides)
     except LibraryError as e:
         print(f"libraryfs-mountd: {e}", file=sys.stderr)
@@ -314,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = None
     if m["budget"]:
         from libraryfs.features.code.budget import ReadBudget, parse_budget_spec
+
         budget = ReadBudget(parse_budget_spec(m["budget"]))
     mountpoint = os.path.abspath(a.mountpoint)
     current = {"settings": settings}
@@ -326,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         changed = [k for k, v, _src in rows(new) if old.get(k) != v]
         later = [k for k in changed if k.startswith("mount.")]
         current["settings"] = new
-        log.info("settings reloaded (SIGHUP): %s changed%s", ", ".join(changed) or "nothing",
-                 f"; {', '.join(later)} take effect at the next mount" if later else "")
+        log.info(
+            "settings reloaded (SIGHUP): %s changed%s",
+            ", ".join(changed) or "nothing",
+            f"; {', '.join(later)} take effect at the next mount" if later else "",
+        )
         notify.notify(f"READY=1\nSTATUS=mounted at {mountpoint} (settings reloaded)")
 
     lifecycle = Lifecycle(on_reload=reload)
@@ -337,8 +386,16 @@ def main(argv: list[str] | None = None) -> int:
         notify.ready(f"mounted at {mountpoint}")
 
     try:
-        return run(a.libdir, mountpoint, read_only=m["read_only"], allow_other=m["allow_other"],
-                   timeouts_s=timeouts_s(settings), budget=budget, on_ready=on_ready, lifecycle=lifecycle)
+        return run(
+            a.libdir,
+            mountpoint,
+            read_only=m["read_only"],
+            allow_other=m["allow_other"],
+            timeouts_s=timeouts_s(settings),
+            budget=budget,
+            on_ready=on_ready,
+            lifecycle=lifecycle,
+        )
     except LibraryError as e:
         print(f"libraryfs-mountd: {e}", file=sys.stderr)
         return 1
@@ -349,4 +406,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -136,9 +136,28 @@ class Busy(LibraryError):
 #: The one domain-error → errno table (most specific class first is not needed: exact classes).
 ERRNO_TABLE: dict[type[LibraryError], int] = {
     cls: cls.errno
-    for cls in (NotFound, Exists, NotADir, IsADir, NotEmpty, NameTooLong, AccessDenied, NotPermitted,
-                InvalidArgument, NoSpace, NoAttr, NotSupported, CrossDevice, QuotaExceeded, FileTooBig,
-                BadHandle, RangeError, Corrupt, LibraryMissing, Busy)
+    for cls in (
+        NotFound,
+        Exists,
+        NotADir,
+        IsADir,
+        NotEmpty,
+        NameTooLong,
+        AccessDenied,
+        NotPermitted,
+        InvalidArgument,
+        NoSpace,
+        NoAttr,
+        NotSupported,
+        CrossDevice,
+        QuotaExceeded,
+        FileTooBig,
+        BadHandle,
+        RangeError,
+        Corrupt,
+        LibraryMissing,
+        Busy,
+    )
 }
 
 

@@ -12,11 +12,12 @@ import fcntl
 import os
 import re
 
-from libraryfs.fs import schema as S
 from libraryfs.errors import Exists, IsADir, LibraryError, NotFound
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree, Tree
-from libraryfs.fs.view import INDEX_NAME, LibraryView
+from libraryfs.fs.view import LibraryView
+from libraryfs.fs.virtual import INDEX_NAME
 
 
 def mount_info(libdir: str) -> dict | None:
@@ -63,6 +64,7 @@ def mount_info(libdir: str) -> dict | None:
 def proc_mounts() -> list[tuple[str, str, str]]:
     """``(device, mountpoint, fstype)`` of every line of ``/proc/mounts``, octal escapes (``\\040``)
     decoded byte-exactly. The device of a libraryfs mount is ``libraryfs:<library directory>``."""
+
     def unescape(field: bytes) -> str:
         return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
 
@@ -148,7 +150,7 @@ class StoreTree:
             fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_TRUNC, self.uid, self.gid)
             try:
                 for off in range(0, len(data), 1 << 20):
-                    self.view.write(fh, data[off:off + (1 << 20)], off)
+                    self.view.write(fh, data[off : off + (1 << 20)], off)
             finally:
                 self.view.release(fh)
         except LibraryError as e:
@@ -204,8 +206,11 @@ class StoreTree:
     def _names(self, p: bytes) -> list[bytes]:
         fh = self.view.opendir(p)
         try:
-            return sorted(n for n, mode, _ino, _o in self.view.readdir(fh, 0)
-                          if n not in (b".", b"..") and n != INDEX_NAME and not _virtual(n, p))
+            return sorted(
+                n
+                for n, mode, _ino, _o in self.view.readdir(fh, 0)
+                if n not in (b".", b"..") and n != INDEX_NAME and not _virtual(n, p)
+            )
         finally:
             self.view.releasedir(fh)
 

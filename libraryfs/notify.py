@@ -206,6 +206,11 @@ class JournalFormatter(logging.Formatter):
         text = super().format(record)
         prio = _PRIORITY.get(record.levelno)
         if prio is None:
-            prio = 7 if record.levelno < logging.INFO else 6 if record.levelno < logging.WARNING else (
-                4 if record.levelno < logging.ERROR else 3)
+            prio = (
+                7
+                if record.levelno < logging.INFO
+                else 6
+                if record.levelno < logging.WARNING
+                else (4 if record.levelno < logging.ERROR else 3)
+            )
         return f"<{prio}>" + text.replace("\n", "\n    ")

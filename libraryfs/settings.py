@@ -86,8 +86,9 @@ def parse_levels(spec: str) -> dict[str, str]:
         name, eq, level = part.partition("=")
         level = level.strip().upper()
         if not eq or not name.strip() or level not in _LEVELS:
-            raise SettingsError(f"bad log level entry {part!r} (want logger=LEVEL, LEVEL one of "
-                                f"{', '.join(_LEVELS)})")
+            raise SettingsError(
+                f"bad log level entry {part!r} (want logger=LEVEL, LEVEL one of " f"{', '.join(_LEVELS)})"
+            )
         out[name.strip()] = level
     return out
 
@@ -178,8 +179,9 @@ def read_file(path: str) -> dict[str, Any]:
     return out
 
 
-def load_settings(libdir: str | None, overrides: Mapping[str, Any] | None = None,
-                  environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def load_settings(
+    libdir: str | None, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """Effective settings of one library.
 
     ``overrides``: values given as command-line flags, by dotted key (``{"mount.read_only": True}``);
@@ -234,7 +236,7 @@ def parse_timeouts(spec: str | None) -> dict[str, float | None]:
     parts = [p.strip() for p in spec.split(",")]
     if len(parts) != 3:
         raise SettingsError(f"--timeouts wants entry,attr,negative seconds, got {spec!r}")
-    return {k: _coerce(k, p, "flag --timeouts") for k, p in zip(keys, parts)}
+    return {k: _coerce(k, p, "flag --timeouts") for k, p in zip(keys, parts, strict=False)}
 
 
 def rows(settings: Mapping[str, Any]) -> list[tuple[str, Any, str]]:

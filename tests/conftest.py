@@ -159,8 +159,13 @@ def run_cli():
     """Run the real ``libraryfs`` console script: returns CompletedProcess (text)."""
 
     def run(*args: str, check_rc: bool = False, timeout: float = 120, env: dict | None = None):
-        r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True,
-                           timeout=timeout, env=dict(os.environ, **(env or {})))
+        r = subprocess.run(
+            [sys.executable, "-m", "libraryfs.cli.main", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=dict(os.environ, **(env or {})),
+        )
         if check_rc and r.returncode != 0:
             raise AssertionError(f"libraryfs {' '.join(args)} failed ({r.returncode}): {r.stderr}")
         return r

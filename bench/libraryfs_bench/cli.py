@@ -8,18 +8,25 @@ They reach the ``libraryfs`` command through the entry point group ``libraryfs.c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-import json
-import time
-
-from libraryfs.cli.cards_cmds import _close, _llm, _llm_options, _tree_options, _write_json, cardsmod, open_tree
+from libraryfs.cli.cards_cmds import (
+    _close,
+    _llm,
+    _llm_options,
+    _tree_options,
+    _write_json,
+    cardsmod,
+    open_tree,
+)
 from libraryfs.errors import LibraryError
 
 
@@ -61,32 +68,94 @@ def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
 
 
 @bench.command("theorem")
-@click.option("--mount", "mount", type=click.Path(file_okay=False), default=None,
-              help="Mountpoint of a mounted library: stores are written and read through it.")
-@click.option("--library", "library", type=click.Path(file_okay=False), default=None,
-              help="Library directory: mounted on a temporary mountpoint for the run (created if missing).")
-@click.option("--dir", "plain_dir", type=click.Path(file_okay=False), default=None,
-              help="Plain directory, no mount (development): a stand-in indexer writes INDEX.md pages.")
-@click.option("--n", "ns", default=None, metavar="N,N,…",
-              help="Store sizes (default: the paper's 50…5000).")
-@click.option("--conditions", default=None, metavar="C,C,…",
-              help="FLAT, FLAT-SORTED, INDEXED, DEEP-INDEXED, INDEXED-CORRUPTED, PATH, AUTO (default: all).")
-@click.option("--trials", type=click.IntRange(1), default=None,
-              help="Trials 0..K-1 for every cell (default: the paper's own trials where it has them, else 10; PATH/AUTO 3).")
-@click.option("--content", "contents", default="hash,numeric,encyclopedia", show_default=True,
-              help="Content types to include.")
-@click.option("--large", is_flag=True, help="Add N = 1e4, 1e5, 1e6 on one store each (FLAT past 1e4 from its closed form).")
-@click.option("--steps", type=click.IntRange(0), default=1000, show_default=True,
-              help="T of the compounding experiment (0: skip).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="bench/results/theorem",
-              show_default=True, help="Output directory (JSONL, JSON, PNG).")
+@click.option(
+    "--mount",
+    "mount",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Mountpoint of a mounted library: stores are written and read through it.",
+)
+@click.option(
+    "--library",
+    "library",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Library directory: mounted on a temporary mountpoint for the run (created if missing).",
+)
+@click.option(
+    "--dir",
+    "plain_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Plain directory, no mount (development): a stand-in indexer writes INDEX.md pages.",
+)
+@click.option("--n", "ns", default=None, metavar="N,N,…", help="Store sizes (default: the paper's 50…5000).")
+@click.option(
+    "--conditions",
+    default=None,
+    metavar="C,C,…",
+    help="FLAT, FLAT-SORTED, INDEXED, DEEP-INDEXED, INDEXED-CORRUPTED, PATH, AUTO (default: all).",
+)
+@click.option(
+    "--trials",
+    type=click.IntRange(1),
+    default=None,
+    help="Trials 0..K-1 for every cell (default: the paper's own trials where it has them, else 10; PATH/AUTO 3).",
+)
+@click.option(
+    "--content",
+    "contents",
+    default="hash,numeric,encyclopedia",
+    show_default=True,
+    help="Content types to include.",
+)
+@click.option(
+    "--large",
+    is_flag=True,
+    help="Add N = 1e4, 1e5, 1e6 on one store each (FLAT past 1e4 from its closed form).",
+)
+@click.option(
+    "--steps",
+    type=click.IntRange(0),
+    default=1000,
+    show_default=True,
+    help="T of the compounding experiment (0: skip).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default="bench/results/theorem",
+    show_default=True,
+    help="Output directory (JSONL, JSON, PNG).",
+)
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-@click.option("--llm-model", default=None, envvar="LIBRARYFS_THEOREM_MODEL",
-              help="Run the paper's LLM agent with this model instead of the scripted agents.")
-@click.option("--base-url", default=None, envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint (LLM agent).")
+@click.option(
+    "--llm-model",
+    default=None,
+    envvar="LIBRARYFS_THEOREM_MODEL",
+    help="Run the paper's LLM agent with this model instead of the scripted agents.",
+)
+@click.option(
+    "--base-url", default=None, envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint (LLM agent)."
+)
 @click.option("--api-key", default=None, envvar="OPENAI_API_KEY", help="API key (LLM agent).")
-def theorem(mount, library, plain_dir, ns, conditions, trials, contents, large, steps, out_dir, no_plots,
-            llm_model, base_url, api_key) -> None:
+def theorem(
+    mount,
+    library,
+    plain_dir,
+    ns,
+    conditions,
+    trials,
+    contents,
+    large,
+    steps,
+    out_dir,
+    no_plots,
+    llm_model,
+    base_url,
+    api_key,
+) -> None:
     """The Library Theorem benchmark (Mainen 2026) through a mounted library, beside the paper's logs.
 
     Without --mount/--library/--dir a temporary library is created and mounted for the run.
@@ -97,10 +166,15 @@ def theorem(mount, library, plain_dir, ns, conditions, trials, contents, large, 
         raise click.ClickException("give at most one of --mount, --library, --dir")
     try:
         opts = BenchOptions(
-            ns=parse_ns(ns), conditions=parse_conditions(conditions),
+            ns=parse_ns(ns),
+            conditions=parse_conditions(conditions),
             contents=tuple(c.strip() for c in contents.split(",") if c.strip()),
-            extra_trials=trials or 10, item_trials=trials or 3, paper_trials=trials is None,
-            large=large, steps=steps, plots=not no_plots,
+            extra_trials=trials or 10,
+            item_trials=trials or 3,
+            paper_trials=trials is None,
+            large=large,
+            steps=steps,
+            plots=not no_plots,
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
@@ -149,7 +223,9 @@ def seed_cmd(champ, library_dir, tree_dir):
 @click.command("sim")
 @click.option("--problems", type=int, default=2000, show_default=True)
 @click.option("--seeds", type=int, default=5, show_default=True)
-@click.option("--alpha", type=float, default=0.6, show_default=True, help="Beta(alpha, beta) solve probability.")
+@click.option(
+    "--alpha", type=float, default=0.6, show_default=True, help="Beta(alpha, beta) solve probability."
+)
 @click.option("--beta", type=float, default=0.6, show_default=True)
 @click.option("--card-lift", type=float, default=0.0, show_default=True, help="Cards' share of the gap to 1.")
 @click.option("--spread", type=float, default=0.5, show_default=True, help="Wrong-answer spread in (0, 1).")
@@ -166,7 +242,9 @@ def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
 
 
 @click.command("replay")
-@click.option("--problems", type=int, default=None, help="First N problems (domain-interleaved); all by default.")
+@click.option(
+    "--problems", type=int, default=None, help="First N problems (domain-interleaved); all by default."
+)
 @click.option("--seeds", type=int, default=50, show_default=True)
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--cache", type=click.Path(dir_okay=False), default=None, help="Answer-class cache (JSON).")
@@ -210,16 +288,30 @@ def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, bas
 
 @click.command("eval")
 @click.argument("checkouts", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option("--max-commits", default=500, show_default=True,
-              help="Eligible commits per checkout (non-merge, non-root, non-bot): the most recent, or --sample.")
+@click.option(
+    "--max-commits",
+    default=500,
+    show_default=True,
+    help="Eligible commits per checkout (non-merge, non-root, non-bot): the most recent, or --sample.",
+)
 @click.option("--since", help="Only commits after this date (git's --since, committer date).")
 @click.option("--until", help="Only commits before this date (git's --until).")
-@click.option("--sample", is_flag=True, help="Draw --max-commits uniformly at random instead of the most recent.")
+@click.option(
+    "--sample", is_flag=True, help="Draw --max-commits uniformly at random instead of the most recent."
+)
 @click.option("--seed", default=0, show_default=True, help="Seed for --sample.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines) here.")
-def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, until: str | None, sample: bool,
-              seed: int, as_json: bool, tasks_out: str | None) -> None:
+def code_eval(
+    checkouts: tuple[str, ...],
+    max_commits: int,
+    since: str | None,
+    until: str | None,
+    sample: bool,
+    seed: int,
+    as_json: bool,
+    tasks_out: str | None,
+) -> None:
     """Route real commits of CHECKOUTS (default: .) and score against the written rubric."""
     import subprocess
     from dataclasses import asdict
@@ -232,7 +324,9 @@ def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, u
         try:
             ts, c = build_tasks(co, max_commits, since=since, until=until, sample=sample, seed=seed)
         except subprocess.CalledProcessError as e:
-            raise click.ClickException(f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})") from None
+            raise click.ClickException(
+                f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})"
+            ) from None
         tasks += ts
         counts[os.path.abspath(co)] = c
     s = summarize(tasks, counts)
@@ -246,18 +340,23 @@ def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, u
         return
     click.echo(RUBRIC)
     for co, c in counts.items():
-        click.echo(f"{co}: {c['commits']} commits seen ({c['merge']} merge, {c['root']} root, {c['bot']} bot), "
-                   f"{c['eligible']} eligible, {c['selected']} selected, {c['no_code']} without code → "
-                   f"{c['tasks']} tasks ({c['renames']} renamed files, {c['symbols_skipped']} over "
-                   f"the symbol cap)")
+        click.echo(
+            f"{co}: {c['commits']} commits seen ({c['merge']} merge, {c['root']} root, {c['bot']} bot), "
+            f"{c['eligible']} eligible, {c['selected']} selected, {c['no_code']} without code → "
+            f"{c['tasks']} tasks ({c['renames']} renamed files, {c['symbols_skipped']} over "
+            f"the symbol cap)"
+        )
     n = s["n"]
     if not n:
         click.echo("no tasks: the history has no eligible commit that changes code")
         return
     click.echo("")
     click.echo(f"{'':24s} {'misrouted':>14s} {'rate':>7s}  {'Wilson 95%':>15s}")
-    for who, label in (("router", "router"), ("baseline", "regex baseline"),
-                       ("majority", f"always {s['majority']['label']}")):
+    for who, label in (
+        ("router", "router"),
+        ("baseline", "regex baseline"),
+        ("majority", f"always {s['majority']['label']}"),
+    ):
         r = s[who]
         lo, hi = r["wilson95"]
         click.echo(f"{label:24s} {r['misrouted']:>6d} / {n:<6d} {r['rate']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
@@ -266,37 +365,56 @@ def code_eval(checkouts: tuple[str, ...], max_commits: int, since: str | None, u
             for who in ("router", "baseline"):
                 lo, hi = r[f"{who}_wilson95"]
                 k = r[f"{who}_misrouted"]
-                click.echo(f"  {repo[:12] + ' ' + who:22s} {k:>6d} / {r['n']:<6d} {k / r['n']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
+                click.echo(
+                    f"  {repo[:12] + ' ' + who:22s} {k:>6d} / {r['n']:<6d} {k / r['n']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}"
+                )
     m = s["mcnemar"]
-    click.echo(f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
-               f"{m['baseline_only_wrong']}, p = {m['p']:.3g}")
+    click.echo(
+        f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
+        f"{m['baseline_only_wrong']}, p = {m['p']:.3g}"
+    )
     b = s["cluster_bootstrap"]
     if b["router95"] is None:
         click.echo(f"cluster bootstrap: {b['clusters']} (repo, author, week) cluster(s) — no interval")
     else:
-        click.echo(f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
-                   f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
-                   f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}")
+        click.echo(
+            f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
+            f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
+            f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}"
+        )
     fr = s["footprint_recall"]
     if fr["tasks"]:
         lo, hi = fr["any_hit_wilson95"]
-        click.echo(f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
-                   f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
-                   f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})")
+        click.echo(
+            f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
+            f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
+            f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})"
+        )
     click.echo(f"gold: {s['gold_distribution']}")
-    click.echo("confusion (rows gold, columns router): " + "; ".join(
-        f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items()) for g, row in s["confusion_gold_by_predicted"].items()))
+    click.echo(
+        "confusion (rows gold, columns router): "
+        + "; ".join(
+            f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items())
+            for g, row in s["confusion_gold_by_predicted"].items()
+        )
+    )
     ind = s["independence"]
     span = ""
     if ind["first"] is not None:
-        span = f", authored {time.strftime('%Y-%m-%d', time.gmtime(ind['first']))} → " \
-               f"{time.strftime('%Y-%m-%d', time.gmtime(ind['last']))}"
-    click.echo(f"independence: {ind['repos']} repos, {ind['authors']} authors, {ind['clusters']} clusters{span}; "
-               f"{s['elapsed_s']} s")
+        span = (
+            f", authored {time.strftime('%Y-%m-%d', time.gmtime(ind['first']))} → "
+            f"{time.strftime('%Y-%m-%d', time.gmtime(ind['last']))}"
+        )
+    click.echo(
+        f"independence: {ind['repos']} repos, {ind['authors']} authors, {ind['clusters']} clusters{span}; "
+        f"{s['elapsed_s']} s"
+    )
 
 
 @click.command("bench")
-@click.option("--steps", "min_steps", default=10_000, show_default=True, help="Crafter steps in total (at least).")
+@click.option(
+    "--steps", "min_steps", default=10_000, show_default=True, help="Crafter steps in total (at least)."
+)
 @click.option("--max-steps", default=1200, show_default=True, help="Steps per episode.")
 @click.option("--per-family", default=12, show_default=True, help="Questions per family per episode.")
 @click.option("--out", "out_json", default="bench/results/episodes.json", show_default=True)

@@ -19,8 +19,8 @@ import shutil
 import stat as _stat
 from typing import TYPE_CHECKING
 
-from libraryfs.fs import schema as S
 from libraryfs.errors import AccessDenied, Exists, InvalidArgument, NameTooLong, NoAttr, NotSupported
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
 
 #: config key: b"1" once any ``security.*`` xattr has been stored in the library
@@ -58,6 +58,7 @@ class AttrOps:
     security_xattrs: bool  #: a security.* xattr was stored at some point (config flag)
 
     if TYPE_CHECKING:
+
         def resolve(self, t: Txn, path: bytes) -> Resolved: ...
         def _writable(self) -> None: ...
         def _node_for(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode: ...
@@ -77,12 +78,15 @@ class AttrOps:
 
     def chmod(self, path: bytes | None, mode: int, fh: int | None = None) -> None:
         """Set permission bits (the file type bits are kept)."""
+
         def change(n: S.Inode) -> None:
             n.mode = (n.mode & S.S_IFMT) | (mode & 0o7777)
+
         self._modify(path, fh, change)
 
     def chown(self, path: bytes | None, uid: int, gid: int, fh: int | None = None) -> None:
         """Set owner and group; -1 leaves one unchanged. Clears set-id bits of regular files (POSIX)."""
+
         def change(n: S.Inode) -> None:
             if uid != -1:
                 n.uid = uid
@@ -90,6 +94,7 @@ class AttrOps:
                 n.gid = gid
             if n.is_reg and (uid != -1 or gid != -1):
                 n.mode &= ~(_stat.S_ISUID | (_stat.S_ISGID if n.mode & 0o010 else 0))
+
         self._modify(path, fh, change)
 
     def utimens(self, path: bytes | None, atime, mtime, fh: int | None = None) -> None:
@@ -101,6 +106,7 @@ class AttrOps:
                 n.atime_ns = now if atime == UTIME_NOW else int(atime)
             if mtime is not UTIME_OMIT:
                 n.mtime_ns = now if mtime == UTIME_NOW else int(mtime)
+
         self._modify(path, fh, change)
 
     # ------------------------------------------------------------------------------------------------
@@ -115,9 +121,17 @@ class AttrOps:
         with self.store.read() as t:
             files = t.count(self.store.db_inodes)
         free_blocks = du.free // bsize
-        return {"f_bsize": bsize, "f_frsize": bsize, "f_blocks": max(1, total // bsize),
-                "f_bfree": free_blocks, "f_bavail": free_blocks, "f_files": files + free_blocks // 4,
-                "f_ffree": free_blocks // 4, "f_favail": free_blocks // 4, "f_namemax": S.NAME_MAX}
+        return {
+            "f_bsize": bsize,
+            "f_frsize": bsize,
+            "f_blocks": max(1, total // bsize),
+            "f_bfree": free_blocks,
+            "f_bavail": free_blocks,
+            "f_files": files + free_blocks // 4,
+            "f_ffree": free_blocks // 4,
+            "f_favail": free_blocks // 4,
+            "f_namemax": S.NAME_MAX,
+        }
 
     # ------------------------------------------------------------------------------------------------
     # xattrs
@@ -163,7 +177,9 @@ class AttrOps:
             # C04). ENOTSUP makes libacl fall back to fchmod.
             raise NotSupported("POSIX ACLs are not supported")
         if len(name) > 255 or not name:
-            raise InvalidArgument("bad attribute name") if not name else NameTooLong("attribute name too long")
+            raise (
+                InvalidArgument("bad attribute name") if not name else NameTooLong("attribute name too long")
+            )
         if len(value) > 64 * 1024:
             raise InvalidArgument("attribute value too large")
 

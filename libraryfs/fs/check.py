@@ -42,10 +42,17 @@ class Report:
 
     def to_json(self) -> dict:
         """JSON-able summary."""
-        return {"clean": self.clean, "inodes": self.inodes, "dirents": self.dirents, "chunks": self.chunks,
-                "repaired": self.repaired,
-                "problems": [{"code": p.code, "ino": p.ino, "message": p.message, "repaired": p.repaired}
-                             for p in self.problems]}
+        return {
+            "clean": self.clean,
+            "inodes": self.inodes,
+            "dirents": self.dirents,
+            "chunks": self.chunks,
+            "repaired": self.repaired,
+            "problems": [
+                {"code": p.code, "ino": p.ino, "message": p.message, "repaired": p.repaired}
+                for p in self.problems
+            ],
+        }
 
 
 def check(store: Store, repair: bool = False) -> Report:
@@ -74,7 +81,9 @@ def _check(t: Txn, repair: bool) -> Report:
         try:
             inodes[ino] = S.Inode.unpack(ino, v)
         except Exception as e:
-            problem("I0", ino, f"undecodable inode: {e}", lambda ino=ino: t.t.delete(S.u64(ino), db=s.db_inodes))
+            problem(
+                "I0", ino, f"undecodable inode: {e}", lambda ino=ino: t.t.delete(S.u64(ino), db=s.db_inodes)
+            )
     r.inodes = len(inodes)
     root = inodes.get(S.ROOT_INO)
     if root is None or not root.is_dir:
@@ -115,8 +124,12 @@ def _check(t: Txn, repair: bool) -> Report:
             continue
         link = t.dirparent(ino)
         if link != names[0]:
-            problem("I3", ino, "dirparent does not mirror the dirent",
-                    lambda ino=ino, n=names[0]: t.t.put(S.u64(ino), S.u64(n[0]) + n[1], db=s.db_dirparent))
+            problem(
+                "I3",
+                ino,
+                "dirparent does not mirror the dirent",
+                lambda ino=ino, n=names[0]: t.t.put(S.u64(ino), S.u64(n[0]) + n[1], db=s.db_dirparent),
+            )
     for ino, node in inodes.items():
         if node.is_dir and ino != S.ROOT_INO and dir_names.get(ino):
             seen, cur = set(), ino
@@ -140,12 +153,19 @@ def _check(t: Txn, repair: bool) -> Report:
         else:
             want = links.get(ino, 0)
             if want == 0:
-                problem("I4", ino, f"orphaned inode (nlink {node.nlink}, no dirent)", lambda ino=ino: _free(t, ino))
+                problem(
+                    "I4",
+                    ino,
+                    f"orphaned inode (nlink {node.nlink}, no dirent)",
+                    lambda ino=ino: _free(t, ino),
+                )
                 continue
         if node.nlink != want:
+
             def fix(node=node, want=want):
                 node.nlink = want
                 t.put_inode(node)
+
             problem("I4", ino, f"nlink {node.nlink}, expected {want}", fix)
     # I5: data chunks
     last_ino, max_chunk = -1, -1
@@ -157,18 +177,22 @@ def _check(t: Txn, repair: bool) -> Report:
             last_ino = ino
             max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
         if node is None or node.is_dir or chunk >= max_chunk:
-            problem("I5", ino, f"stray data chunk {chunk}",
-                    lambda k=bytes(k): t.t.delete(k, db=s.db_data))
+            problem("I5", ino, f"stray data chunk {chunk}", lambda k=bytes(k): t.t.delete(k, db=s.db_data))
     # I6: next_ino
     nxt = t.cfg_int(S.CFG_NEXT_INO)
     if inodes and nxt <= max(inodes):
-        problem("I6", max(inodes), f"next_ino {nxt} not above the largest inode",
-                lambda: t.put_cfg(S.CFG_NEXT_INO, S.u64(max(inodes) + 1)))
+        problem(
+            "I6",
+            max(inodes),
+            f"next_ino {nxt} not above the largest inode",
+            lambda: t.put_cfg(S.CFG_NEXT_INO, S.u64(max(inodes) + 1)),
+        )
     # I7: journal order and cursor
     tail = t.journal_tail()
     if t.cfg_int(S.CFG_CURSOR) > tail and t.count(s.db_journal):
-        problem("I7", 0, "indexer cursor beyond the journal tail",
-                lambda: t.put_cfg(S.CFG_CURSOR, S.u64(tail)))
+        problem(
+            "I7", 0, "indexer cursor beyond the journal tail", lambda: t.put_cfg(S.CFG_CURSOR, S.u64(tail))
+        )
     # I8: meta and toc refer to live inodes
     for db, code in ((s.db_meta, "I8"),):
         for k in t.t.cursor(db=db).iternext(keys=True, values=False):
@@ -178,7 +202,9 @@ def _check(t: Txn, repair: bool) -> Report:
     for k in t.t.cursor(db=s.db_toc).iternext(keys=True, values=False):
         ino = S.from_u64(k)
         if ino not in inodes or not inodes[ino].is_dir:
-            problem("I8", ino, "TOC page of a missing directory", lambda k=bytes(k): t.t.delete(k, db=s.db_toc))
+            problem(
+                "I8", ino, "TOC page of a missing directory", lambda k=bytes(k): t.t.delete(k, db=s.db_toc)
+            )
     return r
 
 
@@ -191,6 +217,9 @@ def describe(report: Report) -> str:
     lines = [f"{report.inodes} inodes, {report.dirents} dirents, {report.chunks} data chunks"]
     for p in report.problems:
         lines.append(f"  {p.code} ino {p.ino}: {p.message}{' (repaired)' if p.repaired else ''}")
-    lines.append("clean" if not report.problems else
-                 ("repaired" if report.clean else f"{len(report.problems)} problem(s) found"))
+    lines.append(
+        "clean"
+        if not report.problems
+        else ("repaired" if report.clean else f"{len(report.problems)} problem(s) found")
+    )
     return os.linesep.join(lines)

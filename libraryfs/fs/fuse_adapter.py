@@ -33,9 +33,12 @@ os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfus
 
 import mfusepy  # noqa: E402
 
-from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.errors import LibraryError, to_errno  # noqa: E402
-from libraryfs.fs.view import PAGES_DIR, UTIME_NOW, UTIME_OMIT, LibraryView, _page_name  # noqa: E402
+from libraryfs.fs import schema as S  # noqa: E402
+from libraryfs.fs.attrs import UTIME_NOW, UTIME_OMIT
+from libraryfs.fs.view import LibraryView
+from libraryfs.fs.virtual import PAGES_DIR
+from libraryfs.fs.virtual import page_name as _page_name
 
 log = logging.getLogger("libraryfs.fuse")
 
@@ -90,8 +93,13 @@ class FuseOps(mfusepy.Operations):
     flag_nullpath_ok = True  # ops on open handles need no path
     flag_nopath = True
 
-    def __init__(self, view: LibraryView, *, timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
-                 on_init: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        view: LibraryView,
+        *,
+        timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+        on_init: Callable[[], None] | None = None,
+    ) -> None:
         self.view = view
         self.timeouts_s = timeouts_s
         self.on_init = on_init
@@ -177,7 +185,9 @@ class FuseOps(mfusepy.Operations):
         """getdents(2) from ``offset``: ``(name, {st_mode, st_ino}, next offset)`` tuples."""
         # not a generator function itself: errors of view.readdir must surface inside _op
         entries = self.view.readdir(fh, offset)
-        return ((os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries)
+        return (
+            (os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries
+        )
 
     @mfusepy.overrides(mfusepy.Operations)
     @_op
@@ -342,8 +352,9 @@ class LibraryFUSE(mfusepy.FUSE):
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         """libfuse3 rename with its ``flags`` passed on (mfusepy drops them)."""
-        return self.operations.rename(old.decode(self.encoding, self.errors),
-                                      new.decode(self.encoding, self.errors), flags)
+        return self.operations.rename(
+            old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
+        )
 
     def _fh_of(self, fip) -> int | None:
         return fip.contents.fh if fip else None
@@ -354,12 +365,14 @@ class LibraryFUSE(mfusepy.FUSE):
     def utimens_fuse_3(self, path, buf, fip) -> int:
         """libfuse3 utimens: UTIME_NOW/UTIME_OMIT kept as sentinels, the handle passed on."""
         if buf:
+
             def conv(ts):
                 if ts.tv_nsec == _UTIME_NOW_NS:
                     return UTIME_NOW
                 if ts.tv_nsec == _UTIME_OMIT_NS:
                     return UTIME_OMIT
                 return ts.tv_sec * 10**9 + ts.tv_nsec
+
             times = (conv(buf.contents.actime), conv(buf.contents.modtime))
         else:
             times = None
@@ -428,9 +441,18 @@ class Invalidator(threading.Thread):
                 log.exception("TOC invalidation pass failed")
 
 
-def serve(view: LibraryView, mountpoint: str, *, foreground: bool = True, allow_other: bool = False,
-          read_only: bool = False, timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
-          on_init: Callable[[], None] | None = None, debug: bool = False, fsname: str = "libraryfs") -> None:
+def serve(
+    view: LibraryView,
+    mountpoint: str,
+    *,
+    foreground: bool = True,
+    allow_other: bool = False,
+    read_only: bool = False,
+    timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    on_init: Callable[[], None] | None = None,
+    debug: bool = False,
+    fsname: str = "libraryfs",
+) -> None:
     """Mount ``view`` at ``mountpoint`` and serve until unmounted (blocks). SIGTERM/SIGINT unmount cleanly.
 
     Options: ``default_permissions`` (the kernel checks modes), ``allow_other`` only when asked
@@ -439,8 +461,9 @@ def serve(view: LibraryView, mountpoint: str, *, foreground: bool = True, allow_
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
     inval = Invalidator(ops)
     inval.start()
-    kwargs = dict(foreground=foreground, nothreads=True, fsname=fsname, subtype="libraryfs",
-                  default_permissions=True)
+    kwargs = dict(
+        foreground=foreground, nothreads=True, fsname=fsname, subtype="libraryfs", default_permissions=True
+    )
     if allow_other:
         kwargs["allow_other"] = True
     if read_only:

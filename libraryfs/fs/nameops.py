@@ -20,9 +20,18 @@ import os
 import stat as _stat
 from typing import TYPE_CHECKING
 
+from libraryfs.errors import (
+    AccessDenied,
+    Exists,
+    InvalidArgument,
+    IsADir,
+    NameTooLong,
+    NotADir,
+    NotEmpty,
+    NotFound,
+    NotPermitted,
+)
 from libraryfs.fs import schema as S
-from libraryfs.errors import (AccessDenied, Exists, InvalidArgument, IsADir, NameTooLong, NotADir, NotEmpty, NotFound,
-                     NotPermitted)
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.virtual import is_reserved, reserved_exists
 
@@ -63,8 +72,20 @@ def touch_dir(node: S.Inode, now: int) -> None:
     node.generation += 1
 
 
-def add_child(t: Txn, pino: int, pnode: S.Inode, name: bytes, mode: int, uid: int, gid: int, *, size: int = 0,
-              rdev: int = 0, op: int = S.OP_CREATE, inherit_gid: bool = True) -> int:
+def add_child(
+    t: Txn,
+    pino: int,
+    pnode: S.Inode,
+    name: bytes,
+    mode: int,
+    uid: int,
+    gid: int,
+    *,
+    size: int = 0,
+    rdev: int = 0,
+    op: int = S.OP_CREATE,
+    inherit_gid: bool = True,
+) -> int:
     """Allocate an inode of ``mode`` and name it ``name`` in directory ``pino``; returns its number.
 
     The caller has resolved the parent and checked the name (:func:`check_new_name`, no existing dirent).
@@ -99,6 +120,7 @@ class NameOps:
     hidden: dict[tuple[int, bytes], int]  #: (parent ino, .fuse_hidden name) → ino, in memory only
 
     if TYPE_CHECKING:
+
         def resolve(self, t: Txn, path: bytes) -> Resolved: ...
         def _parent_and_name(self, t: Txn, path: bytes) -> tuple[int, S.Inode, bytes]: ...
         def _writable(self) -> None: ...
@@ -183,8 +205,18 @@ class NameOps:
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
             check_new_name(t, name, pino)
-            ino = add_child(t, pino, pnode, name, S.S_IFLNK | 0o777, uid, gid, size=len(target),
-                            op=S.OP_SYMLINK, inherit_gid=False)
+            ino = add_child(
+                t,
+                pino,
+                pnode,
+                name,
+                S.S_IFLNK | 0o777,
+                uid,
+                gid,
+                size=len(target),
+                op=S.OP_SYMLINK,
+                inherit_gid=False,
+            )
             t.write_data(ino, 0, target)
 
         self.store.run_write(fn)
@@ -292,6 +324,7 @@ class NameOps:
         """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
         the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
         close). Returns False when ``old`` is not an open regular file (then it is an ordinary rename)."""
+
         def fn(t: Txn) -> tuple[int, bytes, int] | None:
             sp, spn, sname = self._parent_and_name(t, old)
             dp, _dpn, dname = self._parent_and_name(t, new)
@@ -317,12 +350,17 @@ class NameOps:
         EINVAL (directory into its own subtree, unknown flags), EEXIST (NOREPLACE), ENOENT.
         """
         if flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) or (
-                flags & RENAME_NOREPLACE and flags & RENAME_EXCHANGE):
+            flags & RENAME_NOREPLACE and flags & RENAME_EXCHANGE
+        ):
             raise InvalidArgument("unsupported rename flags")
         self._writable()
         last = new.rstrip(b"/").rsplit(b"/", 1)[-1]
-        if (not flags and last.startswith(HIDDEN_PREFIX) and len(last) == len(HIDDEN_PREFIX) + 16
-                and self._hide(old, new)):
+        if (
+            not flags
+            and last.startswith(HIDDEN_PREFIX)
+            and len(last) == len(HIDDEN_PREFIX) + 16
+            and self._hide(old, new)
+        ):
             return
 
         def fn(t: Txn) -> None:

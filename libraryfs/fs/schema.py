@@ -68,8 +68,18 @@ DB_TOC = b"toc"
 DB_NAMES = b"names"
 DB_CONFIG = b"config"
 
-CORE_DBS = (DB_INODES, DB_DIRENTS, DB_DIRPARENT, DB_DATA, DB_XATTRS, DB_META, DB_JOURNAL, DB_TOC, DB_NAMES,
-            DB_CONFIG)
+CORE_DBS = (
+    DB_INODES,
+    DB_DIRENTS,
+    DB_DIRPARENT,
+    DB_DATA,
+    DB_XATTRS,
+    DB_META,
+    DB_JOURNAL,
+    DB_TOC,
+    DB_NAMES,
+    DB_CONFIG,
+)
 #: Named DBs that extensions may create (checked for existence only).
 EXTENSION_DBS = (b"llmcache", b"units", b"extra")
 MAX_DBS = 32
@@ -141,8 +151,20 @@ class Inode:
 
     def pack(self) -> bytes:
         """Encode as the 64-byte ``inodes`` value."""
-        return struct.pack(INODE_FMT, self.mode, self.uid, self.gid, self.nlink, self.size, self.atime_ns,
-                           self.mtime_ns, self.ctime_ns, self.generation, self.flags, self.rdev)
+        return struct.pack(
+            INODE_FMT,
+            self.mode,
+            self.uid,
+            self.gid,
+            self.nlink,
+            self.size,
+            self.atime_ns,
+            self.mtime_ns,
+            self.ctime_ns,
+            self.generation,
+            self.flags,
+            self.rdev,
+        )
 
     @classmethod
     def unpack(cls, ino: int, raw: bytes) -> Inode:
@@ -176,8 +198,17 @@ OP_RENAME = 6
 OP_SYMLINK = 7
 OP_LINK = 8
 OP_SETATTR = 9  #: mode/owner/times changed (does not change TOC text)
-OP_NAMES = {OP_CREATE: "create", OP_MKDIR: "mkdir", OP_WRITE: "write", OP_UNLINK: "unlink", OP_RMDIR: "rmdir",
-            OP_RENAME: "rename", OP_SYMLINK: "symlink", OP_LINK: "link", OP_SETATTR: "setattr"}
+OP_NAMES = {
+    OP_CREATE: "create",
+    OP_MKDIR: "mkdir",
+    OP_WRITE: "write",
+    OP_UNLINK: "unlink",
+    OP_RMDIR: "rmdir",
+    OP_RENAME: "rename",
+    OP_SYMLINK: "symlink",
+    OP_LINK: "link",
+    OP_SETATTR: "setattr",
+}
 
 _JHEAD = ">BQQQqH"  # op ino parent old_parent time_ns len(name); then name, then old_name
 _JHEAD_SIZE = struct.calcsize(_JHEAD)
@@ -200,30 +231,42 @@ class JournalRecord:
 
     def pack(self) -> bytes:
         """Encode as a ``journal`` value."""
-        return (struct.pack(_JHEAD, self.op, self.ino, self.parent, self.old_parent, self.time_ns,
-                            len(self.name)) + self.name + self.old_name)
+        return (
+            struct.pack(_JHEAD, self.op, self.ino, self.parent, self.old_parent, self.time_ns, len(self.name))
+            + self.name
+            + self.old_name
+        )
 
     @classmethod
     def unpack(cls, raw: bytes) -> JournalRecord:
         """Decode a ``journal`` value."""
         op, ino, parent, old_parent, t, n = struct.unpack_from(_JHEAD, raw)
-        name = raw[_JHEAD_SIZE:_JHEAD_SIZE + n]
-        old = raw[_JHEAD_SIZE + n:]
+        name = raw[_JHEAD_SIZE : _JHEAD_SIZE + n]
+        old = raw[_JHEAD_SIZE + n :]
         return cls(op, ino, parent, name, t, old_parent, old)
 
     def to_json(self) -> dict:
         """A JSON-able dict (names decoded with surrogateescape)."""
         import os
-        return {"op": OP_NAMES.get(self.op, str(self.op)), "ino": self.ino, "parent": self.parent,
-                "name": os.fsdecode(self.name), "time_ns": self.time_ns, "old_parent": self.old_parent,
-                "old_name": os.fsdecode(self.old_name)}
+
+        return {
+            "op": OP_NAMES.get(self.op, str(self.op)),
+            "ino": self.ino,
+            "parent": self.parent,
+            "name": os.fsdecode(self.name),
+            "time_ns": self.time_ns,
+            "old_parent": self.old_parent,
+            "old_name": os.fsdecode(self.old_name),
+        }
 
 
 def dumps(obj: object) -> bytes:
     """Compact JSON bytes for ``meta``/``config`` values."""
     try:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-    except UnicodeEncodeError:  # a non-UTF-8 name (surrogateescape): ASCII JSON keeps \udcXX, which round-trips
+    except (
+        UnicodeEncodeError
+    ):  # a non-UTF-8 name (surrogateescape): ASCII JSON keeps \udcXX, which round-trips
         return json.dumps(obj, separators=(",", ":")).encode()
 
 

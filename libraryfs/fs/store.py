@@ -26,8 +26,8 @@ from typing import TypeVar
 
 import lmdb
 
-from libraryfs.fs import schema as S
 from libraryfs.errors import Corrupt, LibraryMissing, NoSpace
+from libraryfs.fs import schema as S
 
 T = TypeVar("T")
 
@@ -106,8 +106,9 @@ class Txn:
         raw = self.t.get(S.dirent_key(parent, name), db=self.s.db_dirents)
         return None if raw is None else S.from_u64(raw)
 
-    def add_dirent(self, parent: int, name: bytes, child: int, child_is_dir: bool, mode: int | None = None
-                   ) -> None:
+    def add_dirent(
+        self, parent: int, name: bytes, child: int, child_is_dir: bool, mode: int | None = None
+    ) -> None:
         """Insert a dirent (and the ``dirparent`` back-link for a directory).
 
         The value carries the child's file type (one byte after the inode number) so that ``readdir``
@@ -116,8 +117,9 @@ class Txn:
         if mode is None:
             node = self.inode(child)
             mode = node.mode if node is not None else (S.S_IFDIR if child_is_dir else S.S_IFREG)
-        self.t.put(S.dirent_key(parent, name), S.u64(child) + bytes([(mode & S.S_IFMT) >> 12]),
-                   db=self.s.db_dirents)
+        self.t.put(
+            S.dirent_key(parent, name), S.u64(child) + bytes([(mode & S.S_IFMT) >> 12]), db=self.s.db_dirents
+        )
         if child_is_dir:
             self.t.put(S.u64(child), S.u64(parent) + name, db=self.s.db_dirparent)
 
@@ -137,9 +139,8 @@ class Txn:
         start = prefix + (after or b"")
         if not cur.set_range(start):
             return
-        if after is not None and cur.key() == start:
-            if not cur.next():
-                return
+        if after is not None and cur.key() == start and not cur.next():
+            return
         for k, v in cur:
             if not k.startswith(prefix):
                 break
@@ -207,12 +208,12 @@ class Txn:
             n = min(cs - coff, n_total - pos)
             key = S.data_key(ino, c)
             if coff == 0 and n == cs:
-                new = data[pos:pos + n]
+                new = data[pos : pos + n]
             else:
                 old = self.t.get(key, db=db) or b""
                 if len(old) < coff:
                     old = old + bytes(coff - len(old))
-                new = old[:coff] + data[pos:pos + n] + old[coff + n:]
+                new = old[:coff] + data[pos : pos + n] + old[coff + n :]
             self.t.put(key, new, db=db)
             pos += n
 
@@ -233,7 +234,7 @@ class Txn:
             key = S.data_key(ino, new_size // cs)
             old = self.t.get(key, db=self.s.db_data)
             if old is not None and len(old) > new_size % cs:
-                self.t.put(key, old[:new_size % cs], db=self.s.db_data)
+                self.t.put(key, old[: new_size % cs], db=self.s.db_data)
 
     def _delete_prefix(self, db: object, prefix: bytes) -> None:
         cur = self.t.cursor(db=db)
@@ -355,15 +356,23 @@ class Store:
     Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
 
-    def __init__(self, libdir: str | os.PathLike[str], *, readonly: bool = False,
-                 map_size: int | None = None, _create: bool = False) -> None:
+    def __init__(
+        self,
+        libdir: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        map_size: int | None = None,
+        _create: bool = False,
+    ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
         path = store_path(self.libdir)
         if not _create and not is_library(self.libdir):
             raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
         if not _create and os.path.getsize(os.path.join(path, "data.mdb")) == 0:
-            raise Corrupt(f"{self.libdir}: the store file is empty (store/data.mdb has 0 bytes); "
-                          f"restore it from a backup")
+            raise Corrupt(
+                f"{self.libdir}: the store file is empty (store/data.mdb has 0 bytes); "
+                f"restore it from a backup"
+            )
         self.readonly = readonly
         self.lock = threading.RLock()
         try:
@@ -372,9 +381,19 @@ class Store:
             cur_size = 0
         size = max(map_size or DEFAULT_MAP_SIZE, cur_size)
         try:
-            self.env = lmdb.open(path, map_size=size, max_dbs=S.MAX_DBS, subdir=True, sync=False,
-                                 metasync=False, readonly=readonly, create=_create, max_readers=1024,
-                                 lock=True, readahead=False)
+            self.env = lmdb.open(
+                path,
+                map_size=size,
+                max_dbs=S.MAX_DBS,
+                subdir=True,
+                sync=False,
+                metasync=False,
+                readonly=readonly,
+                create=_create,
+                max_readers=1024,
+                lock=True,
+                readahead=False,
+            )
         except lmdb.Error as e:
             raise LibraryMissing(f"cannot open library store {path}: {e}") from e
         with contextlib.suppress(lmdb.Error):
@@ -382,23 +401,36 @@ class Store:
         self._dbs: dict[bytes, object] = {}
         for name in S.CORE_DBS:
             self._dbs[name] = self.env.open_db(name, create=not readonly)
-        (self.db_inodes, self.db_dirents, self.db_dirparent, self.db_data, self.db_xattrs, self.db_meta,
-         self.db_journal, self.db_toc, self.db_names, self.db_config) = (self._dbs[n] for n in S.CORE_DBS)
+        (
+            self.db_inodes,
+            self.db_dirents,
+            self.db_dirparent,
+            self.db_data,
+            self.db_xattrs,
+            self.db_meta,
+            self.db_journal,
+            self.db_toc,
+            self.db_names,
+            self.db_config,
+        ) = (self._dbs[n] for n in S.CORE_DBS)
         if not _create:
             try:
                 with self.read() as t:
                     v = t.cfg(S.CFG_SCHEMA_VERSION)
             except lmdb.Error as e:
                 self.env.close()
-                raise Corrupt(f"{self.libdir}: the store is corrupt or unreadable ({e}); "
-                              f"run `libraryfs check` or restore it from a backup") from e
+                raise Corrupt(
+                    f"{self.libdir}: the store is corrupt or unreadable ({e}); "
+                    f"run `libraryfs check` or restore it from a backup"
+                ) from e
             if v is None or S.from_u64(v) != S.SCHEMA_VERSION:
                 raise Corrupt(f"{self.libdir}: unknown schema version {v!r} (expected {S.SCHEMA_VERSION})")
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @classmethod
-    def create(cls, libdir: str | os.PathLike[str], settings: dict | None = None,
-               map_size: int | None = None) -> Store:
+    def create(
+        cls, libdir: str | os.PathLike[str], settings: dict | None = None, map_size: int | None = None
+    ) -> Store:
         """Initialise a new library in ``libdir`` (created with mode 0700) and return it open.
 
         Raises :class:`~libraryfs.errors.Exists`-like ``FileExistsError`` if a library is already there,

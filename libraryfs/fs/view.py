@@ -32,19 +32,42 @@ import stat as _stat
 import time
 from dataclasses import dataclass, field
 
+from libraryfs.errors import (
+    AccessDenied,
+    BadHandle,
+    Busy,
+    Exists,
+    FileTooBig,
+    InvalidArgument,
+    IsADir,
+    NameTooLong,
+    NotADir,
+    NotFound,
+)
 from libraryfs.fs import schema as S
+
 # Constants and helpers of the split-out operations, re-exported: callers import them from here.
-from libraryfs.fs.attrs import (ACL_XATTR_PREFIX, UTIME_NOW, UTIME_OMIT, XATTR_CREATE, XATTR_REPLACE,  # noqa: F401
-                    SECURITY_XATTRS_FLAG, AttrOps)
-from libraryfs.errors import (AccessDenied, BadHandle, Busy, Exists, FileTooBig, InvalidArgument, IsADir, NameTooLong,
-                     NotADir, NotFound)
-from libraryfs.fs.nameops import (add_child, HIDDEN_PREFIX, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, NameOps,  # noqa: F401
-                    check_new_name as _check_new_name, touch_dir as _touch_dir)
+from libraryfs.fs.attrs import (
+    SECURITY_XATTRS_FLAG,
+    XATTR_REPLACE,  # noqa: F401
+    AttrOps,
+)
+from libraryfs.fs.nameops import (
+    NameOps,  # noqa: F401
+    add_child,
+)
+from libraryfs.fs.nameops import (
+    check_new_name as _check_new_name,
+)
 from libraryfs.fs.store import Store, Txn, now_ns
+
 # Names of the generated namespace, re-exported: callers import them from here (fuse_adapter, library, tests).
-from libraryfs.fs.virtual import (BLKSIZE, CTL_DIR, FIND_DIR, INDEX_NAME, PAGES_DIR, RESERVED_NAMES,  # noqa: F401
-                      RESERVED_ROOT, VIRT_BASE, Resolved, VirtualNamespace, is_reserved)
-from libraryfs.fs.virtual import page_name as _page_name  # noqa: F401  (re-exported for fuse_adapter)
+from libraryfs.fs.virtual import (
+    BLKSIZE,
+    RESERVED_NAMES,  # noqa: F401
+    Resolved,
+    VirtualNamespace,
+)
 
 
 @dataclass
@@ -89,12 +112,26 @@ class LibraryView(NameOps, AttrOps):
     :class:`~libraryfs.fs.attrs.AttrOps`; both run on this object's store and handle tables.
     """
 
-    def __init__(self, store: Store, *, read_only: bool = False, finder=None, status_provider=None,
-                 budget=None, count_tokens=None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        read_only: bool = False,
+        finder=None,
+        status_provider=None,
+        budget=None,
+        count_tokens=None,
+    ) -> None:
         self.store = store
         self.read_only = read_only
-        self.virtual = VirtualNamespace(store, read_only=read_only, finder=finder,
-                                        status_provider=status_provider, budget=budget, count_tokens=count_tokens)
+        self.virtual = VirtualNamespace(
+            store,
+            read_only=read_only,
+            finder=finder,
+            status_provider=status_provider,
+            budget=budget,
+            count_tokens=count_tokens,
+        )
         self.handles: dict[int, Handle] = {}
         self.dirs: dict[int, DirHandle] = {}
         self.open_count: dict[int, int] = {}
@@ -191,9 +228,17 @@ class LibraryView(NameOps, AttrOps):
     # attributes
     def _stat_real(self, node: S.Inode) -> dict:
         return {
-            "st_ino": node.ino, "st_mode": node.mode, "st_nlink": node.nlink, "st_uid": node.uid,
-            "st_gid": node.gid, "st_size": node.size, "st_atime": node.atime_ns, "st_mtime": node.mtime_ns,
-            "st_ctime": node.ctime_ns, "st_blocks": (node.size + 511) // 512, "st_blksize": BLKSIZE,
+            "st_ino": node.ino,
+            "st_mode": node.mode,
+            "st_nlink": node.nlink,
+            "st_uid": node.uid,
+            "st_gid": node.gid,
+            "st_size": node.size,
+            "st_atime": node.atime_ns,
+            "st_mtime": node.mtime_ns,
+            "st_ctime": node.ctime_ns,
+            "st_blocks": (node.size + 511) // 512,
+            "st_blksize": BLKSIZE,
             "st_rdev": node.rdev,
         }
 
@@ -253,6 +298,7 @@ class LibraryView(NameOps, AttrOps):
             for k in range(offset, len(entries)):
                 n, m, i = entries[k]
                 yield n, m, i, k + 1
+
         return gen()
 
     def releasedir(self, fh: int) -> None:
@@ -307,10 +353,12 @@ class LibraryView(NameOps, AttrOps):
         if acc != os.O_RDONLY or flags & os.O_TRUNC:
             self._writable()
         if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
+
             def fn(t: Txn) -> None:
                 n = t.inode(node.ino)
                 if n is not None:
                     self._truncate_node(t, n, 0, 0, b"")
+
             self.store.run_write(fn)
         return self._open_handle(node.ino, flags), False
 
@@ -326,7 +374,7 @@ class LibraryView(NameOps, AttrOps):
         if h is None:
             raise BadHandle("bad file handle")
         if h.virtual is not None:
-            data = h.virtual[offset:offset + size]
+            data = h.virtual[offset : offset + size]
             if h.kind == "toc" and not h.read_any and data:
                 h.read_any = True
                 self.virtual.charge_toc(pid, len(data), h.toc_tokens)
@@ -445,6 +493,7 @@ class LibraryView(NameOps, AttrOps):
                 node = t.inode(h.ino)
                 unlinked = node is not None and node.nlink == 0
         if h.wrote_after_journal or unlinked:
+
             def fn(t: Txn) -> None:
                 node = t.inode(h.ino)
                 if node is None:
@@ -453,6 +502,7 @@ class LibraryView(NameOps, AttrOps):
                     t.del_inode(h.ino)
                 elif h.wrote_after_journal:
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
+
             if not self.read_only:
                 self.store.run_write(fn)
 
@@ -476,6 +526,7 @@ class LibraryView(NameOps, AttrOps):
 
     def purge_orphans(self) -> int:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
+
         def fn(t: Txn) -> int:
             dead = []
             cur = t.t.cursor(db=self.store.db_inodes)
@@ -486,6 +537,7 @@ class LibraryView(NameOps, AttrOps):
             for ino in dead:
                 t.del_inode(ino)
             return len(dead)
+
         return self.store.run_write(fn)
 
 

@@ -30,8 +30,8 @@ import shlex
 import time
 from dataclasses import dataclass
 
-from libraryfs.fs import schema as S
 from libraryfs.errors import AccessDenied, IsADir, NoAttr, NotADir, NotFound, QuotaExceeded
+from libraryfs.fs import schema as S
 from libraryfs.fs.stats import ReadStats
 from libraryfs.fs.store import Store, Txn, now_ns
 
@@ -126,8 +126,16 @@ class VirtualNamespace:
     not counted (default ``bytes/4``). All are optional and supplied by higher layers (the daemon).
     """
 
-    def __init__(self, store: Store, *, read_only: bool = False, finder=None, status_provider=None,
-                 budget=None, count_tokens=None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        read_only: bool = False,
+        finder=None,
+        status_provider=None,
+        budget=None,
+        count_tokens=None,
+    ) -> None:
         self.store = store
         self.read_only = read_only
         self.finder = finder
@@ -155,7 +163,7 @@ class VirtualNamespace:
         Raises NotFound (no such generated object), NotADir (a path below ``INDEX.md``).
         """
         name = parts[i]
-        rest = parts[i + 1:]
+        rest = parts[i + 1 :]
         if name == INDEX_NAME:
             if rest:
                 raise NotADir("not a directory")
@@ -189,9 +197,19 @@ class VirtualNamespace:
     def stat(self, key: tuple, mode: int, size: int, times_ns: int, nlink: int = 1) -> dict:
         """``stat`` dict of a virtual object (owned by the mounting user; sizes in bytes, times in ns)."""
         uid, gid = os.getuid(), os.getgid()
-        return {"st_ino": self.vino(key), "st_mode": mode, "st_nlink": nlink, "st_uid": uid, "st_gid": gid,
-                "st_size": size, "st_atime": times_ns, "st_mtime": times_ns, "st_ctime": times_ns,
-                "st_blocks": (size + 511) // 512, "st_blksize": BLKSIZE}
+        return {
+            "st_ino": self.vino(key),
+            "st_mode": mode,
+            "st_nlink": nlink,
+            "st_uid": uid,
+            "st_gid": gid,
+            "st_size": size,
+            "st_atime": times_ns,
+            "st_mtime": times_ns,
+            "st_ctime": times_ns,
+            "st_blocks": (size + 511) // 512,
+            "st_blksize": BLKSIZE,
+        }
 
     def stat_snapshot(self, fh: int, size: int) -> dict:
         """``fstat`` of open handle ``fh`` on a generated file: its snapshot of ``size`` bytes."""
@@ -203,8 +221,9 @@ class VirtualNamespace:
             content = self.toc_served(t, r.ino, r.page)
             dnode = t.inode(r.ino)
             mtime = dnode.mtime_ns if dnode else self.started_ns
-            return self.stat(("toc", r.ino, r.page), S.S_IFREG | 0o444, len(content),
-                             max(mtime, self._toc_time(t)))
+            return self.stat(
+                ("toc", r.ino, r.page), S.S_IFREG | 0o444, len(content), max(mtime, self._toc_time(t))
+            )
         if r.kind == "pages":
             return self.stat(("pages", r.ino), S.S_IFDIR | 0o555, 0, self._toc_time(t), 2)
         if r.kind in ("ctl", "find"):
@@ -233,15 +252,19 @@ class VirtualNamespace:
     def listdir(self, t: Txn, r: Resolved) -> list[tuple[bytes, int, int]]:
         """Entries ``(name, type bits, ino)`` of a virtual directory. Raises NotADir for a virtual file."""
         if r.kind == "pages":
-            return [(page_name(p), S.S_IFREG, self.vino(("toc", r.ino, p)))
-                    for p in range(1, t.toc_page_count(r.ino))]
+            return [
+                (page_name(p), S.S_IFREG, self.vino(("toc", r.ino, p)))
+                for p in range(1, t.toc_page_count(r.ino))
+            ]
         if r.kind == "ctl":
             return [(name, S.S_IFREG, self.vino(("ctl", name))) for name in self.ctl_files()]
         if r.kind == "find":
             return []
         if r.kind == "findterm":
-            return [(name, S.S_IFLNK, self.vino(("findlink", r.name, target)))
-                    for name, target in self.find_links(t, r.name)]
+            return [
+                (name, S.S_IFLNK, self.vino(("findlink", r.name, target)))
+                for name, target in self.find_links(t, r.name)
+            ]
         raise NotADir("not a directory")
 
     def open(self, t: Txn, r: Resolved, flags: int) -> tuple[bytes, str, int]:
@@ -310,7 +333,7 @@ class VirtualNamespace:
         if not marker:
             return raw, raw, b""
         nl = raw.find(b"\n")
-        head, tail = (raw + b"\n", b"") if nl < 0 else (raw[:nl + 1], raw[nl + 1:])
+        head, tail = (raw + b"\n", b"") if nl < 0 else (raw[: nl + 1], raw[nl + 1 :])
         return head + marker + tail, raw, marker
 
     def _stale_line(self, t: Txn) -> bytes:
@@ -320,8 +343,10 @@ class VirtualNamespace:
         if pending <= 0 or self._indexer_is_running():
             return b""
         libdir = shlex.quote(os.fsdecode(self.store.libdir))
-        return (f"> **Stale index**: the indexer is not running; {pending} change(s) are not reflected here "
-                f"(run `libraryfs index {libdir}`).\n").encode("utf-8", "surrogateescape")
+        return (
+            f"> **Stale index**: the indexer is not running; {pending} change(s) are not reflected here "
+            f"(run `libraryfs index {libdir}`).\n"
+        ).encode("utf-8", "surrogateescape")
 
     def _indexer_is_running(self) -> bool:
         checked_s, running = self._indexer_seen
@@ -334,9 +359,13 @@ class VirtualNamespace:
     def _pending_toc(self, t: Txn, dir_ino: int) -> bytes:
         """What INDEX.md shows before the indexer has built it: the first names, marked pending."""
         path = t.path_of(dir_ino) or b"/"
-        lines = [f"<!-- libraryfs toc: dir={os.fsdecode(path)} page=0 generation=0 stale=yes -->",
-                 f"# Index of {os.fsdecode(path)}", "",
-                 "_Index pending: the indexer has not summarised this directory yet._", ""]
+        lines = [
+            f"<!-- libraryfs toc: dir={os.fsdecode(path)} page=0 generation=0 stale=yes -->",
+            f"# Index of {os.fsdecode(path)}",
+            "",
+            "_Index pending: the indexer has not summarised this directory yet._",
+            "",
+        ]
         for k, (name, _child) in enumerate(t.iter_dir(dir_ino)):
             if k >= 40:
                 lines.append("- …")
@@ -346,8 +375,12 @@ class VirtualNamespace:
 
     def _toc_facts(self, t: Txn, dir_ino: int) -> dict:
         m = t.meta(dir_ino)
-        return {"generation": m.get("toc_generation", 0), "built_from": m.get("toc_journal_seq", 0),
-                "pages": t.toc_page_count(dir_ino), "stale": int(m.get("toc_journal_seq", -1) < 0)}
+        return {
+            "generation": m.get("toc_generation", 0),
+            "built_from": m.get("toc_journal_seq", 0),
+            "pages": t.toc_page_count(dir_ino),
+            "stale": int(m.get("toc_journal_seq", -1) < 0),
+        }
 
     def _toc_tokens(self, t: Txn, dir_ino: int, page: int, content: bytes) -> int:
         # the indexer stores each page's o200k count (meta "toc_page_tokens"): the mount never loads the

@@ -52,7 +52,7 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
         for k, v in cur:
             if not k.startswith(prefix):
                 break
-            ino = S.from_u64(k[len(prefix):])
+            ino = S.from_u64(k[len(prefix) :])
             parent, name = S.from_u64(v), v[8:]
             # the names index is kept by the indexer: confirm against the live dirent (one lookup)
             if t.lookup(parent, name) == ino:
@@ -65,7 +65,7 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     words = [w for w in key.decode("utf-8", "replace").split() if w]
     sub: list[tuple[int, bytes]] = []
     summ: list[tuple[int, int, bytes]] = []
-    for k, v in t.t.cursor(db=t.s.db_meta):
+    for _k, v in t.t.cursor(db=t.s.db_meta):
         m = S.loads(v, {})
         name = os.fsencode(m.get("name", "")) if m.get("name") else None
         parent = m.get("parent")

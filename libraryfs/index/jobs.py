@@ -83,11 +83,13 @@ class IndexBuilder(Protocol):
         ...
 
 
-_STOP = frozenset("""a an and are as at be by for from has have in into is it its of on or that the this to was
+_STOP = frozenset(
+    """a an and are as at be by for from has have in into is it its of on or that the this to was
 were will with not no can you your we our they their which when what how use used using also may
 than then there these those such each other more most some any all one two new see via per if
 but so do does did been being only over under about after before between both same own very
-entry entries section index rst txt html pdf bytes tok tokens empty file""".split())
+entry entries section index rst txt html pdf bytes tok tokens empty file""".split()
+)
 _WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9_'-]{2,29}\b")  # ≤ 30 chars: no 250-char names as terms
 _RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>%.!$&/|])\1{2,}\s*$")
 _ROLE = re.compile(r":[a-z:]+:`~?!?([^`<]*?)(?:\s*<[^>]*>)?`")
@@ -123,7 +125,7 @@ def deterministic_summary(doc: EntryDoc) -> str:
         s, nxt = lines[i].strip(), lines[i + 1].strip()
         if s and not _RST_UNDERLINE.match(s) and _RST_UNDERLINE.match(nxt) and len(nxt) >= len(s) - 1:
             head = clean_line(s)
-            first = _first_sentence(lines[i + 2:])
+            first = _first_sentence(lines[i + 2 :])
             return clean_line(f"{head}: {first}") if first else head
     first = _first_sentence(lines)
     if first:
@@ -139,8 +141,14 @@ def _first_sentence(lines: list[str]) -> str:
             if para:
                 break
             continue
-        if (s.startswith("..") or s.startswith(":") or _RST_UNDERLINE.match(s) or s.startswith("#")
-                or s.startswith("<!--") or _RST_INDEX_ENTRY.match(s)):
+        if (
+            s.startswith("..")
+            or s.startswith(":")
+            or _RST_UNDERLINE.match(s)
+            or s.startswith("#")
+            or s.startswith("<!--")
+            or _RST_INDEX_ENTRY.match(s)
+        ):
             if para:
                 break
             continue

@@ -82,13 +82,22 @@ def entry_line(item: Item, prefix: str = "") -> str:
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
         return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
-    return (f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)} "
-            f"({_fmt_tokens(item.tokens, item.approx)})")
+    return (
+        f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)} "
+        f"({_fmt_tokens(item.tokens, item.approx)})"
+    )
 
 
-def render(dir_title: str, description: str, items: list[Item], *, max_tokens: int = DEFAULT_MAX_TOKENS,
-           count_tokens: Callable[[str], int], header_facts: str = "", groups: list[Group] | None = None
-           ) -> Rendered:
+def render(
+    dir_title: str,
+    description: str,
+    items: list[Item],
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    count_tokens: Callable[[str], int],
+    header_facts: str = "",
+    groups: list[Group] | None = None,
+) -> Rendered:
     """Render the pages of one directory. ``items`` must be sorted by name bytes.
 
     ``groups`` (from a builder) are used only if they cover every item exactly once; each group then
@@ -158,8 +167,10 @@ def render(dir_title: str, description: str, items: list[Item], *, max_tokens: i
         level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
     levels = 2
     while True:
-        idx_lines = [f"- [{lab}](.index/{p:04d}.md) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}"
-                     for lab, p, cnt in level]
+        idx_lines = [
+            f"- [{lab}](.index/{p:04d}.md) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}"
+            for lab, p, cnt in level
+        ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
         if sum(cost) <= budget:
             root_lines = idx_lines
@@ -193,7 +204,9 @@ def render(dir_title: str, description: str, items: list[Item], *, max_tokens: i
     for k, lines in enumerate(all_pages, start=1):
         up = "- [↑ up](../INDEX.md)"
         out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", up]) + "\n")
-    return Rendered([p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels)
+    return Rendered(
+        [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
+    )
 
 
 def _leaf(gtitle: str, idxs: list[int], items: list[Item], lines: list[str]) -> tuple[str, list[str], str]:

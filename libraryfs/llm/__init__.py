@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.fs.store import Store
+from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.llm.config import ConfigError, LLMConfig, load_config
 
 __all__ = ["LLMConfig", "ConfigError", "load_config", "make_builder", "report_line"]
 
 
-def make_builder(libdir: str | os.PathLike[str], store: Store,
-                 overrides: dict[str, Any] | None = None) -> IndexBuilder:
+def make_builder(
+    libdir: str | os.PathLike[str], store: Store, overrides: dict[str, Any] | None = None
+) -> IndexBuilder:
     """The index builder for a library: an ``LLMIndexBuilder`` when an endpoint is configured (base URL and
     model from flags, environment or ``<libdir>/config.toml``), else :class:`DeterministicBuilder`.
 
@@ -41,8 +42,10 @@ def report_line(status: dict) -> str:
     name = status.get("builder", "deterministic")
     if name == "deterministic" or "requests" not in status:
         return f"{name}: no LLM configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL), 0 requests"
-    line = (f"{name}: {status.get('requests', 0):,} requests, {status.get('tokens', 0):,} tokens, "
-            f"{status.get('cache_hits', 0):,} cache hits, {status.get('fallbacks', 0):,} fallbacks")
+    line = (
+        f"{name}: {status.get('requests', 0):,} requests, {status.get('tokens', 0):,} tokens, "
+        f"{status.get('cache_hits', 0):,} cache hits, {status.get('fallbacks', 0):,} fallbacks"
+    )
     if status.get("invalid_answers"):
         line += f", {status['invalid_answers']:,} invalid answers"
     if status.get("pause_reason"):

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
 from libraryfs.fs.store import Store
+from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
 from libraryfs.index.tokens import count_tokens
 from libraryfs.llm import prompts as P
 from libraryfs.llm.cache import AnswerCache, content_key
@@ -71,7 +71,8 @@ class LLMIndexBuilder:
         self.last_fallbacks: list[int] = []
         self.jobs: dict[str, dict[str, int]] = {
             j: {"items": 0, "cache_hits": 0, "answered": 0, "fallbacks": 0, "invalid_answers": 0}
-            for j in P.JOBS}
+            for j in P.JOBS
+        }
         self.errors: dict[str, int] = {}
         self.last_error: dict[str, Any] | None = None
         self.new_sections = 0
@@ -80,11 +81,25 @@ class LLMIndexBuilder:
     def summarize(self, docs: list[EntryDoc]) -> list[str]:
         """One line (≤ 20 words) per entry; binary and empty entries get the deterministic facts."""
         asks = [i for i, d in enumerate(docs) if not d.is_binary and d.text.strip()]
-        items = [(content_key(docs[i].content_hash), {
-            "name": docs[i].name, "path": docs[i].path, "size_bytes": docs[i].size_bytes,
-            "text": P.excerpt(docs[i].text)}) for i in asks]
-        got = self._run(P.SUMMARIZE, items, P.valid_summaries,
-                        lambda batch: P.user_message("summarize", entries=batch), out_tokens_per_item=60)
+        items = [
+            (
+                content_key(docs[i].content_hash),
+                {
+                    "name": docs[i].name,
+                    "path": docs[i].path,
+                    "size_bytes": docs[i].size_bytes,
+                    "text": P.excerpt(docs[i].text),
+                },
+            )
+            for i in asks
+        ]
+        got = self._run(
+            P.SUMMARIZE,
+            items,
+            P.valid_summaries,
+            lambda batch: P.user_message("summarize", entries=batch),
+            out_tokens_per_item=60,
+        )
         return self._merge(docs, asks, got, self.fallback.summarize, "summarize")
 
     def describe(self, sections: list[SectionDoc]) -> list[str]:
@@ -93,12 +108,25 @@ class LLMIndexBuilder:
         items = []
         for i in asks:
             s = sections[i]
-            shown = s.entries[:P.SECTION_LINES_IN_PROMPT]
+            shown = s.entries[: P.SECTION_LINES_IN_PROMPT]
             key = content_key(s.path, str(len(s.entries)), *(f"{n}\t{line}" for n, line in shown))
-            items.append((key, {"path": s.path or "(library root)", "entry_count": len(s.entries),
-                                "entries": [{"name": n, "summary": line} for n, line in shown]}))
-        got = self._run(P.DESCRIBE, items, P.valid_descriptions,
-                        lambda batch: P.user_message("describe", sections=batch), out_tokens_per_item=60)
+            items.append(
+                (
+                    key,
+                    {
+                        "path": s.path or "(library root)",
+                        "entry_count": len(s.entries),
+                        "entries": [{"name": n, "summary": line} for n, line in shown],
+                    },
+                )
+            )
+        got = self._run(
+            P.DESCRIBE,
+            items,
+            P.valid_descriptions,
+            lambda batch: P.user_message("describe", sections=batch),
+            out_tokens_per_item=60,
+        )
         return self._merge(sections, asks, got, self.fallback.describe, "describe")
 
     def file(self, docs: list[EntryDoc], sections: list[SectionDoc]) -> list[str]:
@@ -110,12 +138,20 @@ class LLMIndexBuilder:
         items = []
         for d in docs:  # inbox docs may come without a content hash: key on what the prompt shows
             ex = P.excerpt(d.text, 1000)
-            items.append((content_key(d.content_hash or content_key(ex), d.name, fingerprint),
-                          {"name": d.name, "text": ex}))
+            items.append(
+                (
+                    content_key(d.content_hash or content_key(ex), d.name, fingerprint),
+                    {"name": d.name, "text": ex},
+                )
+            )
         asks = list(range(len(docs)))
-        got = self._run(P.FILE, items, lambda ans, ids: P.valid_filings(ans, ids, paths),
-                        lambda batch: P.user_message("file", sections=menu, entries=batch),
-                        out_tokens_per_item=40)
+        got = self._run(
+            P.FILE,
+            items,
+            lambda ans, ids: P.valid_filings(ans, ids, paths),
+            lambda batch: P.user_message("file", sections=menu, entries=batch),
+            out_tokens_per_item=40,
+        )
         out = self._merge(docs, asks, got, lambda ds: self.fallback.file(ds, sections), "file")
         with self._lock:
             self.new_sections += sum(1 for i, v in got.items() if v not in paths)
@@ -137,10 +173,16 @@ class LLMIndexBuilder:
         def validate(ans: Any, ids: set[int]) -> dict[int, Any]:
             return {1: [[t, g] for t, g in P.valid_groups(ans, n, max_items)]}
 
-        got = self._run(P.GROUP, [(key, {})], validate,
-                        lambda batch: P.user_message("group", path=section.path or "(library root)",
-                                                     max_items=max_items, entries=entries),
-                        out_tokens_per_item=8 * n + 40 * (n // max_items + 2), whole=True)
+        got = self._run(
+            P.GROUP,
+            [(key, {})],
+            validate,
+            lambda batch: P.user_message(
+                "group", path=section.path or "(library root)", max_items=max_items, entries=entries
+            ),
+            out_tokens_per_item=8 * n + 40 * (n // max_items + 2),
+            whole=True,
+        )
         if 0 not in got:
             self.last_fallbacks = [0]
             with self._lock:
@@ -154,8 +196,14 @@ class LLMIndexBuilder:
         return [Group(title=t, names=[names[i - 1] for i in ids]) for t, ids in checked]
 
     # -- machinery ----------------------------------------------------------------------------------------
-    def _merge(self, inputs: list[Any], asks: list[int], got: dict[int, Any],
-               fallback: Callable[[list[Any]], list[str]], job: str) -> list[str]:
+    def _merge(
+        self,
+        inputs: list[Any],
+        asks: list[int],
+        got: dict[int, Any],
+        fallback: Callable[[list[Any]], list[str]],
+        job: str,
+    ) -> list[str]:
         """Model answers where valid, the fallback's result elsewhere (computed only where needed)."""
         out: list[str | None] = [None] * len(inputs)
         for j, i in enumerate(asks):
@@ -179,8 +227,11 @@ class LLMIndexBuilder:
             if isinstance(e, SpendLimitReached):
                 until, reason = e.resumes_at, "spend_limit"
             else:
-                wait = max(self._next_pause_s, e.retry_after_s or 0.0) if isinstance(e, Unavailable) \
+                wait = (
+                    max(self._next_pause_s, e.retry_after_s or 0.0)
+                    if isinstance(e, Unavailable)
                     else self._next_pause_s
+                )
                 until, reason = now + wait, getattr(e, "kind", "error")
                 self._next_pause_s = min(self._next_pause_s * 2, MAX_PAUSE_S)
             self._paused_until = max(self._paused_until, until)
@@ -191,8 +242,12 @@ class LLMIndexBuilder:
         kind = "spend_limit" if isinstance(e, SpendLimitReached) else getattr(e, "kind", type(e).__name__)
         with self._lock:
             self.errors[kind] = self.errors.get(kind, 0) + 1
-            self.last_error = {"time": time.time(), "job": job, "kind": kind,
-                               "message": " ".join(str(e).split())[:300]}
+            self.last_error = {
+                "time": time.time(),
+                "job": job,
+                "kind": kind,
+                "message": " ".join(str(e).split())[:300],
+            }
 
     def _batches(self, items: list[tuple[int, dict]], whole: bool) -> list[list[tuple[int, dict]]]:
         if whole:
@@ -211,9 +266,15 @@ class LLMIndexBuilder:
             out.append(cur)
         return out
 
-    def _run(self, job: P.Job, items: list[tuple[str, dict]], validate: Validator,
-             make_user: Callable[[list[dict]], str], out_tokens_per_item: int,
-             whole: bool = False) -> dict[int, Any]:
+    def _run(
+        self,
+        job: P.Job,
+        items: list[tuple[str, dict]],
+        validate: Validator,
+        make_user: Callable[[list[dict]], str],
+        out_tokens_per_item: int,
+        whole: bool = False,
+    ) -> dict[int, Any]:
         """Answers ``{position in items: value}`` for the items the cache or the model answered validly."""
         stats = self.jobs[job.name]
         with self._lock:
@@ -234,8 +295,9 @@ class LLMIndexBuilder:
         if not todo or self._paused():
             return got
         batches = self._batches(todo, whole)
-        futures = [self._pool.submit(self._ask, job, b, validate, make_user, out_tokens_per_item)
-                   for b in batches]
+        futures = [
+            self._pool.submit(self._ask, job, b, validate, make_user, out_tokens_per_item) for b in batches
+        ]
         fresh: dict[int, Any] = {}
         for f in futures:
             fresh.update(f.result())
@@ -250,8 +312,14 @@ class LLMIndexBuilder:
         self.cache.save_spend(self.limiter.export())
         return got
 
-    def _ask(self, job: P.Job, batch: list[tuple[int, dict]], validate: Validator,
-             make_user: Callable[[list[dict]], str], out_tokens_per_item: int) -> dict[int, Any]:
+    def _ask(
+        self,
+        job: P.Job,
+        batch: list[tuple[int, dict]],
+        validate: Validator,
+        make_user: Callable[[list[dict]], str],
+        out_tokens_per_item: int,
+    ) -> dict[int, Any]:
         """Ask the model about one batch (bounded attempts); ``{position: valid answer}``."""
         answers: dict[int, Any] = {}
         remaining = list(batch)
@@ -262,7 +330,8 @@ class LLMIndexBuilder:
             payload = [{"id": n + 1, **item} for n, (_, item) in enumerate(remaining)]
             try:
                 answer, _usage = self.client.complete_json(
-                    job, make_user(payload), out_tokens_per_item * len(remaining) + 50)
+                    job, make_user(payload), out_tokens_per_item * len(remaining) + 50
+                )
                 valid = validate(answer, set(local))
             except (BadAnswer, P.InvalidAnswer) as e:
                 with self._lock:
@@ -278,8 +347,10 @@ class LLMIndexBuilder:
             if len(valid) < len(local):
                 with self._lock:
                     self.jobs[job.name]["invalid_answers"] += 1
-                self._error(job.name, P.InvalidAnswer(
-                    f"{len(local) - len(valid)} of {len(local)} items missing or invalid"))
+                self._error(
+                    job.name,
+                    P.InvalidAnswer(f"{len(local) - len(valid)} of {len(local)} items missing or invalid"),
+                )
             for n, v in valid.items():
                 answers[local[n]] = v
             remaining = [(pos, item) for pos, item in remaining if pos not in answers]
@@ -299,16 +370,25 @@ class LLMIndexBuilder:
             jobs = {j: dict(v) for j, v in self.jobs.items()}
             paused = self._paused_until if self._paused() else None
             return {
-                "builder": self.name, "model": self.config.model, "base_url": self.config.base_url,
-                "structured_output": self.client.mode, "requests": c["requests"],
-                "prompt_tokens": c["prompt_tokens"], "completion_tokens": c["completion_tokens"],
+                "builder": self.name,
+                "model": self.config.model,
+                "base_url": self.config.base_url,
+                "structured_output": self.client.mode,
+                "requests": c["requests"],
+                "prompt_tokens": c["prompt_tokens"],
+                "completion_tokens": c["completion_tokens"],
                 "tokens": c["prompt_tokens"] + c["completion_tokens"],
-                "http_errors": c["http_errors"], "transport_retries": c["transport_retries"],
-                "cache_hits": self.cache.hits, "cache_misses": self.cache.misses,
+                "http_errors": c["http_errors"],
+                "transport_retries": c["transport_retries"],
+                "cache_hits": self.cache.hits,
+                "cache_misses": self.cache.misses,
                 "fallbacks": sum(v["fallbacks"] for v in jobs.values()),
                 "invalid_answers": sum(v["invalid_answers"] for v in jobs.values()),
-                "new_sections": self.new_sections, "jobs": jobs, "errors": dict(self.errors),
-                "last_error": self.last_error, "paused_until": paused,
+                "new_sections": self.new_sections,
+                "jobs": jobs,
+                "errors": dict(self.errors),
+                "last_error": self.last_error,
+                "paused_until": paused,
                 "pause_reason": self._pause_reason if paused else None,
                 "spend": self.limiter.snapshot(),
             }

@@ -35,8 +35,13 @@ def content_key(*parts: str) -> str:
 
 def cache_key(job: str, prompt_version: str, model: str, key: str) -> bytes:
     """LMDB key of one cached answer."""
-    return job.encode() + b"\x00" + hashlib.sha256(
-        "\x00".join((job, prompt_version, model, key)).encode("utf-8", "surrogateescape")).digest()
+    return (
+        job.encode()
+        + b"\x00"
+        + hashlib.sha256(
+            "\x00".join((job, prompt_version, model, key)).encode("utf-8", "surrogateescape")
+        ).digest()
+    )
 
 
 class AnswerCache:
@@ -72,8 +77,13 @@ class AnswerCache:
         if not items:
             return
         now = time.time()
-        recs = [(cache_key(job, prompt_version, self.model, k),
-                 json.dumps({"v": v, "t": now}, ensure_ascii=False).encode()) for k, v in items]
+        recs = [
+            (
+                cache_key(job, prompt_version, self.model, k),
+                json.dumps({"v": v, "t": now}, ensure_ascii=False).encode(),
+            )
+            for k, v in items
+        ]
 
         def put(t: Any) -> None:
             for k, v in recs:

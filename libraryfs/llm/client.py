@@ -95,7 +95,7 @@ def parse_json_object(text: str) -> dict[str, Any]:
     m = _FENCE.match(s)
     if m:
         s = m.group(1)
-    for candidate in (s, s[s.find("{"):s.rfind("}") + 1] if "{" in s else ""):
+    for candidate in (s, s[s.find("{") : s.rfind("}") + 1] if "{" in s else ""):
         if not candidate:
             continue
         try:
@@ -141,29 +141,45 @@ class ChatClient:
     def __init__(self, config: LLMConfig, limiter: SpendLimiter) -> None:
         self.config = config
         self.limiter = limiter
-        self._client = openai.OpenAI(base_url=config.base_url, api_key=config.api_key or "sk-no-key",
-                                     timeout=config.timeout_s, max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or "sk-no-key",
+            timeout=config.timeout_s,
+            max_retries=0,
+        )
         self.mode = "json_schema" if config.structured_output == "auto" else config.structured_output
         self._tokens_param = "max_tokens"
         self._send_temperature = True
         self._lock = threading.Lock()
-        self.counters = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "http_errors": 0,
-                         "transport_retries": 0, "downgrades": 0}
+        self.counters = {
+            "requests": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "http_errors": 0,
+            "transport_retries": 0,
+            "downgrades": 0,
+        }
 
     def _count(self, **inc: int) -> None:
         with self._lock:
             for k, v in inc.items():
                 self.counters[k] += v
 
-    def _kwargs(self, job: Job, messages: list[dict[str, str]], max_output_tokens: int,
-                mode: str) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": self.config.model, "messages": messages,
-                              self._tokens_param: max_output_tokens}
+    def _kwargs(
+        self, job: Job, messages: list[dict[str, str]], max_output_tokens: int, mode: str
+    ) -> dict[str, Any]:
+        kw: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            self._tokens_param: max_output_tokens,
+        }
         if self._send_temperature:
             kw["temperature"] = self.config.temperature
         if mode == "json_schema":
-            kw["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": job.name, "schema": job.schema, "strict": True}}
+            kw["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": job.name, "schema": job.schema, "strict": True},
+            }
         elif mode == "json_object":
             kw["response_format"] = {"type": "json_object"}
         return kw
@@ -206,7 +222,8 @@ class ChatClient:
             try:
                 self._count(requests=1)
                 resp = self._client.chat.completions.create(
-                    **self._kwargs(job, messages, max_output_tokens, mode))
+                    **self._kwargs(job, messages, max_output_tokens, mode)
+                )
                 obj, usage = self._read(resp, est_prompt)
                 spent = usage.total_tokens
                 self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
@@ -248,7 +265,7 @@ class ChatClient:
 
     def _read(self, resp: Any, est_prompt: int) -> tuple[dict[str, Any], Usage]:
         """Parse a completion object; raises ``AttributeError``/``TypeError`` on a non-completion body."""
-        if isinstance(resp, (str, bytes)):
+        if isinstance(resp, str | bytes):
             raise TypeError(f"body is not a completion: {resp[:60]!r}")
         choice = resp.choices[0]
         content = choice.message.content or ""

@@ -83,10 +83,20 @@ _INT = "int"
 _FLOAT = "float"
 _STR = "str"
 _FIELDS: dict[str, str] = {
-    "base_url": _STR, "model": _STR, "timeout_s": _FLOAT, "max_concurrency": _INT,
-    "max_requests_per_hour": _INT, "max_tokens_per_hour": _INT, "batch_size": _INT,
-    "batch_max_tokens": _INT, "max_attempts": _INT, "transport_attempts": _INT, "max_backoff_s": _FLOAT,
-    "down_backoff_s": _FLOAT, "structured_output": _STR, "temperature": _FLOAT,
+    "base_url": _STR,
+    "model": _STR,
+    "timeout_s": _FLOAT,
+    "max_concurrency": _INT,
+    "max_requests_per_hour": _INT,
+    "max_tokens_per_hour": _INT,
+    "batch_size": _INT,
+    "batch_max_tokens": _INT,
+    "max_attempts": _INT,
+    "transport_attempts": _INT,
+    "max_backoff_s": _FLOAT,
+    "down_backoff_s": _FLOAT,
+    "structured_output": _STR,
+    "temperature": _FLOAT,
 }
 ENV_VARS: dict[str, str] = {
     "base_url": "LIBRARYFS_LLM_BASE_URL",
@@ -144,13 +154,18 @@ def read_file(libdir: str | os.PathLike[str] | None) -> tuple[dict[str, Any], st
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [llm] must be a table")
     if "api_key" in table:
-        raise ConfigError(f"{path}: api_key must not be stored in the library; set LIBRARYFS_LLM_API_KEY "
-                          "(or name a variable with api_key_env)")
+        raise ConfigError(
+            f"{path}: api_key must not be stored in the library; set LIBRARYFS_LLM_API_KEY "
+            "(or name a variable with api_key_env)"
+        )
     return table, path
 
 
-def load_config(libdir: str | os.PathLike[str] | None = None, overrides: Mapping[str, Any] | None = None,
-                env: Mapping[str, str] | None = None) -> LLMConfig:
+def load_config(
+    libdir: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> LLMConfig:
     """Effective settings: defaults < file ``[llm]`` < environment < ``overrides`` (CLI flags).
 
     ``overrides`` keys are :class:`LLMConfig` field names (``api_key`` allowed); ``None`` values are

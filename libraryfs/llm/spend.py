@@ -25,8 +25,13 @@ class SpendLimitReached(Exception):
 class SpendLimiter:
     """Sliding-window limiter. ``max_requests``/``max_tokens`` per ``window_s`` seconds; 0 = no limit."""
 
-    def __init__(self, max_requests: int, max_tokens: int, window_s: float = 3600.0,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        max_requests: int,
+        max_tokens: int,
+        window_s: float = 3600.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.max_requests = max_requests
         self.max_tokens = max_tokens
         self.window_s = window_s
@@ -52,8 +57,9 @@ class SpendLimiter:
             if self.max_requests and len(self._events) + self._inflight_requests + 1 > self.max_requests:
                 self.refusals += 1
                 resumes = self._events[0][0] + self.window_s if self._events else now + 1.0
-                raise SpendLimitReached(f"spending limit: {self.max_requests} requests per hour reached",
-                                        resumes)
+                raise SpendLimitReached(
+                    f"spending limit: {self.max_requests} requests per hour reached", resumes
+                )
             used = self._tokens() + self._inflight_tokens
             if self.max_tokens and used + est_tokens > self.max_tokens:
                 self.refusals += 1
@@ -64,8 +70,9 @@ class SpendLimiter:
                     resumes = t + self.window_s
                     if need <= 0:
                         break
-                raise SpendLimitReached(f"spending limit: {self.max_tokens:,} tokens per hour reached",
-                                        resumes)
+                raise SpendLimitReached(
+                    f"spending limit: {self.max_tokens:,} tokens per hour reached", resumes
+                )
             self._inflight_requests += 1
             self._inflight_tokens += est_tokens
 
@@ -81,9 +88,13 @@ class SpendLimiter:
         "refusals"}`` (counts; tokens)."""
         with self._lock:
             self._prune(self.clock())
-            return {"requests_last_hour": len(self._events) + self._inflight_requests,
-                    "tokens_last_hour": self._tokens(), "max_requests_per_hour": self.max_requests,
-                    "max_tokens_per_hour": self.max_tokens, "refusals": self.refusals}
+            return {
+                "requests_last_hour": len(self._events) + self._inflight_requests,
+                "tokens_last_hour": self._tokens(),
+                "max_requests_per_hour": self.max_requests,
+                "max_tokens_per_hour": self.max_tokens,
+                "refusals": self.refusals,
+            }
 
     def export(self) -> list[list[float]]:
         """Settled events in the window as ``[[time_s, tokens], ...]`` (JSON-able)."""

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from libraryfs.cli.main import cli
+from libraryfs.features.code.router import TOPOLOGIES
 from libraryfs_bench.code.evalset import (
     BlobReader,
     build_tasks,
@@ -19,12 +20,16 @@ from libraryfs_bench.code.evalset import (
     summarize,
     wilson,
 )
-from libraryfs.features.code.router import TOPOLOGIES
 
 
 def _git(repo, *args):
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@x", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@x")
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@x",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@x",
+    )
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env).stdout
 
 
@@ -43,23 +48,42 @@ def history(tmp_path):
     repo = tmp_path / "proj"
     repo.mkdir()
     _git(repo, "init", "-q")
-    mods = {f"pkg/m{i}.py": f"def f{i}(x):\n    \"\"\"Step {i}.\"\"\"\n    return x + {i}\n" for i in range(5)}
+    mods = {f"pkg/m{i}.py": f'def f{i}(x):\n    """Step {i}."""\n    return x + {i}\n' for i in range(5)}
     _commit(repo, "Initial import", {**mods, "pkg/__init__.py": "", "README.md": "hi\n"})
-    _commit(repo, "Fix off-by-one in f1", {"pkg/m1.py": "def f1(x):\n    \"\"\"Step 1.\"\"\"\n    return x + 2\n"})
+    _commit(repo, "Fix off-by-one in f1", {"pkg/m1.py": 'def f1(x):\n    """Step 1."""\n    return x + 2\n'})
     _commit(repo, "Update README", {"README.md": "hello\n"})
     _commit(repo, "Investigate why f2 is slow?", {"pkg/m2.py": mods["pkg/m2.py"] + "# measured\n"})
-    _commit(repo, "Refactor all steps to share a base", {f"pkg/m{i}.py": f"def f{i}(x, base=0):\n    return x + base\n" for i in range(5)})
-    _commit(repo, "Add brand_new_feature and wire it into f0",
-            {"pkg/new.py": "def brand_new_feature():\n    return 1\n",
-             "pkg/m0.py": "from pkg.new import brand_new_feature\n\ndef f0(x, base=0):\n    return brand_new_feature()\n"})
+    _commit(
+        repo,
+        "Refactor all steps to share a base",
+        {f"pkg/m{i}.py": f"def f{i}(x, base=0):\n    return x + base\n" for i in range(5)},
+    )
+    _commit(
+        repo,
+        "Add brand_new_feature and wire it into f0",
+        {
+            "pkg/new.py": "def brand_new_feature():\n    return 1\n",
+            "pkg/m0.py": "from pkg.new import brand_new_feature\n\ndef f0(x, base=0):\n    return brand_new_feature()\n",
+        },
+    )
     return repo
 
 
 def test_tasks_from_history(history):
     tasks, counts = build_tasks(str(history))
     index_files = {p.relative_to(history).as_posix() for p in history.rglob("*.py")}
-    assert counts == {"commits": 6, "merge": 0, "root": 1, "bot": 0, "eligible": 5, "selected": 5, "no_code": 1,
-                      "tasks": 4, "renames": 0, "symbols_skipped": 0}
+    assert counts == {
+        "commits": 6,
+        "merge": 0,
+        "root": 1,
+        "bot": 0,
+        "eligible": 5,
+        "selected": 5,
+        "no_code": 1,
+        "tasks": 4,
+        "renames": 0,
+        "symbols_skipped": 0,
+    }
     by_msg = {t.message.splitlines()[0]: t for t in tasks}
     assert by_msg["Fix off-by-one in f1"].gold == "FASTPATH"
     assert by_msg["Fix off-by-one in f1"].symbols == ["pkg/m1.py::f1"]
@@ -74,7 +98,9 @@ def test_tasks_from_history(history):
     assert s["n"] == 4 and sum(s["gold_distribution"].values()) == 4
     assert s["router"]["misrouted"] == sum(x.predicted != x.gold for x in tasks)
     fr = s["footprint_recall"]
-    assert fr["tasks"] == 4 and fr["any_hit"] == sum(bool(set(x.parent_files) & set(x.retrieved_files)) for x in tasks)
+    assert fr["tasks"] == 4 and fr["any_hit"] == sum(
+        bool(set(x.parent_files) & set(x.retrieved_files)) for x in tasks
+    )
     assert all(set(x.retrieved_files) <= set(index_files) for x in tasks)
 
 
@@ -105,8 +131,14 @@ def test_eval_cli(history, tmp_path):
     out = tmp_path / "tasks.jsonl"
     r = CliRunner().invoke(cli, ["code", "eval", str(history), "--tasks-out", str(out)])
     assert r.exit_code == 0, r.output
-    assert "6 commits seen (0 merge, 1 root, 0 bot), 5 eligible, 5 selected, 1 without code → 4 tasks" in r.output
-    assert "McNemar exact" in r.output and "cluster bootstrap: 1 (repo, author, week) cluster(s) — no interval" in r.output
+    assert (
+        "6 commits seen (0 merge, 1 root, 0 bot), 5 eligible, 5 selected, 1 without code → 4 tasks"
+        in r.output
+    )
+    assert (
+        "McNemar exact" in r.output
+        and "cluster bootstrap: 1 (repo, author, week) cluster(s) — no interval" in r.output
+    )
     assert len(out.read_text().splitlines()) == 4
     r = CliRunner().invoke(cli, ["code", "eval", str(tmp_path)])
     assert r.exit_code == 1 and "not a git checkout" in r.output
@@ -123,8 +155,17 @@ def messy_history(tmp_path):
     repo.mkdir()
     _git(repo, "init", "-q", "-b", "main")
     body = "".join(f"def g{i}(x):\n    return x * {i}\n\n\n" for i in range(8))
-    _commit(repo, "Initial import", {"pkg/__init__.py": "", "pkg/a.py": body, "pkg/b.py": HELPERS.format(2),
-                                     "vendor/lib.py": "def v():\n    return 0\n", "run.sh": "echo hi\n"})
+    _commit(
+        repo,
+        "Initial import",
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": body,
+            "pkg/b.py": HELPERS.format(2),
+            "vendor/lib.py": "def v():\n    return 0\n",
+            "run.sh": "echo hi\n",
+        },
+    )
     _git(repo, "mv", "pkg/a.py", "pkg/core.py")
     _git(repo, "commit", "-q", "-m", "Move a to core")
     _git(repo, "mv", "pkg/b.py", "pkg/helpers.py")
@@ -140,8 +181,11 @@ def messy_history(tmp_path):
     _commit(repo, "Side change to g1", {"pkg/core.py": body.replace("x * 1\n", "x * 10\n")})
     _git(repo, "checkout", "-q", "main")
     _git(repo, "merge", "-q", "--no-ff", "-m", "Merge branch side", "side")
-    _commit(repo, "Split every g into its own module",
-            {f"pkg/g{i}.py": f"def g{i}(x):\n    return x * {i}\n" for i in range(8)})
+    _commit(
+        repo,
+        "Split every g into its own module",
+        {f"pkg/g{i}.py": f"def g{i}(x):\n    return x * {i}\n" for i in range(8)},
+    )
     return repo
 
 
@@ -153,8 +197,13 @@ def test_real_history_shapes(messy_history, monkeypatch):
     by = {t.message.splitlines()[0]: t for t in tasks}
     assert counts["merge"] == 1 and counts["root"] == 1 and counts["bot"] == 1
     assert counts["no_code"] == 1  # the vendored-only change
-    assert set(by) == {"Move a to core", "Rename b to helpers and fix h", "Add a symlink and tweak the script",
-                       "Side change to g1", "Split every g into its own module"}
+    assert set(by) == {
+        "Move a to core",
+        "Rename b to helpers and fix h",
+        "Add a symlink and tweak the script",
+        "Side change to g1",
+        "Split every g into its own module",
+    }
     # a pure rename is one file and changes no symbol
     t = by["Move a to core"]
     assert t.code_files == ["pkg/core.py"] and t.symbols == [] and t.gold == "FASTPATH"
@@ -190,8 +239,19 @@ def test_cluster_bootstrap_is_wider_for_clustered_tasks():
     from libraryfs_bench.code.evalset import Task, cluster_bootstrap
 
     def task(author, wrong, week):
-        return Task("r", "c", "p", author, week * 7 * 86400, "m", ["a.py"], [], "SUBAGENT",
-                    predicted="FASTPATH" if wrong else "SUBAGENT", baseline="SUBAGENT")
+        return Task(
+            "r",
+            "c",
+            "p",
+            author,
+            week * 7 * 86400,
+            "m",
+            ["a.py"],
+            [],
+            "SUBAGENT",
+            predicted="FASTPATH" if wrong else "SUBAGENT",
+            baseline="SUBAGENT",
+        )
 
     # 40 tasks in 4 clusters of 10 identical outcomes: the effective sample is 4, not 40
     clustered = [task(f"a{k}", k % 2 == 0, k) for k in range(4) for _ in range(10)]

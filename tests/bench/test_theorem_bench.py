@@ -16,24 +16,52 @@ from libraryfs_bench.theorem.stores import StoreSpec, write_item_store
 def test_resent_history_is_quadratic():
     calls = [Call("read_page", {"page_num": i}, "Page: " + "x " * 50, "page") for i in range(40)]
     per_turn = resent_history_tokens("sys", "user", calls)
-    diffs = [b - a for a, b in zip(per_turn, per_turn[1:])]
+    diffs = [b - a for a, b in zip(per_turn, per_turn[1:], strict=False)]
     assert all(d > 50 for d in diffs)  # each turn re-sends every earlier result
     assert fit_exponent(list(range(10, 41)), [sum(per_turn[:t]) for t in range(10, 41)]) > 1.6
 
 
 def test_cli_runs_and_writes_outputs(tmp_path):
     out = tmp_path / "out"
-    res = CliRunner().invoke(bench, [
-        "theorem", "--dir", str(tmp_path / "root"), "--n", "50,2000", "--steps", "60", "--out", str(out),
-        "--content", "hash,numeric",
-    ])
+    res = CliRunner().invoke(
+        bench,
+        [
+            "theorem",
+            "--dir",
+            str(tmp_path / "root"),
+            "--n",
+            "50,2000",
+            "--steps",
+            "60",
+            "--out",
+            str(out),
+            "--content",
+            "hash,numeric",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "regenerate their target" in res.output
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     first = trials[0]
-    for field in ("condition", "model", "n", "num_pages", "trial", "target_key", "target_val", "answer", "correct",
-                  "answered", "page_reads", "index_reads", "section_index_reads", "num_turns", "total_tokens",
-                  "wall_time_s", "error"):
+    for field in (
+        "condition",
+        "model",
+        "n",
+        "num_pages",
+        "trial",
+        "target_key",
+        "target_val",
+        "answer",
+        "correct",
+        "answered",
+        "page_reads",
+        "index_reads",
+        "section_index_reads",
+        "num_turns",
+        "total_tokens",
+        "wall_time_s",
+        "error",
+    ):
         assert field in first
     assert all(t["correct"] for t in trials)
     summary = json.loads((out / "summary.json").read_text())
@@ -68,15 +96,30 @@ def test_through_a_real_mount(tmp_path):
     import os
     import shutil
 
-
     if not os.path.exists("/dev/fuse") or not (shutil.which("fusermount3") or shutil.which("fusermount")):
         from conftest import unavailable
 
         unavailable("no FUSE here (/dev/fuse or fusermount3 missing)")
     out = tmp_path / "out"
-    res = CliRunner().invoke(bench, ["theorem", "--n", "200", "--conditions", "AUTO,PATH,INDEXED",
-                                     "--content", "hash", "--steps", "0", "--no-plots", "--trials", "3",
-                                     "--out", str(out)])
+    res = CliRunner().invoke(
+        bench,
+        [
+            "theorem",
+            "--n",
+            "200",
+            "--conditions",
+            "AUTO,PATH,INDEXED",
+            "--content",
+            "hash",
+            "--steps",
+            "0",
+            "--no-plots",
+            "--trials",
+            "3",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "library mounted at" in res.output
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]

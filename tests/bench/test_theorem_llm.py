@@ -21,9 +21,14 @@ def store(tmp_path_factory):
     return write_paper_store(tmp_path_factory.mktemp("lib"), StoreSpec("hash", 200, 3, 1000))
 
 
-@pytest.mark.parametrize("condition,pages,index,sections", [
-    ("INDEXED", 1, 1, 0), ("DEEP-INDEXED", 1, 1, 1), ("INDEXED-CORRUPTED", None, 1, 0),
-])
+@pytest.mark.parametrize(
+    "condition,pages,index,sections",
+    [
+        ("INDEXED", 1, 1, 0),
+        ("DEEP-INDEXED", 1, 1, 1),
+        ("INDEXED-CORRUPTED", None, 1, 0),
+    ],
+)
 def test_indexed_conditions_end_to_end(store, condition, pages, index, sections):
     with ScriptedLLM() as srv:
         rec = run_llm_trial(make_client(srv.url, "k"), "scripted", condition, store, store.target, 200, 3)
@@ -37,14 +42,15 @@ def test_indexed_conditions_end_to_end(store, condition, pages, index, sections)
     assert rec.num_turns == len(reqs) == pages + index + sections + 1
     assert all(r["temperature"] == 0 and r["max_tokens"] == 256 for r in reqs)
     # the whole history is re-sent: each request holds every earlier message
-    for earlier, later in zip(reqs, reqs[1:]):
+    for earlier, later in zip(reqs, reqs[1:], strict=False):
         assert later["messages"][: len(earlier["messages"])] == earlier["messages"]
         assert len(later["messages"]) == len(earlier["messages"]) + 2
     # tool results are the store's files, verbatim
     tool_texts = [m["content"] for m in reqs[-1]["messages"] if m["role"] == "tool"]
     assert tool_texts[0] == store.index_path(condition).read_text()
     assert rec.total_tokens == sum(  # usage summed over calls
-        sum(len(json.dumps(m)) for m in r["messages"]) // 4 + 10 for r in reqs)
+        sum(len(json.dumps(m)) for m in r["messages"]) // 4 + 10 for r in reqs
+    )
 
 
 def test_flat_scan_matches_target_page(store):
@@ -65,12 +71,17 @@ def test_stop_rules_and_errors(store):
         rec = run_llm_trial(make_client(srv.url, "k"), "scripted", "FLAT", store, store.target, 200, 3)
     assert rec.error and rec.num_turns == 0
     # max_turns bounds the loop; a wrong answer is scored wrong; bad JSON args read page 1
-    script = [{"name": "read_page", "raw_args": "{oops"}, {"name": "submit_answer", "args": {"value": "zzzzq"}}]
+    script = [
+        {"name": "read_page", "raw_args": "{oops"},
+        {"name": "submit_answer", "args": {"value": "zzzzq"}},
+    ]
     with ScriptedLLM(script=list(script)) as srv:
         rec = run_llm_trial(make_client(srv.url, "k"), "scripted", "FLAT", store, store.target, 200, 3)
     assert rec.page_reads == 1 and rec.answered and rec.answer == "ZZZZ" and not rec.correct
     with ScriptedLLM(script=[{"name": "read_page", "args": {"page_num": 1}}] * 5) as srv:
-        rec = run_llm_trial(make_client(srv.url, "k"), "scripted", "FLAT", store, store.target, 200, 3, max_turns=3)
+        rec = run_llm_trial(
+            make_client(srv.url, "k"), "scripted", "FLAT", store, store.target, 200, 3, max_turns=3
+        )
     assert rec.num_turns == 3 and rec.page_reads == 3 and not rec.answered
 
 
@@ -89,11 +100,33 @@ def test_cli_llm_mode(tmp_path):
     from libraryfs_bench.cli import bench
 
     with ScriptedLLM() as srv:
-        res = CliRunner().invoke(bench, [
-            "theorem", "--dir", str(tmp_path / "root"), "--n", "100", "--conditions", "INDEXED,DEEP-INDEXED,AUTO",
-            "--content", "hash", "--trials", "2", "--steps", "0", "--no-plots", "--out", str(tmp_path / "out"),
-            "--llm-model", "scripted", "--base-url", srv.url, "--api-key", "k",
-        ])
+        res = CliRunner().invoke(
+            bench,
+            [
+                "theorem",
+                "--dir",
+                str(tmp_path / "root"),
+                "--n",
+                "100",
+                "--conditions",
+                "INDEXED,DEEP-INDEXED,AUTO",
+                "--content",
+                "hash",
+                "--trials",
+                "2",
+                "--steps",
+                "0",
+                "--no-plots",
+                "--out",
+                str(tmp_path / "out"),
+                "--llm-model",
+                "scripted",
+                "--base-url",
+                srv.url,
+                "--api-key",
+                "k",
+            ],
+        )
     assert res.exit_code == 0, res.output
     trials = [json.loads(line) for line in (tmp_path / "out" / "trials.jsonl").read_text().splitlines()]
     assert len(trials) == 6 and all(t["model"] == "scripted" and t["correct"] for t in trials)

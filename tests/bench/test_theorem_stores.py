@@ -28,7 +28,10 @@ def test_seeded_store_is_the_papers():
     items = hash_items(50, 0, paper_key_low("FLAT", 50))
     assert items[target_position(50, 0)] == (438, "JHJY")
     # deep_indexed_v5.jsonl, N=1000 trial 20: 2330 → AVGT
-    assert hash_items(1000, 20, paper_key_low("DEEP-INDEXED", 1000))[target_position(1000, 20)] == (2330, "AVGT")
+    assert hash_items(1000, 20, paper_key_low("DEEP-INDEXED", 1000))[target_position(1000, 20)] == (
+        2330,
+        "AVGT",
+    )
     assert paper_key_low("INDEXED", 500) == 100 and paper_key_low("INDEXED", 500, "gpt-5.4") == 1000
     assert numeric_items(3) == [(1, 1), (2, 2), (3, 3)]
 
@@ -48,9 +51,24 @@ def test_scripted_flat_scan_equals_papers_reads(tmp_path):
         st = write_paper_store(tmp_path, StoreSpec("hash", r.n, r.trial, r.key_low))
         trace = agents.sequential_scan(st, r.target_key)
         assert trace.answer == r.target_val
-        ours.append({"content": "hash", "condition": "FLAT", "n": r.n, "trial": r.trial, "key_low": r.key_low,
-                     "page_reads": trace.count("page"), "index_reads": 0, "total_tokens": 1, "correct": True})
-    cell = [c for c in side_by_side(PAPER, ours) if c["condition"] == "FLAT" and c["n"] == 100 and c["model"] == "gpt-4o-mini"][0]
+        ours.append(
+            {
+                "content": "hash",
+                "condition": "FLAT",
+                "n": r.n,
+                "trial": r.trial,
+                "key_low": r.key_low,
+                "page_reads": trace.count("page"),
+                "index_reads": 0,
+                "total_tokens": 1,
+                "correct": True,
+            }
+        )
+    cell = [
+        c
+        for c in side_by_side(PAPER, ours)
+        if c["condition"] == "FLAT" and c["n"] == 100 and c["model"] == "gpt-4o-mini"
+    ][0]
     assert cell["flat_reads_equal"][0] == len(rows)
 
 
@@ -64,7 +82,11 @@ def test_paper_agents_read_only_files(tmp_path):
     idx = agents.index_follow(st, key)
     assert idx.answer == value and (idx.count("index"), idx.count("page")) == (1, 1)
     deep = agents.deep_index_follow(st, key)
-    assert deep.answer == value and (deep.count("index"), deep.count("section"), deep.count("page")) == (1, 1, 1)
+    assert deep.answer == value and (deep.count("index"), deep.count("section"), deep.count("page")) == (
+        1,
+        1,
+        1,
+    )
     bad = agents.index_follow(st, key, "INDEXED-CORRUPTED")
     assert bad.answer == value  # falls back to bisection over the sorted pages
     # a page file changed on disk changes the answer: the agents really read the files
@@ -91,10 +113,12 @@ def test_auto_walk_reads_mount_style_pages(tmp_path):
     (tmp_path / ".index").mkdir()
     (tmp_path / "INDEX.md").write_text(
         "<!-- libraryfs toc: page=0/3 -->\n# items\n3 entries · 9 tokens\n\n"
-        "- [letters: a b … a c](.index/0001.md) — 2 entries\n- [zeta](.index/0002.md) — 1 entry\n")
+        "- [letters: a b … a c](.index/0001.md) — 2 entries\n- [zeta](.index/0002.md) — 1 entry\n"
+    )
     (tmp_path / ".index" / "0001.md").write_text(
         "# items — a b … a c\n\n- [a b](../a%20b) — first (3 tok)\n- [a c](../a%20c) — second - one (3 tok)\n\n"
-        "- [↑ up](../INDEX.md)\n")
+        "- [↑ up](../INDEX.md)\n"
+    )
     (tmp_path / "a c").write_text("a c→SECOND\n")
     trace = agents.toc_walk(tmp_path, "a c")
     assert trace.answer == "SECOND" and trace.count("toc") == 2
@@ -103,7 +127,9 @@ def test_auto_walk_reads_mount_style_pages(tmp_path):
 
 
 def test_gcide_sentence():
-    entry = ('Acouchy \\A*cou"chy\\, n. [F. acouchi, from the native name\n   Guiana.] (Zool.)\n'
-             "   A small species of agouti ({Dasyprocta acouchy}).\n   [1913 Webster]\n")
+    entry = (
+        'Acouchy \\A*cou"chy\\, n. [F. acouchi, from the native name\n   Guiana.] (Zool.)\n'
+        "   A small species of agouti ({Dasyprocta acouchy}).\n   [1913 Webster]\n"
+    )
     assert first_definition_sentence(entry) == "A small species of agouti (Dasyprocta acouchy)."
     assert first_definition_sentence("Xyz, n. [L.]\n  Hi.\n") is None

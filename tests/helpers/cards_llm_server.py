@@ -34,17 +34,26 @@ class ScriptedLLMServer:
                     data = json.dumps({"error": {"message": "scripted failure", "type": "x"}}).encode()
                     self.send_response(reply)
                 else:
-                    data = json.dumps({
-                        "id": f"chatcmpl-{len(outer.requests)}",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body.get("model", "m"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": reply}}],
-                        "usage": {"prompt_tokens": 10 * len(body.get("messages", [])),
-                                  "completion_tokens": 5,
-                                  "total_tokens": 10 * len(body.get("messages", [])) + 5},
-                    }).encode()
+                    data = json.dumps(
+                        {
+                            "id": f"chatcmpl-{len(outer.requests)}",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model", "m"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": reply},
+                                }
+                            ],
+                            "usage": {
+                                "prompt_tokens": 10 * len(body.get("messages", [])),
+                                "completion_tokens": 5,
+                                "total_tokens": 10 * len(body.get("messages", [])) + 5,
+                            },
+                        }
+                    ).encode()
                     self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
 
 
 class EpisodeLLMServer:
@@ -33,11 +33,22 @@ class EpisodeLLMServer:
                     data = json.dumps({"error": {"message": "scripted", "type": "server_error"}}).encode()
                     self.send_response(got)
                 else:
-                    data = json.dumps({
-                        "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-                        "choices": [{"index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": got}}],
-                        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}}).encode()
+                    data = json.dumps(
+                        {
+                            "id": "cmpl-1",
+                            "object": "chat.completion",
+                            "created": 0,
+                            "model": body.get("model", "m"),
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": got},
+                                }
+                            ],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+                        }
+                    ).encode()
                     self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))

@@ -42,8 +42,8 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-
 # -- actions ------------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Reply:
@@ -104,6 +104,7 @@ class Close:
 
 # -- requests -----------------------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Request:
     """One recorded HTTP request."""
@@ -155,6 +156,7 @@ class Request:
 
 # -- server -------------------------------------------------------------------------------------------------
 
+
 class LLMServer:
     """The scripted server. Start with ``with`` (or :meth:`start`/:meth:`stop`); thread-safe."""
 
@@ -175,8 +177,9 @@ class LLMServer:
             def do_POST(self) -> None:  # noqa: N802
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
-                req = Request("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body,
-                              time.time())
+                req = Request(
+                    "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()
+                )
                 with server._lock:
                     server.requests.append(req)
                     action = server._script.popleft() if server._script else None
@@ -190,8 +193,9 @@ class LLMServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="llm-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="llm-server", daemon=True
+        )
 
     # public API
     @property
@@ -218,8 +222,11 @@ class LLMServer:
         """Recorded chat-completion requests (of ``task`` when given)."""
         with self._lock:
             reqs = list(self.requests)
-        return [r for r in reqs if r.path.rstrip("/").endswith("/chat/completions")
-                and (task is None or r.task == task)]
+        return [
+            r
+            for r in reqs
+            if r.path.rstrip("/").endswith("/chat/completions") and (task is None or r.task == task)
+        ]
 
     def start(self) -> LLMServer:
         """Start serving in a daemon thread."""
@@ -245,7 +252,7 @@ class LLMServer:
             action = action(req)
         if action is None:
             action = Status(500, "no scripted answer and no default")
-        if isinstance(action, (dict, list, str)):
+        if isinstance(action, dict | list | str):
             action = Reply(action)
         if isinstance(action, Delay):
             if self._stopping.wait(action.seconds):
@@ -268,8 +275,9 @@ class LLMServer:
             h.close_connection = True
             return
         if isinstance(action, Status):
-            body = json.dumps({"error": {"message": action.message, "type": "scripted",
-                                         "code": action.code}}).encode()
+            body = json.dumps(
+                {"error": {"message": action.message, "type": "scripted", "code": action.code}}
+            ).encode()
             _send(h, action.code, body, "application/json", action.headers)
             return
         if isinstance(action, Raw):
@@ -277,16 +285,28 @@ class LLMServer:
             return
         if isinstance(action, Reply):
             content = action.content if isinstance(action.content, str) else json.dumps(action.content)
-            usage = action.usage or {"prompt_tokens": max(1, len(req.body) // 4),
-                                     "completion_tokens": max(1, len(content) // 4)}
+            usage = action.usage or {
+                "prompt_tokens": max(1, len(req.body) // 4),
+                "completion_tokens": max(1, len(content) // 4),
+            }
             usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
             j = req.json if isinstance(req.json, dict) else {}
-            body = json.dumps({
-                "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                "model": j.get("model", "scripted"),
-                "choices": [{"index": 0, "finish_reason": action.finish_reason,
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": usage}).encode()
+            body = json.dumps(
+                {
+                    "id": f"chatcmpl-{len(self.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": j.get("model", "scripted"),
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": action.finish_reason,
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": usage,
+                }
+            ).encode()
             _send(h, action.status, body, "application/json", {})
             return
         raise TypeError(f"unknown scripted action {action!r}")
@@ -313,6 +333,7 @@ def free_port() -> int:
 
 # -- a predictable model for libraryfs's index prompts -----------------------------------------------------
 
+
 class IndexModel:
     """Answers libraryfs's index prompts validly. Callable as an :class:`LLMServer` default.
 
@@ -331,11 +352,22 @@ class IndexModel:
         p = req.payload or {}
         task = p.get("task")
         if task == "summarize":
-            return Reply({"summaries": [{"id": e["id"], "summary": f"Model summary of {e['name']}"}
-                                        for e in p["entries"]]})
+            return Reply(
+                {
+                    "summaries": [
+                        {"id": e["id"], "summary": f"Model summary of {e['name']}"} for e in p["entries"]
+                    ]
+                }
+            )
         if task == "describe":
-            return Reply({"descriptions": [{"id": s["id"], "description": f"Model description of {s['path']}"}
-                                           for s in p["sections"]]})
+            return Reply(
+                {
+                    "descriptions": [
+                        {"id": s["id"], "description": f"Model description of {s['path']}"}
+                        for s in p["sections"]
+                    ]
+                }
+            )
         if task == "file":
             out = []
             for e in p["entries"]:
@@ -343,15 +375,23 @@ class IndexModel:
                     sec = self.file_to[e["name"]]
                 else:
                     hay = (e["name"] + " " + e.get("text", "")).lower()
-                    sec = next((s["path"] for s in p["sections"] if s["path"].rsplit("/", 1)[-1] in hay),
-                               self.new_section)
-                out.append({"id": e["id"], "section": sec,
-                            "is_new": sec not in [s["path"] for s in p["sections"]]})
+                    sec = next(
+                        (s["path"] for s in p["sections"] if s["path"].rsplit("/", 1)[-1] in hay),
+                        self.new_section,
+                    )
+                out.append(
+                    {"id": e["id"], "section": sec, "is_new": sec not in [s["path"] for s in p["sections"]]}
+                )
             return Reply({"filings": out})
         if task == "group":
             ids = [e["id"] for e in p["entries"]]
             k = int(p["max_items"])
-            return Reply({"groups": [{"title": f"Group {n + 1}", "ids": ids[i:i + k]}
-                                     for n, i in enumerate(range(0, len(ids), k))]})
+            return Reply(
+                {
+                    "groups": [
+                        {"title": f"Group {n + 1}", "ids": ids[i : i + k]}
+                        for n, i in enumerate(range(0, len(ids), k))
+                    ]
+                }
+            )
         return Reply("I do not know this task.")
-

@@ -93,18 +93,38 @@ class ScriptedLLM:
                 n = len(owner.requests)
                 message: dict = {"role": "assistant", "content": reply.get("text")}
                 if "name" in reply:
-                    message["tool_calls"] = [{
-                        "id": f"call_{n}", "type": "function",
-                        "function": {"name": reply["name"],
-                                     "arguments": reply.get("raw_args") or json.dumps(reply.get("args", {}))},
-                    }]
+                    message["tool_calls"] = [
+                        {
+                            "id": f"call_{n}",
+                            "type": "function",
+                            "function": {
+                                "name": reply["name"],
+                                "arguments": reply.get("raw_args") or json.dumps(reply.get("args", {})),
+                            },
+                        }
+                    ]
                 prompt = sum(len(json.dumps(m)) for m in body["messages"]) // 4
-                self._send(200, {
-                    "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "message": message,
-                                 "finish_reason": "tool_calls" if "name" in reply else "stop"}],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-{n}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": message,
+                                "finish_reason": "tool_calls" if "name" in reply else "stop",
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt,
+                            "completion_tokens": 10,
+                            "total_tokens": prompt + 10,
+                        },
+                    },
+                )
 
             def _send(self, status: int, obj: dict) -> None:
                 data = json.dumps(obj).encode()
@@ -118,7 +138,7 @@ class ScriptedLLM:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "ScriptedLLM":
+    def __enter__(self) -> ScriptedLLM:
         self.thread.start()
         return self
 

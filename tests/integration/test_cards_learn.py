@@ -2,11 +2,18 @@
 
 import json
 
-from helpers.cards_llm_server import ScriptedLLMServer
 from click.testing import CliRunner
-from libraryfs.cli.main import cli
+from helpers.cards_llm_server import ScriptedLLMServer
 
-from libraryfs.features.cards.cards import AUDIT_PATH, Card, all_card_paths, block_paths, read_card, write_card
+from libraryfs.cli.main import cli
+from libraryfs.features.cards.cards import (
+    AUDIT_PATH,
+    Card,
+    all_card_paths,
+    block_paths,
+    read_card,
+    write_card,
+)
 from libraryfs.features.cards.learn import add, refine, score
 from libraryfs.features.cards.llm import ChatLLM
 from libraryfs.fs.tree import DirTree
@@ -19,19 +26,44 @@ def audit_lines(tree):
 def trace(pid, exit_tier, domain="combinatorics", correct=False, cards=()):
     tiers = [{"tier": "easy", "cards": [], "attempts": [{"answer": "1", "text": "attempt text"}]}]
     if exit_tier != "easy":
-        tiers.append({"tier": "medium", "cards": list(cards), "attempts": [{"answer": "2", "text": "medium try"}]})
-    return {"problem_id": pid, "problem": f"problem {pid}", "domain": domain, "gold": "9", "exit_tier": exit_tier,
-            "answer": "2", "correct": correct, "tiers": tiers}
+        tiers.append(
+            {"tier": "medium", "cards": list(cards), "attempts": [{"answer": "2", "text": "medium try"}]}
+        )
+    return {
+        "problem_id": pid,
+        "problem": f"problem {pid}",
+        "domain": domain,
+        "gold": "9",
+        "exit_tier": exit_tier,
+        "answer": "2",
+        "correct": correct,
+        "tiers": tiers,
+    }
 
 
 TEACHER_CARDS = {
-    "P1": [{"type": "decomposition", "title": "Count by last digit",
-            "body": "Split strings by their last digit and set up a linear recurrence for each class."}],
+    "P1": [
+        {
+            "type": "decomposition",
+            "title": "Count by last digit",
+            "body": "Split strings by their last digit and set up a linear recurrence for each class.",
+        }
+    ],
     # near-duplicate of P1's card: must merge, not add
-    "P2": [{"type": "decomposition", "title": "Count by the last digit",
-            "body": "Split strings by their last digit and set up a linear recurrence for each class."}],
-    "P3": [{"type": "verification", "title": "Check n=1,2,3",
-            "body": "Recompute small cases by brute force before trusting a recurrence."}],
+    "P2": [
+        {
+            "type": "decomposition",
+            "title": "Count by the last digit",
+            "body": "Split strings by their last digit and set up a linear recurrence for each class.",
+        }
+    ],
+    "P3": [
+        {
+            "type": "verification",
+            "title": "Check n=1,2,3",
+            "body": "Recompute small cases by brute force before trusting a recurrence.",
+        }
+    ],
 }
 
 
@@ -45,14 +77,25 @@ def teacher(req):
 
 def test_add_distils_per_block_and_deduplicates(tmp_path):
     tree = DirTree(tmp_path)
-    traces = [trace("P1", "medium"), trace("P2", "medium"), trace("P3", "fallback"), trace("P4", "hard"),
-              trace("P5", "easy"), trace("P6", "medium", correct=True)]
+    traces = [
+        trace("P1", "medium"),
+        trace("P2", "medium"),
+        trace("P3", "fallback"),
+        trace("P4", "hard"),
+        trace("P5", "easy"),
+        trace("P6", "medium", correct=True),
+    ]
     with ScriptedLLMServer(teacher) as srv:
         recs = add(tree, traces, ChatLLM(srv.base_url, "teach"))
         assert len(srv.requests) == 5  # P1 P2 P3, P4 twice (retry); P5 easy and P6 solved: no call
     ops = [(r["op"], r.get("trace")) for r in recs]
-    assert ops == [("skip", "P5"), ("add", "trace:P3"), ("skip", "P4"),  # blocks in sorted order: hard first
-                   ("add", "trace:P1"), ("merge", "trace:P2")]
+    assert ops == [
+        ("skip", "P5"),
+        ("add", "trace:P3"),
+        ("skip", "P4"),  # blocks in sorted order: hard first
+        ("add", "trace:P1"),
+        ("merge", "trace:P2"),
+    ]
     med = block_paths(tree, "medium", "combinatorics")
     hard = block_paths(tree, "hard", "combinatorics")
     assert len(med) == 1 and len(hard) == 1  # fallback failures go to the hard block
@@ -63,7 +106,9 @@ def test_add_distils_per_block_and_deduplicates(tmp_path):
 
 
 def mk(tree, cid, tier="medium", domain="combinatorics", body=None):
-    c = Card(id=cid, type="lemma", tier=tier, domain=domain, title=cid, body=body or f"unique words for {cid}")
+    c = Card(
+        id=cid, type="lemma", tier=tier, domain=domain, title=cid, body=body or f"unique words for {cid}"
+    )
     write_card(tree, c)
     return c.path
 
@@ -100,7 +145,9 @@ def test_refine_curator_edits_weak_cards(tmp_path):
     tree = DirTree(tmp_path)
     weak = mk(tree, "weak")
     traces = [trace(f"W{i}", "medium", correct=i == 0, cards=[weak]) for i in range(3)]
-    with ScriptedLLMServer(lambda req: json.dumps({"title": "Sharper", "body": "A better statement."})) as srv:
+    with ScriptedLLMServer(
+        lambda req: json.dumps({"title": "Sharper", "body": "A better statement."})
+    ) as srv:
         recs = refine(tree, traces, ChatLLM(srv.base_url, "cur"), demote_below=0.2)
     assert [r["op"] for r in recs] == ["rescore", "edit"]
     c = read_card(tree, weak)
@@ -112,8 +159,9 @@ def test_cli_add_refine_seed(tmp_path):
     tf = tmp_path / "tr.jsonl"
     tf.write_text("\n".join(json.dumps(t) for t in [trace("P1", "medium"), trace("P3", "hard")]) + "\n")
     with ScriptedLLMServer(teacher) as srv:
-        r = CliRunner().invoke(cli, ["cards", "add", str(tf), "--tree", tree.root, "--base-url", srv.base_url,
-                                     "--model", "t"])
+        r = CliRunner().invoke(
+            cli, ["cards", "add", str(tf), "--tree", tree.root, "--base-url", srv.base_url, "--model", "t"]
+        )
     assert r.exit_code == 0, r.output
     assert "changes: add 2" in r.output
     r = CliRunner().invoke(cli, ["cards", "refine", str(tf), "--tree", tree.root])
@@ -129,10 +177,9 @@ def test_cli_add_refine_seed(tmp_path):
 def test_add_and_refine_on_a_library_store_keep_check_clean_and_tocs_current(libdir):
     """Through libraryfs.layout.open_tree (store access, not mounted), then the real indexer and check."""
     from libraryfs.daemon.indexer import Indexer
-
     from libraryfs.fs.check import check, describe
-    from libraryfs.layout import open_tree
     from libraryfs.fs.store import Store
+    from libraryfs.layout import open_tree
 
     tree = open_tree(str(libdir))
     try:

@@ -4,10 +4,10 @@ import json
 import re
 
 import pytest
-from helpers.cards_llm_server import ScriptedLLMServer
 from click.testing import CliRunner
-from libraryfs.cli.main import cli
+from helpers.cards_llm_server import ScriptedLLMServer
 
+from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import Card, write_card
 from libraryfs.features.cards.llm import ChatLLM
 from libraryfs.features.cards.solver import solve
@@ -21,21 +21,41 @@ def tree(tmp_path):
     t = DirTree(tmp_path / "lib")
     for tier in ("medium", "hard"):
         for dom in ("combinatorics", "number-theory"):
-            write_card(t, Card(id=f"{tier}-{dom}", type="lemma", tier=tier, domain=dom,
-                               title=f"TITLE-{tier}-{dom}", body=f"BODY-{tier}-{dom}"))
-    write_card(t, Card(id="uni", type="verification", tier="universal", domain="universal",
-                       title="TITLE-universal", body="BODY-universal"))
+            write_card(
+                t,
+                Card(
+                    id=f"{tier}-{dom}",
+                    type="lemma",
+                    tier=tier,
+                    domain=dom,
+                    title=f"TITLE-{tier}-{dom}",
+                    body=f"BODY-{tier}-{dom}",
+                ),
+            )
+    write_card(
+        t,
+        Card(
+            id="uni",
+            type="verification",
+            tier="universal",
+            domain="universal",
+            title="TITLE-universal",
+            body="BODY-universal",
+        ),
+    )
     return t
 
 
 def scripted(answers_by_tier):
     """Responder: the answer depends on which block's cards the prompt holds (none → easy)."""
+
     def respond(req):
         user = req["messages"][-1]["content"]
         m = re.search(r"TITLE-(medium|hard)-", user)
         tier = m.group(1) if m else "easy"
         seq = answers_by_tier[tier]
         return f"Work...\n\\boxed{{{seq.pop(0)}}}" if seq else "no idea"
+
     return respond
 
 
@@ -76,6 +96,7 @@ def test_failed_calls_count_and_unparsable_answers(tree):
     def respond(req):
         calls["n"] += 1
         return 400 if calls["n"] == 1 else "The answer is 5."
+
     with ScriptedLLMServer(respond) as srv:
         t = solve(PROBLEM, tree, ChatLLM(srv.base_url, "m"), domain="number-theory")
     assert t["tiers"][0]["attempts"][0]["error"].startswith("BadRequestError")
@@ -88,8 +109,9 @@ def test_cli_solve_with_tree_and_env(tree, tmp_path, monkeypatch):
     with ScriptedLLMServer(scripted(script)) as srv:
         monkeypatch.setenv("LIBRARYFS_LLM_BASE_URL", srv.base_url)
         monkeypatch.setenv("LIBRARYFS_LLM_MODEL", "m")
-        r = CliRunner().invoke(cli, ["solve", PROBLEM, "--tree", tree.root, "--domain", "combinatorics",
-                                     "--trace-out", str(out)])
+        r = CliRunner().invoke(
+            cli, ["solve", PROBLEM, "--tree", tree.root, "--domain", "combinatorics", "--trace-out", str(out)]
+        )
     assert r.exit_code == 0, r.output
     assert "answer: x^2" in r.output and "exit tier: medium" in r.output
     assert "cards/medium/combinatorics/medium-combinatorics.md" in r.output
@@ -108,24 +130,50 @@ def test_cli_solve_without_llm_is_a_user_error(monkeypatch, tmp_path):
 
 def test_cli_block_and_bench(tree, tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["cards", "block", "medium", "number-theory", "--tree", tree.root])
-    assert r.output.split() == ["cards/medium/number-theory/medium-number-theory.md", "cards/universal/uni.md"]
+    assert r.output.split() == [
+        "cards/medium/number-theory/medium-number-theory.md",
+        "cards/universal/uni.md",
+    ]
     r = CliRunner().invoke(cli, ["cards", "block", "easy", "number-theory", "--tree", tree.root])
     assert r.exit_code == 0 and r.output == ""
     probs = tmp_path / "p.jsonl"
-    probs.write_text(json.dumps({"id": "a", "problem": PROBLEM, "answer": "239", "domain": "combinatorics"}) + "\n"
-                     + json.dumps({"id": "b", "problem": "Find 2+2.", "answer": "4"}) + "\n")
+    probs.write_text(
+        json.dumps({"id": "a", "problem": PROBLEM, "answer": "239", "domain": "combinatorics"})
+        + "\n"
+        + json.dumps({"id": "b", "problem": "Find 2+2.", "answer": "4"})
+        + "\n"
+    )
 
     def respond(req):
         user = req["messages"][-1]["content"]
         if "2+2" in user:
             return "\\boxed{4}"
         return "\\boxed{239}" if "TITLE-" in user else f"\\boxed{{{len(srv.requests)}}}"
+
     with ScriptedLLMServer(respond) as srv:
-        r = CliRunner().invoke(cli, ["cards", "bench", str(probs), "--tree", tree.root, "--base-url", srv.base_url,
-                                     "--model", "m", "--out", str(tmp_path / "res.json")])
+        r = CliRunner().invoke(
+            cli,
+            [
+                "cards",
+                "bench",
+                str(probs),
+                "--tree",
+                tree.root,
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "m",
+                "--out",
+                str(tmp_path / "res.json"),
+            ],
+        )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "res.json").read_text())
-    assert res["methods"]["tiered"] == {"accuracy": 1.0, "mean_calls": 3.5, "mean_tokens": 87.5}  # 25 tokens a call
+    assert res["methods"]["tiered"] == {
+        "accuracy": 1.0,
+        "mean_calls": 3.5,
+        "mean_tokens": 87.5,
+    }  # 25 tokens a call
     assert res["methods"]["best-of-5"]["accuracy"] == 0.5
     assert res["exit_histogram"] == {"easy": 1, "medium": 1, "hard": 0, "fallback": 0}
 
@@ -135,8 +183,17 @@ def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
 
     t = open_tree(str(libdir))
     try:
-        write_card(t, Card(id="lib-card", type="lemma", tier="medium", domain="combinatorics",
-                           title="TITLE-medium-combinatorics", body="from the store"))
+        write_card(
+            t,
+            Card(
+                id="lib-card",
+                type="lemma",
+                tier="medium",
+                domain="combinatorics",
+                title="TITLE-medium-combinatorics",
+                body="from the store",
+            ),
+        )
     finally:
         t.close()
     monkeypatch.setenv("LIBRARYFS_LIBRARY", str(libdir))
@@ -144,8 +201,20 @@ def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
     assert r.exit_code == 0 and r.output.split() == ["cards/medium/combinatorics/lib-card.md"]
     script = {"easy": ["1", "2"], "medium": ["6", "6", "6"], "hard": []}
     with ScriptedLLMServer(scripted(script)) as srv:
-        r = CliRunner().invoke(cli, ["solve", PROBLEM, "--domain", "combinatorics", "--base-url", srv.base_url,
-                                     "--model", "m", "--json"])
+        r = CliRunner().invoke(
+            cli,
+            [
+                "solve",
+                PROBLEM,
+                "--domain",
+                "combinatorics",
+                "--base-url",
+                srv.base_url,
+                "--model",
+                "m",
+                "--json",
+            ],
+        )
         assert "from the store" in srv.requests[2]["messages"][-1]["content"]
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["cards_read"] == ["cards/medium/combinatorics/lib-card.md"]

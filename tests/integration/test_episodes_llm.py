@@ -9,12 +9,18 @@ from helpers.episodes_llm_server import EpisodeLLMServer
 
 from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.features.episodes.llm import make_extractor
-from libraryfs.layout import StoreTree
 from libraryfs.fs.store import Store
+from libraryfs.layout import StoreTree
 
-MODEL_ANSWER = {"action": "chop", "objects": ["oak_tree", "river"], "events": ["collect_wood"],
-                "relations": [["agent", "facing", "oak_tree"]], "inventory": {"wood": 3},
-                "location": "forest-edge", "summary": "chopped an oak by the river"}
+MODEL_ANSWER = {
+    "action": "chop",
+    "objects": ["oak_tree", "river"],
+    "events": ["collect_wood"],
+    "relations": [["agent", "facing", "oak_tree"]],
+    "inventory": {"wood": 3},
+    "location": "forest-edge",
+    "summary": "chopped an oak by the river",
+}
 TEXT = "I swung my axe at the big oak near the river at the forest edge and now carry three logs."
 
 
@@ -36,7 +42,9 @@ def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
             b.append("walk", {"t": 0, "text": TEXT})
             u = b.db.units("walk")[0]
             assert u.source == "llm" and u.location == "forest-edge" and u.events == ["collect_wood"]
-            assert u.objects == ["oak_tree", "river"] and u.inventory == {"wood": 3} and u.facing == "oak_tree"
+            assert (
+                u.objects == ["oak_tree", "river"] and u.inventory == {"wood": 3} and u.facing == "oak_tree"
+            )
             assert u.gained == ["wood"]  # derived from the inventory change
             assert srv.requests[0]["model"] == "scripted-model"
             assert TEXT in json.dumps(srv.requests[0]["messages"])

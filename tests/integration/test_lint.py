@@ -1,15 +1,27 @@
-"""ruff over the packages, tests and benchmarks (STYLE.md: lint runs in CI)."""
+"""ruff lint and format over the packages, tests and benchmarks (STYLE.md: lint runs in CI).
 
-import shutil
+Run as ``python -m ruff`` of the test interpreter with ``--no-cache``, so nothing is written into the tree.
+"""
+
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+PATHS = ["libraryfs", "daemon", "cli", "tests", "bench"]
 
 
-def test_ruff_is_clean():
-    ruff = shutil.which("ruff")
-    assert ruff, "ruff is installed by the test extras (pip install -e '.[test]')"
-    r = subprocess.run([ruff, "check", "libraryfs", "daemon", "cli", "tests", "bench"], cwd=ROOT,
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout[-4000:]
+def _ruff(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ruff", *args, "--no-cache", *PATHS], cwd=ROOT, capture_output=True, text=True
+    )
+
+
+def test_ruff_check_is_clean():
+    r = _ruff("check")
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_ruff_format_is_clean():
+    r = _ruff("format", "--check")
+    assert r.returncode == 0, "run `ruff format` on:\n" + r.stdout[-4000:] + r.stderr[-2000:]

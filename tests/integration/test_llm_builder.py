@@ -7,11 +7,11 @@ import json
 import pytest
 from helpers.llm_server import Close, IndexModel, LLMServer, Reply, Status, free_port
 
+from libraryfs.fs.store import Store
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, SectionDoc, deterministic_summary
 from libraryfs.llm import make_builder, report_line
 from libraryfs.llm.builder import LLMIndexBuilder
 from libraryfs.llm.cache import AnswerCache
-from libraryfs.fs.store import Store
 
 
 @pytest.fixture
@@ -28,8 +28,18 @@ def srv():
 
 
 def builder(store: Store, url: str, **over) -> LLMIndexBuilder:
-    b = make_builder(store.libdir, store, {"base_url": url, "model": "test-model", "timeout_s": 0.5,
-                                           "max_backoff_s": 0.02, "transport_attempts": 2, **over})
+    b = make_builder(
+        store.libdir,
+        store,
+        {
+            "base_url": url,
+            "model": "test-model",
+            "timeout_s": 0.5,
+            "max_backoff_s": 0.02,
+            "transport_attempts": 2,
+            **over,
+        },
+    )
     assert isinstance(b, LLMIndexBuilder)
     return b
 
@@ -37,8 +47,14 @@ def builder(store: Store, url: str, **over) -> LLMIndexBuilder:
 def doc(i: int, text: str | None = None, name: str | None = None) -> EntryDoc:
     text = text if text is not None else f"# Topic {i}\n\nNotes about subject number {i}.\n"
     import hashlib
-    return EntryDoc(path=f"notes/{name or f'n{i}.md'}", name=name or f"n{i}.md",
-                    content_hash=hashlib.sha256(text.encode()).hexdigest(), text=text, size_bytes=len(text))
+
+    return EntryDoc(
+        path=f"notes/{name or f'n{i}.md'}",
+        name=name or f"n{i}.md",
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+        text=text,
+        size_bytes=len(text),
+    )
 
 
 def test_no_endpoint_gives_deterministic_builder(store, monkeypatch):
@@ -65,7 +81,7 @@ def test_second_run_makes_zero_requests_even_after_restart(store, srv, tmp_path)
     docs = [doc(i) for i in range(10)]
     b = builder(store, srv.base_url)
     first = b.summarize(docs)
-    d1 = b.describe([SectionDoc("notes", [(d.name, s) for d, s in zip(docs, first)])])
+    d1 = b.describe([SectionDoc("notes", [(d.name, s) for d, s in zip(docs, first, strict=False)])])
     b.close()
     n = len(srv.requests)
     libdir = store.libdir
@@ -74,7 +90,9 @@ def test_second_run_makes_zero_requests_even_after_restart(store, srv, tmp_path)
     try:
         b2 = builder(st2, srv.base_url)
         assert b2.summarize(docs) == first
-        assert b2.describe([SectionDoc("notes", [(d.name, s) for d, s in zip(docs, first)])]) == d1
+        assert (
+            b2.describe([SectionDoc("notes", [(d.name, s) for d, s in zip(docs, first, strict=False)])]) == d1
+        )
         assert len(srv.requests) == n  # zero requests
         s = b2.status()
         assert s["cache_hits"] == 11 and s["requests"] == 0
@@ -200,16 +218,23 @@ def test_spending_limit_stops_calls_and_says_so(store, srv):
 
 def test_describe_sections(store, srv):
     b = builder(store, srv.base_url)
-    out = b.describe([SectionDoc("notes", [("a.md", "about a")]), SectionDoc("empty", []),
-                      SectionDoc("", [("notes", "x")])])
+    out = b.describe(
+        [
+            SectionDoc("notes", [("a.md", "about a")]),
+            SectionDoc("empty", []),
+            SectionDoc("", [("notes", "x")]),
+        ]
+    )
     assert out == ["Model description of notes", "empty section", "Model description of (library root)"]
     (req,) = srv.requests
     assert [s["path"] for s in req.payload["sections"]] == ["notes", "(library root)"]
 
 
 def test_filing_into_existing_and_new_sections(store, srv):
-    sections = [SectionDoc("cooking", [("bread.md", "bread recipe")], "recipes"),
-                SectionDoc("travel", [("rome.md", "trip")], "trips")]
+    sections = [
+        SectionDoc("cooking", [("bread.md", "bread recipe")], "recipes"),
+        SectionDoc("travel", [("rome.md", "trip")], "trips"),
+    ]
     srv.default = IndexModel(file_to={"tax.md": "Finance/Taxes 2024"})
     b = builder(store, srv.base_url)
     docs = [doc(1, "A cooking note about soup.", "soup.md"), doc(2, "Forms to file", "tax.md")]
@@ -240,13 +265,16 @@ def test_group_covers_every_entry_once(store, srv):
     assert b.group(sect, 10) == groups and len(srv.requests) == 1  # cached
 
 
-@pytest.mark.parametrize("answer", [
-    {"groups": [{"title": "A", "ids": list(range(1, 25))}]},  # one entry missing
-    {"groups": [{"title": "A", "ids": list(range(1, 26))}, {"title": "B", "ids": [3]}]},  # repeated
-    {"groups": [{"title": "A", "ids": list(range(1, 26)) + [99]}]},  # unknown id
-    {"groups": [{"title": "", "ids": list(range(1, 26))}]},  # no title
-    {"groups": [{"title": "A", "ids": list(range(1, 14))}, {"title": "A", "ids": list(range(14, 26))}]},
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"groups": [{"title": "A", "ids": list(range(1, 25))}]},  # one entry missing
+        {"groups": [{"title": "A", "ids": list(range(1, 26))}, {"title": "B", "ids": [3]}]},  # repeated
+        {"groups": [{"title": "A", "ids": list(range(1, 26)) + [99]}]},  # unknown id
+        {"groups": [{"title": "", "ids": list(range(1, 26))}]},  # no title
+        {"groups": [{"title": "A", "ids": list(range(1, 14))}, {"title": "A", "ids": list(range(14, 26))}]},
+    ],
+)
 def test_invalid_grouping_falls_back_to_none(store, srv, answer):
     srv.default = Reply(answer)
     sect = SectionDoc("big", [(f"e{i:03}.md", f"line {i}") for i in range(25)])

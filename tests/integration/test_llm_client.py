@@ -17,8 +17,18 @@ GOOD = {"summaries": [{"id": 1, "summary": "ok"}]}
 
 
 def client(url: str, **over) -> ChatClient:
-    cfg = load_config(None, {"base_url": url, "model": "test-model", "timeout_s": 0.5, "max_backoff_s": 0.05,
-                             "transport_attempts": 3, **over}, env={})
+    cfg = load_config(
+        None,
+        {
+            "base_url": url,
+            "model": "test-model",
+            "timeout_s": 0.5,
+            "max_backoff_s": 0.05,
+            "transport_attempts": 3,
+            **over,
+        },
+        env={},
+    )
     return ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
 
 
@@ -46,17 +56,33 @@ def test_happy_path_sends_schema_and_reads_usage(srv):
     assert "schema" in body["messages"][0]["content"]  # the contract is in the prompt too
 
 
-@pytest.mark.parametrize("fault", [
-    Status(500), Status(503), Status(502, headers={"Retry-After": "0"}),
-    Raw(b"<html>Bad gateway</html>", content_type="text/html"),  # 200 that is not a completion
-    Raw(b'{"id": "chatcmpl-1", "object": "chat.comp'),  # 200 with truncated JSON
-    Raw(b"{}"),  # JSON without choices
-    Truncated(),  # connection closed mid-body
-    Close(),  # connection closed before any response
-    Hang(),  # never answers: the client's timeout ends it
-    Delay(2.0, Reply(GOOD)),  # answers, but after the timeout
-], ids=["500", "503", "502-retry-after", "html", "truncated-json", "no-choices", "truncated-body", "close",
-        "hang", "slow"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Status(500),
+        Status(503),
+        Status(502, headers={"Retry-After": "0"}),
+        Raw(b"<html>Bad gateway</html>", content_type="text/html"),  # 200 that is not a completion
+        Raw(b'{"id": "chatcmpl-1", "object": "chat.comp'),  # 200 with truncated JSON
+        Raw(b"{}"),  # JSON without choices
+        Truncated(),  # connection closed mid-body
+        Close(),  # connection closed before any response
+        Hang(),  # never answers: the client's timeout ends it
+        Delay(2.0, Reply(GOOD)),  # answers, but after the timeout
+    ],
+    ids=[
+        "500",
+        "503",
+        "502-retry-after",
+        "html",
+        "truncated-json",
+        "no-choices",
+        "truncated-body",
+        "close",
+        "hang",
+        "slow",
+    ],
+)
 def test_transport_fault_then_recovery(srv, fault):
     srv.script(fault)
     c = client(srv.base_url)
@@ -103,8 +129,10 @@ def test_api_key_is_sent_as_bearer(srv):
 
 
 def test_schema_rejected_degrades_to_json_object_then_prompt(srv):
-    srv.script(Status(400, "response_format json_schema is not supported"),
-               Status(400, "response_format json_object is not supported"))
+    srv.script(
+        Status(400, "response_format json_schema is not supported"),
+        Status(400, "response_format json_object is not supported"),
+    )
     c = client(srv.base_url)
     obj, _ = ask(c)
     assert obj == GOOD

@@ -12,12 +12,12 @@ import pytest
 from conftest import Mounted, _kill, _unmount, fuse_available, unavailable
 from helpers.llm_server import IndexModel, LLMServer, Raw
 
+from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
-from libraryfs.daemon.indexer import Indexer
-from libraryfs.llm import make_builder
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
+from libraryfs.llm import make_builder
 
 
 def _write(view: LibraryView, path: bytes, data: bytes) -> None:
@@ -57,8 +57,14 @@ def lib(libdir):
 
 
 def overrides(url: str, **kw) -> dict:
-    return {"base_url": url, "model": "idx-model", "timeout_s": 0.5, "max_backoff_s": 0.02,
-            "transport_attempts": 2, **kw}
+    return {
+        "base_url": url,
+        "model": "idx-model",
+        "timeout_s": 0.5,
+        "max_backoff_s": 0.02,
+        "transport_attempts": 2,
+        **kw,
+    }
 
 
 def test_indexer_writes_the_models_toc_and_files_the_inbox(lib):
@@ -80,8 +86,9 @@ def test_indexer_writes_the_models_toc_and_files_the_inbox(lib):
         assert st["builder"] == "llm:idx-model" and st["requests"] > 0 and st["fallbacks"] == 0
 
         n = len(srv.requests)
-        Indexer(lib.libdir, builder=make_builder(lib.libdir, lib, overrides(srv.base_url)), store=lib,
-                settle_s=0).run_once(full=True)
+        Indexer(
+            lib.libdir, builder=make_builder(lib.libdir, lib, overrides(srv.base_url)), store=lib, settle_s=0
+        ).run_once(full=True)
         assert len(srv.requests) == n  # unchanged content: zero requests, also for a new builder
 
 
@@ -98,6 +105,7 @@ def test_indexer_with_garbage_endpoint_keeps_deterministic_tocs_and_says_why(lib
 
 # -- end to end through a mount ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def llm_mounted(libdir, tmp_path):
     """The library mounted with the indexer daemon using the LLM builder against a loopback server."""
@@ -109,8 +117,11 @@ def llm_mounted(libdir, tmp_path):
     with LLMServer(default=IndexModel()) as srv:
         mnt = tmp_path / "mnt"
         mnt.mkdir()
-        env = {"LIBRARYFS_LLM_BASE_URL": srv.base_url, "LIBRARYFS_LLM_MODEL": "mount-model",
-               "LIBRARYFS_LLM_TIMEOUT_S": "2"}
+        env = {
+            "LIBRARYFS_LLM_BASE_URL": srv.base_url,
+            "LIBRARYFS_LLM_MODEL": "mount-model",
+            "LIBRARYFS_LLM_TIMEOUT_S": "2",
+        }
         info = launcher.start(str(libdir), str(mnt), indexer=True, timeouts="1,1,1", llm=True, env=env)
         m = Mounted(libdir, mnt, info)
         try:

@@ -25,8 +25,22 @@ def test_every_package_is_listed():
 
 
 def test_wheel_puts_nothing_generic_in_site_packages(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     whl = next(tmp_path.glob("libraryfs-*.whl"))
     tops = {n.split("/")[0] for n in zipfile.ZipFile(whl).namelist()}

@@ -20,13 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import unavailable
 
+from libraryfs.daemon.launcher import probe
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
-from libraryfs.daemon.launcher import probe
 from libraryfs.fs.store import Store
-
-from conftest import unavailable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TIMEOUT_S = 30.0
@@ -98,8 +97,9 @@ def procs(tmp_path):
             subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
 
 
-def spawn(procs, args: list[str], log: Path, notify_socket: str | None, mnt: str | None = None,
-          **env) -> subprocess.Popen:
+def spawn(
+    procs, args: list[str], log: Path, notify_socket: str | None, mnt: str | None = None, **env
+) -> subprocess.Popen:
     e = dict(os.environ, **env)
     e.pop("NOTIFY_SOCKET", None)
     if notify_socket:
@@ -187,13 +187,14 @@ def test_sighup_reloads_and_bad_config_keeps_serving(libdir, tmp_path, procs):
         log = tmp_path / "server.log"
         p = spawn(procs, mountd(libdir, mnt), log, lst.address, str(mnt))
         lst.wait_for("READY")
-        (Path(libdir) / "config.toml").write_text('[log]\nlevels = "libraryfs.fs.view=DEBUG"\n'
-                                                  '[mount]\nattr_timeout_s = 3\n')
+        (Path(libdir) / "config.toml").write_text(
+            '[log]\nlevels = "libraryfs.fs.view=DEBUG"\n' "[mount]\nattr_timeout_s = 3\n"
+        )
         p.send_signal(signal.SIGHUP)
         assert "RELOADING" in lst.wait_for("RELOADING")
         done = lst.wait_for("READY")
         assert "reloaded" in done["STATUS"]
-        (Path(libdir) / "config.toml").write_text("[mount]\nattr_timeout_s = \"soon\"\n")
+        (Path(libdir) / "config.toml").write_text('[mount]\nattr_timeout_s = "soon"\n')
         p.send_signal(signal.SIGHUP)
         failed = lst.wait_for("READY")
         assert "reload failed" in failed["STATUS"] and "mount.attr_timeout_s" in failed["STATUS"]
@@ -202,8 +203,10 @@ def test_sighup_reloads_and_bad_config_keeps_serving(libdir, tmp_path, procs):
         assert "SIGINT" in lst.wait_for("STOPPING")["STATUS"]
         assert p.wait(TIMEOUT_S) == 0
         text = log.read_text()
-        assert "settings reloaded (SIGHUP): mount.attr_timeout_s, log.levels changed; mount.attr_timeout_s " \
-               "take effect at the next mount" in text
+        assert (
+            "settings reloaded (SIGHUP): mount.attr_timeout_s, log.levels changed; mount.attr_timeout_s "
+            "take effect at the next mount" in text
+        )
         assert "reload failed, keeping the current settings" in text
         assert clean_flag(libdir) == b"1"
     finally:
@@ -227,8 +230,13 @@ def test_kill9_then_restart_recovers_and_checks(libdir, tmp_path, listener, proc
     assert "stale (ENOTCONN)" in r.stdout
     # what systemd's Restart=on-failure runs: the unit's own command line
     log2 = tmp_path / "server2.log"
-    p2 = spawn(procs, ["-m", "libraryfs.cli.main", "mount", "--foreground", "--no-indexer", str(libdir),
-                       str(mnt)], log2, listener.address, str(mnt))
+    p2 = spawn(
+        procs,
+        ["-m", "libraryfs.cli.main", "mount", "--foreground", "--no-indexer", str(libdir), str(mnt)],
+        log2,
+        listener.address,
+        str(mnt),
+    )
     ready = listener.wait_for("READY")
     assert "READY" in ready and live(str(mnt))
     assert (mnt / "notes" / "a.md").read_text() == "survives a crash\n"
@@ -286,9 +294,16 @@ def test_journald_format_when_stderr_is_the_journal(libdir, tmp_path, listener, 
     log = tmp_path / "journal.log"
     log.touch()
     st = os.stat(log)
-    p = spawn(procs, mountd(libdir, mnt), log, listener.address, str(mnt),
-              JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}", INVOCATION_ID="0123456789abcdef",
-              LIBRARYFS_LOG_LEVELS="libraryfs.mount=DEBUG")
+    p = spawn(
+        procs,
+        mountd(libdir, mnt),
+        log,
+        listener.address,
+        str(mnt),
+        JOURNAL_STREAM=f"{st.st_dev}:{st.st_ino}",
+        INVOCATION_ID="0123456789abcdef",
+        LIBRARYFS_LOG_LEVELS="libraryfs.mount=DEBUG",
+    )
     listener.wait_for("READY")
     p.send_signal(signal.SIGTERM)
     assert p.wait(TIMEOUT_S) == 0
@@ -299,8 +314,13 @@ def test_journald_format_when_stderr_is_the_journal(libdir, tmp_path, listener, 
 
 def test_indexer_ready_watchdog_reload_stopping(libdir, tmp_path, listener, procs):
     log = tmp_path / "indexer.log"
-    p = spawn(procs, ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"], log, listener.address,
-              WATCHDOG_USEC="100000")
+    p = spawn(
+        procs,
+        ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"],
+        log,
+        listener.address,
+        WATCHDOG_USEC="100000",
+    )
     ready = listener.wait_for("READY")
     assert str(libdir) in ready["STATUS"]
     pings = 0
@@ -328,11 +348,19 @@ def test_indexer_ready_watchdog_reload_stopping(libdir, tmp_path, listener, proc
 
 
 def test_indexer_second_instance_fails_with_one_line(libdir, tmp_path, listener, procs):
-    p = spawn(procs, ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"], tmp_path / "i.log",
-              listener.address)
+    p = spawn(
+        procs,
+        ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"],
+        tmp_path / "i.log",
+        listener.address,
+    )
     listener.wait_for("READY")
-    r = subprocess.run([sys.executable, "-m", "libraryfs.daemon.indexer", str(libdir)], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.daemon.indexer", str(libdir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1
     assert r.stderr.strip() == f"libraryfs-indexer: library {libdir} is already indexed by pid {p.pid}"
     p.send_signal(signal.SIGTERM)

@@ -8,7 +8,6 @@ import shutil
 import sys
 
 import pytest
-
 from conftest import unavailable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -61,12 +60,22 @@ def test_installed_units_have_absolute_paths_and_lifecycle(installed):
     assert "--foreground" in mount["Service.ExecStart"][0] and "--no-indexer" in mount["Service.ExecStart"][0]
     assert mount["Service.ExecStop"][0].lstrip("-").split()[1] == "umount"
     assert mount["Unit.Wants"] == ["libraryfs-indexer@%i.service"]
-    assert index["Unit.PartOf"] == ["libraryfs@%i.service"] and "libraryfs@%i.service" in index["Unit.After"][0]
+    assert (
+        index["Unit.PartOf"] == ["libraryfs@%i.service"] and "libraryfs@%i.service" in index["Unit.After"][0]
+    )
     assert index["Service.WatchdogSec"] == ["60"]
     assert "Service.WatchdogSec" not in mount
     # the mount unit must not get a private mount namespace (the FUSE mount would be invisible outside)
-    for ns_option in ("ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices", "ReadWritePaths",
-                      "PrivateMounts", "ProtectKernelTunables", "ProtectHostname"):
+    for ns_option in (
+        "ProtectSystem",
+        "ProtectHome",
+        "PrivateTmp",
+        "PrivateDevices",
+        "ReadWritePaths",
+        "PrivateMounts",
+        "ProtectKernelTunables",
+        "ProtectHostname",
+    ):
         assert f"Service.{ns_option}" not in mount, ns_option
     if user:  # seccomp would imply NoNewPrivileges=yes and break the setuid fusermount3
         assert "Service.SystemCallFilter" not in mount and "Service.NoNewPrivileges" not in mount

@@ -5,11 +5,11 @@ import signal
 import subprocess
 import time
 
-from libraryfs.fs.check import check
 from libraryfs.daemon import launcher
+from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
-from libraryfs.index.tokens import count_tokens
 from libraryfs.index.toc import links
+from libraryfs.index.tokens import count_tokens
 
 
 def wait_for(pred, timeout_s=10.0, step_s=0.05):
@@ -33,8 +33,9 @@ def test_shell_write_edit_delete_and_directory_rename_reach_the_tocs(mounted):
     subprocess.run(f"echo '# Meeting' > '{mounted.p('proj/notes/m.md')}'", shell=True, check=True)
     wait_for(lambda: b"m.md" in read(mounted.p("proj/notes/INDEX.md")))
     assert time.monotonic() - t0 < 10
-    subprocess.run(f"printf '# Retro\\n\\nWhat went well.\\n' > '{mounted.p('proj/notes/m.md')}'", shell=True,
-                   check=True)
+    subprocess.run(
+        f"printf '# Retro\\n\\nWhat went well.\\n' > '{mounted.p('proj/notes/m.md')}'", shell=True, check=True
+    )
     wait_for(lambda: b"Retro" in read(mounted.p("proj/notes/INDEX.md")))
     assert b"Meeting" not in read(mounted.p("proj/notes/INDEX.md"))
     subprocess.run(["mv", mounted.p("proj/notes"), mounted.p("proj/archive")], check=True)
@@ -45,7 +46,10 @@ def test_shell_write_edit_delete_and_directory_rename_reach_the_tocs(mounted):
     try:
         wait_for(lambda: b"m.md" not in read(mounted.p("proj/archive/INDEX.md")))
     except AssertionError:
-        print(read(mounted.p("proj/archive/INDEX.md")).decode(), open(os.path.join(mounted.libdir, "logs", "indexer.log")).read()[-2000:])
+        print(
+            read(mounted.p("proj/archive/INDEX.md")).decode(),
+            open(os.path.join(mounted.libdir, "logs", "indexer.log")).read()[-2000:],
+        )
         raise
     st = os.stat(mounted.p("proj/archive/INDEX.md"))
     assert st.st_size == len(read(mounted.p("proj/archive/INDEX.md")))

@@ -38,9 +38,11 @@ def test_stats_count_toc_pages_and_entries_per_process(mounted):
     os.makedirs(mounted.p("s"))
     open(mounted.p("s/e.md"), "w").write("# E\n\n" + "word " * 400)
     mounted.wait_indexed()
-    code = (f"import json,os;open({mounted.p('INDEX.md')!r}).read();open({mounted.p('s/INDEX.md')!r}).read();"
-            f"open({mounted.p('s/e.md')!r}).read();"
-            f"print(os.getpid());print(open({mounted.p('.libraryfs/stats.json')!r}).read())")
+    code = (
+        f"import json,os;open({mounted.p('INDEX.md')!r}).read();open({mounted.p('s/INDEX.md')!r}).read();"
+        f"open({mounted.p('s/e.md')!r}).read();"
+        f"print(os.getpid());print(open({mounted.p('.libraryfs/stats.json')!r}).read())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     pid, stats = out.split("\n", 1)
     mine = json.loads(stats)["by_pid"][pid]
@@ -76,8 +78,22 @@ def test_ingest_watch_mirrors_changes(mounted, tmp_path):
     (src / "a.md").write_text("# A\n")
     (src / "sub" / "b.md").write_text("# B\n")
     (src / ".hidden").write_text("secret")
-    p = subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "ingest", mounted.libdir, str(src),
-                          "--into", "docs", "--watch", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "libraryfs.cli.main",
+            "ingest",
+            mounted.libdir,
+            str(src),
+            "--into",
+            "docs",
+            "--watch",
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for(lambda: os.path.exists(mounted.p("docs/sub/b.md")))
         assert not os.path.exists(mounted.p("docs/.hidden"))

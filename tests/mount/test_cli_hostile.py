@@ -38,7 +38,9 @@ def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
     mnt = tmp_path / "other"
     mnt.mkdir()
     memfs = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "memfs.py")
-    p = subprocess.Popen([sys.executable, memfs, str(mnt)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, memfs, str(mnt)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 15
         while launcher.probe(str(mnt)) != "live" and time.monotonic() < deadline:
@@ -89,8 +91,11 @@ def test_status_and_find_accept_the_mountpoint_and_find_0_is_exact(mounted, run_
         f.write(b"# Cafe\n")
     mounted.wait_indexed()
     assert '"mounted": true' in run_cli("status", mounted.mnt, "--json", check_rc=True).stdout
-    r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "find", mounted.mnt, "caf", "-0"],
-                       capture_output=True, check=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "find", mounted.mnt, "caf", "-0"],
+        capture_output=True,
+        check=True,
+    )
     assert r.stdout == os.fsencode(mounted.mnt) + b"/" + name + b"\0"
     text = run_cli("find", mounted.libdir, "caf", check_rc=True).stdout
     assert text.strip().endswith("caf\\xe9\\x0ax.md")
@@ -112,8 +117,8 @@ def test_non_regular_inbox_entries_are_filed_into_unsorted(mounted):
 def test_init_creates_the_inbox(tmp_path, run_cli):
     lib = tmp_path / "lib2"
     run_cli("init", str(lib), check_rc=True)
-    from libraryfs.layout import StoreTree
     from libraryfs.fs.store import Store
+    from libraryfs.layout import StoreTree
 
     tree = StoreTree(Store(lib))
     try:

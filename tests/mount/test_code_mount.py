@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from libraryfs.layout import open_tree
 from libraryfs.fs.store import Store
+from libraryfs.layout import open_tree
 
 pytestmark = pytest.mark.mount
 
@@ -67,8 +67,9 @@ def _make_repo(root: Path) -> Path:
 
 
 def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def _links(index_md: str) -> dict[str, str]:
@@ -134,7 +135,9 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     assert open(mounted.p(f"{file_dir}/SOURCE.py"), encoding="utf-8").read() == PARSER_PY
 
     # code route reads the index back through the mount
-    r = _cli("code", "route", "fix strip_comment", "--repo", "tinyrepo", "--library", mounted.libdir, "--json")
+    r = _cli(
+        "code", "route", "fix strip_comment", "--repo", "tinyrepo", "--library", mounted.libdir, "--json"
+    )
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["hits"][0]["path"] == "code/tinyrepo/pkg/util.py/strip_comment.py"
@@ -144,9 +147,25 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
 def test_watch_edit_reaches_index_md(mounted, tmp_path):
     repo = _make_repo(tmp_path)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "code", "add", str(repo), "--watch",
-                             "--debounce", "0.1", "--library", mounted.libdir],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "libraryfs.cli.main",
+            "code",
+            "add",
+            str(repo),
+            "--watch",
+            "--debounce",
+            "0.1",
+            "--library",
+            mounted.libdir,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         line = ""
         deadline = time.monotonic() + 30
@@ -161,10 +180,13 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
 
         t0 = time.monotonic()
         with open(repo / "pkg" / "util.py", "a") as f:
-            f.write('\n\ndef join_lines(lines):\n    """Join lines back with newlines."""\n'
-                    '    return "\\n".join(lines)\n')
-        delay = _wait_for(index_md, "join_lines — function · pkg/util.py:9-11 · Join lines back with newlines.",
-                          10.0)
+            f.write(
+                '\n\ndef join_lines(lines):\n    """Join lines back with newlines."""\n'
+                '    return "\\n".join(lines)\n'
+            )
+        delay = _wait_for(
+            index_md, "join_lines — function · pkg/util.py:9-11 · Join lines back with newlines.", 10.0
+        )
         assert delay is not None, open(index_md, encoding="utf-8").read()
         print(f"\nedit → file's INDEX.md in the mount: {time.monotonic() - t0:.2f} s")
         with open(mounted.p("code/tinyrepo/pkg/util.py/join_lines.py"), encoding="utf-8") as f:
@@ -226,7 +248,10 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
 
         left = json.loads(open(budget_file).read())  # the control file itself is free
         assert left["used"]["reads"] == 3 and left["remaining"]["reads"] == 0
-        assert 0 < left["used"]["tokens"] < 100 and left["remaining"]["tokens"] == 100000 - left["used"]["tokens"]
+        assert (
+            0 < left["used"]["tokens"] < 100
+            and left["remaining"]["tokens"] == 100000 - left["used"]["tokens"]
+        )
         # a refused read() can reach the server more than once (the kernel retries a failed readahead
         # page with a plain read), so refusals count FUSE read requests: at least one
         assert left["refused"] >= 1

@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from libraryfs_bench.episodes import crafter_data
 from libraryfs.features.episodes.builder import EpisodeBuilder
-from libraryfs_bench.episodes.questions import Truth
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree
+from libraryfs_bench.episodes import crafter_data
+from libraryfs_bench.episodes.questions import Truth
 
 pytestmark = pytest.mark.mount
 pytest.importorskip("crafter")
@@ -50,7 +50,9 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         assert rep.new_units == len(recs) - half and rep.units == len(recs) and not rep.errors
 
         # visits/<place>/2.md names the step that began the second visit (ground truth from the records)
-        place, starts = next((k[1], v) for k, v in sorted(truth.occ.items()) if k[0] == "visit" and len(v) >= 3)
+        place, starts = next(
+            (k[1], v) for k, v in sorted(truth.occ.items()) if k[0] == "visit" and len(v) >= 3
+        )
         text = open(os.path.join(ep_dir, "visits", place, "2.md")).read()
         assert text.startswith(f"# visit 2 to {place}: steps {starts[1]}–")
         assert f"first step: {starts[1]}\n" in text
@@ -62,10 +64,18 @@ def test_crafter_episode_through_mount(mounted, episode_records):
 
         # by-event and transitions list exactly the ground-truth steps
         ev_steps = truth.occ[("ev", "collect_wood")]
-        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "by-event", "collect_wood")) if not n.startswith(".") and n != "INDEX.md")
+        names = sorted(
+            n
+            for n in os.listdir(os.path.join(ep_dir, "by-event", "collect_wood"))
+            if not n.startswith(".") and n != "INDEX.md"
+        )
         assert names == [f"{t:06d}.md" for t in ev_steps]
         item, gains = next((k[1], v) for k, v in sorted(truth.occ.items()) if k[0] == "gain")
-        names = sorted(n for n in os.listdir(os.path.join(ep_dir, "transitions", item, "gained")) if not n.startswith(".") and n != "INDEX.md")
+        names = sorted(
+            n
+            for n in os.listdir(os.path.join(ep_dir, "transitions", item, "gained"))
+            if not n.startswith(".") and n != "INDEX.md"
+        )
         assert names == [f"{t:06d}.md" for t in gains]
         t = 777
         step = open(os.path.join(ep_dir, "steps", f"{t:06d}.md")).read()
@@ -93,8 +103,22 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         assert open(os.path.join(ep_dir, d, "INDEX.md")).read().strip(), d
 
     # the recall command reads the units beside the live mount
-    r = subprocess.run([sys.executable, "-m", "libraryfs.cli.main", "recall", "crafter-3",
-                        f"At which step did my second visit to {place} begin?", "--budget", "200",
-                        "--library", mounted.libdir], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "libraryfs.cli.main",
+            "recall",
+            "crafter-3",
+            f"At which step did my second visit to {place} begin?",
+            "--budget",
+            "200",
+            "--library",
+            mounted.libdir,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].startswith(f"t={starts[1]} ") and "visit=2" in r.stdout.splitlines()[0]

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import pytest
+from conftest import unavailable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,8 +30,6 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-
-from conftest import unavailable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = int(os.environ.get("LIBRARYFS_HYPOTHESIS_EXAMPLES", "200"))
@@ -98,13 +97,21 @@ def wait_idle(libdir: str, timeout_s: float = 30.0) -> None:
 # property-based: random operation sequences, mount vs tmpfs
 # =====================================================================================================
 
-GENERATED = {b"INDEX.md", b".index"}  # names the library generates in every directory (EEXIST while shown, else EACCES)
+GENERATED = {
+    b"INDEX.md",
+    b".index",
+}  # names the library generates in every directory (EEXIST while shown, else EACCES)
 GENERATED_ROOT = {b".libraryfs", b".find"}
 
 
 def _valid(name: bytes) -> bool:
-    return b"/" not in name and b"\0" not in name and name not in (b".", b"..") and name not in GENERATED \
+    return (
+        b"/" not in name
+        and b"\0" not in name
+        and name not in (b".", b"..")
+        and name not in GENERATED
         and name not in GENERATED_ROOT
+    )
 
 
 POOL = [b"a", b"b", b"c.md", b"d d", "é".encode(), b"\xff\xfe", b"-x", b"x" * 255]
@@ -118,8 +125,9 @@ datas = st.one_of(
     st.binary(max_size=3000),
     st.builds(lambda n, b: b * n, st.integers(0, 140_000), st.sampled_from([b"a", b"\0", b"xyz\n"])),
 )
-offsets = st.one_of(st.integers(0, 4096), st.integers(0, 300_000),
-                    st.sampled_from([65535, 65536, 65537, 131072 - 1, 131072]))
+offsets = st.one_of(
+    st.integers(0, 4096), st.integers(0, 300_000), st.sampled_from([65535, 65536, 65537, 131072 - 1, 131072])
+)
 sizes = st.one_of(st.integers(0, 5000), st.integers(0, 200_000))
 
 ops = st.one_of(
@@ -135,12 +143,15 @@ ops = st.one_of(
     st.tuples(st.just("listdir"), paths),
     st.tuples(st.just("stat"), paths),
     st.tuples(st.just("link"), paths, paths),
-    st.tuples(st.just("symlink"), st.binary(min_size=1, max_size=300).filter(lambda b: b"\0" not in b), paths),
+    st.tuples(
+        st.just("symlink"), st.binary(min_size=1, max_size=300).filter(lambda b: b"\0" not in b), paths
+    ),
 )
 
 
 def _apply(root: bytes, op: tuple):
     """Run one operation under ``root``; returns ``("ok", result)`` or ``("err", errno name)``."""
+
     def P(p: tuple) -> bytes:
         return os.path.join(root, *p)
 
@@ -252,13 +263,26 @@ def shared_mount(tmp_path_factory):
     Store.create(libdir, {"toc_max_tokens": 2000}).close()
     oracle = tempfile.mkdtemp(prefix="lfs-oracle-", dir=ORACLE_ROOT)
     with mount_library(libdir, mnt, timeouts="1,1,1") as info:
-        yield {"libdir": libdir, "mnt": os.fsencode(mnt), "oracle": os.fsencode(oracle), "n": [0], "info": info}
+        yield {
+            "libdir": libdir,
+            "mnt": os.fsencode(mnt),
+            "oracle": os.fsencode(oracle),
+            "n": [0],
+            "info": info,
+        }
     shutil.rmtree(oracle, ignore_errors=True)
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+)
 @given(seq=st.lists(ops, min_size=1, max_size=25))
 def test_random_operations_match_tmpfs(shared_mount, seq):
     """Every operation has the same outcome (result or errno) on the mount as on tmpfs; so do the trees."""
@@ -272,7 +296,9 @@ def test_random_operations_match_tmpfs(shared_mount, seq):
         for op in seq:
             want = _apply(oroot, op)
             got = _apply(mroot, op)
-            assert got == want, f"{op[0]}{tuple(x if not isinstance(x, bytes) or len(x) < 40 else x[:20] + b'...' for x in op[1:])}: mount {got!r:.200} vs tmpfs {want!r:.200}"
+            assert (
+                got == want
+            ), f"{op[0]}{tuple(x if not isinstance(x, bytes) or len(x) < 40 else x[:20] + b'...' for x in op[1:])}: mount {got!r:.200} vs tmpfs {want!r:.200}"
         assert _tree(mroot) == _tree(oroot)
     finally:
         shutil.rmtree(oroot, ignore_errors=True)
@@ -333,6 +359,7 @@ def test_non_utf8_name_does_not_stop_the_indexer(mounted):
 # =====================================================================================================
 # big and deep
 # =====================================================================================================
+
 
 def fill_directory(libdir: str, rel: bytes, n: int) -> float:
     """Create ``n`` empty entries ``f0000000`` … in directory ``rel`` directly in the store (unmounted);
@@ -396,7 +423,12 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
                     seen.add(full)
         entries = {x for x in seen if not x.startswith(b".index/") and x != b"INDEX.md"}
         want = set(os.listdir(os.fsencode(big))) - {b"INDEX.md", b".index"}
-        assert entries == want, (len(entries), len(want), sorted(want - entries)[:5], sorted(entries - want)[:5])
+        assert entries == want, (
+            len(entries),
+            len(want),
+            sorted(want - entries)[:5],
+            sorted(entries - want)[:5],
+        )
         out["toc_pages"] = pages
     return out
 
@@ -469,9 +501,11 @@ def test_deep_tree_is_indexed(mounted):
 # a hostile library directory: read-only, full, corrupt, killed
 # =====================================================================================================
 
+
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def assert_one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -487,8 +521,11 @@ def assert_one_line_error(r: subprocess.CompletedProcess) -> str:
 def tmpfs(path: str, size: str, ro: bool = False):
     """A tmpfs of ``size`` at ``path`` (root only); skipped where mounting is not allowed."""
     os.makedirs(path, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", path],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", path],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         unavailable(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
@@ -605,6 +642,7 @@ def test_corrupt_records_are_reported_by_check_not_crashed_on(libdir, run_cli):
         t.t.put(S.u64(77), b"short", db=st_.db_inodes)
         t.add_dirent(S.ROOT_INO, b"ghost", 9999, False)
         t.put_cfg(S.CFG_NEXT_INO, S.u64(100))
+
     st_.run_write(damage)
     st_.close()
     r = run_cli("check", str(libdir))
@@ -636,6 +674,7 @@ def test_remount_after_server_killed(mounted, run_cli):
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
     from libraryfs.daemon.launcher import read_run
+
     mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]
     assert open(mounted.p("kept.txt")).read() == "kept\n"
 
@@ -643,6 +682,7 @@ def test_remount_after_server_killed(mounted, run_cli):
 # =====================================================================================================
 # the 10⁵ script
 # =====================================================================================================
+
 
 def main(argv: list[str] | None = None) -> int:
     import argparse

@@ -25,15 +25,26 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import Mounted, fuse_available, unavailable
+
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 
-TOOLS = ("bash", "sed", "perl", "sqlite3", "flock", "setfattr", "getfattr", "inotifywait", "dd", "truncate",
-         "setpriv")
+TOOLS = (
+    "bash",
+    "sed",
+    "perl",
+    "sqlite3",
+    "flock",
+    "setfattr",
+    "getfattr",
+    "inotifywait",
+    "dd",
+    "truncate",
+    "setpriv",
+)
 
 
 def _need_tools() -> None:
@@ -45,11 +56,22 @@ def _need_tools() -> None:
 
 def sh(script: str, m: str, *, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``script`` with bash, ``$M`` set to ``m``, python3 = this interpreter, TZ=UTC; output as text."""
-    penv = dict(os.environ, M=m, TZ="UTC", LC_ALL="C.UTF-8",
-                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    penv = dict(
+        os.environ,
+        M=m,
+        TZ="UTC",
+        LC_ALL="C.UTF-8",
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+    )
     penv.update(env or {})
-    return subprocess.run(["bash", "-c", script], env=penv, capture_output=True, timeout=timeout, text=True,
-                          errors="surrogateescape")
+    return subprocess.run(
+        ["bash", "-c", script],
+        env=penv,
+        capture_output=True,
+        timeout=timeout,
+        text=True,
+        errors="surrogateescape",
+    )
 
 
 def out(script: str, m: str, **kw) -> str:
@@ -60,6 +82,7 @@ def out(script: str, m: str, **kw) -> str:
 
 def _teardown(m: Mounted) -> None:
     from libraryfs.daemon import launcher
+
     for args in (["-u"], ["-uz"]):
         if subprocess.run(["fusermount3", *args, m.mnt], capture_output=True).returncode == 0:
             break
@@ -84,6 +107,7 @@ def mount_library(libdir: Path, mnt: Path, **kw):
     if why:
         unavailable(why)
     from libraryfs.daemon import launcher
+
     mnt.mkdir(exist_ok=True)
     info = launcher.start(str(libdir), str(mnt), llm=False, timeouts="1,1,1", **kw)
     m = Mounted(libdir, mnt, info)
@@ -159,7 +183,8 @@ def toc_generation(m: Mounted) -> int:
 # ---------------------------------------------------------------------------------------------------------
 def test_c01_overwrite_and_truncate_through_handle(shared):
     M = case_dir(shared, "c01")
-    o = out("""
+    o = out(
+        """
 printf 'line one is long\\nline two\\n' > $M/t.md
 cat > $M/t.md <<'EOF'
 short
@@ -168,16 +193,21 @@ cat $M/t.md
 python3 -c "import os;p='$M/t.md';f=open(p,'r+');f.write('abcdef');f.truncate(3);f.close()
 fd=os.open(p,os.O_RDWR);os.ftruncate(fd,10);os.close(fd);print(repr(open(p,'rb').read()))"
 stat -c %s $M/t.md
-""", M)
+""",
+        M,
+    )
     assert o == "short\nb'abc\\x00\\x00\\x00\\x00\\x00\\x00\\x00'\n10\n"
 
 
 def test_c02_append_uses_the_real_end(shared):
     M = case_dir(shared, "c02")
-    o = out("""
+    o = out(
+        """
 printf 'first line\\n' > $M/a.md; echo second >> $M/a.md; cat $M/a.md
 printf 'x%.0s' {1..5000} > $M/b.md; echo END >> $M/b.md; tail -c 4 $M/b.md; stat -c %s $M/b.md
-""", M)
+""",
+        M,
+    )
     assert o == "first line\nsecond\nEND\n5004\n"
     cat_a = out("cat $M/a.md", M)  # the kernel now has a.md's size and pages cached
     assert cat_a == "first line\nsecond\n"
@@ -192,11 +222,14 @@ def test_c03_atomic_replace_by_rename(shared):
     try:
         o = out("echo old > $M/n.md", M)
         reader = open(M + "/n.md", "rb")  # a reader that already has n.md open
-        o = out("""
+        o = out(
+            """
 python3 -c "import os;p='$M/n.md';open(p+'.tmp','w').write('new\\n');os.replace(p+'.tmp',p)"
 cat $M/n.md; ls $M | grep -c 'n.md.tmp'
 echo v2 > $M/n2.tmp && mv -f $M/n2.tmp $M/n.md && cat $M/n.md
-""", M)
+""",
+            M,
+        )
         assert o == "new\n0\nv2\n"
         assert reader.read() == b"old\n"
     finally:
@@ -210,35 +243,45 @@ echo v2 > $M/n2.tmp && mv -f $M/n2.tmp $M/n.md && cat $M/n.md
 
 def test_c04_sed_in_place(shared):
     M = case_dir(shared, "c04")
-    o = out("""
+    o = out(
+        """
 printf 'alpha\\nbeta\\n' > $M/s.md; chmod 644 $M/s.md
 sed -i 's/beta/gamma/' $M/s.md; echo rc=$?; cat $M/s.md; stat -c %a $M/s.md
 ls -a $M | grep -c '^sed'; sed -i.bak 's/alpha/ALPHA/' $M/s.md; cat $M/s.md.bak | head -1
 cat $M/s.md
-""", M)
+""",
+        M,
+    )
     assert o == "rc=0\nalpha\ngamma\n644\n0\nalpha\nALPHA\ngamma\n"
 
 
 def test_c05_big_directories_ls_find_rm(shared):
     M = case_dir(shared, "c05")
-    r = sh("""
+    r = sh(
+        """
 mkdir $M/big; (cd $M/big && seq -f 'n%05g.md' 3000 | xargs touch)
 timeout 20 ls $M/big | grep -c '^n[0-9]*\\.md$'; ls -f $M/big | sort | uniq -d | wc -l
 mkdir -p $M/t/a/b/c && touch $M/t/a/b/c/leaf.md; stat -c %h $M/t/a
 perl -MFile::Find -e 'find(sub{print "$File::Find::name\\n" if /leaf/}, shift)' $M/t
 timeout 30 rm -rf $M/big; echo rm_rc=$?; ls $M | grep -c '^big$'
-""", M, timeout=90)
+""",
+        M,
+        timeout=90,
+    )
     assert r.stdout.splitlines() == ["3000", "0", "3", f"{M}/t/a/b/c/leaf.md", "rm_rc=0", "0"], r.stderr
 
 
 def test_c06_touch_times(shared):
     M = case_dir(shared, "c06")
-    o = out("""
+    o = out(
+        """
 echo x > $M/ts.md; sleep 2; touch $M/ts.md; echo $(( $(date +%s) - $(stat -c %Y $M/ts.md) ))
 touch -d '2020-01-02 03:04:05' $M/ts.md; touch -a $M/ts.md; stat -c %y $M/ts.md
 touch -m -d '2021-06-01' $M/ts.md; stat -c '%x | %y' $M/ts.md
 python3 -c "import os;p='$M/ts.md';os.utime(p,ns=(10**18,2*10**18));print(os.stat(p).st_mtime_ns)"
-""", M)
+""",
+        M,
+    )
     lines = o.splitlines()
     assert lines[0] in ("0", "1")
     assert lines[1] == "2020-01-02 03:04:05.000000000 +0000"
@@ -250,13 +293,16 @@ python3 -c "import os;p='$M/ts.md';os.utime(p,ns=(10**18,2*10**18));print(os.sta
 
 def test_c07_directory_rename(shared):
     M = case_dir(shared, "c07")
-    o = out("""
+    o = out(
+        """
 mkdir -p $M/p/q && echo 1 > $M/p/q/f.md && echo 2 > $M/p/g.md
 mv $M/p $M/p2 && cat $M/p2/q/f.md $M/p2/g.md; ls $M/p 2>&1 | grep -c 'No such'
 mkdir $M/e; mv -T $M/p2 $M/e && ls $M/e/q
 mkdir -p $M/full/x $M/src; python3 -c "import os;os.rename('$M/src','$M/full')" 2>&1 | grep -c 'not empty'
 ls $M/full; ls -d $M/src
-""", M)
+""",
+        M,
+    )
     assert o.splitlines() == ["1", "2", "1", "INDEX.md", "f.md", "1", "INDEX.md", "x", M + "/src"]
     shared.wait_indexed()
     top = open(M + "/INDEX.md").read()
@@ -269,7 +315,8 @@ def test_c08_odd_names_and_long_paths(mounted):
     _need_tools()
     shared = mounted  # own mount: a non-UTF-8 name must not take the shared indexer down with it
     M = case_dir(shared, "c08")
-    r = sh("""
+    r = sh(
+        """
 touch "$M/with space.md" "$M/$(printf 'nl\\nname')" "$M/日本語 ✅.md"
 python3 -c "import os;print({'with space.md','nl\\nname','日本語 ✅.md'} <= set(os.listdir('$M')))"
 cat "$M/with space.md" "$M/$(printf 'nl\\nname')" "$M/日本語 ✅.md" && echo opened
@@ -278,7 +325,9 @@ touch "$M/$(printf 'a%.0s' {1..255})" && ls $M | grep -c '^a\\{255\\}$'
 python3 -c "import os;open(b'$M/caf\\xe9.md','wb').close();print(b'caf\\xe9.md' in os.listdir(b'$M'))"
 d=$M; for i in 1 2 3; do d="$d/$(printf 'b%.0s' {1..200})"; mkdir "$d"; done; echo ok > "$d/f.md"; cat "$d/f.md"
 python3 -c "import os;os.open('$M/'+'c'*256, os.O_CREAT|os.O_WRONLY)" 2>&1 | grep -c 'File name too long'
-""", M)
+""",
+        M,
+    )
     assert r.stdout.splitlines() == ["True", "opened", "1", "1", "True", "ok", "1"], r.stderr
     shared.wait_indexed()  # the indexer survives all of it and lists the Latin-1 name
     assert "caf" in open(M + "/INDEX.md", errors="replace").read()
@@ -286,7 +335,8 @@ python3 -c "import os;os.open('$M/'+'c'*256, os.O_CREAT|os.O_WRONLY)" 2>&1 | gre
 
 def test_c11_unlink_while_open(shared):
     M = case_dir(shared, "c11")
-    o = out("""
+    o = out(
+        """
 python3 - <<PY
 import os; d='$M/ul'; os.makedirs(d); p=d+'/t.md'; open(p,'w').write('keep me')
 fd=os.open(p, os.O_RDWR); os.unlink(p)
@@ -294,7 +344,9 @@ print(os.read(fd,100), os.fstat(fd).st_size); os.write(fd,b'!'); os.ftruncate(fd
 print(os.fstat(fd).st_size); os.close(fd)
 print([n for n in os.listdir(d) if n != 'INDEX.md']); os.rmdir(d); print('rmdir ok')
 PY
-""", M)
+""",
+        M,
+    )
     assert o == "b'keep me' 7\n4\n[]\nrmdir ok\n"
     shared.wait_indexed()
     assert ".fuse_hidden" not in open(M + "/INDEX.md").read()
@@ -302,7 +354,8 @@ PY
 
 def test_c12_exclusive_create_under_concurrency(shared):
     M = case_dir(shared, "c12")
-    o = out("""
+    o = out(
+        """
 python3 - <<PY
 import os, multiprocessing as mp
 def grab(_):
@@ -315,20 +368,29 @@ with mp.Pool(16) as p: print(sum(p.map(grab, range(64))), sum(p.map(plain, range
 PY
 wc -l < $M/shared.md; (set -o noclobber; echo x > $M/lock) 2>&1 | grep -c existing
 sort -n $M/shared.md | uniq | wc -l
-""", M, timeout=90)
+""",
+        M,
+        timeout=90,
+    )
     assert o.split() == ["1", "64", "64", "1", "64"]
 
 
 def test_c14_no_stale_reads_after_daemon_rewrites(shared):
     M = case_dir(shared, "c14")
     shared.wait_indexed()
-    o = out("""
+    o = out(
+        """
 cat $M/INDEX.md > $M/../c14.before; echo note > $M/new.md
-""", M)
+""",
+        M,
+    )
     shared.wait_indexed()
-    o = out("""
+    o = out(
+        """
 diff -q $M/INDEX.md $M/../c14.before >/dev/null && echo STALE; grep -c 'new.md' $M/INDEX.md
-""", M)
+""",
+        M,
+    )
     os.unlink(M + "/../c14.before")
     assert "STALE" not in o and int(o.split()[-1]) >= 1
     old = open(M + "/INDEX.md", "rb").read()
@@ -337,12 +399,14 @@ diff -q $M/INDEX.md $M/../c14.before >/dev/null && echo STALE; grep -c 'new.md' 
     assert new != old and len(new) == len(old)
     st = shared.store()
     try:
+
         def rewrite(t):
             ino = t.lookup(S.ROOT_INO, b"c14")
             pages = [t.toc_page(ino, k) for k in range(t.toc_page_count(ino))]
             t.put_toc_pages(ino, [new] + pages[1:])
             t.put_cfg(S.CFG_TOC_GEN, S.u64(t.cfg_int(S.CFG_TOC_GEN) + 1))
             t.put_cfg(S.CFG_TOC_DIRTY, S.dumps([ino]))
+
         st.run_write(rewrite)
     finally:
         st.close()
@@ -356,8 +420,11 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
     M = case_dir(shared, "c15")
     shared.wait_indexed()
     ev = M + "/../c15.ev"
-    iw = subprocess.Popen(["inotifywait", "-mrq", "-e", "close_write,moved_to,create,delete", "--format",
-                           "%e %w%f", M], stdout=open(ev, "w"), stderr=subprocess.PIPE)
+    iw = subprocess.Popen(
+        ["inotifywait", "-mrq", "-e", "close_write,moved_to,create,delete", "--format", "%e %w%f", M],
+        stdout=open(ev, "w"),
+        stderr=subprocess.PIPE,
+    )
     try:
         time.sleep(1)
         out("echo a > $M/x.md; mv $M/x.md $M/y.md; rm $M/y.md", M)
@@ -388,17 +455,23 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
 
 def test_c16_indexer_handles_temp_files_moves_appends(shared):
     M = case_dir(shared, "c16")
-    out("""
+    out(
+        """
 python3 -c "import os;p='$M/k.md';open(p+'.tmp','w').write('K');os.replace(p+'.tmp',p)"
 sed -i 's/K/K2/' $M/k.md; echo more >> $M/k.md; mkdir -p $M/n1/n2 && echo deep > $M/n1/n2/deep.md
 mv $M/k.md $M/n1/k-renamed.md
-""", M)
+""",
+        M,
+    )
     shared.wait_indexed()
-    o = out("""
+    o = out(
+        """
 grep -rl 'k-renamed.md' $M --include=INDEX.md | wc -l; grep -rl 'deep.md' $M --include=INDEX.md | wc -l
 grep -rE '\\.tmp|sed[A-Za-z0-9]{6}|4913|k\\.md' $M --include=INDEX.md | wc -l
 cat $M/n1/k-renamed.md
-""", M)
+""",
+        M,
+    )
     a, b, c, *content = o.splitlines()
     assert int(a) >= 1 and int(b) >= 1 and c == "0"
     assert content == ["K2more"]  # k.md held "K" without a newline
@@ -406,30 +479,46 @@ cat $M/n1/k-renamed.md
 
 def test_c17_modes_exec_bit_and_other_users(shared):
     M = case_dir(shared, "c17")
-    o = out("""
+    o = out(
+        """
 printf '#!/bin/sh\\necho ran\\n' > $M/s.sh; chmod +x $M/s.sh && $M/s.sh; stat -c %a $M/s.sh
 chmod 600 $M/s.sh; stat -c %a $M/s.sh; mkdir -m 700 $M/priv; stat -c %a $M/priv
 setpriv --reuid=65534 --regid=65534 --clear-groups ls $M >/dev/null 2>&1; echo other_user_rc=$?
-""", M)
+""",
+        M,
+    )
     # documented policy: a mount is private to its owner (no allow_other) → another user gets EACCES
     assert o.splitlines() == ["ran", "755", "600", "700", "other_user_rc=2"]
 
 
 def test_c18_symlinks_and_hard_links(shared):
     M = case_dir(shared, "c18")
-    r = sh("""
+    r = sh(
+        """
 echo t > $M/target.md; ln -s target.md $M/rel.md && cat $M/rel.md && readlink $M/rel.md
 mkdir $M/sub && ln -s ../target.md $M/sub/up.md && cat $M/sub/up.md
 ln $M/target.md $M/hard.md; echo hard_rc=$?; stat -c %h $M/target.md $M/hard.md; cp -al $M/sub $M/sub2; echo cpl_rc=$?
 readlink $M/sub2/up.md; stat -c %h $M/sub2/up.md
 ln -s /etc/passwd $M/escape.md
-""", M)
-    assert r.stdout.splitlines() == ["t", "target.md", "t", "hard_rc=0", "2", "2", "cpl_rc=1", "../target.md",
-                                     "2"], r.stderr
+""",
+        M,
+    )
+    assert r.stdout.splitlines() == [
+        "t",
+        "target.md",
+        "t",
+        "hard_rc=0",
+        "2",
+        "2",
+        "cpl_rc=1",
+        "../target.md",
+        "2",
+    ], r.stderr
     # cp -al of a directory trips over the generated INDEX.md only: the new directory already shows one, and
     # the kernel answers EEXIST before asking the filesystem (documented in docs/posix.md)
-    assert r.stderr.splitlines() == [f"cp: cannot create hard link '{M}/sub2/INDEX.md' to '{M}/sub/INDEX.md': "
-                                     "File exists"]
+    assert r.stderr.splitlines() == [
+        f"cp: cannot create hard link '{M}/sub2/INDEX.md' to '{M}/sub/INDEX.md': " "File exists"
+    ]
     shared.wait_indexed()
     o = out("grep -rc 'root:' $M --include=INDEX.md | grep -v ':0'", M)
     assert o == ""
@@ -439,12 +528,15 @@ ln -s /etc/passwd $M/escape.md
 def test_c19_xattrs_cp_a_and_mv_from_other_fs(shared, tmp_path):
     M = case_dir(shared, "c19")
     src = tmp_path / "src.md"
-    o = out(f"""
+    o = out(
+        f"""
 ls -la $M >/dev/null; echo ls_rc=$?; echo h > {src}; setfattr -n user.k -v v {src} 2>/dev/null; has=$?
 cp -a {src} $M/; echo cp_rc=$?; mv {src} $M/moved.md; echo mv_rc=$?
 getfattr -n user.nope $M/moved.md 2>&1 | grep -Eo 'No such attribute|Operation not supported'
 [ $has = 0 ] && getfattr --only-values -n user.k $M/src.md && echo
-""", M)
+""",
+        M,
+    )
     lines = o.splitlines()
     assert lines[:4] == ["ls_rc=0", "cp_rc=0", "mv_rc=0", "No such attribute"]
     assert lines[4:] in ([], ["v"])
@@ -452,10 +544,13 @@ getfattr -n user.nope $M/moved.md 2>&1 | grep -Eo 'No such attribute|Operation n
 
 def test_c20_df_and_statvfs(shared):
     M = case_dir(shared, "c20")
-    r = sh("""
+    r = sh(
+        """
 df -h $M >/dev/null && df -i $M >/dev/null && echo df_ok
 python3 -c "import os;s=os.statvfs('$M');print(s.f_bsize>0, s.f_bavail>0, s.f_namemax)"
-""", M)
+""",
+        M,
+    )
     assert r.stdout == "df_ok\nTrue True 255\n", r.stderr
 
     def used_blocks() -> int:
@@ -473,23 +568,29 @@ python3 -c "import os;s=os.statvfs('$M');print(s.f_bsize>0, s.f_bavail>0, s.f_na
 def test_c21_offsets_holes_large_files(shared, tmp_path):
     M = case_dir(shared, "c21")
     big = tmp_path / "big"
-    r = sh(f"""
+    r = sh(
+        f"""
 head -c 3000000 /dev/urandom > {big}; cp {big} $M/big.bin && cmp {big} $M/big.bin && echo same
 printf XY | dd of=$M/big.bin bs=1 seek=1000 conv=notrunc status=none; dd if=$M/big.bin bs=1 skip=1000 count=2 status=none; echo
 truncate -s 10M $M/sp; printf Z | dd of=$M/sp bs=1 seek=5000000 conv=notrunc status=none
 python3 -c "f=open('$M/sp','rb');f.seek(4999999);print(f.read(3), __import__('os').path.getsize('$M/sp'))"
 cp --sparse=always {big} $M/cp2 && cmp {big} $M/cp2 && echo same2
-""", M)
+""",
+        M,
+    )
     assert r.stdout == "same\nXY\nb'\\x00Z\\x00' 10485760\nsame2\n", r.stderr
 
 
 def test_c23_locks_and_sqlite(shared):
     M = case_dir(shared, "c23")
-    r = sh("""
+    r = sh(
+        """
 flock -n $M/l.lock -c "flock -n $M/l.lock -c true; echo inner=\\$?"
 sqlite3 $M/db.sqlite 'create table t(x); insert into t values(1); select count(*) from t;'
 python3 -c "import fcntl;f=open('$M/l.lock','w');fcntl.lockf(f,fcntl.LOCK_EX|fcntl.LOCK_NB);print('ok')"
-""", M)
+""",
+        M,
+    )
     assert r.stdout == "inner=1\n1\nok\n", r.stderr
 
 
@@ -497,6 +598,7 @@ python3 -c "import fcntl;f=open('$M/l.lock','w');fcntl.lockf(f,fcntl.LOCK_EX|fcn
 def test_c25_killed_server_leaves_dead_mount_then_remount(mounted):
     _need_tools()
     from libraryfs.daemon import launcher
+
     M = mounted.mnt
     notes = {f"n{i}.md": f"note {i}\n" for i in range(20)}
     for name, text in notes.items():
@@ -525,16 +627,24 @@ def test_c26_map_full_is_enospc_and_space_is_reused(tmp_path):
     _need_tools()
     disk = tmp_path / "disk"
     disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)],
-                      capture_output=True).returncode != 0:
+    if (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        != 0
+    ):
         unavailable("cannot mount a tmpfs (not root?)")
     try:
         Store.create(disk / "lib", map_size=16 << 20).close()
         with mount_library(disk / "lib", tmp_path / "mnt") as m:
             M = m.mnt
-            r = sh("""
+            r = sh(
+                """
 for i in $(seq 40); do head -c 1000000 /dev/urandom > $M/fill$i.bin || { echo "fail at $i"; break; }; done
-""", M, timeout=120)
+""",
+                M,
+                timeout=120,
+            )
             fails = [ln for ln in r.stdout.splitlines() if ln.startswith("fail at")]
             assert fails, "a 24 MiB disk cannot hold 40 MB"
             errs = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -544,10 +654,13 @@ for i in $(seq 40); do head -c 1000000 /dev/urandom > $M/fill$i.bin || { echo "f
             assert m.info["server_pid"] and os.path.exists(f"/proc/{m.server_pid}")
             for i in range(1, first_fail):  # earlier files survive whole
                 assert os.path.getsize(m.p(f"fill{i}.bin")) == 1000000
-            o = out("""
+            o = out(
+                """
 cat $M/INDEX.md >/dev/null && echo readable; rm -f $M/fill*.bin; echo x > $M/post.md && cat $M/post.md
 head -c 1000000 /dev/urandom > $M/again.bin && echo reused
-""", M)
+""",
+                M,
+            )
             assert o == "readable\nx\nreused\n"
             m.wait_indexed()
     finally:

@@ -12,18 +12,18 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 import shutil
+import stat
 import subprocess
 import tempfile
 
 import pytest
+from helpers.llm_server import IndexModel, LLMServer
+from test_hostile import _fuse_or_skip, mount_library, wait_idle
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-from helpers.llm_server import IndexModel, LLMServer
-from test_hostile import _fuse_or_skip, mount_library, wait_idle
 
 NOBODY = 65534
 PASSWD_MARK = "root:"  # the first field of /etc/passwd's first line on every Linux
@@ -31,10 +31,12 @@ PASSWD_MARK = "root:"  # the first field of /etc/passwd's first line on every Li
 
 def _as_nobody(*argv: str) -> subprocess.CompletedProcess:
     """Run a system command as uid/gid 65534 (another user than the mount's owner)."""
+
     def drop():
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
+
     return subprocess.run(list(argv), capture_output=True, text=True, preexec_fn=drop, cwd="/")
 
 
@@ -60,6 +62,7 @@ def _mount_options(mnt: str) -> list[str]:
 
 
 # -- private by default -----------------------------------------------------------------------------------
+
 
 def test_mount_is_private_by_default(public_dir):
     _fuse_or_skip()
@@ -97,6 +100,7 @@ def test_allow_other_only_when_asked_and_modes_are_enforced(public_dir):
 
 
 # -- read-only mounts ---------------------------------------------------------------------------------------
+
 
 def _populate(libdir: str) -> None:
     st = Store(libdir)
@@ -141,8 +145,9 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
         assert "no indexer" in r.stdout  # a read-only mount starts no indexer
         assert "ro" in _mount_options(mnt)
         assert open(os.path.join(mnt, "notes/a.md")).read() == "# alpha\n"
-        assert os.listdir(os.path.join(mnt, "notes")) == ["INDEX.md", "a.md"] or \
-            sorted(os.listdir(os.path.join(mnt, "notes"))) == ["INDEX.md", "a.md"]
+        assert os.listdir(os.path.join(mnt, "notes")) == ["INDEX.md", "a.md"] or sorted(
+            os.listdir(os.path.join(mnt, "notes"))
+        ) == ["INDEX.md", "a.md"]
         failures = {}
         for what, fn in WRITES.items():
             try:
@@ -162,14 +167,18 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
 
 # -- symlinks and `..`: the indexer never reads outside the library ---------------------------------------
 
+
 def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
     _fuse_or_skip()
     assert PASSWD_MARK in open("/etc/passwd").read()
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
     with LLMServer(default=IndexModel(file_to={"pw-in-inbox": "../../etc"})) as srv:
-        env = {"LIBRARYFS_LLM_BASE_URL": srv.base_url, "LIBRARYFS_LLM_MODEL": "test-model",
-               "LIBRARYFS_LLM_API_KEY": "sk-test"}
+        env = {
+            "LIBRARYFS_LLM_BASE_URL": srv.base_url,
+            "LIBRARYFS_LLM_MODEL": "test-model",
+            "LIBRARYFS_LLM_API_KEY": "sk-test",
+        }
         with mount_library(libdir, mnt, llm=True, env=env):
             os.makedirs(os.path.join(mnt, "notes"))
             os.makedirs(os.path.join(mnt, "inbox"))
@@ -226,6 +235,7 @@ def test_ingest_refuses_dotdot_and_skips_symlinks(tmp_path, run_cli):
 
 # -- the library directory -------------------------------------------------------------------------------------
 
+
 def test_library_directory_is_created_0700(public_dir, run_cli):
     for where in ("fresh", "existing"):
         libdir = os.path.join(public_dir, where)
@@ -252,6 +262,7 @@ def test_logs_and_locks_are_not_reachable_by_others(public_dir):
 
 # -- isolation between libraries ---------------------------------------------------------------------------------
 
+
 def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
     _fuse_or_skip()
     a_lib, a_mnt = str(tmp_path / "a-lib"), str(tmp_path / "a-mnt")
@@ -270,8 +281,13 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
         wait_idle(a_lib)
         wait_idle(b_lib)
         seen_b = ""
-        for rel in ("INDEX.md", "public/INDEX.md", ".libraryfs/status.json", ".libraryfs/stats.json",
-                    ".libraryfs/journal"):
+        for rel in (
+            "INDEX.md",
+            "public/INDEX.md",
+            ".libraryfs/status.json",
+            ".libraryfs/stats.json",
+            ".libraryfs/journal",
+        ):
             seen_b += open(os.path.join(b_mnt, rel)).read()
         seen_b += "".join(os.listdir(os.path.join(b_mnt, ".find")))
         assert not os.path.exists(os.path.join(b_mnt, ".find", secret, "01-" + secret + ".md"))

@@ -12,20 +12,19 @@ import subprocess
 import time
 
 import pytest
-
-from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
-from libraryfs.daemon.indexer import Indexer
-from libraryfs.daemon.mountd import acquire_lock
-from libraryfs.errors import AccessDenied, Exists, NoAttr, NotFound, NotSupported, to_errno
-from libraryfs.index.find import find
-from libraryfs.fs.store import Store
-from libraryfs.fs.view import LibraryView
-from libraryfs.fs.virtual import LINK_TARGET_MAX
-
 from conftest import unavailable
 from helpers.view import cat, mkfile  # noqa: F401 (shared helpers)
 from helpers.view import names as view_names
+
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.daemon.mountd import acquire_lock
+from libraryfs.errors import AccessDenied, Exists, NoAttr, NotFound, NotSupported, to_errno
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check, describe
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
+from libraryfs.fs.virtual import LINK_TARGET_MAX
+from libraryfs.index.find import find
 
 UID, GID = os.getuid(), os.getgid()
 STALE = b"> **Stale index**"
@@ -150,8 +149,10 @@ def test_toc_pages_say_stale_while_the_indexer_is_stopped_and_changes_are_pendin
     page = cat(v, b"/d/INDEX.md")  # the pending placeholder: marked too
     lines = page.split(b"\n")
     assert lines[0].startswith(b"<!--") and lines[1].startswith(STALE)
-    assert lines[1] == (b"> **Stale index**: the indexer is not running; 3 change(s) are not reflected here "
-                        b"(run `libraryfs index " + os.fsencode(store.libdir) + b"`).")
+    assert lines[1] == (
+        b"> **Stale index**: the indexer is not running; 3 change(s) are not reflected here "
+        b"(run `libraryfs index " + os.fsencode(store.libdir) + b"`)."
+    )
     assert page.count(STALE) == 1 and v.getattr(b"/d/INDEX.md")["st_size"] == len(page)
 
     # after a pass nothing is pending: the stored page is served as it is
@@ -248,8 +249,12 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     with open(os.path.join(d, "f.md"), "w") as f:
         f.write("# F\n")
     # 2. stat says ENOENT, so creating says EACCES (not EEXIST); INDEX.md exists, so EEXIST
-    for argv in (["stat", d + "/.index"], ["mkdir", d + "/.index"], ["touch", d + "/.index"],
-                 ["mkdir", d + "/INDEX.md"]):
+    for argv in (
+        ["stat", d + "/.index"],
+        ["mkdir", d + "/.index"],
+        ["touch", d + "/.index"],
+        ["mkdir", d + "/INDEX.md"],
+    ):
         r = _run(*argv)
         assert r.returncode != 0
     assert "No such file or directory" in _run("stat", d + "/.index").stderr

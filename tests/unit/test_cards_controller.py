@@ -15,11 +15,13 @@ from libraryfs.features.cards.controller import (
 )
 
 ans = st.one_of(st.none(), st.integers(0, 4))
-attempts = st.fixed_dictionaries({
-    "easy": st.lists(ans, min_size=2, max_size=2),
-    "medium": st.lists(ans, min_size=3, max_size=3),
-    "hard": st.lists(ans, min_size=5, max_size=5),
-})
+attempts = st.fixed_dictionaries(
+    {
+        "easy": st.lists(ans, min_size=2, max_size=2),
+        "medium": st.lists(ans, min_size=3, max_size=3),
+        "hard": st.lists(ans, min_size=5, max_size=5),
+    }
+)
 
 
 def test_easy_exit_on_two_of_two():
@@ -137,5 +139,8 @@ def test_unanimity_everywhere_exits_easy_with_two_calls(att):
 
 def test_default_schedule_matches_the_paper():
     assert [(t.name, t.attempts, t.rule) for t in DEFAULT_SCHEDULE.tiers] == [
-        ("easy", 2, "unanimous"), ("medium", 3, "majority"), ("hard", 5, "plurality")]
+        ("easy", 2, "unanimous"),
+        ("medium", 3, "majority"),
+        ("hard", 5, "plurality"),
+    ]
     assert DEFAULT_SCHEDULE.exit_calls() == {"easy": 2, "medium": 5, "hard": 10, "fallback": 10}

@@ -17,15 +17,23 @@ from libraryfs.fs.tree import DirTree
 
 
 def card(cid, tier="medium", domain="combinatorics", **kw):
-    return Card(id=cid, type=kw.pop("type", "lemma"), tier=tier, domain=domain, title=kw.pop("title", cid.upper()),
-                body=kw.pop("body", f"body of {cid}"), **kw)
+    return Card(
+        id=cid,
+        type=kw.pop("type", "lemma"),
+        tier=tier,
+        domain=domain,
+        title=kw.pop("title", cid.upper()),
+        body=kw.pop("body", f"body of {cid}"),
+        **kw,
+    )
 
 
 @pytest.fixture
 def tree(tmp_path):
     t = DirTree(tmp_path)
     for c in [
-        card("sum-rule"), card("bijection"),
+        card("sum-rule"),
+        card("bijection"),
         card("inclusion-exclusion", tier="hard"),
         card("parity", domain="number-theory"),
         card("lte", tier="hard", domain="number-theory"),
@@ -39,22 +47,32 @@ def tree(tmp_path):
 
 
 def test_roundtrip_keeps_every_field():
-    c = card("pigeonhole", type="invariant", provenance=["champ:C_x", "trace:P_1"], uses=7, helped=5, hurt=2,
-             body="If n+1 objects go into n boxes,\n\none box holds two.")
+    c = card(
+        "pigeonhole",
+        type="invariant",
+        provenance=["champ:C_x", "trace:P_1"],
+        uses=7,
+        helped=5,
+        hurt=2,
+        body="If n+1 objects go into n boxes,\n\none box holds two.",
+    )
     back = parse_card(c.render(), "pigeonhole")
     assert back == c
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("type: lemma\n", "start with"),
-    ("---\ntype: lemma\ntier: medium\n", "not closed"),
-    ("---\ntype: lemma\ntier: medium\n---\n", "misses"),
-    ("---\ntype: theorem\ntier: medium\ndomain: algebra\n---\n", "card type"),
-    ("---\ntype: lemma\ntier: easy\ndomain: algebra\n---\n", "card tier"),
-    ("---\ntype: lemma\ntier: universal\ndomain: algebra\n---\n", "universal"),
-    ("---\ntype: lemma\ntier: medium\ndomain: Algebra!\n---\n", "slug"),
-    ("---\ntype: lemma\ntier: medium\ndomain: algebra\nuses: many\n---\n", "integer"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("type: lemma\n", "start with"),
+        ("---\ntype: lemma\ntier: medium\n", "not closed"),
+        ("---\ntype: lemma\ntier: medium\n---\n", "misses"),
+        ("---\ntype: theorem\ntier: medium\ndomain: algebra\n---\n", "card type"),
+        ("---\ntype: lemma\ntier: easy\ndomain: algebra\n---\n", "card tier"),
+        ("---\ntype: lemma\ntier: universal\ndomain: algebra\n---\n", "universal"),
+        ("---\ntype: lemma\ntier: medium\ndomain: Algebra!\n---\n", "slug"),
+        ("---\ntype: lemma\ntier: medium\ndomain: algebra\nuses: many\n---\n", "integer"),
+    ],
+)
 def test_bad_headers_are_rejected(text, msg):
     with pytest.raises(CardFormatError, match=msg):
         parse_card(text, "x")
@@ -73,9 +91,14 @@ def test_easy_block_reads_no_cards(tree):
 
 def test_exact_card_set_per_block(tree):
     uni = ["cards/universal/check-small-cases.md", "cards/universal/extremal.md"]
-    assert block_paths(tree, "medium", "combinatorics") == [
-        "cards/medium/combinatorics/bijection.md", "cards/medium/combinatorics/sum-rule.md"] + uni
-    assert block_paths(tree, "hard", "combinatorics") == ["cards/hard/combinatorics/inclusion-exclusion.md"] + uni
+    assert (
+        block_paths(tree, "medium", "combinatorics")
+        == ["cards/medium/combinatorics/bijection.md", "cards/medium/combinatorics/sum-rule.md"] + uni
+    )
+    assert (
+        block_paths(tree, "hard", "combinatorics")
+        == ["cards/hard/combinatorics/inclusion-exclusion.md"] + uni
+    )
     assert block_paths(tree, "medium", "number-theory") == ["cards/medium/number-theory/parity.md"] + uni
     assert block_paths(tree, "hard", "number-theory") == ["cards/hard/number-theory/lte.md"] + uni
     assert block_paths(tree, "fallback", "number-theory") == block_paths(tree, "hard", "number-theory")
@@ -105,14 +128,19 @@ def test_render_context_respects_budget():
     assert ctx.count("### ") == 2
 
 
-@pytest.mark.parametrize("text,domain", [
-    ("How many strings of length 6 using digits 1, 2, 3 have adjacent digits differing by at most 1?",
-     "combinatorics"),
-    ("Find all primes p such that p^2 + 2 is prime.", "number-theory"),
-    ("Find all polynomials P(x) with real coefficients such that P(x^2) = P(x)^2.", "polynomial"),
-    ("The sequence a_1 = 1, a_{n+1} = 2 a_n + 1. Find a_10.", "sequence"),
-    ("In triangle ABC the angle at A is 60 degrees and the circumcircle has radius 1.", "geometry"),
-    ("Solve for x.", "algebra"),
-])
+@pytest.mark.parametrize(
+    "text,domain",
+    [
+        (
+            "How many strings of length 6 using digits 1, 2, 3 have adjacent digits differing by at most 1?",
+            "combinatorics",
+        ),
+        ("Find all primes p such that p^2 + 2 is prime.", "number-theory"),
+        ("Find all polynomials P(x) with real coefficients such that P(x^2) = P(x)^2.", "polynomial"),
+        ("The sequence a_1 = 1, a_{n+1} = 2 a_n + 1. Find a_10.", "sequence"),
+        ("In triangle ABC the angle at A is 60 degrees and the circumcircle has radius 1.", "geometry"),
+        ("Solve for x.", "algebra"),
+    ],
+)
 def test_classifier(text, domain):
     assert classify(text) == domain

@@ -4,11 +4,11 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from libraryfs.cli.main import cli
 
+from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import block_paths, read_card
-from libraryfs_bench.cards.simulate import SimConfig, concordance, simulate
 from libraryfs.fs.tree import DirTree
+from libraryfs_bench.cards.simulate import SimConfig, concordance, simulate
 
 
 def test_concordance_counts_pairs():
@@ -64,4 +64,6 @@ def test_cli_sim_and_seed(tmp_path):
     assert block_paths(tree, "easy", "number-theory") == []
     uni = [p for p in nt if p.startswith("cards/universal/")]
     assert uni and all(read_card(tree, p).tier == "universal" for p in uni)
-    assert read_card(tree, "cards/medium/number-theory/fermat-little.md").provenance == ["champ:C_Fermat_little"]
+    assert read_card(tree, "cards/medium/number-theory/fermat-little.md").provenance == [
+        "champ:C_Fermat_little"
+    ]

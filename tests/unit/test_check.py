@@ -6,8 +6,8 @@ import pytest
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
-from libraryfs.layout import StoreTree
 from libraryfs.fs.store import Store
+from libraryfs.layout import StoreTree
 
 
 @pytest.fixture
@@ -55,6 +55,7 @@ def test_wrong_nlink(populated):
         n = t.inode(x)
         n.nlink = 5
         t.put_inode(n)
+
     st.run_write(bump)
     breaks_then_repairs(st, "I4")
 

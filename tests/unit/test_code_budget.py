@@ -44,8 +44,16 @@ def conserving_plans(draw):
             comb = (max(vals) if vals else 0) if (d == "seconds" and par[i]) else sum(vals)
             b[d] = costs[i][d] + comb + slack[i][d]
         budgets[i] = b
-    nodes = [{"id": f"n{i}", "budget": budgets[i], "cost": costs[i], "children": [f"n{c}" for c in kids[i]],
-              "parallel": par[i]} for i in range(n)]
+    nodes = [
+        {
+            "id": f"n{i}",
+            "budget": budgets[i],
+            "cost": costs[i],
+            "children": [f"n{c}" for c in kids[i]],
+            "parallel": par[i],
+        }
+        for i in range(n)
+    ]
     return {"nodes": nodes}, parents, slack, par
 
 
@@ -106,19 +114,36 @@ def test_second_parent_and_cycles_rejected(data, draw):
 
 
 def test_pure_cycle_and_unknown_child_and_forest_budget():
-    r = verify_plan({"nodes": {"a": {"children": ["b"]}, "b": {"children": ["a"]}, "c": {"children": ["zz"]}}})
+    r = verify_plan(
+        {"nodes": {"a": {"children": ["b"]}, "b": {"children": ["a"]}, "c": {"children": ["zz"]}}}
+    )
     kinds = sorted(v.kind for v in r.violations)
     assert kinds == ["cycle", "unknown-child"]
     cyc = next(v for v in r.violations if v.kind == "cycle")
     assert "a → b → a" in cyc.detail or "b → a → b" in cyc.detail
-    r = verify_plan({"budget": {"tokens": 10}, "nodes": [{"id": "x", "budget": {"tokens": 6}}, {"id": "y", "budget": {"tokens": 6}}]})
+    r = verify_plan(
+        {
+            "budget": {"tokens": 10},
+            "nodes": [{"id": "x", "budget": {"tokens": 6}}, {"id": "y", "budget": {"tokens": 6}}],
+        }
+    )
     assert [(v.kind, v.dimension) for v in r.violations] == [("forest-overspend", "tokens")]
 
 
 def test_parallel_seconds_combine_by_max():
     kids = [{"id": f"k{i}", "budget": {"seconds": 10, "tokens": 5}} for i in range(3)]
-    plan = {"nodes": [{"id": "r", "budget": {"seconds": 11, "tokens": 15}, "cost": {"seconds": 1},
-                       "children": ["k0", "k1", "k2"], "parallel": True}, *kids]}
+    plan = {
+        "nodes": [
+            {
+                "id": "r",
+                "budget": {"seconds": 11, "tokens": 15},
+                "cost": {"seconds": 1},
+                "children": ["k0", "k1", "k2"],
+                "parallel": True,
+            },
+            *kids,
+        ]
+    }
     assert verify_plan(plan).ok
     plan["nodes"][0]["parallel"] = False
     r = verify_plan(plan)
@@ -126,7 +151,9 @@ def test_parallel_seconds_combine_by_max():
 
 
 def test_tracker_enforces_and_conserves():
-    root = BudgetTracker(make_contract(["q"], {"tokens": 100, "calls": 3, "handoffs": 1, "seconds": 60}, ["grep"], ["a"]))
+    root = BudgetTracker(
+        make_contract(["q"], {"tokens": 100, "calls": 3, "handoffs": 1, "seconds": 60}, ["grep"], ["a"])
+    )
     root.check_inputs({"q": 1})
     with pytest.raises(ContractViolation):
         root.check_inputs({})
@@ -171,8 +198,12 @@ def test_read_budget():
 
 
 def test_budget_verify_cli(tmp_path):
-    good = {"nodes": [{"id": "lead", "budget": {"tokens": 100, "calls": 4}, "cost": {"calls": 1}, "children": ["w"]},
-                      {"id": "w", "budget": {"tokens": 100, "calls": 3}}]}
+    good = {
+        "nodes": [
+            {"id": "lead", "budget": {"tokens": 100, "calls": 4}, "cost": {"calls": 1}, "children": ["w"]},
+            {"id": "w", "budget": {"tokens": 100, "calls": 3}},
+        ]
+    }
     p = tmp_path / "plan.yaml"
     p.write_text(yaml.safe_dump(good))
     res = CliRunner().invoke(cli, ["budget", "verify", str(p)])

@@ -36,9 +36,11 @@ def make_repo(root: str, seed: int) -> None:
             calls = rng.sample(callable_names, rng.randint(0, min(3, len(callable_names))))
             calls = [c for c in calls if c != name]
             body = "".join(f"    {c}()\n" for c in calls) or "    pass\n"
-            lines.append(f"def {name}():\n    \"\"\"Doc of {name}.\"\"\"\n{body}")
-        lines.append(f"class C{i}:\n    def meth{i}(self):\n        def inner{i}():\n"
-                     f"            {rng.choice(callable_names)}()\n        return inner{i}()\n")
+            lines.append(f'def {name}():\n    """Doc of {name}."""\n{body}')
+        lines.append(
+            f"class C{i}:\n    def meth{i}(self):\n        def inner{i}():\n"
+            f"            {rng.choice(callable_names)}()\n        return inner{i}()\n"
+        )
         if rng.random() < 0.5:
             lines.append(f"{rng.choice(funcs[i])}()\n")
         path = os.path.join(root, "pkg", "sub" if i % 2 else "", f"m{i}.py")
@@ -74,11 +76,13 @@ class Oracle:
                     for a in node.names:
                         if a.name in self.module_file:
                             self.imports[rel].add(self.module_file[a.name])
-        self.edges = {(o, self.defined[c]) for o, c in self.owner_calls if c in self.defined and self.defined[c] != o}
+        self.edges = {
+            (o, self.defined[c]) for o, c in self.owner_calls if c in self.defined and self.defined[c] != o
+        }
 
     def _walk(self, rel: str, node: ast.AST, owner: str, qual: str, level: int) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 q = f"{qual}.{child.name}" if qual else child.name
                 sid = f"{rel}::{q}"
                 self.level[sid] = level + 1
@@ -98,7 +102,10 @@ class Oracle:
     def vector(self, nodes: list[str]) -> tuple:
         files = {n.split("::")[0] for n in nodes}
         syms = {n for n in nodes if "::" in n}
-        h_t = max([f.count("/") + 1 for f in files] + [s.split("::")[0].count("/") + 1 + self.level[s] for s in syms])
+        h_t = max(
+            [f.count("/") + 1 for f in files]
+            + [s.split("::")[0].count("/") + 1 + self.level[s] for s in syms]
+        )
         d_dep = max(self.longest(f) for f in files)
         owners = syms | files
         inc = {(a, b) for a, b in self.edges if a in owners or b in syms}
@@ -130,10 +137,10 @@ def test_import_depths_collapse_cycles():
 
 def _small_repo(root):
     files = {
-        "app/cli.py": "from app.core import run\n\ndef main():\n    \"\"\"Entry point.\"\"\"\n    run()\n",
-        "app/core.py": "from app.store import save, load\n\ndef run():\n    \"\"\"Run the job.\"\"\"\n    save(load())\n",
-        "app/store.py": "def save(x):\n    \"\"\"Persist a record to disk.\"\"\"\n    return x\n\n"
-                        "def load():\n    \"\"\"Load a record from disk.\"\"\"\n    return 1\n",
+        "app/cli.py": 'from app.core import run\n\ndef main():\n    """Entry point."""\n    run()\n',
+        "app/core.py": 'from app.store import save, load\n\ndef run():\n    """Run the job."""\n    save(load())\n',
+        "app/store.py": 'def save(x):\n    """Persist a record to disk."""\n    return x\n\n'
+        'def load():\n    """Load a record from disk."""\n    return 1\n',
         "app/__init__.py": "",
     }
     for rel, text in files.items():

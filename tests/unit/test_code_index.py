@@ -33,7 +33,7 @@ def top(*args):
     os.path.join("a")
 '''
 
-JS = b'''import x from "./lib/util.js";
+JS = b"""import x from "./lib/util.js";
 const fs = require("fs");
 /** Adds two numbers. */
 export function add(a, b) { return sum(a, b); }
@@ -42,9 +42,9 @@ class Box extends Base {
   open() { this.close(); }
 }
 const mul = (a, b) => a * b;
-'''
+"""
 
-GO = b'''// Package shapes draws things.
+GO = b"""// Package shapes draws things.
 package shapes
 
 import (
@@ -59,14 +59,18 @@ type Circle struct{ R float64 }
 func (c *Circle) Area() float64 { fmt.Println(c); return util.Pi() * c.R }
 
 func helper() {}
-'''
+"""
 
 
 def test_parse_python():
     fp = parse_source("pkg/store.py", PY)
     got = [(s.qualname, s.kind, s.start_line, s.end_line, s.summary) for s in fp.symbols]
-    assert got == [("Store", "class", 5, 12, "Keeps records."), ("Store.size", "method", 8, 12, ""),
-                   ("Store.size.inner", "function", 10, 11, ""), ("top", "function", 14, 15, "")]
+    assert got == [
+        ("Store", "class", 5, 12, "Keeps records."),
+        ("Store.size", "method", 8, 12, ""),
+        ("Store.size.inner", "function", 10, 11, ""),
+        ("top", "function", 14, 15, ""),
+    ]
     assert fp.symbols[1].signature == "def size(self) -> int"
     assert fp.imports == ["os", ".util.helper"] and fp.summary == "Module doc."
     assert fp.symbols[1].calls == [".count", "inner"] and fp.symbols[2].calls == ["helper"]
@@ -75,8 +79,12 @@ def test_parse_python():
 def test_parse_javascript():
     fp = parse_source("web/app.js", JS)
     got = [(s.qualname, s.kind, s.summary) for s in fp.symbols]
-    assert got == [("add", "function", "Adds two numbers."), ("Box", "class", ""),
-                   ("Box.open", "method", "Opens the box."), ("mul", "function", "")]
+    assert got == [
+        ("add", "function", "Adds two numbers."),
+        ("Box", "class", ""),
+        ("Box.open", "method", "Opens the box."),
+        ("mul", "function", ""),
+    ]
     assert fp.imports == ["./lib/util.js", "fs"]
     assert fp.symbols[0].calls == ["sum"] and fp.symbols[2].calls == [".close"]
 
@@ -84,8 +92,11 @@ def test_parse_javascript():
 def test_parse_go():
     fp = parse_source("shapes/circle.go", GO)
     got = [(s.qualname, s.kind, s.summary) for s in fp.symbols]
-    assert got == [("Circle", "class", "Circle is round."), ("Circle.Area", "method", "Area returns the area."),
-                   ("helper", "function", "")]
+    assert got == [
+        ("Circle", "class", "Circle is round."),
+        ("Circle.Area", "method", "Area returns the area."),
+        ("helper", "function", ""),
+    ]
     assert fp.imports == ["fmt", "example.com/m/util"] and fp.summary == "Package shapes draws things."
     assert fp.symbols[1].signature == "func (c *Circle) Area() float64"
 
@@ -100,13 +111,13 @@ def _write(root, files):
 
 REPO = {
     "pkg/__init__.py": "",
-    "pkg/util.py": "def helper(x):\n    \"\"\"Help out.\"\"\"\n    return x\n",
-    "pkg/main.py": "from pkg.util import helper\n\ndef run():\n    \"\"\"Run it.\"\"\"\n    return helper(2)\n",
+    "pkg/util.py": 'def helper(x):\n    """Help out."""\n    return x\n',
+    "pkg/main.py": 'from pkg.util import helper\n\ndef run():\n    """Run it."""\n    return helper(2)\n',
     "web/lib/util.js": "export function pi() { return 3; }\n",
     "web/app.js": "import { pi } from './lib/util.js';\nfunction area(r) { return pi() * r; }\n",
     "go.mod": "module example.com/m\n",
     "util/util.go": "package util\n\nfunc Pi() float64 { return 3 }\n",
-    "shapes/c.go": "package shapes\n\nimport \"example.com/m/util\"\n\nfunc Area() float64 { return util.Pi() }\n",
+    "shapes/c.go": 'package shapes\n\nimport "example.com/m/util"\n\nfunc Area() float64 { return util.Pi() }\n',
 }
 
 
@@ -178,7 +189,7 @@ def test_watchdog_keeps_tree_fresh(tmp_path):
     ren = Renderer(DirTree(lib), idx, lambda rel: (src / rel).read_bytes())
     ren.full()
     with CodeWatcher(idx, ren, debounce_s=0.05):
-        (src / "pkg/main.py").write_text("def run():\n    return 1\n\ndef stop():\n    \"\"\"Stop it.\"\"\"\n")
+        (src / "pkg/main.py").write_text('def run():\n    return 1\n\ndef stop():\n    """Stop it."""\n')
         assert _wait_for(lambda: (lib / "code/r/pkg/main.py/stop.py").exists())
         assert "Stop it." in (lib / "code/r/pkg/main.py/SYMBOLS.md").read_text()
         (src / "pkg/new.py").write_text("def fresh():\n    pass\n")

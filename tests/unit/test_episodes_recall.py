@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from libraryfs_bench.episodes import crafter_data, questions
-from libraryfs_bench.episodes.bench import build_units
 from libraryfs.features.episodes.reader import answer, parse_evidence
 from libraryfs.features.episodes.recall import EpisodeIndex, recall
 from libraryfs.index.tokens import count_tokens
+from libraryfs_bench.episodes import crafter_data, questions
+from libraryfs_bench.episodes.bench import build_units
 
 pytest.importorskip("crafter")
 
@@ -42,12 +42,14 @@ def test_never_over_budget_and_deterministic(episode, data, budget):
 
 
 @PROPS
-@given(data=st.data(), b1=st.integers(min_value=0, max_value=1200), extra=st.integers(min_value=0, max_value=800))
+@given(
+    data=st.data(), b1=st.integers(min_value=0, max_value=1200), extra=st.integers(min_value=0, max_value=800)
+)
 def test_monotone_in_budget(episode, data, b1, extra):
     _, idx, qs = episode
     q = data.draw(_question_strategy(qs))
     small, large = recall(idx, q, b1), recall(idx, q, b1 + extra)
-    assert [(i.t, i.text) for i in large.items[:len(small.items)]] == [(i.t, i.text) for i in small.items]
+    assert [(i.t, i.text) for i in large.items[: len(small.items)]] == [(i.t, i.text) for i in small.items]
     assert large.tokens >= small.tokens
 
 
@@ -60,7 +62,9 @@ def test_anchors_first(episode, data, budget):
     kinds = [i.kind for i in r.items]
     rank = {"anchor": 0, "chain": 1, "state": 2, "candidate": 3}
     assert kinds == sorted(kinds, key=rank.__getitem__)
-    pins = set(r.resolved["anchor_steps"]) | ({r.resolved["target"]} if r.resolved["target"] is not None else set())
+    pins = set(r.resolved["anchor_steps"]) | (
+        {r.resolved["target"]} if r.resolved["target"] is not None else set()
+    )
     assert {i.t for i in r.items if i.kind == "anchor"} <= pins
 
 

@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 
-from libraryfs_bench.episodes import crafter_data, questions
 from libraryfs.features.episodes.anchors import parse_question
-from libraryfs_bench.episodes.bench import build_units
 from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.features.episodes.recall import EpisodeIndex
 from libraryfs.features.episodes.units import EpisodeState, extract_text, unit_from_line
-from libraryfs.layout import StoreTree
 from libraryfs.fs.store import Store
+from libraryfs.layout import StoreTree
+from libraryfs_bench.episodes import crafter_data, questions
+from libraryfs_bench.episodes.bench import build_units
 
 crafter = pytest.importorskip("crafter")
 
@@ -38,7 +38,9 @@ def test_units_match_crafter_ground_truth():
         state.mark(u)
         x, y = (int(v) for v in info["player_pos"])
         assert u.position == [x, y] and u.location == f"zone-{x // 16}-{y // 16}"
-        assert u.inventory == {k: v for k, v in info["inventory"].items() if v > 0 and k not in crafter_data.VITALS}
+        assert u.inventory == {
+            k: v for k, v in info["inventory"].items() if v > 0 and k not in crafter_data.VITALS
+        }
         assert u.vitals == {k: info["inventory"][k] for k in crafter_data.VITALS}
         sem = info["semantic"]
         near = set()
@@ -81,7 +83,12 @@ def test_anchor_parsing_matches_gold(seed):
     for q in qs:
         a = parse_question(q.text, idx.vocab)
         sp = q.spec
-        assert (a.focus, a.kind, a.name, a.offset) == (sp["focus"], sp["kind"], sp["name"], sp["offset"]), q.text
+        assert (a.focus, a.kind, a.name, a.offset) == (
+            sp["focus"],
+            sp["kind"],
+            sp["name"],
+            sp["offset"],
+        ), q.text
         if sp["kind"] and sp["focus"] != "count":
             assert a.k == sp["k"], q.text
         if sp.get("t") is not None:
@@ -104,7 +111,9 @@ def test_builder_on_store_incremental(libdir):
     try:
         tree = StoreTree(store)
         b = EpisodeBuilder(tree, store)
-        tree.write_bytes("episodes/e1/steps.jsonl", "".join(json.dumps(r) + "\n" for r in recs[:100]).encode())
+        tree.write_bytes(
+            "episodes/e1/steps.jsonl", "".join(json.dumps(r) + "\n" for r in recs[:100]).encode()
+        )
         tree.append_bytes("episodes/e1/steps.jsonl", json.dumps(recs[100])[:40].encode())  # partial line
         rep = b.build("e1")
         assert rep.new_units == 100

@@ -12,12 +12,26 @@ from libraryfs.errors import ERRNO_TABLE, to_errno
 
 #: What each domain error must mean to the kernel (a change here is a user-visible change).
 EXPECTED = {
-    E.NotFound: errno.ENOENT, E.Exists: errno.EEXIST, E.NotADir: errno.ENOTDIR, E.IsADir: errno.EISDIR,
-    E.NotEmpty: errno.ENOTEMPTY, E.NameTooLong: errno.ENAMETOOLONG, E.AccessDenied: errno.EACCES,
-    E.NotPermitted: errno.EPERM, E.InvalidArgument: errno.EINVAL, E.NoSpace: errno.ENOSPC,
-    E.NoAttr: errno.ENODATA, E.NotSupported: errno.ENOTSUP, E.CrossDevice: errno.EXDEV,
-    E.QuotaExceeded: errno.EDQUOT, E.FileTooBig: errno.EFBIG, E.BadHandle: errno.EBADF,
-    E.RangeError: errno.ERANGE, E.Corrupt: errno.EIO, E.LibraryMissing: errno.EIO, E.Busy: errno.EBUSY,
+    E.NotFound: errno.ENOENT,
+    E.Exists: errno.EEXIST,
+    E.NotADir: errno.ENOTDIR,
+    E.IsADir: errno.EISDIR,
+    E.NotEmpty: errno.ENOTEMPTY,
+    E.NameTooLong: errno.ENAMETOOLONG,
+    E.AccessDenied: errno.EACCES,
+    E.NotPermitted: errno.EPERM,
+    E.InvalidArgument: errno.EINVAL,
+    E.NoSpace: errno.ENOSPC,
+    E.NoAttr: errno.ENODATA,
+    E.NotSupported: errno.ENOTSUP,
+    E.CrossDevice: errno.EXDEV,
+    E.QuotaExceeded: errno.EDQUOT,
+    E.FileTooBig: errno.EFBIG,
+    E.BadHandle: errno.EBADF,
+    E.RangeError: errno.ERANGE,
+    E.Corrupt: errno.EIO,
+    E.LibraryMissing: errno.EIO,
+    E.Busy: errno.EBUSY,
 }
 
 
@@ -28,8 +42,11 @@ def test_every_domain_error_maps_to_its_errno(cls):
 
 
 def test_the_table_covers_every_domain_error_class():
-    defined = {c for _n, c in inspect.getmembers(E, inspect.isclass)
-               if issubclass(c, E.LibraryError) and c is not E.LibraryError and c.__module__ == E.__name__}
+    defined = {
+        c
+        for _n, c in inspect.getmembers(E, inspect.isclass)
+        if issubclass(c, E.LibraryError) and c is not E.LibraryError and c.__module__ == E.__name__
+    }
     assert defined == set(ERRNO_TABLE) == set(EXPECTED)
 
 
@@ -67,6 +84,7 @@ def ops(tmp_path):
 
 def _wrapped_ops():
     from libraryfs.fs.fuse_adapter import FuseOps
+
     return [n for n, f in vars(FuseOps).items() if callable(f) and hasattr(f, "__wrapped__")]
 
 
@@ -74,6 +92,7 @@ def test_every_fuse_operation_is_wrapped():
     import mfusepy
 
     from libraryfs.fs.fuse_adapter import FuseOps
+
     lifecycle = {"init_with_config", "destroy", "invalidate", "__init__"}
     ours = {n for n, f in vars(FuseOps).items() if callable(f) and n not in lifecycle}
     assert ours - set(_wrapped_ops()) == set()

@@ -2,20 +2,21 @@
 
 import os
 
+from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
-from libraryfs.daemon.indexer import Indexer
-from libraryfs.layout import StoreTree
 from libraryfs.fs.store import Store
-from libraryfs.index.tokens import count_tokens
-from libraryfs.index.toc import links
 from libraryfs.fs.view import LibraryView
+from libraryfs.index.toc import links
+from libraryfs.index.tokens import count_tokens
+from libraryfs.layout import StoreTree
 
 
 def toc(st: Store, path: str, page: int = 0) -> bytes:
     view = LibraryView(st)
     p = (b"/" + os.fsencode(path.strip("/")) if path.strip("/") else b"") + (
-        b"/INDEX.md" if page == 0 else b"/.index/%04d.md" % page)
+        b"/INDEX.md" if page == 0 else b"/.index/%04d.md" % page
+    )
     fh, _ = view.open(p, os.O_RDONLY)
     data = view.read(fh, 1 << 20, 0)
     view.release(fh)

@@ -1,7 +1,12 @@
 """Deterministic index-construction jobs."""
 
-from libraryfs.index.jobs import (DeterministicBuilder, EntryDoc, SectionDoc, deterministic_summary,
-                            safe_section_name)
+from libraryfs.index.jobs import (
+    DeterministicBuilder,
+    EntryDoc,
+    SectionDoc,
+    deterministic_summary,
+    safe_section_name,
+)
 
 
 def doc(name, text):
@@ -19,12 +24,26 @@ def test_summary_from_markdown_rst_and_plain():
 
 def test_filing_picks_the_lexically_closest_section():
     b = DeterministicBuilder()
-    sections = [SectionDoc("cooking", [("pasta.md", "Boil pasta in salted water"),
-                                       ("bread.md", "Knead the dough and bake bread")]),
-                SectionDoc("linux", [("kernel.md", "The Linux kernel schedules processes"),
-                                     ("fuse.md", "FUSE filesystems in user space")])]
-    out = b.file([doc("sched.txt", "How the kernel scheduler picks processes"),
-                  doc("zzz.bin", "qwertyuiop asdfghjkl")], sections)
+    sections = [
+        SectionDoc(
+            "cooking",
+            [("pasta.md", "Boil pasta in salted water"), ("bread.md", "Knead the dough and bake bread")],
+        ),
+        SectionDoc(
+            "linux",
+            [
+                ("kernel.md", "The Linux kernel schedules processes"),
+                ("fuse.md", "FUSE filesystems in user space"),
+            ],
+        ),
+    ]
+    out = b.file(
+        [
+            doc("sched.txt", "How the kernel scheduler picks processes"),
+            doc("zzz.bin", "qwertyuiop asdfghjkl"),
+        ],
+        sections,
+    )
     assert out == ["linux", "unsorted"]
 
 

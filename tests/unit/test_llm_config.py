@@ -34,8 +34,11 @@ def test_defaults_disabled():
 
 
 def test_precedence_flag_over_env_over_file_over_default(lib):
-    env = {"LIBRARYFS_LLM_MODEL": "env-model", "LIBRARYFS_LLM_TIMEOUT_S": "7",
-           "LIBRARYFS_LLM_MAX_TOKENS_PER_HOUR": "9999"}
+    env = {
+        "LIBRARYFS_LLM_MODEL": "env-model",
+        "LIBRARYFS_LLM_TIMEOUT_S": "7",
+        "LIBRARYFS_LLM_MAX_TOKENS_PER_HOUR": "9999",
+    }
     cfg = load_config(lib, {"timeout_s": 3, "base_url": None}, env=env)
     assert cfg.base_url == "http://127.0.0.1:8000/v1" and cfg.sources["base_url"].startswith("file:")
     assert cfg.model == "env-model" and cfg.sources["model"] == "env:LIBRARYFS_LLM_MODEL"
@@ -64,9 +67,15 @@ def test_api_key_env_names_a_variable(tmp_path):
     assert cfg.api_key == "gsk-123456789" and cfg.sources["api_key"] == "env:GROQ_KEY"
 
 
-@pytest.mark.parametrize("env", [{"LIBRARYFS_LLM_TIMEOUT_S": "soon"}, {"LIBRARYFS_LLM_MAX_CONCURRENCY": "0"},
-                                 {"LIBRARYFS_LLM_MAX_REQUESTS_PER_HOUR": "-1"},
-                                 {"LIBRARYFS_LLM_STRUCTURED_OUTPUT": "xml"}])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"LIBRARYFS_LLM_TIMEOUT_S": "soon"},
+        {"LIBRARYFS_LLM_MAX_CONCURRENCY": "0"},
+        {"LIBRARYFS_LLM_MAX_REQUESTS_PER_HOUR": "-1"},
+        {"LIBRARYFS_LLM_STRUCTURED_OUTPUT": "xml"},
+    ],
+)
 def test_invalid_values_name_their_source(env):
     with pytest.raises(ConfigError, match="env:LIBRARYFS_LLM_"):
         load_config(None, env=env)
@@ -87,7 +96,10 @@ def test_cli_config_show(lib, monkeypatch):
     assert "sk-topsecret" not in r.output
     r = CliRunner().invoke(cli, ["config", "show", "--library", str(lib), "--json"])
     data = json.loads(r.output)
-    assert data["settings"]["model"] == "file-model" and data["sources"]["api_key"] == "env:LIBRARYFS_LLM_API_KEY"
+    assert (
+        data["settings"]["model"] == "file-model"
+        and data["sources"]["api_key"] == "env:LIBRARYFS_LLM_API_KEY"
+    )
     assert data["settings"]["api_key"] == "****9876"
 
 

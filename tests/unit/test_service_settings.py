@@ -6,8 +6,17 @@ import logging
 
 import pytest
 
-from libraryfs.settings import (SPEC, SettingsError, configure_logging, env_var, load_settings, parse_levels,
-                                parse_timeouts, rows, timeouts_s)
+from libraryfs.settings import (
+    SPEC,
+    SettingsError,
+    configure_logging,
+    env_var,
+    load_settings,
+    parse_levels,
+    parse_timeouts,
+    rows,
+    timeouts_s,
+)
 
 FILE = """
 [mount]
@@ -38,9 +47,15 @@ def test_defaults_without_file_or_env(tmp_path):
 def test_precedence_flag_env_file_default(tmp_path):
     (tmp_path / "config.toml").write_text(FILE)
     path = str(tmp_path / "config.toml")
-    env = {"LIBRARYFS_MOUNT_ATTR_TIMEOUT_S": "7", "LIBRARYFS_MOUNT_READ_ONLY": "no",
-           "LIBRARYFS_INDEX_POLL_S": "0.5", "LIBRARYFS_LOG_LEVELS": "libraryfs.indexer=debug"}
-    s = load_settings(str(tmp_path), {"mount.attr_timeout_s": 9.0, "mount.entry_timeout_s": None}, environ=env)
+    env = {
+        "LIBRARYFS_MOUNT_ATTR_TIMEOUT_S": "7",
+        "LIBRARYFS_MOUNT_READ_ONLY": "no",
+        "LIBRARYFS_INDEX_POLL_S": "0.5",
+        "LIBRARYFS_LOG_LEVELS": "libraryfs.indexer=debug",
+    }
+    s = load_settings(
+        str(tmp_path), {"mount.attr_timeout_s": 9.0, "mount.entry_timeout_s": None}, environ=env
+    )
     src = s["sources"]
     assert (s["mount"]["attr_timeout_s"], src["mount.attr_timeout_s"]) == (9.0, "flag")  # flag > env > file
     assert (s["mount"]["entry_timeout_s"], src["mount.entry_timeout_s"]) == (5.0, f"file:{path}")  # None flag
@@ -58,17 +73,20 @@ def test_env_var_names():
     assert env_var("log.levels") == "LIBRARYFS_LOG_LEVELS"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("[mount]\nentry_timeout = 1\n", ["unknown setting mount.entry_timeout", "entry_timeout_s"]),
-    ("[mount]\nentry_timeout_s = -1\n", ["mount.entry_timeout_s", "config.toml"]),
-    ("[mount]\nread_only = \"perhaps\"\n", ["mount.read_only"]),
-    ("[mount]\nbudget = \"pages=3\"\n", ["mount.budget", "pages=3"]),
-    ("[index]\ntoc_max_tokens = 50\n", ["index.toc_max_tokens", "between 200 and 100000"]),
-    ("[index]\npoll_s = 0\n", ["index.poll_s"]),
-    ("[log]\nlevel = \"LOUD\"\n", ["log.level"]),
-    ("[mount\n", ["config.toml"]),
-    ("mount = 3\n", ["[mount] must be a table"]),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("[mount]\nentry_timeout = 1\n", ["unknown setting mount.entry_timeout", "entry_timeout_s"]),
+        ("[mount]\nentry_timeout_s = -1\n", ["mount.entry_timeout_s", "config.toml"]),
+        ('[mount]\nread_only = "perhaps"\n', ["mount.read_only"]),
+        ('[mount]\nbudget = "pages=3"\n', ["mount.budget", "pages=3"]),
+        ("[index]\ntoc_max_tokens = 50\n", ["index.toc_max_tokens", "between 200 and 100000"]),
+        ("[index]\npoll_s = 0\n", ["index.poll_s"]),
+        ('[log]\nlevel = "LOUD"\n', ["log.level"]),
+        ("[mount\n", ["config.toml"]),
+        ("mount = 3\n", ["[mount] must be a table"]),
+    ],
+)
 def test_bad_file_values_name_the_setting_and_file(tmp_path, text, words):
     (tmp_path / "config.toml").write_text(text)
     with pytest.raises(SettingsError) as e:
@@ -88,10 +106,16 @@ def test_bad_env_and_flag_values_name_their_source(tmp_path):
 
 
 def test_parse_timeouts():
-    assert parse_timeouts(None) == {"mount.entry_timeout_s": None, "mount.attr_timeout_s": None,
-                                    "mount.negative_timeout_s": None}
-    assert parse_timeouts("0,2,0.5") == {"mount.entry_timeout_s": 0.0, "mount.attr_timeout_s": 2.0,
-                                         "mount.negative_timeout_s": 0.5}
+    assert parse_timeouts(None) == {
+        "mount.entry_timeout_s": None,
+        "mount.attr_timeout_s": None,
+        "mount.negative_timeout_s": None,
+    }
+    assert parse_timeouts("0,2,0.5") == {
+        "mount.entry_timeout_s": 0.0,
+        "mount.attr_timeout_s": 2.0,
+        "mount.negative_timeout_s": 0.5,
+    }
     with pytest.raises(SettingsError):
         parse_timeouts("1,1")
     with pytest.raises(SettingsError):
@@ -100,7 +124,9 @@ def test_parse_timeouts():
 
 def test_parse_levels():
     assert parse_levels(" libraryfs.indexer=debug , libraryfs.fuse=WARNING,") == {
-        "libraryfs.indexer": "DEBUG", "libraryfs.fuse": "WARNING"}
+        "libraryfs.indexer": "DEBUG",
+        "libraryfs.fuse": "WARNING",
+    }
     for bad in ("libraryfs.indexer", "=DEBUG", "libraryfs.x=CHATTY"):
         with pytest.raises(SettingsError):
             parse_levels(bad)
@@ -110,8 +136,10 @@ def test_configure_logging_sets_and_resets_per_logger_levels(tmp_path):
     root = logging.getLogger()
     saved = (root.level, list(root.handlers))
     try:
-        s = load_settings(str(tmp_path), environ={"LIBRARYFS_LOG_LEVEL": "WARNING",
-                                                  "LIBRARYFS_LOG_LEVELS": "libraryfs.test_a=DEBUG"})
+        s = load_settings(
+            str(tmp_path),
+            environ={"LIBRARYFS_LOG_LEVEL": "WARNING", "LIBRARYFS_LOG_LEVELS": "libraryfs.test_a=DEBUG"},
+        )
         h = configure_logging(s)
         assert root.level == logging.WARNING
         assert logging.getLogger("libraryfs.test_a").getEffectiveLevel() == logging.DEBUG

@@ -3,14 +3,13 @@
 import os
 
 import pytest
+from conftest import unavailable
 
+from libraryfs.errors import LibraryMissing, NoSpace
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
-from libraryfs.errors import LibraryMissing, NoSpace
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-
-from conftest import unavailable
 
 
 def _write(view: LibraryView, path: bytes, data: bytes, offset: int = 0) -> None:
@@ -41,7 +40,7 @@ def test_chunked_write_touches_only_its_chunks(libdir):
         after = {c: t.t.get(S.data_key(ino, c), db=st.db_data) for c in range(4)}
     assert [c for c in range(4) if before[c] != after[c]] == [1]
     expect = bytearray(data)
-    expect[S.CHUNK_SIZE + 10:S.CHUNK_SIZE + 12] = b"XY"
+    expect[S.CHUNK_SIZE + 10 : S.CHUNK_SIZE + 12] = b"XY"
     assert _read(view, b"/big") == bytes(expect)
     assert check(st).problems == []
     st.close()
@@ -153,6 +152,7 @@ def test_missing_and_corrupt_library(tmp_path):
     st.run_write(lambda t: t.put_cfg(S.CFG_SCHEMA_VERSION, S.u64(999)))
     st.close()
     from libraryfs.errors import Corrupt
+
     with pytest.raises(Corrupt):
         Store(d)
 

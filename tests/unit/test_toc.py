@@ -5,8 +5,8 @@ import os
 import pytest
 
 from libraryfs.index.jobs import Group
-from libraryfs.index.tokens import count_tokens
 from libraryfs.index.toc import Item, links, render, sanitize
+from libraryfs.index.tokens import count_tokens
 
 
 def items(n, summary="a short summary of this entry"):
@@ -32,8 +32,12 @@ def test_depth_is_logarithmic():
 
 
 def test_links_are_exact_bytes_for_odd_names():
-    odd = [Item(b"with space.md", "s", 1), Item(b"nl\nname", "s", 1), Item(b"caf\xe9.md", "s", 1),
-           Item(b"brackets[1](x).md", "s", 1)]
+    odd = [
+        Item(b"with space.md", "s", 1),
+        Item(b"nl\nname", "s", 1),
+        Item(b"caf\xe9.md", "s", 1),
+        Item(b"brackets[1](x).md", "s", 1),
+    ]
     out = render("s", "", odd, max_tokens=2000, count_tokens=count_tokens)
     assert set(links(out.pages[0])) == {i.name for i in odd}
 

@@ -8,13 +8,27 @@ import stat
 
 import pytest
 
+from libraryfs.errors import (
+    AccessDenied,
+    BadHandle,
+    Exists,
+    InvalidArgument,
+    IsADir,
+    NameTooLong,
+    NoAttr,
+    NotADir,
+    NotEmpty,
+    NotFound,
+    NotPermitted,
+    NotSupported,
+    to_errno,
+)
 from libraryfs.fs import schema as S
+from libraryfs.fs.attrs import UTIME_NOW, UTIME_OMIT, XATTR_CREATE, XATTR_REPLACE
 from libraryfs.fs.check import check, describe
-from libraryfs.errors import (AccessDenied, BadHandle, Exists, InvalidArgument, IsADir, NameTooLong, NoAttr,
-                              NotADir, NotEmpty, NotFound, NotPermitted, NotSupported, to_errno)
+from libraryfs.fs.nameops import RENAME_EXCHANGE, RENAME_NOREPLACE
 from libraryfs.fs.store import Store
-from libraryfs.fs.view import (RENAME_EXCHANGE, RENAME_NOREPLACE, UTIME_NOW, UTIME_OMIT, XATTR_CREATE,
-                            XATTR_REPLACE, LibraryView)
+from libraryfs.fs.view import LibraryView
 
 UID, GID = os.getuid(), os.getgid()
 HIDDEN = b"/.fuse_hidden0000000a00000001"
@@ -39,9 +53,10 @@ def v(store):
 from helpers.view import cat, mkfile, names  # noqa: E402,F401
 
 
-
 def real_names(v: LibraryView, path: bytes) -> list[bytes]:
-    return [n for n in names(v, path) if n not in (b".", b"..", b"INDEX.md", b".index", b".libraryfs", b".find")]
+    return [
+        n for n in names(v, path) if n not in (b".", b"..", b"INDEX.md", b".index", b".libraryfs", b".find")
+    ]
 
 
 # ---- files ------------------------------------------------------------------------------------------------
@@ -382,8 +397,12 @@ def test_statfs_and_read_only_view(store):
     mkfile(v, b"/a", b"x")
     ro = LibraryView(store, read_only=True)
     assert cat(ro, b"/a") == b"x"
-    for op in (lambda: mkfile(ro, b"/b"), lambda: ro.unlink(b"/a"), lambda: ro.mkdir(b"/d", 0o755, UID, GID),
-               lambda: ro.open(b"/a", os.O_WRONLY)):
+    for op in (
+        lambda: mkfile(ro, b"/b"),
+        lambda: ro.unlink(b"/a"),
+        lambda: ro.mkdir(b"/d", 0o755, UID, GID),
+        lambda: ro.open(b"/a", os.O_WRONLY),
+    ):
         with pytest.raises(AccessDenied) as ei:
             op()
         assert to_errno(ei.value) == errno.EROFS

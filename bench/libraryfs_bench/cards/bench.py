@@ -48,8 +48,13 @@ def best_of_n(problem: str, llm: ChatLLM, n: int) -> tuple[str | None, int, int]
     return majority_vote(got, answers.equivalent), n, tokens
 
 
-def run_bench(problems: list[dict[str, Any]], tree: Tree | None, llm: ChatLLM, best_of: int = 5,
-              trace_out: str | None = None) -> dict[str, Any]:
+def run_bench(
+    problems: list[dict[str, Any]],
+    tree: Tree | None,
+    llm: ChatLLM,
+    best_of: int = 5,
+    trace_out: str | None = None,
+) -> dict[str, Any]:
     """Solve every problem both ways; JSON-able result (accuracy in [0, 1], calls and tokens per problem)."""
     acc: Counter[str] = Counter()
     calls: Counter[str] = Counter()
@@ -72,8 +77,10 @@ def run_bench(problems: list[dict[str, Any]], tree: Tree | None, llm: ChatLLM, b
     k = max(1, len(problems))
     return {
         "problems": len(problems),
-        "methods": {m: {"accuracy": acc[m] / k, "mean_calls": calls[m] / k, "mean_tokens": tokens[m] / k}
-                    for m in ("tiered", bon)},
+        "methods": {
+            m: {"accuracy": acc[m] / k, "mean_calls": calls[m] / k, "mean_tokens": tokens[m] / k}
+            for m in ("tiered", bon)
+        },
         "exit_histogram": {t: hist[t] for t in ("easy", "medium", "hard", "fallback")},
     }
 

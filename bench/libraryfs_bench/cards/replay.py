@@ -32,8 +32,8 @@ from tqdm import tqdm
 from libraryfs.features.cards import answers
 from libraryfs.features.cards.cards import Card, slug, write_card
 from libraryfs.features.cards.controller import DEFAULT_SCHEDULE, Schedule, control, majority_vote, tier_index
-from libraryfs_bench.cards.simulate import concordance
 from libraryfs.fs.tree import Tree
+from libraryfs_bench.cards.simulate import concordance
 
 NO_CARD_PROMPTS = ("0-Shot", "5-Shot", "No C w/o H")
 CARD_PROMPTS = ("Direct C w/o H", "Root C w/o H", "Name C w/o H", "Example C w/o H")
@@ -82,14 +82,17 @@ def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any
     golds = [gold] + [raw_gold] * (answers.normalize(raw_gold) != answers.normalize(gold))
     keys = sorted(finals)
     used = [k for k in keys if k.split("|", 1)[1] in NO_CARD_PROMPTS + CARD_PROMPTS]
-    ids = dict(zip(used, _classes(golds, [finals[k] for k in used])))
+    ids = dict(zip(used, _classes(golds, [finals[k] for k in used]), strict=False))
 
     def pick(prompts: tuple[str, ...]) -> list[int]:
         return [ids[k] for k in used if k.split("|", 1)[1] in prompts]
 
     # held-out answers only need right/wrong (0 / 1; -1 = none): no clustering among themselves
-    held = [-1 if finals[k] is None else 0 if any(answers.equivalent(g, finals[k]) for g in golds) else 1
-            for k in keys if k not in ids]
+    held = [
+        -1 if finals[k] is None else 0 if any(answers.equivalent(g, finals[k]) for g in golds) else 1
+        for k in keys
+        if k not in ids
+    ]
     return {
         "id": pid,
         "domain": slug(category),
@@ -101,8 +104,9 @@ def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any
     }
 
 
-def load_records(limit: int | None = None, workers: int = 2, cache_path: str | None = None,
-                 progress: bool = False) -> list[dict]:
+def load_records(
+    limit: int | None = None, workers: int = 2, cache_path: str | None = None, progress: bool = False
+) -> list[dict]:
     """Per-problem answer classes (see module docstring), from ``cache_path`` if it holds them.
 
     ``limit`` takes the first N problems in a domain-interleaved order (so a small replay spans domains).
@@ -182,8 +186,15 @@ def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SC
     mean_calls = calls["tiered"] / runs
     lo, hi = math.floor(mean_calls), math.ceil(mean_calls)
     eq_calls = acc[f"best-of-{lo}"] + (mean_calls - lo) * (acc[f"best-of-{hi}"] - acc[f"best-of-{lo}"])
-    shown = {"tiered", "tiered, no cards", "best-of-5, cards", f"best-of-{lo}", f"best-of-{hi}", "best-of-5",
-             "best-of-10"}
+    shown = {
+        "tiered",
+        "tiered, no cards",
+        "best-of-5, cards",
+        f"best-of-{lo}",
+        f"best-of-{hi}",
+        "best-of-5",
+        "best-of-10",
+    }
     methods = {m: {"accuracy": acc[m] / runs, "mean_calls": calls[m] / runs} for m in acc if m in shown}
     methods["best-of-N (equal calls)"] = {"accuracy": eq_calls / runs, "mean_calls": mean_calls}
     conc, pairs = concordance(levels, [r["solve_rate"] for r in records])
@@ -195,8 +206,10 @@ def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SC
         "concordance": conc,
         "concordance_pairs": pairs,
         "single_attempt_accuracy": {
-            "no cards": sum(c == 0 for r in records for c in r["no_card"]) / max(1, sum(len(r["no_card"]) for r in records)),
-            "cards": sum(c == 0 for r in records for c in r["card"]) / max(1, sum(len(r["card"]) for r in records)),
+            "no cards": sum(c == 0 for r in records for c in r["no_card"])
+            / max(1, sum(len(r["no_card"]) for r in records)),
+            "cards": sum(c == 0 for r in records for c in r["card"])
+            / max(1, sum(len(r["card"]) for r in records)),
         },
     }
 
@@ -208,8 +221,10 @@ def format_table(result: dict) -> str:
         m = result["methods"][name]
         lines.append(f"{name:<26}{m['accuracy']:>10.3f}{m['mean_calls']:>12.2f}")
     lines.append("exit tiers: " + "  ".join(f"{t} {v:.1%}" for t, v in result["exit_histogram"].items()))
-    lines.append(f"exit-tier/held-out-solve-rate pairwise concordance: {result['concordance']:.3f}"
-                 f" over {result['concordance_pairs']} pairs")
+    lines.append(
+        f"exit-tier/held-out-solve-rate pairwise concordance: {result['concordance']:.3f}"
+        f" over {result['concordance_pairs']} pairs"
+    )
     sa = result["single_attempt_accuracy"]
     lines.append(f"single attempt: no cards {sa['no cards']:.3f}, cards {sa['cards']:.3f}")
     return "\n".join(lines)
@@ -236,8 +251,15 @@ def seed_champ(tree: Tree, dataset=None) -> list[str]:
         tiers = ("medium", "hard") if dom in CHAMP_DOMAINS else ("universal",)
         for tier in tiers:
             d = dom if tier != "universal" else "universal"
-            card = Card(id=card_id, type="lemma", tier=tier, domain=d, title=title, body=body,
-                        provenance=[f"champ:{cid}"])
+            card = Card(
+                id=card_id,
+                type="lemma",
+                tier=tier,
+                domain=d,
+                title=title,
+                body=body,
+                provenance=[f"champ:{cid}"],
+            )
             paths.append(write_card(tree, card))
     return sorted(paths)
 

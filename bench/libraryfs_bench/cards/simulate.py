@@ -118,6 +118,8 @@ def format_table(result: dict) -> str:
         lines.append(f"{name:<26}{m['accuracy']:>10.3f}{m['mean_calls']:>12.2f}")
     h = result["exit_histogram"]
     lines.append("exit tiers: " + "  ".join(f"{t} {v:.1%}" for t, v in h.items()))
-    lines.append(f"exit-tier/solve-rate pairwise concordance: {result['concordance']:.3f}"
-                 f" over {result['concordance_pairs']} pairs")
+    lines.append(
+        f"exit-tier/solve-rate pairwise concordance: {result['concordance']:.3f}"
+        f" over {result['concordance_pairs']} pairs"
+    )
     return "\n".join(lines)

@@ -49,14 +49,16 @@ Gold topology of a commit, from its footprint (never from the router):
 GOLD_FAST_FILES = 1
 GOLD_FAST_SYMBOLS = 3
 GOLD_SUB_FILES = 3
-CODE_SUFFIXES = frozenset(".py .pyi .js .mjs .cjs .jsx .ts .tsx .go .rs .c .h .cc .cpp .hpp .java .rb .sh .bash "
-                          ".bats".split())
+CODE_SUFFIXES = frozenset(
+    ".py .pyi .js .mjs .cjs .jsx .ts .tsx .go .rs .c .h .cc .cpp .hpp .java .rb .sh .bash " ".bats".split()
+)
 VENDOR_DIRS = frozenset({"vendor", "vendored", "_vendor", "third_party", "thirdparty"})
 #: Above this many code files a commit's symbols are not computed (its label, MULTIAGENT or DEEPRESEARCH,
 #: does not depend on them); the task records ``symbols_skipped``.
 MAX_SYMBOL_FILES = 60
-_GOLD_DEEP = re.compile(r"\b(investigat\w*|explor\w*|research\w*|spike|experiment\w*|prototyp\w*|profil\w*)\b|\?\s*$",
-                        re.I)
+_GOLD_DEEP = re.compile(
+    r"\b(investigat\w*|explor\w*|research\w*|spike|experiment\w*|prototyp\w*|profil\w*)\b|\?\s*$", re.I
+)
 _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
 _NO_FILE = "0" * 40
 _SPECIAL_MODES = ("120000", "160000")  # symlink, submodule (gitlink)
@@ -73,7 +75,7 @@ def is_code_file(path: str) -> bool:
     name = parts[-1]
     if any(p in VENDOR_DIRS for p in parts[:-1]):
         return False
-    return "." in name and name[name.rfind("."):] in CODE_SUFFIXES
+    return "." in name and name[name.rfind(".") :] in CODE_SUFFIXES
 
 
 def is_bot(author: str) -> bool:
@@ -133,8 +135,9 @@ class BlobReader:
 
     def __init__(self, repo: str) -> None:
         self.repo = repo
-        self.proc = subprocess.Popen(["git", "-C", repo, "cat-file", "--batch"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            ["git", "-C", repo, "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         self.parses: dict[tuple[str, str], FileParse] = {}
 
     def blob(self, sha: str) -> bytes:
@@ -152,7 +155,7 @@ class BlobReader:
     def parse(self, path: str, sha: str) -> FileParse:
         """Parse of a blob at ``path`` (cached by blob id and suffix). A blob over
         :data:`~libraryfs.features.code.index.MAX_FILE_BYTES` (generated or minified code) parses as empty."""
-        key = (sha, path[path.rfind("."):])
+        key = (sha, path[path.rfind(".") :])
         fp = self.parses.get(key)
         if fp is None:
             data = self.blob(sha)
@@ -207,8 +210,15 @@ def changes(repo: str, parent: str, commit: str) -> list[Change]:
             i += 2
         if old_mode in _SPECIAL_MODES or new_mode in _SPECIAL_MODES:
             continue  # symlink or submodule: not code under the rubric
-        result.append(Change(status[0], old_path, new_path, None if old_sha == _NO_FILE else old_sha,
-                             None if new_sha == _NO_FILE else new_sha))
+        result.append(
+            Change(
+                status[0],
+                old_path,
+                new_path,
+                None if old_sha == _NO_FILE else old_sha,
+                None if new_sha == _NO_FILE else new_sha,
+            )
+        )
     return result
 
 
@@ -229,8 +239,9 @@ def touched_symbols(reader: BlobReader, ch: Change) -> list[str]:
     """Ids ``new_path::qualname`` of the innermost symbols whose lines ``ch`` changes, on either side (an
     added file: all its symbols; a deleted one: all it had; a pure rename: none)."""
     if ch.old_sha and ch.new_sha:
-        old_ranges, new_ranges = _ranges(_git(reader.repo, "diff", "--unified=0", "--no-color", ch.old_sha,
-                                              ch.new_sha))
+        old_ranges, new_ranges = _ranges(
+            _git(reader.repo, "diff", "--unified=0", "--no-color", ch.old_sha, ch.new_sha)
+        )
     else:
         old_ranges, new_ranges = (_WHOLE if ch.old_sha else []), (_WHOLE if ch.new_sha else [])
     touched: list[str] = []
@@ -242,13 +253,22 @@ def touched_symbols(reader: BlobReader, ch: Change) -> list[str]:
             inner = [s for s in fp.symbols if s.start_line <= hi and lo <= s.end_line]
             # count the innermost symbols only (a changed method is one symbol, not also its class)
             for s in inner:
-                if not any(o is not s and o.parent == s.qualname for o in inner) and s.qualname not in touched:
+                if (
+                    not any(o is not s and o.parent == s.qualname for o in inner)
+                    and s.qualname not in touched
+                ):
                     touched.append(s.qualname)
     return [f"{ch.new_path}::{q}" for q in touched]
 
 
-def select_commits(repo: str, max_commits: int = 500, since: str | None = None, until: str | None = None,
-                   sample: bool = False, seed: int = 0) -> tuple[list[tuple[str, str, str, int, str]], dict]:
+def select_commits(
+    repo: str,
+    max_commits: int = 500,
+    since: str | None = None,
+    until: str | None = None,
+    sample: bool = False,
+    seed: int = 0,
+) -> tuple[list[tuple[str, str, str, int, str]], dict]:
     """The commits reachable from ``repo``'s HEAD (``git log``; ``since``/``until`` compare committer dates,
     any form git accepts) that rule 0 keeps before looking at files: not merges, not roots, not bots. Of those, the ``max_commits`` most recent, or (``sample``) a uniform random sample of that size
     drawn with ``seed``. Returns ``([(sha, parent, author, time_s, message)], counts)``, newest first."""
@@ -283,8 +303,14 @@ def select_commits(repo: str, max_commits: int = 500, since: str | None = None, 
     return eligible, counts
 
 
-def build_tasks(repo: str, max_commits: int = 500, since: str | None = None, until: str | None = None,
-                sample: bool = False, seed: int = 0) -> tuple[list[Task], dict]:
+def build_tasks(
+    repo: str,
+    max_commits: int = 500,
+    since: str | None = None,
+    until: str | None = None,
+    sample: bool = False,
+    seed: int = 0,
+) -> tuple[list[Task], dict]:
     """Turn the commits :func:`select_commits` picks into :class:`Task` s with gold labels, each routed against
     an index of its parent. Returns ``(tasks, counts)``; counts says how many commits were seen and why
     others were excluded (``merge``, ``root``, ``bot``, ``no_code``; ``renames``: renamed code files
@@ -298,7 +324,9 @@ def build_tasks(repo: str, max_commits: int = 500, since: str | None = None, unt
     reader = BlobReader(repo)
     try:
         for sha, parent, author, at, body in commits:
-            code = [c for c in changes(repo, parent, sha) if is_code_file(c.new_path) or is_code_file(c.old_path)]
+            code = [
+                c for c in changes(repo, parent, sha) if is_code_file(c.new_path) or is_code_file(c.old_path)
+            ]
             if not code:
                 counts["no_code"] += 1
                 continue
@@ -311,8 +339,21 @@ def build_tasks(repo: str, max_commits: int = 500, since: str | None = None, unt
                 for c in code:
                     symbols += touched_symbols(reader, c)
             files = [c.new_path for c in code]
-            tasks.append(Task(name, sha, parent, author, at, body, files, symbols, gold_label(body, files, symbols),
-                              symbols_skipped=skipped, parent_files=[c.old_path for c in code if c.old_sha]))
+            tasks.append(
+                Task(
+                    name,
+                    sha,
+                    parent,
+                    author,
+                    at,
+                    body,
+                    files,
+                    symbols,
+                    gold_label(body, files, symbols),
+                    symbols_skipped=skipped,
+                    parent_files=[c.old_path for c in code if c.old_sha],
+                )
+            )
         counts["tasks"] = len(tasks)
         # route each task against the repository as it was at its parent
         for t in tasks:
@@ -414,25 +455,47 @@ def summarize(tasks: list[Task], counts: dict | None = None) -> dict:
     times = [t.time_s for t in tasks]
     boot = cluster_bootstrap(tasks)
     with_fp = [t for t in tasks if t.parent_files]
-    recall = (sum(len(set(t.parent_files) & set(t.retrieved_files)) / len(t.parent_files) for t in with_fp)
-              / len(with_fp)) if with_fp else None
+    recall = (
+        (
+            sum(len(set(t.parent_files) & set(t.retrieved_files)) / len(t.parent_files) for t in with_fp)
+            / len(with_fp)
+        )
+        if with_fp
+        else None
+    )
     any_hit = sum(bool(set(t.parent_files) & set(t.retrieved_files)) for t in with_fp)
     return {
         "n": n,
         "counts": counts or {},
         "router": {"misrouted": r_wrong, "rate": r_wrong / n if n else None, "wilson95": wilson(r_wrong, n)},
-        "baseline": {"misrouted": b_wrong, "rate": b_wrong / n if n else None, "wilson95": wilson(b_wrong, n)},
-        "majority": {"label": majority, "misrouted": m_wrong, "rate": m_wrong / n if n else None,
-                     "wilson95": wilson(m_wrong, n)},
+        "baseline": {
+            "misrouted": b_wrong,
+            "rate": b_wrong / n if n else None,
+            "wilson95": wilson(b_wrong, n),
+        },
+        "majority": {
+            "label": majority,
+            "misrouted": m_wrong,
+            "rate": m_wrong / n if n else None,
+            "wilson95": wilson(m_wrong, n),
+        },
         "mcnemar": {"router_only_wrong": b, "baseline_only_wrong": c, "p": mcnemar_exact(b, c)},
         "cluster_bootstrap": boot,
-        "footprint_recall": {"tasks": len(with_fp), "mean_recall": recall, "any_hit": any_hit,
-                             "any_hit_wilson95": wilson(any_hit, len(with_fp))},
+        "footprint_recall": {
+            "tasks": len(with_fp),
+            "mean_recall": recall,
+            "any_hit": any_hit,
+            "any_hit_wilson95": wilson(any_hit, len(with_fp)),
+        },
         "by_repo": by_repo,
         "gold_distribution": gold_dist,
         "confusion_gold_by_predicted": confusion,
-        "independence": {"repos": len({t.repo for t in tasks}), "authors": len({t.author for t in tasks}),
-                         "clusters": boot["clusters"],
-                         "span_days": round((max(times) - min(times)) / 86400, 1) if times else 0,
-                         "first": min(times) if times else None, "last": max(times) if times else None},
+        "independence": {
+            "repos": len({t.repo for t in tasks}),
+            "authors": len({t.author for t in tasks}),
+            "clusters": boot["clusters"],
+            "span_days": round((max(times) - min(times)) / 86400, 1) if times else 0,
+            "first": min(times) if times else None,
+            "last": max(times) if times else None,
+        },
     }

@@ -25,11 +25,11 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
-from libraryfs.index.tokens import count_tokens
-from libraryfs_bench.episodes import crafter_data, questions
 from libraryfs.features.episodes.reader import answer, parse_evidence
 from libraryfs.features.episodes.recall import EpisodeIndex, order_items, tokenize
 from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
+from libraryfs.index.tokens import count_tokens
+from libraryfs_bench.episodes import crafter_data, questions
 
 BUDGETS = (64, 128, 200, 256, 512, 1024, 1600, 2048)
 METHODS = ("libraryfs", "no-anchors", "bm25")
@@ -63,8 +63,13 @@ def _prefix_counts(lines: list[str], max_tokens: int) -> list[int]:
     return out
 
 
-def run(min_total_steps: int = 10_000, max_steps: int = 1200, per_family: int = 12,
-        budgets: tuple[int, ...] = BUDGETS, progress=None) -> dict:
+def run(
+    min_total_steps: int = 10_000,
+    max_steps: int = 1200,
+    per_family: int = 12,
+    budgets: tuple[int, ...] = BUDGETS,
+    progress=None,
+) -> dict:
     """Run the benchmark; returns the JSON-ready result (see :func:`table`)."""
     t0 = time.monotonic()
     rows: list[dict] = []
@@ -84,8 +89,17 @@ def run(min_total_steps: int = 10_000, max_steps: int = 1200, per_family: int = 
             gold = set(q.gold_steps)
             full_tokens.append(n_full)
             ok_full = answer(q.spec, full_facts) == q.answer
-            rows.append({"method": "full", "budget": None, "family": q.family, "tokens": n_full,
-                         "recall": 1.0, "chain": 1.0, "correct": float(ok_full)})
+            rows.append(
+                {
+                    "method": "full",
+                    "budget": None,
+                    "family": q.family,
+                    "tokens": n_full,
+                    "recall": 1.0,
+                    "chain": 1.0,
+                    "correct": float(ok_full),
+                }
+            )
             orders = {}
             for m in ("libraryfs", "no-anchors"):
                 _, _, items = order_items(idx, q.text, use_anchors=(m == "libraryfs"))
@@ -100,13 +114,28 @@ def run(min_total_steps: int = 10_000, max_steps: int = 1200, per_family: int = 
                     facts = parse_evidence(text)
                     have = gold & set(facts)
                     rec = len(have) / len(gold) if gold else 1.0
-                    rows.append({"method": m, "budget": b, "family": q.family, "tokens": used, "recall": rec,
-                                 "chain": float(have == gold), "correct": float(answer(q.spec, facts) == q.answer)})
+                    rows.append(
+                        {
+                            "method": m,
+                            "budget": b,
+                            "family": q.family,
+                            "tokens": used,
+                            "recall": rec,
+                            "chain": float(have == gold),
+                            "correct": float(answer(q.spec, facts) == q.answer),
+                        }
+                    )
         if progress:
             progress(f"seed {seed}: {len(recs)} steps, {len(rows)} rows")
-    return {"episodes": episodes, "steps": total_steps, "questions": sum(1 for r in rows if r["method"] == "full"),
-            "budgets": list(budgets), "rows": rows, "seconds": round(time.monotonic() - t0, 1),
-            "full_history_tokens_mean": statistics.mean(full_tokens) if full_tokens else 0}
+    return {
+        "episodes": episodes,
+        "steps": total_steps,
+        "questions": sum(1 for r in rows if r["method"] == "full"),
+        "budgets": list(budgets),
+        "rows": rows,
+        "seconds": round(time.monotonic() - t0, 1),
+        "full_history_tokens_mean": statistics.mean(full_tokens) if full_tokens else 0,
+    }
 
 
 def aggregate(result: dict) -> dict:
@@ -117,9 +146,13 @@ def aggregate(result: dict) -> dict:
         acc[(r["method"], r["budget"], "all")].append(r)
     out = {}
     for key, rs in acc.items():
-        out[key] = {"recall": statistics.mean(r["recall"] for r in rs), "chain": statistics.mean(r["chain"] for r in rs),
-                    "acc": statistics.mean(r["correct"] for r in rs), "tokens": statistics.mean(r["tokens"] for r in rs),
-                    "n": len(rs)}
+        out[key] = {
+            "recall": statistics.mean(r["recall"] for r in rs),
+            "chain": statistics.mean(r["chain"] for r in rs),
+            "acc": statistics.mean(r["correct"] for r in rs),
+            "tokens": statistics.mean(r["tokens"] for r in rs),
+            "n": len(rs),
+        }
     return out
 
 
@@ -127,30 +160,43 @@ def table(result: dict) -> str:
     """Markdown tables: the frontier (all families) and per family at 200 tokens."""
     ag = aggregate(result)
     b = result["budgets"]
-    lines = ["| method | metric | " + " | ".join(f"B={x}" for x in b) + " |",
-             "|---|---|" + "---|" * len(b)]
+    lines = ["| method | metric | " + " | ".join(f"B={x}" for x in b) + " |", "|---|---|" + "---|" * len(b)]
     for m in METHODS:
-        for metric, label in (("recall", "evidence recall"), ("chain", "chain complete"), ("acc", "reader accuracy"),
-                              ("tokens", "tokens used")):
-            cells = [f"{ag[(m, x, 'all')][metric]:.2f}" if metric != "tokens" else f"{ag[(m, x, 'all')][metric]:.0f}"
-                     for x in b]
+        for metric, label in (
+            ("recall", "evidence recall"),
+            ("chain", "chain complete"),
+            ("acc", "reader accuracy"),
+            ("tokens", "tokens used"),
+        ):
+            cells = [
+                f"{ag[(m, x, 'all')][metric]:.2f}"
+                if metric != "tokens"
+                else f"{ag[(m, x, 'all')][metric]:.0f}"
+                for x in b
+            ]
             lines.append(f"| {m} | {label} | " + " | ".join(cells) + " |")
     full = ag[("full", None, "all")]
-    lines.append(f"\nfull history: reader accuracy {full['acc']:.2f} at {full['tokens']:.0f} tokens per question "
-                 f"({result['questions']} questions, {result['episodes']} episodes, {result['steps']} steps)\n")
+    lines.append(
+        f"\nfull history: reader accuracy {full['acc']:.2f} at {full['tokens']:.0f} tokens per question "
+        f"({result['questions']} questions, {result['episodes']} episodes, {result['steps']} steps)\n"
+    )
     fams = questions.FAMILIES
-    lines.append("| family (n) | libraryfs recall@200 | libraryfs acc@200 | bm25 recall@200 | bm25 acc@200 | "
-                 "bm25 recall@1600 | bm25 acc@1600 | bm25 recall@2048 | smallest B with libraryfs recall ≥ 0.9 |")
+    lines.append(
+        "| family (n) | libraryfs recall@200 | libraryfs acc@200 | bm25 recall@200 | bm25 acc@200 | "
+        "bm25 recall@1600 | bm25 acc@1600 | bm25 recall@2048 | smallest B with libraryfs recall ≥ 0.9 |"
+    )
     lines.append("|---|---|---|---|---|---|---|---|---|")
     for f in fams:
         if ("libraryfs", 200, f) not in ag:
             continue
         first = next((x for x in b if ag[("libraryfs", x, f)]["recall"] >= 0.9), None)
-        g = lambda m, x, k: ag.get((m, x, f), {}).get(k, float("nan"))  # noqa: E731
-        lines.append(f"| {f} ({ag[('libraryfs', 200, f)]['n']}) | {g('libraryfs', 200, 'recall'):.2f} | "
-                     f"{g('libraryfs', 200, 'acc'):.2f} | {g('bm25', 200, 'recall'):.2f} | {g('bm25', 200, 'acc'):.2f} | "
-                     f"{g('bm25', 1600, 'recall'):.2f} | {g('bm25', 1600, 'acc'):.2f} | {g('bm25', 2048, 'recall'):.2f} | "
-                     f"{first if first is not None else '> ' + str(b[-1])} |")
+        g = lambda m, x, k: ag.get((m, x, f), {}).get(k, float("nan"))  # noqa: E731, B023 (used within this iteration)
+        lines.append(
+            f"| {f} ({ag[('libraryfs', 200, f)]['n']}) | {g('libraryfs', 200, 'recall'):.2f} | "
+            f"{g('libraryfs', 200, 'acc'):.2f} | {g('bm25', 200, 'recall'):.2f} | {g('bm25', 200, 'acc'):.2f} | "
+            f"{g('bm25', 1600, 'recall'):.2f} | {g('bm25', 1600, 'acc'):.2f} | {g('bm25', 2048, 'recall'):.2f} | "
+            f"{first if first is not None else '> ' + str(b[-1])} |"
+        )
     return "\n".join(lines)
 
 
@@ -188,7 +234,9 @@ def save(result: dict, path: str | os.PathLike[str]) -> None:
     """Write the result (with the aggregate) as JSON."""
     ag = aggregate(result)
     out = dict(result)
-    out["aggregate"] = [{"method": k[0], "budget": k[1], "family": k[2], **v} for k, v in sorted(
-        ag.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2]))]
+    out["aggregate"] = [
+        {"method": k[0], "budget": k[1], "family": k[2], **v}
+        for k, v in sorted(ag.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2]))
+    ]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(out, indent=1))

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,10 @@ def _id_names(env: Any) -> dict[int, str]:
 def step_text(rec: dict) -> str:
     """The free-text line of a step (what an agent would log; the flat-history baselines read this)."""
     x, y = rec["position"]
-    parts = [f"Step {rec['t']}: action {rec['action']}. At ({x}, {y}) in {rec['place']}.",
-             f"Facing {rec['facing']}."]
+    parts = [
+        f"Step {rec['t']}: action {rec['action']}. At ({x}, {y}) in {rec['place']}.",
+        f"Facing {rec['facing']}.",
+    ]
     if rec["nearby"]:
         parts.append("Nearby: " + ", ".join(rec["nearby"]) + ".")
     if rec["achievements"]:
@@ -89,8 +92,10 @@ class SurvivorPolicy:
         x0, y0 = int(pos[0]), int(pos[1])
         best = None
         for i in ids:
-            xs, ys = np.nonzero(sem[max(0, x0 - radius):x0 + radius + 1, max(0, y0 - radius):y0 + radius + 1] == i)
-            for x, y in zip(xs + max(0, x0 - radius), ys + max(0, y0 - radius)):
+            xs, ys = np.nonzero(
+                sem[max(0, x0 - radius) : x0 + radius + 1, max(0, y0 - radius) : y0 + radius + 1] == i
+            )
+            for x, y in zip(xs + max(0, x0 - radius), ys + max(0, y0 - radius), strict=False):
                 d = abs(int(x) - x0) + abs(int(y) - y0)
                 if d and (best is None or d < best[0]):
                     best = (d, (int(x), int(y)))
@@ -126,8 +131,12 @@ class SurvivorPolicy:
             return a
         near1 = {n for n in (self._nearby_names(sem, pos, ids, 1))}
         if "table" in near1:
-            for tool, need in (("wood_pickaxe", {"wood": 1}), ("stone_pickaxe", {"wood": 1, "stone": 1}),
-                               ("wood_sword", {"wood": 1}), ("stone_sword", {"wood": 1, "stone": 1})):
+            for tool, need in (
+                ("wood_pickaxe", {"wood": 1}),
+                ("stone_pickaxe", {"wood": 1, "stone": 1}),
+                ("wood_sword", {"wood": 1}),
+                ("stone_sword", {"wood": 1, "stone": 1}),
+            ):
                 if not inv[tool] and all(inv[k] >= v for k, v in need.items()):
                     return f"make_{tool}"
         if inv["wood"] >= 3 and not self._nearest(sem, pos, [ids["table"]], 8):
@@ -147,7 +156,7 @@ class SurvivorPolicy:
     def _nearby_names(sem: np.ndarray, pos: np.ndarray, ids: dict[str, int], radius: int) -> list[str]:
         names = {i: n for n, i in ids.items()}
         x0, y0 = int(pos[0]), int(pos[1])
-        win = sem[max(0, x0 - radius):x0 + radius + 1, max(0, y0 - radius):y0 + radius + 1]
+        win = sem[max(0, x0 - radius) : x0 + radius + 1, max(0, y0 - radius) : y0 + radius + 1]
         return [names.get(int(i), "") for i in np.unique(win)]
 
 
@@ -195,11 +204,20 @@ def rollout(seed: int, max_steps: int = 1500) -> list[dict]:
     return records
 
 
-def _record(env: Any, info: dict, t: int, action: str, id_names: dict[int, str], prev_ach: dict[str, int],
-            prev_inv: dict[str, int]) -> dict:
+def _record(
+    env: Any,
+    info: dict,
+    t: int,
+    action: str,
+    id_names: dict[int, str],
+    prev_ach: dict[str, int],
+    prev_inv: dict[str, int],
+) -> dict:
     x, y = (int(v) for v in info["player_pos"])
     sem = info["semantic"]
-    win = sem[max(0, x - NEARBY_CELLS):x + NEARBY_CELLS + 1, max(0, y - NEARBY_CELLS):y + NEARBY_CELLS + 1]
+    win = sem[
+        max(0, x - NEARBY_CELLS) : x + NEARBY_CELLS + 1, max(0, y - NEARBY_CELLS) : y + NEARBY_CELLS + 1
+    ]
     nearby = sorted({id_names.get(int(i), "unknown") for i in np.unique(win)} - GROUND - {"player"})
     fx, fy = x + int(env._player.facing[0]), y + int(env._player.facing[1])
     mat, obj = env._world[(fx, fy)]
@@ -209,12 +227,19 @@ def _record(env: Any, info: dict, t: int, action: str, id_names: dict[int, str],
     # "wake_up" of a fresh world is counted by Crafter at reset; it is not an event of this step
     ach = [a for a in ach if not (action == "respawn" and a == "wake_up")]
     rec = {
-        "t": t, "action": action, "position": [x, y], "place": zone_of(x, y), "facing": facing,
-        "nearby": nearby, "inventory": inv,
+        "t": t,
+        "action": action,
+        "position": [x, y],
+        "place": zone_of(x, y),
+        "facing": facing,
+        "nearby": nearby,
+        "inventory": inv,
         "vitals": {k: int(info["inventory"][k]) for k in VITALS},
         "achievements": ach,
         "gained": sorted(k for k in inv if inv[k] > prev_inv.get(k, 0)) if t and action != "respawn" else [],
-        "lost": sorted(k for k in prev_inv if inv.get(k, 0) < prev_inv[k]) if t and action != "respawn" else [],
+        "lost": sorted(k for k in prev_inv if inv.get(k, 0) < prev_inv[k])
+        if t and action != "respawn"
+        else [],
         "sleeping": bool(env._player.sleeping),
     }
     rec["text"] = step_text(rec)
@@ -240,7 +265,9 @@ def load_rollout(seed: int, max_steps: int = 1500) -> list[dict]:
     return recs
 
 
-def dataset(min_total_steps: int = 10_000, max_steps: int = 1500, first_seed: int = 0) -> Iterator[tuple[int, list[dict]]]:
+def dataset(
+    min_total_steps: int = 10_000, max_steps: int = 1500, first_seed: int = 0
+) -> Iterator[tuple[int, list[dict]]]:
     """Seeded episodes ``(seed, records)`` until at least ``min_total_steps`` steps in total."""
     total, seed = 0, first_seed
     while total < min_total_steps:

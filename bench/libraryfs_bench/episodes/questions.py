@@ -181,7 +181,15 @@ def generate(recs: list[dict], per_family: int = 10, seed: int = 0, episode: str
             if family == "single":
                 t = rng.randint(0, tr.T)
                 focus = rng.choice(["action", "place", "facing", "inv:" + rng.choice(items)])
-                spec = {"focus": focus, "kind": None, "name": None, "k": None, "offset": 0, "t": t, "range": None}
+                spec = {
+                    "focus": focus,
+                    "kind": None,
+                    "name": None,
+                    "k": None,
+                    "offset": 0,
+                    "t": t,
+                    "range": None,
+                }
                 ok = emit(family, f"{_focus_q(focus)} at step {t}?", spec)
             elif family == "occurrence":
                 kind, name = rng.choice(occ_choices(("ev", "visit", "gain"), 2))
@@ -189,9 +197,11 @@ def generate(recs: list[dict], per_family: int = 10, seed: int = 0, episode: str
                 if rng.random() < 0.6:
                     spec = {"focus": "step", "kind": kind, "name": name, "k": k, "offset": 0}
                     o = ORD_WORDS[k]
-                    text = {"visit": f"At which step did my {o} visit to {name} begin?",
-                            "ev": f"At which step did I {_base(name)} for the {o} time?",
-                            "gain": f"At which step did I get {item_phrase(name)} for the {o} time?"}[kind]
+                    text = {
+                        "visit": f"At which step did my {o} visit to {name} begin?",
+                        "ev": f"At which step did I {_base(name)} for the {o} time?",
+                        "gain": f"At which step did I get {item_phrase(name)} for the {o} time?",
+                    }[kind]
                 else:
                     spec = {"focus": "place", "kind": kind, "name": name, "k": k, "offset": 0}
                     text = f"Where was I when {_occ_clause(kind, name, k)}?"
@@ -200,8 +210,12 @@ def generate(recs: list[dict], per_family: int = 10, seed: int = 0, episode: str
                 kind, name = rng.choice(occ_choices(("ev",), 1))
                 off = rng.choice([1, 2, 3, -1, -2])
                 spec = {"focus": "action", "kind": kind, "name": name, "k": 1, "offset": off}
-                ok = emit(family, f"What action did I take {_offset_phrase(off)} I {event_phrase(name)} for the "
-                                  "first time?", spec)
+                ok = emit(
+                    family,
+                    f"What action did I take {_offset_phrase(off)} I {event_phrase(name)} for the "
+                    "first time?",
+                    spec,
+                )
             elif family == "transition":
                 kind, name = rng.choice(occ_choices(("gain", "lose"), 1))
                 k = pick_k(len(tr.occ[(kind, name)]), allow_last=False)
@@ -223,7 +237,9 @@ def generate(recs: list[dict], per_family: int = 10, seed: int = 0, episode: str
                 off = rng.choice([2, 3, 4, 5, 6])
                 focus = rng.choice(["place", "facing", "inv:" + rng.choice(items)])
                 spec = {"focus": focus, "kind": kind, "name": name, "k": k, "offset": off}
-                ok = emit(family, f"{_focus_q(focus)} {_offset_phrase(off)} {_occ_clause(kind, name, k)}?", spec)
+                ok = emit(
+                    family, f"{_focus_q(focus)} {_offset_phrase(off)} {_occ_clause(kind, name, k)}?", spec
+                )
             else:  # counting
                 kind, name = rng.choice(occ_choices(("ev",), 1))
                 occ = tr.occ[(kind, name)]
@@ -232,8 +248,17 @@ def generate(recs: list[dict], per_family: int = 10, seed: int = 0, episode: str
                 lo_min = occ[i - 1] + 1 if i else 0
                 hi_max = occ[j + 1] - 1 if j + 1 < len(occ) else tr.T
                 lo, hi = rng.randint(lo_min, occ[i]), rng.randint(occ[j], hi_max)
-                spec = {"focus": "count", "kind": kind, "name": name, "k": None, "offset": 0, "range": [lo, hi]}
-                ok = emit(family, f"How many times did I {_base(name)} between step {lo} and step {hi}?", spec)
+                spec = {
+                    "focus": "count",
+                    "kind": kind,
+                    "name": name,
+                    "k": None,
+                    "offset": 0,
+                    "range": [lo, hi],
+                }
+                ok = emit(
+                    family, f"How many times did I {_base(name)} between step {lo} and step {hi}?", spec
+                )
             made += ok
     return out
 

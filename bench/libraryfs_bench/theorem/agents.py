@@ -213,7 +213,7 @@ def parse_links(text: str) -> list[tuple[str, str, str]]:
     out = []
     for line in text.splitlines():
         for m in _LINK.finditer(line):
-            out.append((m.group(1).strip(), unquote(m.group(2)), line[m.end():]))
+            out.append((m.group(1).strip(), unquote(m.group(2)), line[m.end() :]))
     return out
 
 
@@ -262,7 +262,9 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
             trace.error = f"missing TOC page {page}"
             return _submit(trace, None)
         links = parse_links(text)
-        trace.calls.append(Call("read_file", {"path": page, "fanout": len(links)}, text, "toc", str(root / page)))
+        trace.calls.append(
+            Call("read_file", {"path": page, "fanout": len(links)}, text, "toc", str(root / page))
+        )
         here = posixpath.dirname(page)
         target = None
         for label, href, _rest in links:

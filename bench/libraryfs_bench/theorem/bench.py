@@ -51,10 +51,14 @@ def our_cells(records: list[dict]) -> list[dict]:
     out = []
     for (content, cond, n), rows in sorted(cells.items()):
         s = compare.summarize(rows)
-        s.update(content=content, condition=cond, n=n,
-                 max_toc_tokens=max(r["max_toc_tokens"] for r in rows),
-                 max_fanout=max(r["max_fanout"] for r in rows),
-                 closed_form=any(r["agent"] == "closed-form" for r in rows))
+        s.update(
+            content=content,
+            condition=cond,
+            n=n,
+            max_toc_tokens=max(r["max_toc_tokens"] for r in rows),
+            max_fanout=max(r["max_fanout"] for r in rows),
+            closed_form=any(r["agent"] == "closed-form" for r in rows),
+        )
         out.append(s)
     return out
 
@@ -81,14 +85,25 @@ def auto_checks(cells: list[dict], records: list[dict]) -> list[dict]:
     for c in cells:
         if c["condition"] != "AUTO" or c["content"] != "hash":
             continue
-        rows = [r for r in records if r["condition"] == "AUTO" and r["n"] == c["n"] and r["content"] == "hash"]
+        rows = [
+            r for r in records if r["condition"] == "AUTO" and r["n"] == c["n"] and r["content"] == "hash"
+        ]
         b = max(2, c["max_fanout"])
         bound = math.ceil(math.log(c["n"], b) - 1e-9)
         worst = max(r["index_reads"] + r["page_reads"] for r in rows)
-        out.append({"n": c["n"], "fanout_b": b, "ceil_log_b_n": bound, "max_reads": worst,
-                    "max_toc_reads": max(r["index_reads"] for r in rows),
-                    "within_bound": worst <= bound + 1, "max_toc_tokens": c["max_toc_tokens"],
-                    "tokens_median": c["tokens_median"], "accuracy": c["accuracy"]})
+        out.append(
+            {
+                "n": c["n"],
+                "fanout_b": b,
+                "ceil_log_b_n": bound,
+                "max_reads": worst,
+                "max_toc_reads": max(r["index_reads"] for r in rows),
+                "within_bound": worst <= bound + 1,
+                "max_toc_tokens": c["max_toc_tokens"],
+                "tokens_median": c["tokens_median"],
+                "accuracy": c["accuracy"],
+            }
+        )
     return out
 
 
@@ -98,14 +113,20 @@ def format_cells(cells: list[dict]) -> str:
     lines = [head, "-" * len(head)]
     for c in cells:
         note = "closed form, not run" if c["closed_form"] else ""
-        lines.append(f"{c['content']:12} {c['condition']:18} {c['n']:>9,} {c['trials']:>6} {c['reads_median']:>9,.1f} "
-                     f"{c['reads_mean']:>7.1f} {c['index_reads_median']:>9} {c['accuracy']:>5.2f} {c['tokens_median']:>12,.0f}  {note}")
+        lines.append(
+            f"{c['content']:12} {c['condition']:18} {c['n']:>9,} {c['trials']:>6} {c['reads_median']:>9,.1f} "
+            f"{c['reads_mean']:>7.1f} {c['index_reads_median']:>9} {c['accuracy']:>5.2f} {c['tokens_median']:>12,.0f}  {note}"
+        )
     return "\n".join(lines)
 
 
 def run_benchmark(
-    root: Path, via: str, out_dir: Path, opts: BenchOptions,
-    toc_writer: Callable[[Path], object] | None = None, llm: tuple[object, str] | None = None,
+    root: Path,
+    via: str,
+    out_dir: Path,
+    opts: BenchOptions,
+    toc_writer: Callable[[Path], object] | None = None,
+    llm: tuple[object, str] | None = None,
     log: Callable[[str], None] = print,
 ) -> dict:
     """Run everything and write the outputs (module doc). ``llm`` (client, model) runs the LLM agent
@@ -116,11 +137,22 @@ def run_benchmark(
     paper_rows = compare.load_paper_rows()
     checked = [r for r in paper_rows if opts.ns is None or r.n in opts.ns]
     ver = compare.verify_stores(checked)
-    log(f"store reproduction: {ver.target_matches}/{ver.rows} published trials (at the sizes run) regenerate their target "
+    log(
+        f"store reproduction: {ver.target_matches}/{ver.rows} published trials (at the sizes run) regenerate their target "
         f"from the seeds; FLAT correct trials whose page_reads == target page: "
-        f"{ver.flat_reads_equal_target_page}/{ver.flat_correct}")
-    plan: Plan = make_plan(opts.ns, opts.conditions, opts.extra_trials, opts.item_trials, paper_rows,
-                           opts.contents, opts.large, opts.large_lookups, opts.paper_trials)
+        f"{ver.flat_reads_equal_target_page}/{ver.flat_correct}"
+    )
+    plan: Plan = make_plan(
+        opts.ns,
+        opts.conditions,
+        opts.extra_trials,
+        opts.item_trials,
+        paper_rows,
+        opts.contents,
+        opts.large,
+        opts.large_lookups,
+        opts.paper_trials,
+    )
     log(f"plan: {len(plan.jobs)} trials under {root} (via {via})")
     if llm is None:
         records, stats = run_plan(root, plan, via, toc_writer, opts.index_timeout_s, log)
@@ -148,14 +180,18 @@ def run_benchmark(
     log("\n== Token separation (median tokens, hash) ==")
     for s in sep:
         ratios = "  ".join(f"{k[10:]}: {v:,.0f}×" for k, v in s.items() if k.startswith("flat_over_"))
-        log(f"  N={s['n']:>9,}  FLAT {s['flat_tokens']:>15,.0f} tok{' (closed form)' if s['flat_closed_form'] else ''}  {ratios}")
+        log(
+            f"  N={s['n']:>9,}  FLAT {s['flat_tokens']:>15,.0f} tok{' (closed form)' if s['flat_closed_form'] else ''}  {ratios}"
+        )
     checks = auto_checks(cells, dicts)
     if checks:
         log("\n== AUTO through the library's INDEX.md pages ==")
         for c in checks:
-            log(f"  N={c['n']:>9,}  b={c['fanout_b']:>4}  ⌈log_b N⌉={c['ceil_log_b_n']}  max reads={c['max_reads']} "
+            log(
+                f"  N={c['n']:>9,}  b={c['fanout_b']:>4}  ⌈log_b N⌉={c['ceil_log_b_n']}  max reads={c['max_reads']} "
                 f"(TOC {c['max_toc_reads']} + entry)  within ⌈log_b N⌉+1: {c['within_bound']}  "
-                f"largest TOC page {c['max_toc_tokens']} tok  median tokens {c['tokens_median']:,.0f}  acc {c['accuracy']:.2f}")
+                f"largest TOC page {c['max_toc_tokens']} tok  median tokens {c['tokens_median']:,.0f}  acc {c['accuracy']:.2f}"
+            )
     comp = None
     if opts.steps > 0:
         spec = StoreSpec("hash", opts.compounding_n, 0, hash_key_low(opts.compounding_n))
@@ -164,24 +200,36 @@ def run_benchmark(
         comp = result.as_dict()
         (out_dir / "compounding.json").write_text(json.dumps(comp, indent=1))
         log(f"\n== T-step compounding (T={opts.steps}, notes through {via}) ==")
-        for t, f, lib in zip(result.checkpoints, result.flat_cumulative, result.library_cumulative):
+        for t, f, lib in zip(
+            result.checkpoints, result.flat_cumulative, result.library_cumulative, strict=False
+        ):
             log(f"  T={t:>6}  flat {f:>14,}  library {lib:>12,}  ratio {f / lib:>7.1f}×")
-        log(f"  fitted exponents (T ≥ {max(10, opts.steps // 10)}): flat {result.flat_exponent:.2f}, "
+        log(
+            f"  fitted exponents (T ≥ {max(10, opts.steps // 10)}): flat {result.flat_exponent:.2f}, "
             f"library {result.library_exponent:.2f}; max TOC reads/step {max(result.library_toc_reads)}; "
-            f"notes opened by path before indexed: {result.direct_opens}")
+            f"notes opened by path before indexed: {result.direct_opens}"
+        )
     pngs = []
     if opts.plots:
         pngs = [str(p) for p in plots.plot_vs_n(dicts, paper_rows, out_dir)]
         if comp:
             pngs.append(str(plots.plot_compounding(comp, out_dir)))
     summary = {
-        "via": via, "root": str(root), "cells": cells, "separation": sep, "auto": checks,
+        "via": via,
+        "root": str(root),
+        "cells": cells,
+        "separation": sep,
+        "auto": checks,
         "verification": {k: v for k, v in ver.__dict__.items() if k != "mismatches"},
-        "run": run_facts, "wall_s": time.monotonic() - t0, "plots": pngs,
+        "run": run_facts,
+        "wall_s": time.monotonic() - t0,
+        "plots": pngs,
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    log(f"\nwrote {out_dir}/trials.jsonl, comparison.json, summary.json{', plots' if pngs else ''} "
-        f"in {summary['wall_s']:.0f} s")
+    log(
+        f"\nwrote {out_dir}/trials.jsonl, comparison.json, summary.json{', plots' if pngs else ''} "
+        f"in {summary['wall_s']:.0f} s"
+    )
     return summary
 
 
@@ -201,4 +249,3 @@ def parse_conditions(text: str | None) -> tuple[str, ...]:
     if bad:
         raise ValueError(f"unknown condition(s) {', '.join(bad)}; known: {', '.join(CONDITIONS)}")
     return wanted
-

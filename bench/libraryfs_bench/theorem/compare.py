@@ -22,8 +22,11 @@ from libraryfs_bench.theorem.stores import PAGE_ITEMS, shuffled_items
 #: Where the logs are looked for: $LIBRARYFS_THEOREM_DATA, then the project's shared data folder.
 #: Where the paper's per-trial logs are looked for: $LIBRARYFS_THEOREM_DATA, the copy shipped in this package
 #: (github zmainen/library-theorem, MIT — see data/LICENSE), a ``shared/`` checkout beside the repository.
-DATA_DIRS = (os.environ.get("LIBRARYFS_THEOREM_DATA", ""), str(Path(__file__).resolve().parent / "data"),
-             str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "library-theorem"))
+DATA_DIRS = (
+    os.environ.get("LIBRARYFS_THEOREM_DATA", ""),
+    str(Path(__file__).resolve().parent / "data"),
+    str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "library-theorem"),
+)
 #: Files in the order later rows supersede earlier ones (deep_indexed_v5 extends exp2's DEEP-INDEXED cells).
 LOG_FILES = (
     "exp2_gpt-4o-mini.jsonl",
@@ -72,13 +75,38 @@ def _row(source: str, r: dict) -> PaperRow:
         content, key, val, pos = "hash", r["target_key"], r["target_val"], -1
         key_low = 100 if key < 1000 else 1000
     elif "target_item" in r:
-        content, key, val, pos, key_low = "numeric", r["target_item"], r["target_value"], r["target_position"], 0
+        content, key, val, pos, key_low = (
+            "numeric",
+            r["target_item"],
+            r["target_value"],
+            r["target_position"],
+            0,
+        )
     else:
-        content, key, val, pos, key_low = "encyclopedia", r["target_topic"], r["target_fact"], r["target_position"], 0
+        content, key, val, pos, key_low = (
+            "encyclopedia",
+            r["target_topic"],
+            r["target_fact"],
+            r["target_position"],
+            0,
+        )
     return PaperRow(
-        source, model, content, r["condition"], r.get("n", r.get("m")), r["trial"], key_low, key, val, pos,
-        r["page_reads"], r["index_reads"], r.get("section_index_reads", 0), r["total_tokens"],
-        bool(r["correct"]), bool(r["answered"]),
+        source,
+        model,
+        content,
+        r["condition"],
+        r.get("n", r.get("m")),
+        r["trial"],
+        key_low,
+        key,
+        val,
+        pos,
+        r["page_reads"],
+        r["index_reads"],
+        r.get("section_index_reads", 0),
+        r["total_tokens"],
+        bool(r["correct"]),
+        bool(r["answered"]),
     )
 
 
@@ -167,23 +195,36 @@ def side_by_side(paper: list[PaperRow], ours: list[dict]) -> list[dict]:
     same trials (our records matched on content, condition, N, trial and key range)."""
     mine = {}
     for r in ours:
-        mine[(r["content"], r["condition"], r["n"], r["trial"], r["key_low"] if r["content"] == "hash" else 0)] = r
+        mine[
+            (r["content"], r["condition"], r["n"], r["trial"], r["key_low"] if r["content"] == "hash" else 0)
+        ] = r
     cells: dict[tuple, list[PaperRow]] = defaultdict(list)
     for r in paper:
         cells[(r.model, r.content, r.condition, r.n)].append(r)
     out = []
-    for (model, content, cond, n), rows in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3])):
-        matched = [mine[(content, cond, n, r.trial, r.key_low)] for r in rows
-                   if (content, cond, n, r.trial, r.key_low) in mine]
+    for (model, content, cond, n), rows in sorted(
+        cells.items(), key=lambda kv: (kv[0][1], kv[0][0], kv[0][2], kv[0][3])
+    ):
+        matched = [
+            mine[(content, cond, n, r.trial, r.key_low)]
+            for r in rows
+            if (content, cond, n, r.trial, r.key_low) in mine
+        ]
         flat_equal = None
         if cond == "FLAT" and matched:
             pairs = [(r, mine.get((content, cond, n, r.trial, r.key_low))) for r in rows if r.correct]
             flat_equal = [sum(1 for r, m in pairs if m and m["page_reads"] == r.page_reads), len(pairs)]
-        out.append({
-            "model": model, "content": content, "condition": cond, "n": n,
-            "paper": summarize(rows), "ours": summarize(matched) if matched else None,
-            "flat_reads_equal": flat_equal,
-        })
+        out.append(
+            {
+                "model": model,
+                "content": content,
+                "condition": cond,
+                "n": n,
+                "paper": summarize(rows),
+                "ours": summarize(matched) if matched else None,
+                "flat_reads_equal": flat_equal,
+            }
+        )
     return out
 
 

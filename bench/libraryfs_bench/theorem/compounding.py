@@ -84,11 +84,13 @@ def fit_exponent(ts: list[int], values: list[int]) -> float:
     ys = [math.log(v) for v in values]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else 0.0
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=False)) / den if den else 0.0
 
 
 def _checkpoints(steps: int) -> list[int]:
-    points = sorted({int(round(10 ** (k / 4))) for k in range(0, 4 * int(math.log10(max(steps, 1))) + 1)} | {steps})
+    points = sorted(
+        {int(round(10 ** (k / 4))) for k in range(0, 4 * int(math.log10(max(steps, 1))) + 1)} | {steps}
+    )
     return [p for p in points if 1 <= p <= steps]
 
 
@@ -104,9 +106,13 @@ def _settle(notes: Path, newest: str, timeout_s: float) -> bool:
 
 
 def run_compounding(
-    root: str | Path, store: ItemStore, steps: int = 1000,
-    toc_writer: Callable[[Path], object] | None = None, run_name: str = "run",
-    settle_every: int = 100, settle_timeout_s: float = 30.0,
+    root: str | Path,
+    store: ItemStore,
+    steps: int = 1000,
+    toc_writer: Callable[[Path], object] | None = None,
+    run_name: str = "run",
+    settle_every: int = 100,
+    settle_timeout_s: float = 30.0,
 ) -> CompoundingResult:
     """Run both agents for ``steps`` steps with notes under ``<root>/theorem-compounding/<run_name>/notes``.
 
@@ -137,13 +143,17 @@ def run_compounding(
         task = f"Step {t}: use note {d}."
         # ---- library agent: state in files, fresh context each step
         trace = agents.toc_walk(notes, f"n{d:05d}")
-        if not trace.calls or trace.calls[-1].kind not in ("entry", "submit") or trace.error:  # not indexed yet (mount latency): open the known path
+        if (
+            not trace.calls or trace.calls[-1].kind not in ("entry", "submit") or trace.error
+        ):  # not indexed yet (mount latency): open the known path
             res.direct_opens += 1
             trace = agents.path_lookup(notes, f"n{d:05d}")
             trace.calls = [c for c in trace.calls if c.kind != "submit"]
         calls = [c for c in trace.calls if c.kind != "submit"]
         res.library_toc_reads.append(sum(1 for c in calls if c.kind == "toc"))
-        res.max_toc_tokens = max([res.max_toc_tokens] + [count_tokens(c.result) for c in calls if c.kind == "toc"])
+        res.max_toc_tokens = max(
+            [res.max_toc_tokens] + [count_tokens(c.result) for c in calls if c.kind == "toc"]
+        )
         value = note_value(calls[-1].result)
         key = store.names[derived_index(value, t, len(store.names))]
         lookup = agents.path_lookup(store.dir, key)
@@ -177,8 +187,11 @@ def run_compounding(
     res.final_value_flat, res.final_value_library = last_flat, last_lib
     if last_flat != last_lib:
         raise RuntimeError(f"flat and library agents disagree at step {steps}: {last_flat} vs {last_lib}")
-    fit = [(t, f, lib) for t, f, lib in zip(res.checkpoints, res.flat_cumulative, res.library_cumulative)
-           if t >= max(10, steps // 10)]
+    fit = [
+        (t, f, lib)
+        for t, f, lib in zip(res.checkpoints, res.flat_cumulative, res.library_cumulative, strict=False)
+        if t >= max(10, steps // 10)
+    ]
     if len(fit) >= 2:
         res.flat_exponent = fit_exponent([x[0] for x in fit], [x[1] for x in fit])
         res.library_exponent = fit_exponent([x[0] for x in fit], [x[2] for x in fit])

@@ -61,7 +61,7 @@ def hash_items(n: int, trial: int, key_low: int = 1000) -> list[Item]:
     rng = random.Random(trial)
     keys = rng.sample(range(key_low, 10 * key_low), n)
     values = ["".join(rng.choices(string.ascii_uppercase, k=4)) for _ in range(n)]
-    return list(zip(keys, values))
+    return list(zip(keys, values, strict=False))
 
 
 def target_position(n: int, trial: int) -> int:
@@ -139,7 +139,7 @@ def first_definition_sentence(entry: str) -> str | None:
     match = _HEADER.match(text)
     if not match:
         return None
-    text = text[match.end():].strip()
+    text = text[match.end() :].strip()
     text = re.sub(r"^(?:\([A-Z][^)]{0,30}\)\s*)+", "", text)
     text = re.sub(r"^(?:\d+\.\s*)?(?:\([A-Z][^)]{0,30}\)\s*)*", "", text)
     cut = re.search(r"[.;:](?:\s|$)", text)

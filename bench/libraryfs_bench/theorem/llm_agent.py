@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the openai import stays in this module and the CLI (ARCHITE
     from openai import OpenAI
 
 
-def make_client(base_url: str | None, api_key: str | None, timeout_s: float = 60.0) -> "OpenAI":
+def make_client(base_url: str | None, api_key: str | None, timeout_s: float = 60.0) -> OpenAI:
     """An ``openai.OpenAI`` client for any OpenAI-compatible endpoint (``base_url`` None: OpenAI's)."""
     from openai import OpenAI
 
@@ -105,8 +105,16 @@ class ToolServer:
 
 
 def run_llm_trial(
-    client: "OpenAI", model: str, condition: str, store: PaperStore | ItemStore, target: tuple, n: int,
-    trial: int, content: str = "hash", key_low: int = 1000, max_turns: int = protocol.MAX_TURNS,
+    client: OpenAI,
+    model: str,
+    condition: str,
+    store: PaperStore | ItemStore,
+    target: tuple,
+    n: int,
+    trial: int,
+    content: str = "hash",
+    key_low: int = 1000,
+    max_turns: int = protocol.MAX_TURNS,
     max_tokens: int = 256,
 ) -> TrialRecord:
     """Run one trial with the paper's agent loop and return its record (paper's field names).
@@ -117,8 +125,17 @@ def run_llm_trial(
     num_pages = store.num_pages if isinstance(store, PaperStore) else n
     key = target[0] if isinstance(store, PaperStore) else store.name_of(target[0])
     rec = TrialRecord(
-        condition=condition, model=model, n=n, num_pages=num_pages, trial=trial, target_key=target[0],
-        target_val=target[1], content=content, agent="llm", key_low=key_low, via="",
+        condition=condition,
+        model=model,
+        n=n,
+        num_pages=num_pages,
+        trial=trial,
+        target_key=target[0],
+        target_val=target[1],
+        content=content,
+        agent="llm",
+        key_low=key_low,
+        via="",
     )
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": protocol.system_prompt(condition, num_pages, key)},
@@ -130,7 +147,11 @@ def run_llm_trial(
     for turn in range(max_turns):
         try:
             resp = client.chat.completions.create(
-                model=model, messages=messages, tools=tools, max_tokens=max_tokens, temperature=0,
+                model=model,
+                messages=messages,
+                tools=tools,
+                max_tokens=max_tokens,
+                temperature=0,
             )
         except Exception as exc:  # noqa: BLE001 - the paper records any API failure and stops
             rec.error = str(exc)
@@ -141,15 +162,20 @@ def run_llm_trial(
         msg = resp.choices[0].message
         if not msg.tool_calls:
             break
-        messages.append({
-            "role": "assistant",
-            "content": msg.content or "",
-            "tool_calls": [
-                {"id": tc.id, "type": "function",
-                 "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
-                for tc in msg.tool_calls
-            ],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": msg.content or "",
+                "tool_calls": [
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                    }
+                    for tc in msg.tool_calls
+                ],
+            }
+        )
         done = False
         for tc in msg.tool_calls:
             try:

@@ -10,8 +10,13 @@ from pathlib import Path
 from libraryfs_bench.theorem.compare import PaperRow
 
 COLOURS = {
-    "FLAT": "tab:red", "FLAT-SORTED": "tab:orange", "INDEXED": "tab:blue", "DEEP-INDEXED": "tab:purple",
-    "INDEXED-CORRUPTED": "tab:brown", "PATH": "tab:green", "AUTO": "tab:cyan",
+    "FLAT": "tab:red",
+    "FLAT-SORTED": "tab:orange",
+    "INDEXED": "tab:blue",
+    "DEEP-INDEXED": "tab:purple",
+    "INDEXED-CORRUPTED": "tab:brown",
+    "PATH": "tab:green",
+    "AUTO": "tab:cyan",
 }
 
 
@@ -40,19 +45,34 @@ def plot_vs_n(ours: list[dict], paper: list[PaperRow], out_dir: Path) -> list[Pa
     d = lambda r, k: r[k]  # noqa: E731
     a = lambda r, k: getattr(r, k)  # noqa: E731
     written = []
-    for field, name, label in (("page_reads", "reads_vs_n.png", "page reads (median)"),
-                               ("total_tokens", "tokens_vs_n.png", "total tokens (median)")):
+    for field, name, label in (
+        ("page_reads", "reads_vs_n.png", "page reads (median)"),
+        ("total_tokens", "tokens_vs_n.png", "total tokens (median)"),
+    ):
         mine, theirs = _medians(ours, field, d), _medians(paper, field, a)
         fig, ax = plt.subplots(figsize=(8, 5.5))
         for cond, colour in COLOURS.items():
             pts = sorted((n, v) for (c, n), v in mine.items() if c == cond)
             if pts:
-                ax.plot([p[0] for p in pts], [max(p[1], 0.5) for p in pts], "-o", color=colour, ms=3,
-                        label=f"{cond} (libraryfs, scripted)")
+                ax.plot(
+                    [p[0] for p in pts],
+                    [max(p[1], 0.5) for p in pts],
+                    "-o",
+                    color=colour,
+                    ms=3,
+                    label=f"{cond} (libraryfs, scripted)",
+                )
             pp = sorted((n, v) for (c, n), v in theirs.items() if c == cond)
             if pp:
-                ax.plot([p[0] for p in pp], [max(p[1], 0.5) for p in pp], "s", mfc="none", color=colour,
-                        ms=7, label=f"{cond} (paper, gpt-4o-mini)")
+                ax.plot(
+                    [p[0] for p in pp],
+                    [max(p[1], 0.5) for p in pp],
+                    "s",
+                    mfc="none",
+                    color=colour,
+                    ms=7,
+                    label=f"{cond} (paper, gpt-4o-mini)",
+                )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("N (items)")
@@ -73,10 +93,22 @@ def plot_compounding(result: dict, out_dir: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 5))
     ts = result["checkpoints"]
-    ax.plot(ts, result["flat_cumulative"], "-o", color="tab:red", ms=3,
-            label=f"flat history (slope {result['flat_exponent']:.2f})")
-    ax.plot(ts, result["library_cumulative"], "-o", color="tab:cyan", ms=3,
-            label=f"library (slope {result['library_exponent']:.2f})")
+    ax.plot(
+        ts,
+        result["flat_cumulative"],
+        "-o",
+        color="tab:red",
+        ms=3,
+        label=f"flat history (slope {result['flat_exponent']:.2f})",
+    )
+    ax.plot(
+        ts,
+        result["library_cumulative"],
+        "-o",
+        color="tab:cyan",
+        ms=3,
+        label=f"library (slope {result['library_exponent']:.2f})",
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("T (steps)")

@@ -76,7 +76,9 @@ SYSTEM: dict[str, str] = {
     + _TASK
     + "get_index returns an index, which may be wrong. Use read_page and submit_answer to find and "
     "report the value.",
-    "DEEP-INDEXED": _INTRO.format(num_pages="{num_pages}", P=PAGE_ITEMS, order="sorted by key, grouped in sections")
+    "DEEP-INDEXED": _INTRO.format(
+        num_pages="{num_pages}", P=PAGE_ITEMS, order="sorted by key, grouped in sections"
+    )
     + _TASK
     + "Call get_index to learn which section holds your key's range, then get_section_index with that "
     "section number to see its pages; read the page and give the value with submit_answer.",

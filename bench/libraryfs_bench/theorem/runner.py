@@ -121,8 +121,16 @@ def make_plan(
 
 def _record(job: Job, num_pages: int, target: tuple, agent: str, via: str) -> TrialRecord:
     return TrialRecord(
-        condition=job.condition, model=f"scripted:{agent}", n=job.n, num_pages=num_pages, trial=job.trial,
-        target_key=target[0], target_val=target[1], content=job.content, agent=agent, key_low=job.key_low,
+        condition=job.condition,
+        model=f"scripted:{agent}",
+        n=job.n,
+        num_pages=num_pages,
+        trial=job.trial,
+        target_key=target[0],
+        target_val=target[1],
+        content=job.content,
+        agent=agent,
+        key_low=job.key_low,
         via=via,
     )
 
@@ -146,15 +154,29 @@ def flat_closed_form_record(n: int, key_low: int, via: str) -> TrialRecord:
     system = protocol.system_prompt("FLAT", num_pages, items[0][0])
     user = protocol.user_message(items[0][0])
     tools = tool_schema_tokens(protocol.TOOLS["FLAT"])
-    one = resent_history_tokens(system, user, [Call("read_page", {"page_num": num_pages}, "", "page")], tools)[0]
+    one = resent_history_tokens(
+        system, user, [Call("read_page", {"page_num": num_pages}, "", "page")], tools
+    )[0]
     call = count_tokens(Call("read_page", {"page_num": num_pages}, "", "page").call_text())
     call += TOKENS_PER_MESSAGE + CALL_FRAMING_TOKENS
     per_turn_growth = call + page_tokens + TOKENS_PER_MESSAGE + TOOL_RESULT_ID_TOKENS
     total = (k + 1) * one + per_turn_growth * k * (k + 1) / 2
     rec = TrialRecord(
-        condition="FLAT", model="closed-form", n=n, num_pages=num_pages, trial=-1, target_key="", target_val="",
-        page_reads=k, num_turns=k + 1, total_tokens=int(total), content="hash", agent="closed-form",
-        key_low=key_low, via=via, error="closed form: E[reads]=(P+1)/2, not run",
+        condition="FLAT",
+        model="closed-form",
+        n=n,
+        num_pages=num_pages,
+        trial=-1,
+        target_key="",
+        target_val="",
+        page_reads=k,
+        num_turns=k + 1,
+        total_tokens=int(total),
+        content="hash",
+        agent="closed-form",
+        key_low=key_low,
+        via=via,
+        error="closed form: E[reads]=(P+1)/2, not run",
     )
     rec.correct = rec.answered = True
     return rec
@@ -170,7 +192,9 @@ class RunStats:
     files_written: int = 0
 
 
-def build_stores(root: Path, plan: Plan, stats: RunStats, log: Callable[[str], None] = print) -> tuple[dict, dict]:
+def build_stores(
+    root: Path, plan: Plan, stats: RunStats, log: Callable[[str], None] = print
+) -> tuple[dict, dict]:
     """Write every store the plan needs under ``root``. Returns (paper stores, item stores) keyed by spec."""
     t0 = time.monotonic()
     paper_specs: dict[StoreSpec, bool] = {}
@@ -191,7 +215,9 @@ def build_stores(root: Path, plan: Plan, stats: RunStats, log: Callable[[str], N
         items[spec] = write_item_store(root, spec, skip_existing=spec.n > 50_000)
         stats.files_written += spec.n
     if items:
-        log(f"  wrote {len(items)} entry stores ({sum(s.n for s in items)} entries) in {time.monotonic() - t1:.1f} s")
+        log(
+            f"  wrote {len(items)} entry stores ({sum(s.n for s in items)} entries) in {time.monotonic() - t1:.1f} s"
+        )
     stats.build_s = time.monotonic() - t0
     return paper, items
 
@@ -220,19 +246,25 @@ def run_jobs(plan: Plan, paper: dict, items: dict, via: str) -> list[TrialRecord
         start = time.perf_counter()
         if job.condition in ("PATH", "AUTO"):
             store = items[spec]
-            target = _target(job, store.target, lambda: item_cache.setdefault(spec, spec.items()))
+            target = _target(job, store.target, lambda: item_cache.setdefault(spec, spec.items()))  # noqa: B023 (called within this iteration)
             name = store.name_of(target[0])
             agent_name = "path-lookup" if job.condition == "PATH" else "toc-walk"
-            trace = agents.path_lookup(store.dir, name) if job.condition == "PATH" else agents.toc_walk(store.dir, name)
+            trace = (
+                agents.path_lookup(store.dir, name)
+                if job.condition == "PATH"
+                else agents.toc_walk(store.dir, name)
+            )
             rec = _record(job, job.n, target, agent_name, via)
             rec.max_fanout = max((c.args.get("fanout", 0) for c in trace.calls), default=0)
         else:
             pstore = paper[spec]
-            target = _target(job, pstore.target, lambda: item_cache.setdefault(spec, spec.items()))
+            target = _target(job, pstore.target, lambda: item_cache.setdefault(spec, spec.items()))  # noqa: B023 (called within this iteration)
             fn = agents.PAPER_AGENTS[job.condition]
             trace = fn(pstore, target[0], job.condition)
             rec = _record(job, pstore.num_pages, target, fn.__name__.replace("_", "-"), via)
-            rec.target_page = pstore.flat_target_page if job.condition == "FLAT" else pstore.sorted_target_page
+            rec.target_page = (
+                pstore.flat_target_page if job.condition == "FLAT" else pstore.sorted_target_page
+            )
         system = protocol.system_prompt(job.condition, rec.num_pages, target[0])
         fill_from_trace(rec, trace, system, protocol.user_message(target[0]), tools_tokens[job.condition])
         rec.wall_time_s = time.perf_counter() - start
@@ -241,8 +273,12 @@ def run_jobs(plan: Plan, paper: dict, items: dict, via: str) -> list[TrialRecord
 
 
 def run_plan(
-    root: Path, plan: Plan, via: str, toc_writer: Callable[[Path], object] | None = None,
-    index_timeout_s: float = 120.0, log: Callable[[str], None] = print,
+    root: Path,
+    plan: Plan,
+    via: str,
+    toc_writer: Callable[[Path], object] | None = None,
+    index_timeout_s: float = 120.0,
+    log: Callable[[str], None] = print,
 ) -> tuple[list[TrialRecord], RunStats]:
     """Build stores, get item stores indexed (``toc_writer`` on a plain directory; waiting for the mount's
     indexer otherwise), run the agents, add closed-form FLAT rows. Raises RuntimeError when the mount's
@@ -256,7 +292,9 @@ def run_plan(
         if toc_writer is not None:
             toc_writer(store.dir)
         elif not wait_for_index(store, index_timeout_s + spec.n / 1000):
-            raise RuntimeError(f"the mount's INDEX.md for {store.dir} did not cover its {spec.n} entries in time")
+            raise RuntimeError(
+                f"the mount's INDEX.md for {store.dir} did not cover its {spec.n} entries in time"
+            )
     stats.index_wait_s = time.monotonic() - t0
     if needs_toc:
         log(f"  TOCs ready for {len(needs_toc)} AUTO stores in {stats.index_wait_s:.1f} s")
@@ -270,8 +308,14 @@ def run_plan(
 
 
 def run_jobs_llm(
-    plan: Plan, paper: dict, items: dict, client: object, model: str, via: str,
-    max_turns: int = protocol.MAX_TURNS, log: Callable[[str], None] = print,
+    plan: Plan,
+    paper: dict,
+    items: dict,
+    client: object,
+    model: str,
+    via: str,
+    max_turns: int = protocol.MAX_TURNS,
+    log: Callable[[str], None] = print,
 ) -> list[TrialRecord]:
     """Run every job with the LLM agent (:func:`libraryfs_bench.theorem.llm_agent.run_llm_trial`) instead of
     the scripted agents. Closed-form sizes are skipped (an LLM cannot scan 10⁵ pages)."""
@@ -282,9 +326,19 @@ def run_jobs_llm(
     for i, job in enumerate(plan.jobs, 1):
         spec = job.spec()
         store = items[spec] if job.condition in ("PATH", "AUTO") else paper[spec]
-        target = _target(job, store.target, lambda: item_cache.setdefault(spec, spec.items()))
-        rec = run_llm_trial(client, model, job.condition, store, target, job.n, job.trial,  # type: ignore[arg-type]
-                            job.content, job.key_low, max_turns=max_turns)
+        target = _target(job, store.target, lambda: item_cache.setdefault(spec, spec.items()))  # noqa: B023 (called within this iteration)
+        rec = run_llm_trial(
+            client,
+            model,
+            job.condition,
+            store,
+            target,
+            job.n,
+            job.trial,  # type: ignore[arg-type]
+            job.content,
+            job.key_low,
+            max_turns=max_turns,
+        )
         rec.via = via
         if isinstance(store, PaperStore):
             rec.target_page = store.flat_target_page if job.condition == "FLAT" else store.sorted_target_page

@@ -233,7 +233,7 @@ def write_item_store(root: str | os.PathLike[str], spec: StoreSpec, skip_existin
         if present == spec.n:
             return store
     base.mkdir(parents=True, exist_ok=True)
-    for (key, value), name in zip(ordered, store.names):
+    for (key, value), name in zip(ordered, store.names, strict=False):
         _write(base / name, f"{key}→{value}\n")
     return store
 

@@ -30,7 +30,24 @@ MAX_SYMBOLIC_CHARS = 80
 _NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 _YESNO = re.compile(r"(?i)^\W*(yes|no)\b")
 #: Words allowed inside a plain-text math phrase (function names, connectives of lists/ranges).
-_MATH_WORDS = {"sqrt", "sin", "cos", "tan", "log", "ln", "exp", "pi", "mod", "and", "or", "to", "infinity", "...", "\\dots", "\\cdots"}
+_MATH_WORDS = {
+    "sqrt",
+    "sin",
+    "cos",
+    "tan",
+    "log",
+    "ln",
+    "exp",
+    "pi",
+    "mod",
+    "and",
+    "or",
+    "to",
+    "infinity",
+    "...",
+    "\\dots",
+    "\\cdots",
+}
 _MATHY = re.compile(r"[0-9^*/+=±√()\\{}_<>≤≥!-]")
 _SENTENCE_END = re.compile(r"(?<=[a-z0-9)$}][.!?])\s+(?=[A-Z$\\])")
 #: Filler between a copula and the value ("is given by the formula 2^n", "is approximately 3.14").

@@ -12,24 +12,44 @@ import re
 #: domain → [(regex, weight)]. Order matters for ties.
 RULES: dict[str, list[tuple[str, float]]] = {
     "geometry": [
-        ((r"\b(triangle|circle|angle|polygon|radius|diameter|perimeter|area|tangent|chord|circumcircle|"
-         r"incircle|quadrilateral|square|rectangle|parallelogram|trapezoid|segment|perpendicular|"
-         r"parallel|vertex|vertices|hexagon|pentagon|sphere|cube|volume)\b"), 1.0),
+        (
+            (
+                r"\b(triangle|circle|angle|polygon|radius|diameter|perimeter|area|tangent|chord|circumcircle|"
+                r"incircle|quadrilateral|square|rectangle|parallelogram|trapezoid|segment|perpendicular|"
+                r"parallel|vertex|vertices|hexagon|pentagon|sphere|cube|volume)\b"
+            ),
+            1.0,
+        ),
     ],
     "combinatorics": [
-        ((r"\b(how many|number of ways|ways to|strings?|arrangements?|permutations?|combinations?|"
-         r"subsets?|choose|select|committee|colou?r(ing|ed|s)?|graph|paths?|grid|tournament|"
-         r"pigeonhole|probability|seats?|dice|cards|chess|rooks?|objects|distinct)\b"), 1.0),
+        (
+            (
+                r"\b(how many|number of ways|ways to|strings?|arrangements?|permutations?|combinations?|"
+                r"subsets?|choose|select|committee|colou?r(ing|ed|s)?|graph|paths?|grid|tournament|"
+                r"pigeonhole|probability|seats?|dice|cards|chess|rooks?|objects|distinct)\b"
+            ),
+            1.0,
+        ),
     ],
     "number-theory": [
-        ((r"\b(prime|primes|divisible|divides|divisor|divisors|gcd|lcm|modulo|mod|remainder|integers?|"
-         r"digits?|congruen\w*|coprime|relatively prime|perfect square|factorial|odd|even|"
-         r"positive integer|natural number)\b"), 1.0),
+        (
+            (
+                r"\b(prime|primes|divisible|divides|divisor|divisors|gcd|lcm|modulo|mod|remainder|integers?|"
+                r"digits?|congruen\w*|coprime|relatively prime|perfect square|factorial|odd|even|"
+                r"positive integer|natural number)\b"
+            ),
+            1.0,
+        ),
         (r"\\equiv|\\pmod|\\mid", 1.5),
     ],
     "inequality": [
-        ((r"\b(inequality|prove that .*(≥|≤|>=|<=)|maximum|minimum|max|min|largest|smallest|at least|"
-         r"at most|non-?negative reals?|positive reals?|real numbers? [a-z], [a-z])\b"), 1.0),
+        (
+            (
+                r"\b(inequality|prove that .*(≥|≤|>=|<=)|maximum|minimum|max|min|largest|smallest|at least|"
+                r"at most|non-?negative reals?|positive reals?|real numbers? [a-z], [a-z])\b"
+            ),
+            1.0,
+        ),
         (r"≥|≤|>=|<=|\\ge|\\le", 1.5),
     ],
     "polynomial": [
@@ -37,8 +57,13 @@ RULES: dict[str, list[tuple[str, float]]] = {
         (r"\b[pfq]\(x\)|x\^\d", 1.0),
     ],
     "sequence": [
-        ((r"\b(sequences?|series|terms?|recurrence|recursive|a_n|a_\{n|a_1|fibonacci|converge\w*|limit|"
-         r"arithmetic progression|geometric progression|bounded)\b"), 1.5),
+        (
+            (
+                r"\b(sequences?|series|terms?|recurrence|recursive|a_n|a_\{n|a_1|fibonacci|converge\w*|limit|"
+                r"arithmetic progression|geometric progression|bounded)\b"
+            ),
+            1.5,
+        ),
         (r"a_\{?n\+1\}?|x_\{?n\+1\}?", 1.5),
     ],
     "algebra": [

@@ -120,8 +120,13 @@ def _check_cards(obj: Any) -> list[dict[str, str]]:
     for c in obj["cards"]:
         if c["type"] not in CARD_TYPES or not str(c["title"]).strip() or not str(c["body"]).strip():
             raise ValueError("bad card")
-        out.append({"type": c["type"], "title": str(c["title"]).strip()[:120],
-                    "body": str(c["body"]).strip()[:MAX_BODY_CHARS]})
+        out.append(
+            {
+                "type": c["type"],
+                "title": str(c["title"]).strip()[:120],
+                "body": str(c["body"]).strip()[:MAX_BODY_CHARS],
+            }
+        )
     return out
 
 
@@ -147,30 +152,59 @@ def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict
             atts = [a for rec in t.get("tiers", []) for a in rec.get("attempts", [])]
             excerpt = next((a.get("text", "") for a in reversed(atts) if a.get("text")), "")[-1500:]
             prompt = TEACHER_PROMPT.format(
-                tier=tier, domain=domain, titles=[c.title for c in existing] or "none",
-                problem=t.get("problem", ""), gold=f"Correct answer: {t['gold']}\n" if t.get("gold") else "",
-                wrong=[a.get("answer") for a in atts], excerpt=excerpt,
+                tier=tier,
+                domain=domain,
+                titles=[c.title for c in existing] or "none",
+                problem=t.get("problem", ""),
+                gold=f"Correct answer: {t['gold']}\n" if t.get("gold") else "",
+                wrong=[a.get("answer") for a in atts],
+                excerpt=excerpt,
             )
             got = _ask(teacher, prompt, _check_cards)
             prov = f"trace:{t.get('problem_id') or 'anon'}"
             if got is None:
-                records.append(audit(tree, "skip", trace=t.get("problem_id"), reason="teacher output invalid"))
+                records.append(
+                    audit(tree, "skip", trace=t.get("problem_id"), reason="teacher output invalid")
+                )
                 continue
             for c in got:
-                card = Card(id=new_card_id(c["title"], c["body"]), type=c["type"], tier=tier, domain=domain,
-                            title=c["title"], body=c["body"], provenance=[prov])
+                card = Card(
+                    id=new_card_id(c["title"], c["body"]),
+                    type=c["type"],
+                    tier=tier,
+                    domain=domain,
+                    title=c["title"],
+                    body=c["body"],
+                    provenance=[prov],
+                )
                 dup = max(existing, key=lambda e: similarity(e, card), default=None)
                 if dup is not None and (similarity(dup, card) >= DUPLICATE_JACCARD or dup.id == card.id):
                     if prov not in dup.provenance:
                         dup.provenance.append(prov)
                         write_card(tree, dup)
-                    records.append(audit(tree, "merge", path=dup.path, duplicate_title=card.title, trace=prov,
-                                         by=f"teacher:{teacher.model}"))
+                    records.append(
+                        audit(
+                            tree,
+                            "merge",
+                            path=dup.path,
+                            duplicate_title=card.title,
+                            trace=prov,
+                            by=f"teacher:{teacher.model}",
+                        )
+                    )
                     continue
                 write_card(tree, card)
                 existing.append(card)
-                records.append(audit(tree, "add", path=card.path, block=[tier, domain], trace=prov,
-                                     by=f"teacher:{teacher.model}"))
+                records.append(
+                    audit(
+                        tree,
+                        "add",
+                        path=card.path,
+                        block=[tier, domain],
+                        trace=prov,
+                        by=f"teacher:{teacher.model}",
+                    )
+                )
     return records
 
 
@@ -270,8 +304,7 @@ def refine(
                 write_card(tree, keep)
                 tree.rename(other.path, attic_path(other))
                 gone.add(other.path)
-                records.append(audit(tree, "merge", path=keep.path, demoted=other.path,
-                                     to=attic_path(other)))
+                records.append(audit(tree, "merge", path=keep.path, demoted=other.path, to=attic_path(other)))
     for c in cards:
         if c.path in gone:
             continue
@@ -295,9 +328,13 @@ def refine(
                     records.append(audit(tree, "relocate", path=src, to=c.path, share=round(n / c.uses, 3)))
                     continue
         if curator is not None and c.uses >= min_uses and c.helped / c.uses < 0.5:
-            got = _ask(curator, CURATOR_PROMPT.format(uses=c.uses, helped=c.helped, hurt=c.hurt, type=c.type,
-                                                      title=c.title, body=c.body),
-                       lambda o: (str(o["title"]).strip()[:120], str(o["body"]).strip()[:MAX_BODY_CHARS]))
+            got = _ask(
+                curator,
+                CURATOR_PROMPT.format(
+                    uses=c.uses, helped=c.helped, hurt=c.hurt, type=c.type, title=c.title, body=c.body
+                ),
+                lambda o: (str(o["title"]).strip()[:120], str(o["body"]).strip()[:MAX_BODY_CHARS]),
+            )
             if got and all(got) and got != (c.title, c.body):
                 c.title, c.body = got
                 write_card(tree, c)

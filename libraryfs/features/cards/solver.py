@@ -21,8 +21,8 @@ from libraryfs.features.cards.cards import CardFormatError, block_paths, read_ca
 from libraryfs.features.cards.classify import classify
 from libraryfs.features.cards.controller import DEFAULT_SCHEDULE, Schedule, run
 from libraryfs.features.cards.llm import CallError, ChatLLM
-from libraryfs.index.tokens import count_tokens
 from libraryfs.fs.tree import Tree
+from libraryfs.index.tokens import count_tokens
 
 SYSTEM_PROMPT = (
     "You are an expert mathematician. Solve the problem step by step, then give the final answer "
@@ -37,7 +37,8 @@ def build_messages(problem: str, context: str, tier: str, domain: str) -> list[d
     user = f"Problem:\n{problem.strip()}"
     if context:
         user = (
-            f"Knowledge cards for {tier} {domain} problems (use what applies):\n\n{context.strip()}\n\n" + user
+            f"Knowledge cards for {tier} {domain} problems (use what applies):\n\n{context.strip()}\n\n"
+            + user
         )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -72,8 +73,12 @@ def solve(
                 card_errors.append(f"{p}: {e}")
         context = render_context(cards, max_card_chars)
         messages = build_messages(problem, context, tier, domain)
-        rec: dict[str, Any] = {"tier": tier, "cards": paths, "card_tokens": count_tokens(context) if context else 0,
-                               "attempts": []}
+        rec: dict[str, Any] = {
+            "tier": tier,
+            "cards": paths,
+            "card_tokens": count_tokens(context) if context else 0,
+            "attempts": [],
+        }
         tiers.append(rec)
         out = []
         for _ in range(k):

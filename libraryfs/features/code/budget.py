@@ -40,9 +40,17 @@ class BudgetExceeded(Exception):
     to EDQUOT itself."""
 
     def __init__(self, dimension: str, used: float, requested: float, limit: float, node: str = "") -> None:
-        self.node, self.dimension, self.used, self.requested, self.limit = node, dimension, used, requested, limit
+        self.node, self.dimension, self.used, self.requested, self.limit = (
+            node,
+            dimension,
+            used,
+            requested,
+            limit,
+        )
         where = f"{node}: " if node else ""
-        super().__init__(f"{where}{dimension} budget exceeded: used {used:g} + {requested:g} > limit {limit:g}")
+        super().__init__(
+            f"{where}{dimension} budget exceeded: used {used:g} + {requested:g} > limit {limit:g}"
+        )
 
 
 class ContractViolation(Exception):
@@ -66,15 +74,21 @@ class Budget(NamedTuple):
         if not m:
             return cls()
         vals = [m.get(d, 0) for d in DIMENSIONS]
-        if len(m) <= len(DIMENSIONS) and all(type(v) in (int, float) and v >= 0 for v in vals) and m.keys() <= _DIM_INDEX.keys():
+        if (
+            len(m) <= len(DIMENSIONS)
+            and all(type(v) in (int, float) and v >= 0 for v in vals)
+            and m.keys() <= _DIM_INDEX.keys()
+        ):
             return cls(*vals)  # fast path: the common, valid case
         bad = set(m) - _DIM_INDEX.keys()
         if bad:
-            raise ValueError(f"unknown budget dimension(s): {', '.join(sorted(bad))} (known: {', '.join(DIMENSIONS)})")
+            raise ValueError(
+                f"unknown budget dimension(s): {', '.join(sorted(bad))} (known: {', '.join(DIMENSIONS)})"
+            )
         vals = []
         for d in DIMENSIONS:
             v = m.get(d, 0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
                 raise ValueError(f"budget {d} must be a non-negative number, got {v!r}")
             vals.append(v)
         return cls(*vals)
@@ -104,8 +118,10 @@ class Violation:
 
     def __str__(self) -> str:
         if self.kind in ("overspend", "forest-overspend"):
-            return (f"node {self.node!r} overspends {self.dimension}: {self.detail} = {self.need:g} "
-                    f"> budget {self.have:g}")
+            return (
+                f"node {self.node!r} overspends {self.dimension}: {self.detail} = {self.need:g} "
+                f"> budget {self.have:g}"
+            )
         return f"node {self.node!r}: {self.kind}: {self.detail}"
 
 
@@ -192,7 +208,7 @@ def verify_plan(plan: Mapping) -> VerifyResult:
             path.append(u)
             u = parent[u]
         if u in pos:
-            cyc = path[pos[u]:]
+            cyc = path[pos[u] :]
             out.append(Violation("cycle", cyc[0], detail=" → ".join(cyc + [cyc[0]])))
         reported.update(path)
 
@@ -201,11 +217,11 @@ def verify_plan(plan: Mapping) -> VerifyResult:
         kids = [c for c in children[nid] if c in budgets]
         cost = costs[nid]
         if not kids:
-            if cost == zero or all(c <= x for c, x in zip(cost, b)):
+            if cost == zero or all(c <= x for c, x in zip(cost, b, strict=False)):
                 continue  # leaf within budget: the common case, one tuple comparison
         elif not parallel[nid]:
-            agg = [sum(col) for col in zip(*(budgets[c] for c in kids))]
-            if all(c + a <= x for c, a, x in zip(cost, agg, b)):
+            agg = [sum(col) for col in zip(*(budgets[c] for c in kids), strict=False)]
+            if all(c + a <= x for c, a, x in zip(cost, agg, b, strict=False)):
                 continue
         for i, d in enumerate(DIMENSIONS):
             vals = [budgets[c][i] for c in kids]
@@ -222,8 +238,16 @@ def verify_plan(plan: Mapping) -> VerifyResult:
         for i, d in enumerate(DIMENSIONS):
             need = sum(budgets[r][i] for r in roots)
             if need > total[i]:
-                out.append(Violation("forest-overspend", "(plan)", d, need, total[i],
-                                     f"sum of {len(roots)} root budgets' {d}"))
+                out.append(
+                    Violation(
+                        "forest-overspend",
+                        "(plan)",
+                        d,
+                        need,
+                        total[i],
+                        f"sum of {len(roots)} root budgets' {d}",
+                    )
+                )
     return VerifyResult(not out, out, roots, len(budgets), n_edges)
 
 
@@ -242,8 +266,12 @@ def load_plan(path: str) -> dict:
         raise ValueError(f"cannot parse {path}: {e}") from e
 
 
-def make_contract(inputs: Iterable[str] = (), budget: Mapping[str, float] | Budget | None = None,
-                  tools: Iterable[str] = (), outputs: Iterable[str] = ()) -> Contract:
+def make_contract(
+    inputs: Iterable[str] = (),
+    budget: Mapping[str, float] | Budget | None = None,
+    tools: Iterable[str] = (),
+    outputs: Iterable[str] = (),
+) -> Contract:
     """Build a :class:`Contract` (budget from a mapping, missing dimensions 0)."""
     b = budget if isinstance(budget, Budget) else Budget.from_mapping(budget)
     return Contract(tuple(inputs), b, frozenset(tools), tuple(outputs))
@@ -317,7 +345,9 @@ class BudgetTracker:
         self.check_time()
         left_s = self.limits[_SECONDS] - self.elapsed_s()
         if contract.budget.seconds > left_s:
-            raise BudgetExceeded("seconds", self.elapsed_s(), contract.budget.seconds, self.limits[_SECONDS], self.name)
+            raise BudgetExceeded(
+                "seconds", self.elapsed_s(), contract.budget.seconds, self.limits[_SECONDS], self.name
+            )
         want = list(contract.budget)
         want[_DIM_INDEX["handoffs"]] += 1
         for i, d in enumerate(DIMENSIONS):
@@ -358,7 +388,9 @@ def parse_budget_spec(spec: str) -> dict[str, int]:
         key, sep, val = part.partition("=")
         key = key.strip()
         if not sep or key not in READ_DIMENSIONS:
-            raise ValueError(f"bad budget item {part!r}: expected one of {', '.join(READ_DIMENSIONS)} as key=N")
+            raise ValueError(
+                f"bad budget item {part!r}: expected one of {', '.join(READ_DIMENSIONS)} as key=N"
+            )
         if key in out:
             raise ValueError(f"budget {key} given twice")
         if not val.strip().isdigit():
@@ -416,8 +448,12 @@ class ReadBudget:
     def to_json(self) -> str:
         """What ``.libraryfs/budget`` shows: limits, used, remaining, refused (count of failed charges)."""
         with self._lock:
-            doc = {"limits": dict(self.limits), "used": dict(self.used),
-                   "remaining": {d: (self.limits[d] - self.used[d] if d in self.limits else None)
-                                 for d in READ_DIMENSIONS},
-                   "refused": self.refused}
+            doc = {
+                "limits": dict(self.limits),
+                "used": dict(self.used),
+                "remaining": {
+                    d: (self.limits[d] - self.used[d] if d in self.limits else None) for d in READ_DIMENSIONS
+                },
+                "refused": self.refused,
+            }
         return json.dumps(doc, indent=2) + "\n"

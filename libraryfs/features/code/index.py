@@ -29,9 +29,26 @@ from dataclasses import dataclass
 from libraryfs.features.code.parse import FileParse, Symbol, language_of, parse_source
 
 #: Directory names never indexed.
-IGNORED_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox",
-                          ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", ".eggs",
-                          "site-packages", "vendor"})
+IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        "build",
+        "dist",
+        ".eggs",
+        "site-packages",
+        "vendor",
+    }
+)
 #: Files larger than this are skipped (generated or minified code; bytes).
 MAX_FILE_BYTES = 1_000_000
 
@@ -50,8 +67,11 @@ def list_source_files(root: str) -> list[str]:
     and untracked-but-not-ignored) when ``root`` is a git work tree, else a directory walk."""
     if os.path.exists(os.path.join(root, ".git")):
         try:
-            out = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
-                                  "--exclude-standard"], check=True, capture_output=True).stdout
+            out = subprocess.run(
+                ["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                check=True,
+                capture_output=True,
+            ).stdout
             paths = [p for p in os.fsdecode(out).split("\0") if p]
             return sorted(p for p in set(paths) if is_indexable(p) and os.path.isfile(os.path.join(root, p)))
         except (OSError, subprocess.CalledProcessError):
@@ -183,7 +203,9 @@ class CodeIndex:
                     table[key] = p
         return table
 
-    def _resolve_import(self, src: str, spec: str, modules: dict[str, str], dirs: dict[str, list[str]]) -> list[str]:
+    def _resolve_import(
+        self, src: str, spec: str, modules: dict[str, str], dirs: dict[str, list[str]]
+    ) -> list[str]:
         lang = self.files[src].language
         if lang == "python":
             if spec.startswith("."):
@@ -214,7 +236,7 @@ class CodeIndex:
             return []
         if lang == "go":
             if self.go_module and (spec == self.go_module or spec.startswith(self.go_module + "/")):
-                d = spec[len(self.go_module):].lstrip("/")
+                d = spec[len(self.go_module) :].lstrip("/")
                 return dirs.get(d, [])
             for d, files in dirs.items():
                 if d and (spec == d or spec.endswith("/" + d)):
@@ -279,9 +301,16 @@ class CodeIndex:
     # ---- persistence --------------------------------------------------------------------------------
     def to_json(self) -> bytes:
         """Serialize (UTF-8 JSON bytes) for ``code/<repo>/.codeindex.json``."""
-        return json.dumps({"version": 1, "name": self.name, "root": self.root, "go_module": self.go_module,
-                           "files": [fp.to_dict() for fp in self.files.values()]},
-                          separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "version": 1,
+                "name": self.name,
+                "root": self.root,
+                "go_module": self.go_module,
+                "files": [fp.to_dict() for fp in self.files.values()],
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> CodeIndex:

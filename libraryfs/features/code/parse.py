@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
@@ -97,7 +97,7 @@ def _language_module(name: str):
     return mod
 
 
-@lru_cache(maxsize=None)
+@cache
 def _grammar(name: str) -> tuple[Parser, dict[str, Query]]:
     lang = Language(_language_module(name).language())
     return Parser(lang), {k: Query(lang, src) for k, src in _QUERIES[name].items()}
@@ -129,8 +129,19 @@ class Symbol:
 
     def to_list(self) -> list:
         """Compact JSON form (a list, in field order)."""
-        return [self.name, self.qualname, self.kind, self.signature, self.start_line, self.end_line,
-                self.start_byte, self.end_byte, self.summary, self.parent, self.calls]
+        return [
+            self.name,
+            self.qualname,
+            self.kind,
+            self.signature,
+            self.start_line,
+            self.end_line,
+            self.start_byte,
+            self.end_byte,
+            self.summary,
+            self.parent,
+            self.calls,
+        ]
 
     @classmethod
     def from_list(cls, v: list) -> Symbol:
@@ -155,15 +166,30 @@ class FileParse:
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
-        return {"path": self.path, "language": self.language, "sha": self.sha, "lines": self.lines,
-                "summary": self.summary, "imports": self.imports, "module_calls": self.module_calls,
-                "symbols": [s.to_list() for s in self.symbols]}
+        return {
+            "path": self.path,
+            "language": self.language,
+            "sha": self.sha,
+            "lines": self.lines,
+            "summary": self.summary,
+            "imports": self.imports,
+            "module_calls": self.module_calls,
+            "symbols": [s.to_list() for s in self.symbols],
+        }
 
     @classmethod
     def from_dict(cls, d: dict) -> FileParse:
         """Inverse of :meth:`to_dict`."""
-        return cls(d["path"], d["language"], d["sha"], d["lines"], [Symbol.from_list(s) for s in d["symbols"]],
-                   d["imports"], d["module_calls"], d.get("summary", ""))
+        return cls(
+            d["path"],
+            d["language"],
+            d["sha"],
+            d["lines"],
+            [Symbol.from_list(s) for s in d["symbols"]],
+            d["imports"],
+            d["module_calls"],
+            d.get("summary", ""),
+        )
 
 
 _QUOTES = re.compile(r'^[rRbBuUfF]*("""|\'\'\'|"|\')|("""|\'\'\'|"|\')$')
@@ -183,7 +209,11 @@ def _py_docstring(node: Node) -> str:
     if body is None or body.named_child_count == 0:
         return ""
     first = body.named_children[0]
-    if first.type == "expression_statement" and first.named_child_count and first.named_children[0].type == "string":
+    if (
+        first.type == "expression_statement"
+        and first.named_child_count
+        and first.named_children[0].type == "string"
+    ):
         raw = first.named_children[0].text.decode("utf-8", "replace")
         return _first_line(_QUOTES.sub("", raw))
     return ""
@@ -192,16 +222,23 @@ def _py_docstring(node: Node) -> str:
 def _leading_comment(node: Node) -> str:
     """Summary from the comment block right above a declaration (JSDoc, Go doc comment)."""
     anchor = node
-    while anchor.parent is not None and anchor.parent.type in ("export_statement", "lexical_declaration",
-                                                                "variable_declaration", "type_declaration"):
+    while anchor.parent is not None and anchor.parent.type in (
+        "export_statement",
+        "lexical_declaration",
+        "variable_declaration",
+        "type_declaration",
+    ):
         anchor = anchor.parent
     prev = anchor.prev_sibling
     if prev is None or prev.type != "comment" or anchor.start_point[0] - prev.end_point[0] > 1:
         return ""
     # walk up the contiguous comment block to its first line
     block = prev
-    while (block.prev_sibling is not None and block.prev_sibling.type == "comment"
-           and block.start_point[0] - block.prev_sibling.end_point[0] <= 1):
+    while (
+        block.prev_sibling is not None
+        and block.prev_sibling.type == "comment"
+        and block.start_point[0] - block.prev_sibling.end_point[0] <= 1
+    ):
         block = block.prev_sibling
     return _first_line(block.text.decode("utf-8", "replace"))
 
@@ -210,18 +247,22 @@ def _signature(node: Node, data: bytes, language: str) -> str:
     body = node.child_by_field_name("body")
     if language == "go" and node.type == "type_spec":
         body = node.child_by_field_name("type")
-        end = body.start_byte if body is not None and body.type in ("struct_type", "interface_type") else node.end_byte
-        sig = "type " + data[node.start_byte:end].decode("utf-8", "replace")
+        end = (
+            body.start_byte
+            if body is not None and body.type in ("struct_type", "interface_type")
+            else node.end_byte
+        )
+        sig = "type " + data[node.start_byte : end].decode("utf-8", "replace")
         if body is not None and body.type in ("struct_type", "interface_type"):
             sig += body.type.split("_")[0]
     elif node.type == "variable_declarator":
         value = node.child_by_field_name("value")
         vbody = value.child_by_field_name("body") if value is not None else None
         end = vbody.start_byte if vbody is not None else node.end_byte
-        sig = data[node.start_byte:end].decode("utf-8", "replace")
+        sig = data[node.start_byte : end].decode("utf-8", "replace")
     else:
         end = body.start_byte if body is not None else node.end_byte
-        sig = data[node.start_byte:end].decode("utf-8", "replace")
+        sig = data[node.start_byte : end].decode("utf-8", "replace")
     sig = " ".join(sig.split()).rstrip(":{ =>").rstrip()
     return sig if len(sig) <= 200 else sig[:199] + "…"
 
@@ -297,10 +338,18 @@ def parse_source(path: str, data: bytes, language: str | None = None, sha: str =
             qual = f"{recv}.{name}" if recv else name
         else:
             qual = f"{parent.qualname}.{name}" if parent is not None else name
-        sym = Symbol(name=name, qualname=qual, kind=kind, signature=_signature(node, data, language),
-                     start_line=span.start_point[0] + 1, end_line=span.end_point[0] + 1,
-                     start_byte=span.start_byte, end_byte=span.end_byte, summary=summary,
-                     parent=parent.qualname if parent is not None else "")
+        sym = Symbol(
+            name=name,
+            qualname=qual,
+            kind=kind,
+            signature=_signature(node, data, language),
+            start_line=span.start_point[0] + 1,
+            end_line=span.end_point[0] + 1,
+            start_byte=span.start_byte,
+            end_byte=span.end_byte,
+            summary=summary,
+            parent=parent.qualname if parent is not None else "",
+        )
         symbols.append(sym)
         stack.append((node.end_byte, sym))
 
@@ -332,10 +381,21 @@ def parse_source(path: str, data: bytes, language: str | None = None, sha: str =
     summary = ""
     if language == "python" and root.named_child_count:
         first = root.named_children[0]
-        if first.type == "expression_statement" and first.named_children and first.named_children[0].type == "string":
+        if (
+            first.type == "expression_statement"
+            and first.named_children
+            and first.named_children[0].type == "string"
+        ):
             summary = _first_line(_QUOTES.sub("", first.named_children[0].text.decode("utf-8", "replace")))
     elif root.named_child_count and root.named_children[0].type == "comment":
         summary = _first_line(root.named_children[0].text.decode("utf-8", "replace"))
-    return FileParse(path=path, language=language, sha=sha, lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
-                     symbols=symbols, imports=list(dict.fromkeys(imports)), module_calls=module_calls,
-                     summary=summary)
+    return FileParse(
+        path=path,
+        language=language,
+        sha=sha,
+        lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+        symbols=symbols,
+        imports=list(dict.fromkeys(imports)),
+        module_calls=module_calls,
+        summary=summary,
+    )

@@ -72,7 +72,7 @@ def symbol_filenames(fp: FileParse) -> list[str]:
 def symbol_path(repo: str, fp: FileParse, qualname: str) -> str:
     """Library-relative path of one symbol's source file (first definition with that qualname)."""
     names = symbol_filenames(fp)
-    for s, n in zip(fp.symbols, names):
+    for s, n in zip(fp.symbols, names, strict=False):
         if s.qualname == qualname:
             return f"{file_dir(repo, fp.path)}/{n}"
     raise KeyError(f"{fp.path}::{qualname}")
@@ -87,27 +87,39 @@ def render_symbols_md(index: CodeIndex, rel: str) -> bytes:
     fp = index.files[rel]
     edges = index.edges
     names = symbol_filenames(fp)
-    out = [f"# {rel} — {fp.summary or f'{fp.language} source'}", "",
-           f"{fp.language} · {fp.lines} lines · {len(fp.symbols)} symbols · blob {fp.sha[:12]} · "
-           f"whole file: [{SOURCE_STEM}{_ext(rel)}]({SOURCE_STEM}{_ext(rel)})", ""]
+    out = [
+        f"# {rel} — {fp.summary or f'{fp.language} source'}",
+        "",
+        f"{fp.language} · {fp.lines} lines · {len(fp.symbols)} symbols · blob {fp.sha[:12]} · "
+        f"whole file: [{SOURCE_STEM}{_ext(rel)}]({SOURCE_STEM}{_ext(rel)})",
+        "",
+    ]
     imps = edges.imports.get(rel, [])
     users = sorted(edges.importers.get(rel, []))
     if imps:
         out.append("imports: " + ", ".join(f"`{p}`" for p in imps))
     if users:
-        out.append("imported by: " + ", ".join(f"`{p}`" for p in users[:20])
-                   + (f" (+{len(users) - 20} more)" if len(users) > 20 else ""))
+        out.append(
+            "imported by: "
+            + ", ".join(f"`{p}`" for p in users[:20])
+            + (f" (+{len(users) - 20} more)" if len(users) > 20 else "")
+        )
     if imps or users:
         out.append("")
     if fp.symbols:
-        out += ["| symbol | kind | lines | signature | summary | calls | called by |", "|---|---|---|---|---|---|---|"]
-        for s, n in zip(fp.symbols, names):
+        out += [
+            "| symbol | kind | lines | signature | summary | calls | called by |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for s, n in zip(fp.symbols, names, strict=False):
             sid = f"{rel}::{s.qualname}"
             calls = [c.split("::", 1)[1] if c.startswith(rel + "::") else c for c in edges.calls.get(sid, [])]
             called = edges.callers.get(sid, [])
-            out.append(f"| [{_cell(s.qualname)}]({n}) | {s.kind} | {s.start_line}-{s.end_line} | "
-                       f"`{_cell(s.signature)}` | {_cell(s.summary)} | {_cell(', '.join(calls[:6]))}"
-                       f"{' …' if len(calls) > 6 else ''} | {len(called)} |")
+            out.append(
+                f"| [{_cell(s.qualname)}]({n}) | {s.kind} | {s.start_line}-{s.end_line} | "
+                f"`{_cell(s.signature)}` | {_cell(s.summary)} | {_cell(', '.join(calls[:6]))}"
+                f"{' …' if len(calls) > 6 else ''} | {len(called)} |"
+            )
     else:
         out.append("(no functions, classes or methods)")
     return ("\n".join(out) + "\n").encode()
@@ -119,7 +131,7 @@ def render_symbol_files(fp: FileParse, source: bytes) -> dict[str, bytes]:
     mark = COMMENT[fp.language]
     lines = source.splitlines(keepends=True)
     files = {SOURCE_STEM + _ext(fp.path): source}
-    for s, n in zip(fp.symbols, symbol_filenames(fp)):
+    for s, n in zip(fp.symbols, symbol_filenames(fp), strict=False):
         head = f"{mark} {s.qualname} — {s.kind} · {fp.path}:{s.start_line}-{s.end_line}"
         if s.summary:
             head += f" · {s.summary}"
@@ -135,12 +147,17 @@ def render_repo_md(index: CodeIndex) -> bytes:
         langs[fp.language] = langs.get(fp.language, 0) + 1
     n_sym = sum(len(fp.symbols) for fp in index.files.values())
     top = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in index.files})
-    text = [f"# {index.name} — code index", "",
-            f"source: `{index.root}` · {len(index.files)} files · {n_sym} symbols · "
-            + ", ".join(f"{k} {v}" for k, v in sorted(langs.items())), "",
-            "Navigate root → directory → file → symbol: every source file is a directory holding",
-            "`SYMBOLS.md` (signatures, summaries, calls), `SOURCE.<ext>` and one file per symbol.", "",
-            "top level: " + ", ".join(f"`{t}`" for t in top)]
+    text = [
+        f"# {index.name} — code index",
+        "",
+        f"source: `{index.root}` · {len(index.files)} files · {n_sym} symbols · "
+        + ", ".join(f"{k} {v}" for k, v in sorted(langs.items())),
+        "",
+        "Navigate root → directory → file → symbol: every source file is a directory holding",
+        "`SYMBOLS.md` (signatures, summaries, calls), `SOURCE.<ext>` and one file per symbol.",
+        "",
+        "top level: " + ", ".join(f"`{t}`" for t in top),
+    ]
     return ("\n".join(text) + "\n").encode()
 
 
@@ -211,8 +228,14 @@ class Renderer:
                 if stale not in self.index.files:
                     self._drop_file_dir(stale)
         for rel, fp in self.index.files.items():
-            if rel in old and old[rel].sha == fp.sha and self.tree.exists(f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}"):
-                self._put(f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}", render_symbols_md(self.index, rel))
+            if (
+                rel in old
+                and old[rel].sha == fp.sha
+                and self.tree.exists(f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}")
+            ):
+                self._put(
+                    f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}", render_symbols_md(self.index, rel)
+                )
             else:
                 self._render_file_dir(rel)
         self._put(f"{root}/REPO.md", render_repo_md(self.index))
@@ -245,7 +268,9 @@ class Renderer:
                 self._render_file_dir(rel)
         for rel in self._affected(changed, removed):
             if rel not in changed and rel in self.index.files:
-                self._put(f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}", render_symbols_md(self.index, rel))
+                self._put(
+                    f"{file_dir(self.index.name, rel)}/{SYMBOLS_NAME}", render_symbols_md(self.index, rel)
+                )
         self._put(f"{repo_dir(self.index.name)}/REPO.md", render_repo_md(self.index))
         self.save_index()
         self._last_edges = self.index.edges

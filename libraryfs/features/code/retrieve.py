@@ -45,16 +45,23 @@ QUERY_TYPES = ("exact", "dependency", "structural", "identifier", "conceptual")
 _SPLIT = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CODE_TOKEN = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*$")
-_STOP = frozenset("""a an and are as at be by can do does for from has have how i in into is it its of on or
+_STOP = frozenset(
+    """a an and are as at be by can do does for from has have how i in into is it its of on or
 that the this to was we what when where which who why will with add added adds fix fixed fixes use make
-new update updated support should not all any""".split())
-_DEPENDENCY = re.compile(r"\b(who|what|which)\s+(calls|uses|imports|depends\s+on|references)\b|"
-                         r"\b(callers|callees|usages?|uses|dependents|dependencies|references)\s+(of|to)\b|"
-                         r"\b(calls\s+to|called\s+by|used\s+by|imported\s+by|depends\s+on|referenced\s+by)\b",
-                         re.I)
-_STRUCTURAL = re.compile(r"\b(?:all|every|list|each)\b.*\b(?:class(?:es)?|functions?|methods?|files?|"
-                         r"modules?|symbols?|types?)\b|\b(?:subclass\w*|inherit\w*|hierarchy|layout|"
-                         r"directory\s+structure)\b", re.I)
+new update updated support should not all any""".split()
+)
+_DEPENDENCY = re.compile(
+    r"\b(who|what|which)\s+(calls|uses|imports|depends\s+on|references)\b|"
+    r"\b(callers|callees|usages?|uses|dependents|dependencies|references)\s+(of|to)\b|"
+    r"\b(calls\s+to|called\s+by|used\s+by|imported\s+by|depends\s+on|referenced\s+by)\b",
+    re.I,
+)
+_STRUCTURAL = re.compile(
+    r"\b(?:all|every|list|each)\b.*\b(?:class(?:es)?|functions?|methods?|files?|"
+    r"modules?|symbols?|types?)\b|\b(?:subclass\w*|inherit\w*|hierarchy|layout|"
+    r"directory\s+structure)\b",
+    re.I,
+)
 _EXACT = re.compile(r"\"[^\"]+\"|'[^']+'|`[^`]*[^\w`.][^`]*`|\(|\)|->|=>|==|::|\{|\}|;")
 
 
@@ -85,8 +92,9 @@ def classify(query: str) -> str:
         return "dependency"
     if _STRUCTURAL.search(q):
         return "structural"
-    if _CODE_TOKEN.match(q) and (("_" in q) or ("." in q) or re.search(r"[a-z][A-Z]", q) or q[:1].isupper()
-                                 or len(q.split()) == 1):
+    if _CODE_TOKEN.match(q) and (
+        ("_" in q) or ("." in q) or re.search(r"[a-z][A-Z]", q) or q[:1].isupper() or len(q.split()) == 1
+    ):
         return "identifier"
     return "conceptual"
 
@@ -175,13 +183,15 @@ class Retriever:
                 fwd, rev = e.calls.get(s, []), e.callers.get(s, [])
             else:
                 fwd, rev = e.imports.get(s, []), e.importers.get(s, [])
-            for n in (rev + fwd if reverse_first else fwd + rev):
+            for n in rev + fwd if reverse_first else fwd + rev:
                 if n not in out and n not in seeds:
                     out.append(n)
         return out[:50]
 
     def _exact(self, query: str) -> list[str]:
-        needles = [m.strip("\"'`") for m in re.findall(r"\"[^\"]+\"|'[^']+'|`[^`]+`", query)] or [query.strip()]
+        needles = [m.strip("\"'`") for m in re.findall(r"\"[^\"]+\"|'[^']+'|`[^`]+`", query)] or [
+            query.strip()
+        ]
         out: list[str] = []
         for path, fp in self.index.files.items():
             for s in fp.symbols:
@@ -248,7 +258,11 @@ class Retriever:
             sub += idents[:SUBGRAPH_MAX]
         elif bm_scores:
             top = bm_scores[0]
-            sub += [n for n, s in zip(bm_ids[:SUBGRAPH_MAX], bm_scores) if s >= BM25_KEEP_RATIO * top]
+            sub += [
+                n
+                for n, s in zip(bm_ids[:SUBGRAPH_MAX], bm_scores, strict=False)
+                if s >= BM25_KEEP_RATIO * top
+            ]
         if qtype not in ("exact", "identifier"):
             sub += idents[:SUBGRAPH_MAX]
         if qtype == "dependency":
@@ -260,7 +274,9 @@ class Retriever:
             path, _, qual = nid.partition("::")
             if qual:
                 fp = self.index.files[path]
-                name = next(n for s, n in zip(fp.symbols, symbol_filenames(fp)) if s.qualname == qual)
+                name = next(
+                    n for s, n in zip(fp.symbols, symbol_filenames(fp), strict=False) if s.qualname == qual
+                )
                 lib = f"{file_dir(self.index.name, path)}/{name}"
             else:
                 lib = f"{file_dir(self.index.name, path)}/SYMBOLS.md"

@@ -38,9 +38,11 @@ T_SUB_FILES = 3
 T_COUPLING = 0.6
 T_DEP = 3
 
-_EXPLORATORY = re.compile(r"^\s*(why|how\s+(does|do|can|could|should)|what\s+(is|are|if)|investigate|explore|"
-                          r"research|figure\s+out|understand|evaluate\s+whether|should\s+we|is\s+it)\b|\?\s*$",
-                          re.I)
+_EXPLORATORY = re.compile(
+    r"^\s*(why|how\s+(does|do|can|could|should)|what\s+(is|are|if)|investigate|explore|"
+    r"research|figure\s+out|understand|evaluate\s+whether|should\s+we|is\s+it)\b|\?\s*$",
+    re.I,
+)
 
 
 @dataclass(slots=True)
@@ -58,9 +60,15 @@ class RouteDecision:
 
     def as_dict(self) -> dict:
         """JSON-ready dict (hits as ``{"node", "score", "path"}``)."""
-        return {"topology": self.topology, "shape": self.shape, "rule": self.rule, "query_type": self.qtype,
-                "coverage": self.coverage, "vector": self.vector.as_dict(),
-                "hits": [{"node": h.node, "score": h.score, "path": h.path} for h in self.hits]}
+        return {
+            "topology": self.topology,
+            "shape": self.shape,
+            "rule": self.rule,
+            "query_type": self.qtype,
+            "coverage": self.coverage,
+            "vector": self.vector.as_dict(),
+            "hits": [{"node": h.node, "score": h.score, "path": h.path} for h in self.hits],
+        }
 
 
 def decide(query: str, vec: ComplexityVector, qtype: str, coverage: float) -> tuple[str, str, str]:
@@ -77,7 +85,11 @@ def decide(query: str, vec: ComplexityVector, qtype: str, coverage: float) -> tu
     if vec.n_f <= T_SUB_FILES and not coupled:
         return "SUBAGENT", "", f"n_f={vec.n_f} ≤ {T_SUB_FILES}"
     shape = "pipeline" if vec.d_dep >= T_DEP else "swarm"
-    why = f"n_f={vec.n_f} > {T_SUB_FILES}" if vec.n_f > T_SUB_FILES else f"ρ_x={vec.rho_x} > {T_COUPLING}, d_dep={vec.d_dep}"
+    why = (
+        f"n_f={vec.n_f} > {T_SUB_FILES}"
+        if vec.n_f > T_SUB_FILES
+        else f"ρ_x={vec.rho_x} > {T_COUPLING}, d_dep={vec.d_dep}"
+    )
     return "MULTIAGENT", shape, why
 
 
@@ -94,11 +106,19 @@ def route_index(index: CodeIndex, query: str, limit: int = 10) -> RouteDecision:
     return route(Retriever(index), query, limit)
 
 
-_RX_DEEP = re.compile(r"\b(investigate|explore|research|why|spike|experiment|prototype|figure out)\b|\?", re.I)
-_RX_MULTI = re.compile(r"\b(refactor\w*|rewrite|redesign|migrat\w+|across|all|every|overhaul|architecture|"
-                       r"restructur\w+|framework|system|multiple)\b", re.I)
-_RX_FAST = re.compile(r"\b(typo|rename|bump|version|comment|docstring|whitespace|lint|format|spelling|"
-                      r"one-line|small|minor|trivial)\b", re.I)
+_RX_DEEP = re.compile(
+    r"\b(investigate|explore|research|why|spike|experiment|prototype|figure out)\b|\?", re.I
+)
+_RX_MULTI = re.compile(
+    r"\b(refactor\w*|rewrite|redesign|migrat\w+|across|all|every|overhaul|architecture|"
+    r"restructur\w+|framework|system|multiple)\b",
+    re.I,
+)
+_RX_FAST = re.compile(
+    r"\b(typo|rename|bump|version|comment|docstring|whitespace|lint|format|spelling|"
+    r"one-line|small|minor|trivial)\b",
+    re.I,
+)
 
 
 def regex_route(query: str) -> str:

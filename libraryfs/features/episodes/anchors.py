@@ -20,21 +20,79 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-                "nine": 9, "ten": 10, "a": 1}
-ORDINALS = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
-            "eighth": 8, "ninth": 9, "tenth": 10, "last": -1, "final": -1, "latest": -1, "most recent": -1}
+NUMBER_WORDS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a": 1,
+}
+ORDINALS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "last": -1,
+    "final": -1,
+    "latest": -1,
+    "most recent": -1,
+}
 #: event names of Crafter (used besides an episode's own vocabulary)
-CRAFTER_EVENTS = ("collect_coal", "collect_diamond", "collect_drink", "collect_iron", "collect_sapling",
-                  "collect_stone", "collect_wood", "defeat_skeleton", "defeat_zombie", "eat_cow", "eat_plant",
-                  "make_iron_pickaxe", "make_iron_sword", "make_stone_pickaxe", "make_stone_sword",
-                  "make_wood_pickaxe", "make_wood_sword", "place_furnace", "place_plant", "place_stone",
-                  "place_table", "wake_up", "died")
-CRAFTER_ITEMS = ("sapling", "wood", "stone", "coal", "iron", "diamond", "wood_pickaxe", "stone_pickaxe",
-                 "iron_pickaxe", "wood_sword", "stone_sword", "iron_sword")
+CRAFTER_EVENTS = (
+    "collect_coal",
+    "collect_diamond",
+    "collect_drink",
+    "collect_iron",
+    "collect_sapling",
+    "collect_stone",
+    "collect_wood",
+    "defeat_skeleton",
+    "defeat_zombie",
+    "eat_cow",
+    "eat_plant",
+    "make_iron_pickaxe",
+    "make_iron_sword",
+    "make_stone_pickaxe",
+    "make_stone_sword",
+    "make_wood_pickaxe",
+    "make_wood_sword",
+    "place_furnace",
+    "place_plant",
+    "place_stone",
+    "place_table",
+    "wake_up",
+    "died",
+)
+CRAFTER_ITEMS = (
+    "sapling",
+    "wood",
+    "stone",
+    "coal",
+    "iron",
+    "diamond",
+    "wood_pickaxe",
+    "stone_pickaxe",
+    "iron_pickaxe",
+    "wood_sword",
+    "stone_sword",
+    "iron_sword",
+)
 
 _VERBS = [  # (pattern, canonical verb) applied in order to the lower-cased question
-    (r"\bdrank( some)? water\b", "collect drink"), (r"\bdrink water\b", "collect drink"),
+    (r"\bdrank( some)? water\b", "collect drink"),
+    (r"\bdrink water\b", "collect drink"),
     (r"\bwoke up\b|\bwake up\b|\bwoken up\b", "wake up"),
     (r"\bcollected\b|\bcollecting\b|\bgathered\b", "collect"),
     (r"\bplaced\b|\bplacing\b|\bput down\b", "place"),
@@ -147,8 +205,9 @@ def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> 
             a.target_t = int(m.group(1) or m.group(2))
 
     # temporal offset
-    m = re.search(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten) steps? (after|later|before|earlier)",
-                  s)
+    m = re.search(
+        r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten) steps? (after|later|before|earlier)", s
+    )
     if m:
         n = _number(m.group(1)) or 0
         a.offset = n if m.group(2) in ("after", "later") else -n
@@ -187,6 +246,9 @@ def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> 
             if re.search(rf"\bgain {_phrase(i)}\b", s):
                 a.kind, a.name = "gain", i
 
-    a.mentions = [n for n in (*events, *items, *places, *objects) if re.search(rf"\b{_phrase(n)}\b", s)
-                  or re.search(rf"\b{re.escape(n)}\b", raw)]
+    a.mentions = [
+        n
+        for n in (*events, *items, *places, *objects)
+        if re.search(rf"\b{_phrase(n)}\b", s) or re.search(rf"\b{re.escape(n)}\b", raw)
+    ]
     return a

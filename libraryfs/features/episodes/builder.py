@@ -19,14 +19,15 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from libraryfs.fs.store import Store
-from libraryfs.fs.tree import DirTree, Tree
 from libraryfs.features.episodes.unitdb import UnitDB, check_episode_id
 from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
 from libraryfs.features.episodes.views import ViewWriter
+from libraryfs.fs.store import Store
+from libraryfs.fs.tree import DirTree, Tree
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,10 @@ class BuildReport:
 
     def line(self) -> str:
         """One human-readable line."""
-        s = (f"{self.episode}: +{self.new_units} units ({self.units} in all), {self.files_written} view files "
-             f"written in {self.seconds:.2f} s")
+        s = (
+            f"{self.episode}: +{self.new_units} units ({self.units} in all), {self.files_written} view files "
+            f"written in {self.seconds:.2f} s"
+        )
         if self.rebuilt:
             s += " (full rebuild)"
         if self.errors:
@@ -178,9 +181,14 @@ class EpisodeBuilder:
                     writer.visit(prev_place, prev_k, prev_start, u.t - 1, line)
                 writer.visit(u.location, u.marks["visit"], u.t, None, u.line())
         n_units = int(meta.get("units", 0)) + len(units)
-        meta = {"state": state.to_json(), "consumed_bytes": consumed + end, "units": n_units,
-                "errors": (errors + report.errors)[-20:], "built_ns": time.time_ns(),
-                "asks": meta.get("asks", {})}
+        meta = {
+            "state": state.to_json(),
+            "consumed_bytes": consumed + end,
+            "units": n_units,
+            "errors": (errors + report.errors)[-20:],
+            "built_ns": time.time_ns(),
+            "asks": meta.get("asks", {}),
+        }
         self.db.put(ep, units, meta)
         if units:
             writer.overview(ep, n_units, meta["state"], state.next_t - 1)
@@ -196,16 +204,28 @@ class EpisodeBuilder:
         """Drop the episode's units and every generated view (``steps.jsonl`` and ``ask/`` stay)."""
         root = episode_root(ep)
         self.db.drop(ep)
-        for name in ("steps", "timeline", "by-location", "by-object", "by-event", "visits", "transitions",
-                     "recall", "episode.md"):
+        for name in (
+            "steps",
+            "timeline",
+            "by-location",
+            "by-object",
+            "by-event",
+            "visits",
+            "transitions",
+            "recall",
+            "episode.md",
+        ):
             self.tree.remove(f"{root}/{name}")
 
     def episodes(self) -> list[str]:
         """Episode ids: directories under ``episodes/`` holding a ``steps.jsonl``."""
         if not self.tree.isdir(EPISODES_DIR):
             return []
-        return [n for n in self.tree.listdir(EPISODES_DIR)
-                if not n.startswith(".") and self.tree.exists(f"{EPISODES_DIR}/{n}/{STEPS_FILE}")]
+        return [
+            n
+            for n in self.tree.listdir(EPISODES_DIR)
+            if not n.startswith(".") and self.tree.exists(f"{EPISODES_DIR}/{n}/{STEPS_FILE}")
+        ]
 
     # -- read ---------------------------------------------------------------------------------------------
     def index(self, ep: str) -> Any:
@@ -246,8 +266,10 @@ class EpisodeBuilder:
             if asks.get(name) == key and self.tree.exists(out):
                 continue
             r = recall(self.index(ep), question, budget)
-            body = (f"# recall: {question}\n\nbudget {budget} tokens · evidence {r.tokens} tokens · "
-                    f"{len(r.items)} lines · anchors: {r.anchor_summary()}\n\n{r.text}\n")
+            body = (
+                f"# recall: {question}\n\nbudget {budget} tokens · evidence {r.tokens} tokens · "
+                f"{len(r.items)} lines · anchors: {r.anchor_summary()}\n\n{r.text}\n"
+            )
             self.tree.write_bytes(out, body.encode())
             asks[name] = key
             written.append(out)

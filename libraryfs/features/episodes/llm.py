@@ -18,8 +18,8 @@ import json
 import logging
 from typing import Any
 
-from libraryfs.fs.store import Store
 from libraryfs.features.episodes.units import Unit
+from libraryfs.fs.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,15 @@ SYSTEM = (
 class LLMExtractor:
     """Callable ``(t, text) -> Unit | None`` over an OpenAI-compatible endpoint, cached in ``store``."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None, store: Store | None,
-                 timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None, store: Store | None, timeout_s: float = 60.0
+    ) -> None:
         import openai
 
         self.model = model
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "none", timeout=timeout_s,
-                                    max_retries=1)
+        self.client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=1
+        )
         self.cache = None
         if store is not None:
             from libraryfs.llm.cache import AnswerCache
@@ -58,9 +60,11 @@ class LLMExtractor:
         self.calls += 1
         try:
             resp = self.client.chat.completions.create(
-                model=self.model, temperature=0,
+                model=self.model,
+                temperature=0,
                 messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
-                response_format={"type": "json_object"})
+                response_format={"type": "json_object"},
+            )
             content = resp.choices[0].message.content or ""
             s = content.strip()
             if s.startswith("```"):
@@ -85,14 +89,22 @@ class LLMExtractor:
                 self.cache.put_many(JOB, PROMPT_VERSION, [(key, ans)])
         try:
             return Unit(
-                t=t, action=str(ans.get("action", "")),
+                t=t,
+                action=str(ans.get("action", "")),
                 objects=sorted({str(o) for o in ans.get("objects", [])}),
                 events=[str(e) for e in ans.get("events", [])],
-                relations=[[str(x) for x in r][:3] for r in ans.get("relations", []) if isinstance(r, list)
-                           and len(r) >= 3],
+                relations=[
+                    [str(x) for x in r][:3]
+                    for r in ans.get("relations", [])
+                    if isinstance(r, list) and len(r) >= 3
+                ],
                 inventory={str(k): int(v) for k, v in (ans.get("inventory") or {}).items() if int(v) > 0},
                 location=str(ans.get("location", "") or ""),
-                summary=str(ans.get("summary", ""))[:200], gained=None, lost=None, source="llm")
+                summary=str(ans.get("summary", ""))[:200],
+                gained=None,
+                lost=None,
+                source="llm",
+            )
         except (TypeError, ValueError, AttributeError):
             self.errors += 1
             return None

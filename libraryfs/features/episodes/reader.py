@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 
-_RAW = re.compile(r"Step (\d+): action (\w+)\. At \((-?\d+), (-?\d+)\) in ([\w-]+)\. Facing (\w+)\.(.*?)(?=Step \d+:|$)",
-                  re.S)
+_RAW = re.compile(
+    r"Step (\d+): action (\w+)\. At \((-?\d+), (-?\d+)\) in ([\w-]+)\. Facing (\w+)\.(.*?)(?=Step \d+:|$)",
+    re.S,
+)
 _LIST = {"Nearby": "near", "Events": "ev", "Gained": "gain", "Lost": "lose"}
 
 
@@ -35,8 +37,16 @@ def parse_evidence(text: str) -> dict[int, dict]:
     for m in _RAW.finditer(text):
         t = int(m.group(1))
         f = facts.setdefault(t, {})
-        f.update(fmt="raw", action=m.group(2), place=m.group(5), facing=m.group(6), near={}, ev={}, gain={},
-                 lose={})
+        f.update(
+            fmt="raw",
+            action=m.group(2),
+            place=m.group(5),
+            facing=m.group(6),
+            near={},
+            ev={},
+            gain={},
+            lose={},
+        )
         rest = m.group(7)
         for label, key in _LIST.items():
             mm = re.search(rf"{label}: ([^.]*)\.", rest)
@@ -56,14 +66,24 @@ def parse_evidence(text: str) -> dict[int, dict]:
         f = facts.setdefault(t, {})
         kv = dict(p.split("=", 1) for p in m.group(2).split() if "=" in p)
         if "inv" in kv:
-            f["inv"] = {} if kv["inv"] == "none" else {
-                k: int(v) for k, v in (x.split(":") for x in kv["inv"].split(",") if ":" in x)}
+            f["inv"] = (
+                {}
+                if kv["inv"] == "none"
+                else {k: int(v) for k, v in (x.split(":") for x in kv["inv"].split(",") if ":" in x)}
+            )
             continue
         if "act" in kv:  # a full unit line: absent lists are empty
-            f.update(fmt="unit", action=kv["act"], place=kv.get("at", ""), facing=kv.get("face", ""),
-                     near=_names(kv.get("near", "")), ev=_names(kv.get("ev", "")),
-                     gain=_names(kv.get("gain", "")), lose=_names(kv.get("lose", "")),
-                     visit=int(kv["visit"]) if kv.get("visit", "").isdigit() else None)
+            f.update(
+                fmt="unit",
+                action=kv["act"],
+                place=kv.get("at", ""),
+                facing=kv.get("face", ""),
+                near=_names(kv.get("near", "")),
+                ev=_names(kv.get("ev", "")),
+                gain=_names(kv.get("gain", "")),
+                lose=_names(kv.get("lose", "")),
+                visit=int(kv["visit"]) if kv.get("visit", "").isdigit() else None,
+            )
         else:  # a short occurrence line
             f.setdefault("fmt", "occ")
             for key in ("ev", "gain", "lose"):

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from rank_bm25 import BM25Okapi
 
-from libraryfs.index.tokens import count_tokens
 from libraryfs.features.episodes.anchors import Anchors, parse_question
 from libraryfs.features.episodes.units import Unit
+from libraryfs.index.tokens import count_tokens
 
 W_ANCHOR, W_CHAIN, W_TEXT = 0.5, 0.3, 0.2
 CHAIN_DECAY_STEPS = 3.0
@@ -66,8 +66,10 @@ class EpisodeIndex:
                 self.occ.setdefault(("visit", u.location), []).append(u.t)
         self.vocab = {
             "events": sorted({n for k, n in self.occ if k == "ev"}),
-            "items": sorted({n for k, n in self.occ if k in ("gain", "lose")}
-                            | {i for u in self.units for i in u.inventory}),
+            "items": sorted(
+                {n for k, n in self.occ if k in ("gain", "lose")}
+                | {i for u in self.units for i in u.inventory}
+            ),
             "places": sorted({n for k, n in self.occ if k == "visit"}),
             "objects": sorted({o for u in self.units for o in u.objects}),
         }
@@ -123,10 +125,23 @@ class Recall:
 
     def to_json(self) -> dict:
         """``{"question", "budget_tokens", "tokens", "anchors", "resolved", "items": [...]}``."""
-        return {"question": self.question, "budget_tokens": self.budget_tokens, "tokens": self.tokens,
-                "anchors": self.anchors.to_json(), "resolved": self.resolved,
-                "items": [{"t": i.t, "kind": i.kind, "score": round(i.score, 4), "text": i.text,
-                           "tokens": count_tokens(i.text)} for i in self.items]}
+        return {
+            "question": self.question,
+            "budget_tokens": self.budget_tokens,
+            "tokens": self.tokens,
+            "anchors": self.anchors.to_json(),
+            "resolved": self.resolved,
+            "items": [
+                {
+                    "t": i.t,
+                    "kind": i.kind,
+                    "score": round(i.score, 4),
+                    "text": i.text,
+                    "tokens": count_tokens(i.text),
+                }
+                for i in self.items
+            ],
+        }
 
 
 def resolve(idx: EpisodeIndex, a: Anchors) -> dict:
@@ -139,7 +154,7 @@ def resolve(idx: EpisodeIndex, a: Anchors) -> dict:
         if a.kind:
             anchor_steps = [t for t in idx.occurrences(a.kind, a.name or "") if lo <= t <= hi]
         else:
-            anchor_steps = [t for t in idx.ts[bisect_left(idx.ts, lo):] if t <= hi][:50]
+            anchor_steps = [t for t in idx.ts[bisect_left(idx.ts, lo) :] if t <= hi][:50]
     elif a.target_t is not None:
         base = idx.nearest_t(a.target_t)
         if base is not None:
@@ -163,19 +178,23 @@ def resolve(idx: EpisodeIndex, a: Anchors) -> dict:
     return {"anchor_steps": anchor_steps, "target": target, "chain": chain, "state": state}
 
 
-def rank(idx: EpisodeIndex, question: str, a: Anchors, resolved: dict, use_anchors: bool = True) -> list[tuple[float, int]]:
+def rank(
+    idx: EpisodeIndex, question: str, a: Anchors, resolved: dict, use_anchors: bool = True
+) -> list[tuple[float, int]]:
     """``[(score, t)]`` of every unit, best first (ties by step)."""
     bm = idx.bm25(question)
     top = max(bm) if bm and max(bm) > 0 else 1.0
     pins = resolved["anchor_steps"] + ([resolved["target"]] if resolved["target"] is not None else [])
     wanted = set(a.mentions)
     scored = []
-    for u, b in zip(idx.units, bm):
+    for u, b in zip(idx.units, bm, strict=False):
         text_sim = b / top
         if not use_anchors:
             scored.append((text_sim, u.t))
             continue
-        have = set(u.objects) | set(u.events) | set(u.gained or []) | set(u.lost or []) | {u.location, u.facing}
+        have = (
+            set(u.objects) | set(u.events) | set(u.gained or []) | set(u.lost or []) | {u.location, u.facing}
+        )
         compat = len(wanted & have) / len(wanted) if wanted else 0.0
         d = min((abs(u.t - p) for p in pins), default=None)
         chain = math.exp(-d / CHAIN_DECAY_STEPS) if d is not None else 0.0
@@ -184,11 +203,14 @@ def rank(idx: EpisodeIndex, question: str, a: Anchors, resolved: dict, use_ancho
     return scored
 
 
-def order_items(idx: EpisodeIndex, question: str, use_anchors: bool = True) -> tuple[Anchors, dict, list[Item]]:
+def order_items(
+    idx: EpisodeIndex, question: str, use_anchors: bool = True
+) -> tuple[Anchors, dict, list[Item]]:
     """The budget-independent packing order of evidence lines for ``question``."""
     a = parse_question(question, idx.vocab)
-    resolved = resolve(idx, a) if use_anchors else {"anchor_steps": [], "target": None, "chain": [],
-                                                    "state": False}
+    resolved = (
+        resolve(idx, a) if use_anchors else {"anchor_steps": [], "target": None, "chain": [], "state": False}
+    )
     items: list[Item] = []
     seen: set[tuple[int, str]] = set()
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from libraryfs.features.episodes.units import Unit
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
-from libraryfs.features.episodes.units import Unit
 
 DB_NAME = b"units"
 
@@ -52,8 +52,10 @@ class UnitDB:
     def put(self, ep: str, units: list[Unit], meta: dict[str, Any]) -> None:
         """Store ``units`` (replacing those with the same ``t``) and ``meta`` in one write transaction."""
         e = check_episode_id(ep)
-        recs = [(b"u" + e + b"\x00" + S.u64(u.t), json.dumps(u.to_json(), separators=(",", ":")).encode())
-                for u in units]
+        recs = [
+            (b"u" + e + b"\x00" + S.u64(u.t), json.dumps(u.to_json(), separators=(",", ":")).encode())
+            for u in units
+        ]
         m = json.dumps(meta, separators=(",", ":")).encode()
 
         def put(t: Any) -> None:
@@ -74,7 +76,7 @@ class UnitDB:
             for k, v in cur:
                 if not k.startswith(prefix):
                     break
-                if t_to is not None and S.from_u64(k[len(prefix):]) > t_to:
+                if t_to is not None and S.from_u64(k[len(prefix) :]) > t_to:
                     break
                 out.append(Unit.from_json(json.loads(v)))
         return out

@@ -167,7 +167,16 @@ def summarize(u: Unit) -> str:
     return "; ".join(bits)
 
 
-STRUCTURED_KEYS = ("nearby", "objects", "inventory", "place", "location", "position", "events", "achievements")
+STRUCTURED_KEYS = (
+    "nearby",
+    "objects",
+    "inventory",
+    "place",
+    "location",
+    "position",
+    "events",
+    "achievements",
+)
 
 
 def has_structure(rec: dict) -> bool:
@@ -189,7 +198,8 @@ def from_record(rec: dict) -> Unit:
     if rec.get("sleeping"):
         rel.append(["agent", "is", "sleeping"])
     return Unit(
-        t=t, action=str(rec.get("action", "")),
+        t=t,
+        action=str(rec.get("action", "")),
         objects=sorted(str(o) for o in rec.get("objects", rec.get("nearby", []))),
         events=[str(e) for e in rec.get("events", rec.get("achievements", []))],
         relations=rel,
@@ -199,7 +209,9 @@ def from_record(rec: dict) -> Unit:
         position=[int(v) for v in rec["position"]] if rec.get("position") else None,
         gained=sorted(rec["gained"]) if "gained" in rec else None,
         lost=sorted(rec["lost"]) if "lost" in rec else None,
-        summary=str(rec.get("summary", "")), source="structured")
+        summary=str(rec.get("summary", "")),
+        source="structured",
+    )
 
 
 # -- deterministic extraction from free text ----------------------------------------------------------------
@@ -211,7 +223,9 @@ _RE = {
     "facing": re.compile(r"\bfacing[:\s]+(?:an?\s+|the\s+)?(" + _ITEM + ")", re.I),
     "nearby": re.compile(r"\b(?:nearby|near|I see|you see)[:\s]+([a-z_ ,]+?)(?:\.|$)", re.I),
     "events": re.compile(r"\bevents?[:\s]+([a-z_ ,]+?)(?:\.|$)", re.I),
-    "gained": re.compile(r"\b(?:gained|got|collected|picked up)[:\s]+(?:an?\s+|the\s+)?([a-z_ ,]+?)(?:\.|$)", re.I),
+    "gained": re.compile(
+        r"\b(?:gained|got|collected|picked up)[:\s]+(?:an?\s+|the\s+)?([a-z_ ,]+?)(?:\.|$)", re.I
+    ),
     "lost": re.compile(r"\b(?:lost|used up|dropped)[:\s]+(?:an?\s+|the\s+)?([a-z_ ,]+?)(?:\.|$)", re.I),
     "inventory": re.compile(r"\binventory[:\s]+([^.]*)", re.I),
     "vital": re.compile(r"\b(health|food|drink|energy)[:\s]+(\d+)", re.I),
@@ -248,7 +262,8 @@ def extract_text(t: int, text: str) -> Unit:
                 inv[name.strip().replace(" ", "_")] = int(n)
     g, lo = _RE["gained"].search(text), _RE["lost"].search(text)
     return Unit(
-        t=t, action=action,
+        t=t,
+        action=action,
         objects=_names(near.group(1)) if near else [],
         events=_names(ev.group(1)) if ev else [],
         relations=[["agent", "facing", facing.group(1).lower()]] if facing else [],
@@ -256,8 +271,10 @@ def extract_text(t: int, text: str) -> Unit:
         vitals={k.lower(): int(v) for k, v in _RE["vital"].findall(text)},
         location=place.group(1).lower() if place else "",
         position=[int(pos.group(1)), int(pos.group(2))] if pos else None,
-        gained=_names(g.group(1)) if g else None, lost=_names(lo.group(1)) if lo else None,
-        source="text")
+        gained=_names(g.group(1)) if g else None,
+        lost=_names(lo.group(1)) if lo else None,
+        source="text",
+    )
 
 
 def unit_from_line(line: str | bytes | dict, extractor: Any = None) -> Unit:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import os
 import re
 
-from libraryfs.fs.tree import DirTree, Tree
 from libraryfs.features.episodes.units import Unit
+from libraryfs.fs.tree import DirTree, Tree
 
 STEP_DIGITS = 6
 TIMELINE_PAGE = 100  #: steps per timeline page
@@ -49,8 +49,10 @@ def step_md(u: Unit) -> str:
     vit = ", ".join(f"{k} {v}" for k, v in u.vitals.items()) or "-"
     marks = []
     if "visit" in u.marks:
-        marks.append(f"visit {u.marks['visit']} to {u.location} starts (visits/{safe(u.location)}/"
-                     f"{u.marks['visit']}.md)")
+        marks.append(
+            f"visit {u.marks['visit']} to {u.location} starts (visits/{safe(u.location)}/"
+            f"{u.marks['visit']}.md)"
+        )
     for key, word in (("ev", "event"), ("gain", "gained"), ("lose", "lost")):
         for n, k in u.marks.get(key, {}).items():
             marks.append(f"{word} {n} #{k}")
@@ -58,7 +60,8 @@ def step_md(u: Unit) -> str:
         f"# step {u.t}: {u.summary}",
         "",
         f"- action: {u.action or '-'}",
-        f"- location: {u.location or '-'}" + (f" at ({u.position[0]}, {u.position[1]})" if u.position else ""),
+        f"- location: {u.location or '-'}"
+        + (f" at ({u.position[0]}, {u.position[1]})" if u.position else ""),
         f"- objects nearby: {', '.join(u.objects) or 'none'}",
         f"- events: {', '.join(u.events) or 'none'}",
         f"- relations: {rel}",
@@ -84,9 +87,15 @@ def _ref(u: Unit, title: str, depth: int) -> str:
 
 def visit_md(place: str, k: int, start: int, end: int | None, start_line: str) -> str:
     """View of the k-th visit to ``place`` (``end`` None while the visit goes on)."""
-    span = f"steps {start}–{end} ({end - start + 1} steps)" if end is not None else f"from step {start} (ongoing)"
-    return (f"# visit {k} to {place}: {span}\n\nfirst step: {start}\nlast step: "
-            f"{end if end is not None else 'ongoing'}\n\n{start_line}\n\nstep: ../../steps/{step_name(start)}\n")
+    span = (
+        f"steps {start}–{end} ({end - start + 1} steps)"
+        if end is not None
+        else f"from step {start} (ongoing)"
+    )
+    return (
+        f"# visit {k} to {place}: {span}\n\nfirst step: {start}\nlast step: "
+        f"{end if end is not None else 'ongoing'}\n\n{start_line}\n\nstep: ../../steps/{step_name(start)}\n"
+    )
 
 
 def timeline_page(t: int) -> str:
@@ -136,13 +145,17 @@ class ViewWriter:
         name = step_name(u.t)
         self.put(f"steps/{name}", step_md(u))
         page = timeline_page(u.t)
-        if page not in self._pages and (u.t % TIMELINE_PAGE == 0
-                                         or not self.tree.exists(f"{self.root}/timeline/{page}")):
+        if page not in self._pages and (
+            u.t % TIMELINE_PAGE == 0 or not self.tree.exists(f"{self.root}/timeline/{page}")
+        ):
             self.put(f"timeline/{page}", f"# timeline: steps {page[:-3].replace('-', '–')}\n\n")
         self._pages.add(page)
         self.append(f"timeline/{page}", u.line() + "\n")
         if u.location:
-            self.put(f"by-location/{safe(u.location)}/{name}", _ref(u, f"step {u.t} at {u.location}: {u.action}", 2))
+            self.put(
+                f"by-location/{safe(u.location)}/{name}",
+                _ref(u, f"step {u.t} at {u.location}: {u.action}", 2),
+            )
         for o in u.objects:
             self.put(f"by-object/{safe(o)}/{name}", _ref(u, f"step {u.t} near {o}: {u.action}", 2))
         for e in u.events:
@@ -151,23 +164,31 @@ class ViewWriter:
         for key, word in (("gain", "gained"), ("lose", "lost")):
             for item in (u.gained if key == "gain" else u.lost) or []:
                 k = u.marks.get(key, {}).get(item)
-                self.put(f"transitions/{safe(item)}/{word}/{name}", _ref(u, f"{word} {item} #{k} at step {u.t}", 3))
+                self.put(
+                    f"transitions/{safe(item)}/{word}/{name}", _ref(u, f"{word} {item} #{k} at step {u.t}", 3)
+                )
 
     def visit(self, place: str, k: int, start: int, end: int | None, start_line: str) -> None:
         """Write ``visits/<place>/<k>.md`` and ``last.md`` (the latest visit) for a visit."""
         text = visit_md(place, k, start, end, start_line)
         self.put(f"visits/{safe(place)}/{k}.md", text)
-        self.put(f"visits/{safe(place)}/last.md", text.replace(f"# visit {k}", f"# last visit (visit {k})", 1))
+        self.put(
+            f"visits/{safe(place)}/last.md", text.replace(f"# visit {k}", f"# last visit (visit {k})", 1)
+        )
 
     def overview(self, ep: str, n_units: int, state: dict, last_t: int) -> None:
         """Rewrite ``episode.md``: counts and how to navigate."""
         places = ", ".join(f"{p} ({n} visits)" for p, n in sorted(state.get("visits", {}).items()))
         events = ", ".join(f"{e} ×{n}" for e, n in sorted(state.get("ev", {}).items())) or "none"
         gains = ", ".join(f"{e} ×{n}" for e, n in sorted(state.get("gain", {}).items())) or "none"
-        self.put("episode.md", (
-            f"# episode {ep}: {n_units} steps (0–{last_t})\n\n"
-            f"- places: {places or 'none'}\n- events: {events}\n- items gained: {gains}\n\n"
-            "Paths: steps/<t:06>.md · timeline/ · by-location/<place>/ · by-object/<object>/ · "
-            "by-event/<event>/ · visits/<place>/<k>.md and last.md · transitions/<item>/{gained,lost}/\n"
-            "Ask: write a question to ask/<name>; the answer appears in recall/<name>.md "
-            "(first line `budget: N` sets the token budget).\n"))
+        self.put(
+            "episode.md",
+            (
+                f"# episode {ep}: {n_units} steps (0–{last_t})\n\n"
+                f"- places: {places or 'none'}\n- events: {events}\n- items gained: {gains}\n\n"
+                "Paths: steps/<t:06>.md · timeline/ · by-location/<place>/ · by-object/<object>/ · "
+                "by-event/<event>/ · visits/<place>/<k>.md and last.md · transitions/<item>/{gained,lost}/\n"
+                "Ask: write a question to ask/<name>; the answer appears in recall/<name>.md "
+                "(first line `budget: N` sets the token budget).\n"
+            ),
+        )
