@@ -133,6 +133,24 @@ class Busy(LibraryError):
     errno = errno.EBUSY
 
 
+class Unavailable(LibraryError):
+    """The store cannot be reached in bounded time, e.g. an etcd cluster without quorum (EIO)."""
+
+    errno = errno.EIO
+
+
+class Compacted(Unavailable):
+    """A snapshot or watch revision older than the etcd cluster's compaction point (EIO).
+
+    ``compact_revision`` is the oldest revision still available (0 if unknown); resync from a fresh read."""
+
+    errno = errno.EIO
+
+    def __init__(self, message: str, compact_revision: int = 0) -> None:
+        super().__init__(message)
+        self.compact_revision = compact_revision
+
+
 #: The one domain-error → errno table (most specific class first is not needed: exact classes).
 ERRNO_TABLE: dict[type[LibraryError], int] = {
     cls: cls.errno
@@ -157,6 +175,8 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         Corrupt,
         LibraryMissing,
         Busy,
+        Unavailable,
+        Compacted,
     )
 }
 

@@ -32,6 +32,8 @@ EXPECTED = {
     E.Corrupt: errno.EIO,
     E.LibraryMissing: errno.EIO,
     E.Busy: errno.EBUSY,
+    E.Unavailable: errno.EIO,
+    E.Compacted: errno.EIO,
 }
 
 
