@@ -114,6 +114,8 @@ class EtcdReadTxn:
                 return
             if limit is not None:
                 limit -= len(kvs)
+                if limit <= 0:
+                    return
             if reverse:
                 hi = keys[-1]
             else:
