@@ -195,6 +195,7 @@ class EtcdBackend:
         self._nslots = 0
         self._lock = threading.Lock()
         self.conflicts = 0  # commits retried after a conflict (benchmarks and tests read it)
+        self.ambiguous = 0  # commits whose answer was lost and that the commit marker resolved
         self.gw.call("kv/range", {"key": b64(self.ks.base), "count_only": True})  # reachable, else Unavailable
 
     @classmethod
@@ -232,6 +233,7 @@ class EtcdBackend:
                     if self._commit(slot, ops):
                         return result
                 except Ambiguous:
+                    self.ambiguous += 1
                     unknown[slot.seq] = result
                 if unknown:
                     applied = self._resolve(slot)

@@ -14,6 +14,7 @@ import pytest
 
 from helpers.etcd_cluster import clear_prefix, start_cluster
 from helpers.kv_reference import LmdbReference
+from helpers.tcp_proxy import LossyProxy
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
 
@@ -190,6 +191,26 @@ def test_insert_into_a_range_read_conflicts(etcd_backend):
         assert x.count(b"dirents") == 10
 
 
+@pytest.mark.parametrize("lose", ["request", "response"])
+def test_a_commit_whose_answer_is_lost_applies_exactly_once(etcd_cluster, lose):
+    """A txn lost on the way (never applied) or whose answer is lost (applied): the commit marker tells
+    which, so run_write neither drops the increment nor applies it twice."""
+    host, port = etcd_cluster.endpoints[0].rsplit(":", 1)
+    proxy = LossyProxy(host, int(port))
+    b = EtcdBackend(["127.0.0.1:1", proxy.endpoint], "lossy-" + lose)  # port 1: refused, the proxy is next
+    try:
+        assert b.run_write(_increment) == 1
+        proxy.arm(b"/v3/kv/txn", lose)
+        assert b.run_write(_increment) == 2
+        assert proxy.lost == 1 and b.ambiguous == 1
+        with b.read() as x:
+            assert x.get(b"data", b"counter") == b"2"
+    finally:
+        clear_prefix(b)
+        b.close()
+        proxy.close()
+
+
 # -- limits ---------------------------------------------------------------------------------------------
 def test_transaction_over_128_operations_is_a_clear_error(etcd_backend):
     with pytest.raises(errors.FileTooBig, match="128"):
@@ -251,6 +272,7 @@ def test_kill_9_of_one_member_during_writes(etcd_backend, etcd_cluster):
     assert failures == []
     with b.read() as x:
         assert int(x.get(b"data", b"counter")) == len(acked) == acked[-1]
+    print(f"{len(acked)} increments, {b.ambiguous} commits with a lost answer, {b.conflicts} conflicts")
     etcd_cluster.restart_all()  # the member rejoins
 
 
