@@ -31,7 +31,7 @@ from typing import Any, ContextManager, Protocol, TypeVar
 
 from libraryfs import errors
 from libraryfs.fs.etcd_gateway import Ambiguous, Gateway, LeaseNotFound, b64, unb64
-from libraryfs.fs.etcd_txn import EtcdReadTxn, EtcdWriteTxn, Keyspace, _prefix_end
+from libraryfs.fs.etcd_txn import EtcdReadTxn, EtcdWriteTxn, Keyspace, prefix_end
 
 T = TypeVar("T")
 
@@ -286,15 +286,15 @@ class EtcdBackend:
         """Delete this writer's commit markers (best effort, 2 s) and close the connections."""
         lo = self.ks.base + MARKERS + self.writer_id
         try:
-            self.gw.call("kv/deleterange", {"key": b64(lo), "range_end": b64(_prefix_end(lo) or lo)},
+            self.gw.call("kv/deleterange", {"key": b64(lo), "range_end": b64(prefix_end(lo))},
                          timeout_s=2.0)
         except (errors.LibraryError, Ambiguous):
             pass
         self.gw.close()
 
     def info(self) -> dict:
-        """Backend facts for ``status``: endpoints, prefix, revision, and per member its name, client URLs,
-        health, db size and whether it leads (a member that does not answer within 2 s is unhealthy)."""
+        """Backend facts for ``status``: endpoints, prefix, and per member its name, client URLs, health,
+        db size and whether it leads (healthy: answers within 2 s and knows a leader)."""
         out: dict[str, Any] = {"backend": "etcd", "endpoints": self.gw.endpoints, "prefix": self.prefix}
         members = self.gw.call("cluster/member/list", {}).get("members", [])
         rows = []
@@ -305,7 +305,8 @@ class EtcdBackend:
                 g = Gateway(urls, timeout_s=2.0, attempt_timeout_s=2.0)
                 try:
                     st = g.call("maintenance/status", {})
-                    row.update(healthy=True, db_size_bytes=int(st.get("dbSize", 0)),
+                    # answering is not enough: a member cut off from the quorum has no leader ("0")
+                    row.update(healthy=st.get("leader", "0") != "0", db_size_bytes=int(st.get("dbSize", 0)),
                                db_size_in_use_bytes=int(st.get("dbSizeInUse", 0)),
                                leader=st.get("leader") == st.get("header", {}).get("member_id"),
                                version=st.get("version", ""))

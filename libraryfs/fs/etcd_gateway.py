@@ -82,6 +82,7 @@ class Gateway:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._closed = False
+        self._all: list[dict] = []  # every thread's connections, for close()
         self.calls = 0  # requests sent (benchmarks read it)
 
     # -- connections -------------------------------------------------------------------------------
@@ -90,13 +91,15 @@ class Gateway:
         if conns is None:
             conns = self._local.conns = {}
             with self._lock:
-                self._all = getattr(self, "_all", [])
                 self._all.append(conns)
         c = conns.get(idx)
         if c is None:
-            host, _, port = self.endpoints[idx].rpartition(":")
-            c = conns[idx] = http.client.HTTPConnection(host, int(port), timeout=self.attempt_timeout_s)
+            c = conns[idx] = self._new_conn(idx)
         return c
+
+    def _new_conn(self, idx: int) -> http.client.HTTPConnection:
+        host, _, port = self.endpoints[idx].rpartition(":")
+        return http.client.HTTPConnection(host.strip("[]"), int(port), timeout=self.attempt_timeout_s)
 
     def _drop(self, idx: int) -> None:
         c = getattr(self._local, "conns", {}).pop(idx, None)
@@ -107,7 +110,7 @@ class Gateway:
         """Close every connection of every thread."""
         self._closed = True
         with self._lock:
-            for conns in getattr(self, "_all", []):
+            for conns in self._all:
                 for c in list(conns.values()):
                     c.close()
                 conns.clear()
@@ -212,8 +215,7 @@ class Gateway:
         tries = 0
         while time.monotonic() < deadline and not self._closed:
             idx = self._preferred
-            host, _, port = self.endpoints[idx].rpartition(":")
-            c = http.client.HTTPConnection(host, int(port), timeout=self.attempt_timeout_s)
+            c = self._new_conn(idx)
             try:
                 c.connect()
                 _keepalive(c.sock)

@@ -54,8 +54,7 @@ class Keyspace:
     def bounds(self, table: bytes, start: bytes, end: bytes | None) -> tuple[bytes, bytes]:
         """The etcd interval [lo, hi) of table keys start <= key < end (end None: the table's end)."""
         t = self.base + self.tag(table)
-        hi = t + end if end is not None else t[:-1] + bytes([t[-1] + 1])
-        return t + start, hi
+        return t + start, (t + end if end is not None else prefix_end(t))
 
     def strip(self, table: bytes, full: bytes) -> bytes:
         """The table key of an etcd key."""
@@ -155,6 +154,14 @@ def _prefix_end(prefix: bytes) -> bytes | None:
     """The first key after every key starting with ``prefix`` (None: no such key — to the table's end)."""
     p = prefix.rstrip(b"\xff")
     return p[:-1] + bytes([p[-1] + 1]) if p else None
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first etcd key after every key starting with ``prefix`` (a non-empty etcd prefix)."""
+    end = _prefix_end(prefix)
+    if end is None:
+        raise errors.InvalidArgument(f"no key follows the prefix {prefix!r}")
+    return end
 
 
 class EtcdWriteTxn(EtcdReadTxn):

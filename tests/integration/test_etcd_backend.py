@@ -17,6 +17,7 @@ from helpers.kv_reference import LmdbReference
 from helpers.tcp_proxy import LossyProxy
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
+from libraryfs.fs.etcd_txn import Keyspace
 
 pytestmark = pytest.mark.etcd
 TABLES = [b"dirents", b"data"]
@@ -43,6 +44,37 @@ def test_unreachable_cluster_fails_in_bounded_time_with_one_line():
         EtcdBackend.open("etcd://127.0.0.1:1/x", timeout_s=1.0)
     assert time.monotonic() - t0 < 10
     assert "\n" not in str(e.value) and "127.0.0.1:1" in str(e.value)
+
+
+def test_table_bounds_hold_for_a_tag_ending_in_0xff():
+    ks = Keyspace("p", {b"t": b"\x01\x00\x00\xff"})
+    assert ks.bounds(b"t", b"", None) == (b"/p/\x01\x00\x00\xff", b"/p/\x01\x00\x01")
+
+
+def test_extension_table_tag_is_shared_by_every_client(etcd_backend):
+    url = f"etcd://{','.join(etcd_backend.gw.endpoints)}/{etcd_backend.prefix}"
+    other = EtcdBackend.open(url)
+    try:
+        etcd_backend.open_table(b"cards")
+        etcd_backend.open_table(b"episodes")
+        etcd_backend.run_write(lambda x: x.put(b"cards", b"k", b"v"))
+        other.open_table(b"episodes")
+        other.open_table(b"cards")
+        assert other.ks.tags[b"cards"] == etcd_backend.ks.tags[b"cards"] != other.ks.tags[b"episodes"]
+        with other.read() as x:
+            assert list(x.range(b"cards")) == [(b"k", b"v")] and list(x.range(b"episodes")) == []
+        with pytest.raises(errors.InvalidArgument, match="unknown table"):
+            with other.read() as x:
+                x.get(b"never-opened", b"k")
+    finally:
+        other.close()
+
+
+def test_info_lists_three_healthy_members_and_one_leader(etcd_backend):
+    info = etcd_backend.info()
+    assert info["backend"] == "etcd" and len(info["members"]) == 3
+    assert all(m["healthy"] for m in info["members"])
+    assert sum(m["leader"] for m in info["members"]) == 1
 
 
 # -- conformance with LMDB ------------------------------------------------------------------------------
@@ -281,6 +313,10 @@ def test_quorum_loss_is_unavailable_in_bounded_time_and_service_resumes(etcd_clu
     b = EtcdBackend.open(etcd_cluster.url("quorum"), timeout_s=3.0)
     try:
         b.run_write(lambda x: x.put(b"data", b"k", b"before"))
+        watch_end: list[BaseException] = []
+        w = b.watch_prefix(b"journal", b.revision() + 1)
+        reader = threading.Thread(target=lambda: _drain_watch(w, watch_end))
+        reader.start()
         etcd_cluster.kill(2)
         etcd_cluster.kill(3)
         t0 = time.monotonic()
@@ -288,6 +324,8 @@ def test_quorum_loss_is_unavailable_in_bounded_time_and_service_resumes(etcd_clu
             b.run_write(lambda x: x.put(b"data", b"k", b"during"))
         assert time.monotonic() - t0 < 3 * 3.0 + 5  # bounded: never a hang
         assert "\n" not in str(e.value)
+        reader.join(timeout=60)  # the watch ends too: its member lost its leader ("hasleader")
+        assert not reader.is_alive() and isinstance(watch_end[0], errors.Unavailable)
         etcd_cluster.restart_all()
         b.run_write(lambda x: x.put(b"data", b"k", b"after"))
         with b.read() as x:
@@ -296,6 +334,15 @@ def test_quorum_loss_is_unavailable_in_bounded_time_and_service_resumes(etcd_clu
         etcd_cluster.restart_all()
         clear_prefix(b)
         b.close()
+
+
+def _drain_watch(w, end: list) -> None:
+    try:
+        for _ in w:
+            pass
+        end.append(AssertionError("watch ended without an error"))
+    except BaseException as e:  # noqa: BLE001 — the test inspects it
+        end.append(e)
 
 
 def _wait_for(cond, timeout_s: float = 60.0) -> None:
