@@ -255,6 +255,27 @@ def test_request_over_1_5_mib_is_a_clear_error(etcd_backend):
         etcd_backend.run_write(lambda x: x.put(b"data", b"big", b"x" * (1600 * 1024)))
 
 
+def test_a_txn_that_read_200_keys_commits_and_still_conflicts_on_their_update(etcd_backend):
+    """Over 128 compares the key compares coalesce into one interval per table: it commits, and an
+    update of one of those keys between the read and the commit still makes it run again."""
+    b = etcd_backend
+    b.run_write(lambda x: [x.put(b"inodes", b"%04d" % i, b"0") for i in range(100)])
+    b.run_write(lambda x: [x.put(b"inodes", b"%04d" % i, b"0") for i in range(100, 200)])
+    runs = []
+
+    def fn(x):
+        total = sum(int(x.get(b"inodes", b"%04d" % i)) for i in range(200))
+        if not runs:  # another writer updates a key read, before this commit
+            b.run_write(lambda y: y.put(b"inodes", b"0150", b"5"))
+        runs.append(total)
+        x.put(b"data", b"sum", str(total).encode())
+
+    b.run_write(fn)
+    assert runs == [0, 5]
+    with b.read() as x:
+        assert x.get(b"data", b"sum") == b"5"
+
+
 def test_range_delete_is_one_operation_whatever_its_size(etcd_backend):
     for i in range(0, 600, 100):
         etcd_backend.run_write(lambda x, i=i: [x.put(b"data", b"%04d" % j, b"v") for j in range(i, i + 100)])
