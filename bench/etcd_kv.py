@@ -64,8 +64,12 @@ def timed(fn, n: int) -> dict:
         fn()
         ts.append((time.perf_counter() - t) * 1e3)
     ts.sort()
-    return {"n": n, "p50_ms": round(ts[n // 2], 3), "p99_ms": round(ts[min(n - 1, int(n * 0.99))], 3),
-            "mean_ms": round(sum(ts) / n, 3)}
+    return {
+        "n": n,
+        "p50_ms": round(ts[n // 2], 3),
+        "p99_ms": round(ts[min(n - 1, int(n * 0.99))], 3),
+        "mean_ms": round(sum(ts) / n, 3),
+    }
 
 
 # -- backend ops ----------------------------------------------------------------------------------------
@@ -98,7 +102,7 @@ def etcd_ops(b: EtcdBackend) -> dict:
     items: list = []
     seed(lambda t, k, v: items.append((t, k, v)))
     for i in range(0, len(items), 100):  # txns of <= 100 puts (etcd: 128 ops per txn)
-        b.run_write(lambda x, i=i: [x.put(t, k, v) for t, k, v in items[i:i + 100]])
+        b.run_write(lambda x, i=i: [x.put(t, k, v) for t, k, v in items[i : i + 100]])
     counter = iter(range(10**9))
 
     def get():
@@ -122,16 +126,24 @@ def etcd_ops(b: EtcdBackend) -> dict:
             x.put(b"inodes", u64(10**7 + n), b"i" * 64)
             x.put(b"inodes", u64(ROOT), b"j" * 64)
             x.put(b"journal", u64(10**7 + n), b"create")
+
         b.run_write(fn)
 
     def rng(d):
         def f():
             with b.read() as x:
                 list(x.prefix(b"dirents", u64(d)))
+
         return f
 
-    return {"get": get, "lookup": lookup, "put": put, "create": create, "range10": rng(DIR10),
-            "range1000": rng(DIR1000)}
+    return {
+        "get": get,
+        "lookup": lookup,
+        "put": put,
+        "create": create,
+        "range10": rng(DIR10),
+        "range1000": rng(DIR1000),
+    }
 
 
 def lmdb_ops(s: LmdbStore) -> dict:
@@ -171,10 +183,17 @@ def lmdb_ops(s: LmdbStore) -> dict:
                         if not k.startswith(p):
                             break
                         out.append((k, v))
+
         return f
 
-    return {"get": get, "lookup": lookup, "put": put, "create": create, "range10": rng(DIR10),
-            "range1000": rng(DIR1000)}
+    return {
+        "get": get,
+        "lookup": lookup,
+        "put": put,
+        "create": create,
+        "range10": rng(DIR10),
+        "range1000": rng(DIR1000),
+    }
 
 
 # -- client overhead ------------------------------------------------------------------------------------
@@ -183,37 +202,54 @@ def client_calls(endpoint: str, prefix: bytes) -> dict[str, dict]:
     import requests
 
     host, port = endpoint.rsplit(":", 1)
-    txn4 = {"compare": [{"key": b64(prefix + b"a"), "target": "VERSION", "result": "GREATER", "version": "-1"}],
-            "success": [{"request_put": {"key": b64(prefix + b"t%d" % i), "value": b64(b"x" * 200)}}
-                        for i in range(4)]}
+    txn4 = {
+        "compare": [{"key": b64(prefix + b"a"), "target": "VERSION", "result": "GREATER", "version": "-1"}],
+        "success": [
+            {"request_put": {"key": b64(prefix + b"t%d" % i), "value": b64(b"x" * 200)}} for i in range(4)
+        ],
+    }
     rng = {"key": b64(prefix + b"r/"), "range_end": b64(prefix + b"r0")}
     gw = Gateway([endpoint])
     for i in range(0, 1000, 100):
-        gw.call("kv/txn", {"success": [{"request_put": {"key": b64(prefix + b"r/%06d" % j), "value": b64(b"v" * 100)}}
-                                       for j in range(i, i + 100)]})
-    ours = {"get": lambda: gw.call("kv/range", {"key": b64(prefix + b"a")}),
-            "put": lambda: gw.call("kv/put", {"key": b64(prefix + b"a"), "value": b64(b"x" * 200)}),
-            "txn4": lambda: gw.call("kv/txn", txn4),
-            "range1000": lambda: [unb64(kv["value"]) for kv in gw.call("kv/range", rng)["kvs"]]}
+        gw.call(
+            "kv/txn",
+            {
+                "success": [
+                    {"request_put": {"key": b64(prefix + b"r/%06d" % j), "value": b64(b"v" * 100)}}
+                    for j in range(i, i + 100)
+                ]
+            },
+        )
+    ours = {
+        "get": lambda: gw.call("kv/range", {"key": b64(prefix + b"a")}),
+        "put": lambda: gw.call("kv/put", {"key": b64(prefix + b"a"), "value": b64(b"x" * 200)}),
+        "txn4": lambda: gw.call("kv/txn", txn4),
+        "range1000": lambda: [unb64(kv["value"]) for kv in gw.call("kv/range", rng)["kvs"]],
+    }
     s = requests.Session()
     base = f"http://{endpoint}/v3/"
 
     def rq(path, body):
         return s.post(base + path, data=json.dumps(body), timeout=10).json()
 
-    req = {"get": lambda: rq("kv/range", {"key": b64(prefix + b"a")}),
-           "put": lambda: rq("kv/put", {"key": b64(prefix + b"a"), "value": b64(b"x" * 200)}),
-           "txn4": lambda: rq("kv/txn", txn4),
-           "range1000": lambda: [unb64(kv["value"]) for kv in rq("kv/range", rng)["kvs"]]}
+    req = {
+        "get": lambda: rq("kv/range", {"key": b64(prefix + b"a")}),
+        "put": lambda: rq("kv/put", {"key": b64(prefix + b"a"), "value": b64(b"x" * 200)}),
+        "txn4": lambda: rq("kv/txn", txn4),
+        "range1000": lambda: [unb64(kv["value"]) for kv in rq("kv/range", rng)["kvs"]],
+    }
     out = {"libraryfs.etcd_gateway": ours, "requests.Session": req}
     try:
         import etcd3gw
     except ImportError:
         return out
     c = etcd3gw.client(host=host, port=int(port), api_path="/v3/", timeout=10)
-    out["etcd3gw"] = {"get": lambda: c.get(prefix + b"a"), "put": lambda: c.put(prefix + b"a", b"x" * 200),
-                      "txn4": lambda: c.transaction(txn4),
-                      "range1000": lambda: c.get(prefix + b"r/", range_end=prefix + b"r0", metadata=True)}
+    out["etcd3gw"] = {
+        "get": lambda: c.get(prefix + b"a"),
+        "put": lambda: c.put(prefix + b"a", b"x" * 200),
+        "txn4": lambda: c.transaction(txn4),
+        "range1000": lambda: c.get(prefix + b"r/", range_end=prefix + b"r0", metadata=True),
+    }
     return out
 
 
@@ -222,7 +258,7 @@ def client_bench(endpoint: str, n: int) -> dict:
     samples: dict = {c: {op: [] for op in ops} for c, ops in calls.items()}
     rounds = 10
     for r in range(rounds):  # interleaved: each round runs every client, in rotating order
-        order = list(calls)[r % len(calls):] + list(calls)[:r % len(calls)]
+        order = list(calls)[r % len(calls) :] + list(calls)[: r % len(calls)]
         for c in order:
             for op, fn in calls[c].items():
                 k = max(1, (n // 5 if op == "range1000" else n) // rounds)
@@ -236,8 +272,11 @@ def client_bench(endpoint: str, n: int) -> dict:
         out[c] = {}
         for op, ts in ops.items():
             ts.sort()
-            out[c][op] = {"n": len(ts), "p50_ms": round(ts[len(ts) // 2], 3),
-                          "p99_ms": round(ts[min(len(ts) - 1, int(len(ts) * 0.99))], 3)}
+            out[c][op] = {
+                "n": len(ts),
+                "p50_ms": round(ts[len(ts) // 2], 3),
+                "p99_ms": round(ts[min(len(ts) - 1, int(len(ts) * 0.99))], 3),
+            }
     return out
 
 
@@ -250,12 +289,14 @@ def db_sizes(gw: Gateway) -> tuple[int, int]:
 def write_file(b: EtcdBackend, f: int, version: int, chunk: bytes, chunks: int = 16) -> None:
     """One 1 MiB file (16 chunks of 64 KiB) with its inode, dirent and journal record, in one txn
     (1 MiB + keys: under --max-request-bytes, 1.5 MiB)."""
+
     def fn(x):
         for c in range(chunks):
             x.put(b"data", u64(10**8 + f) + u64(c), chunk)
         x.put(b"inodes", u64(10**8 + f), b"i" * 64)
         x.put(b"dirents", u64(ROOT) + b"file-%d.bin" % f, u64(10**8 + f) + b"F")
         x.put(b"journal", u64(10**9 + version * 10**6 + f), b"write")
+
     b.run_write(fn)
 
 
@@ -281,8 +322,10 @@ def rewrites(b: EtcdBackend, endpoint: str) -> dict:
             write_file(b, f, v, chunk)
     s2 = db_sizes(gw)
     stored = 16 * 16 * 65536
-    return {"in_use_per_file_byte_fresh": round((s1[1] - s0[1]) / stored, 3),
-            "in_use_per_file_byte_after_2_rewrites": round((s2[1] - s0[1]) / stored, 3)}
+    return {
+        "in_use_per_file_byte_fresh": round((s1[1] - s0[1]) / stored, 3),
+        "in_use_per_file_byte_after_2_rewrites": round((s2[1] - s0[1]) / stored, 3),
+    }
 
 
 def capacity(tmp: str, quota_mib: int = 64) -> dict:
@@ -299,8 +342,12 @@ def capacity(tmp: str, quota_mib: int = 64) -> dict:
         s0 = db_sizes(gw)
         nkeys = 20000
         for i in range(0, nkeys, 100):
-            b.run_write(lambda x, i=i: [x.put(b"inodes", u64(2 * 10**9 + j) + b"-pad-pad-pad-pad", b"v" * 100)
-                                        for j in range(i, i + 100)])
+            b.run_write(
+                lambda x, i=i: [
+                    x.put(b"inodes", u64(2 * 10**9 + j) + b"-pad-pad-pad-pad", b"v" * 100)
+                    for j in range(i, i + 100)
+                ]
+            )
         s1 = db_sizes(gw)
         small = os.urandom(1024)
         for f in range(0, 2000, 25):  # 2,000 files of 1 KiB (one chunk each), 25 files per txn
@@ -317,10 +364,14 @@ def capacity(tmp: str, quota_mib: int = 64) -> dict:
         s2 = db_sizes(gw)
         stored = files << 20
         return {
-            "quota_bytes": quota, "small_keys": nkeys, "small_etcd_key_bytes": len(b.ks.key(b"inodes", bytes(24))),
-            "small_value_bytes": 100, "in_use_bytes_per_small_key": round((s1[1] - s0[1]) / nkeys, 1),
+            "quota_bytes": quota,
+            "small_keys": nkeys,
+            "small_etcd_key_bytes": len(b.ks.key(b"inodes", bytes(24))),
+            "small_value_bytes": 100,
+            "in_use_bytes_per_small_key": round((s1[1] - s0[1]) / nkeys, 1),
             "in_use_bytes_per_file_byte_1_kib_files": round((s1b[1] - s1[1]) / (2000 * 1024), 3),
-            "files_of_1_mib_until_nospace": files, "db_size_at_nospace": s2[0],
+            "files_of_1_mib_until_nospace": files,
+            "db_size_at_nospace": s2[0],
             "quota_bytes_per_file_byte": round((quota - s1b[0]) / stored, 3),
         }
     finally:
@@ -330,8 +381,9 @@ def capacity(tmp: str, quota_mib: int = 64) -> dict:
 # -- main -----------------------------------------------------------------------------------------------
 def start_cluster(tmp: str, quota_bytes: int = 0) -> list[str]:
     env = dict(os.environ, LIBRARYFS_ETCD_QUOTA_BYTES=str(quota_bytes))
-    out = subprocess.run(["bash", SCRIPT, "start", tmp], check=True, capture_output=True, text=True,
-                         env=env).stdout
+    out = subprocess.run(
+        ["bash", SCRIPT, "start", tmp], check=True, capture_output=True, text=True, env=env
+    ).stdout
     return [u.split("//", 1)[1] for u in out.strip().splitlines()[-1].split(",")]
 
 
@@ -345,8 +397,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         eps = a.endpoints.split(",") if a.endpoints else start_cluster(os.path.join(tmp, "cluster"))
         b = EtcdBackend(eps, "bench/" + uuid.uuid4().hex[:8])
-        res = {"machine": {"cpus": os.cpu_count(), "load_1m": os.getloadavg()[0], "python": platform.python_version()},
-               "endpoints": eps, "juicefs_published_ms": JUICEFS_MS, "ops": {}}
+        res = {
+            "machine": {
+                "cpus": os.cpu_count(),
+                "load_1m": os.getloadavg()[0],
+                "python": platform.python_version(),
+            },
+            "endpoints": eps,
+            "juicefs_published_ms": JUICEFS_MS,
+            "ops": {},
+        }
         store = LmdbStore(os.path.join(tmp, "lmdb"))
         for name, ops in (("etcd", etcd_ops(b)), ("lmdb", lmdb_ops(store))):
             for op, fn in ops.items():
@@ -369,15 +429,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(res: dict) -> None:
-    print(f"etcd 3.4, 3 members on loopback; {res['machine']['cpus']} CPUs, load {res['machine']['load_1m']:.1f}"
-          f" → {res['machine']['load_1m_end']:.1f}")
-    print(f"\n{'op':10} {'etcd p50':>9} {'p99':>8} {'lmdb p50':>9} {'etcd/lmdb':>10} {'JuiceFS':>8} {'etcd/JuiceFS':>13}")
+    print(
+        f"etcd 3.4, 3 members on loopback; {res['machine']['cpus']} CPUs, load {res['machine']['load_1m']:.1f}"
+        f" → {res['machine']['load_1m_end']:.1f}"
+    )
+    print(
+        f"\n{'op':10} {'etcd p50':>9} {'p99':>8} {'lmdb p50':>9} {'etcd/lmdb':>10} {'JuiceFS':>8} {'etcd/JuiceFS':>13}"
+    )
     for op, r in res["ops"].items():
         e, m = r["etcd"], r["lmdb"]
         j = JUICEFS_MS.get(op)
         vs_j = format(e["p50_ms"] / j, ".2f") if j else ""
-        print(f"{op:10} {e['p50_ms']:9.3f} {e['p99_ms']:8.3f} {m['p50_ms']:9.4f} "
-              f"{e['p50_ms'] / max(m['p50_ms'], 1e-6):10.0f} {j or '':>8} {vs_j:>13}")
+        print(
+            f"{op:10} {e['p50_ms']:9.3f} {e['p99_ms']:8.3f} {m['p50_ms']:9.4f} "
+            f"{e['p50_ms'] / max(m['p50_ms'], 1e-6):10.0f} {j or '':>8} {vs_j:>13}"
+        )
     print(f"\n{'client':24} {'op':10} {'p50 ms':>8} {'p99 ms':>8}")
     for c, ops in res["clients"].items():
         for op, r in ops.items():

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-
 from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401  (fixtures)
+
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store

@@ -25,9 +25,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, ContextManager, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from libraryfs import errors
 from libraryfs.fs.etcd_gateway import Ambiguous, Gateway, LeaseNotFound, b64, unb64
@@ -39,8 +39,16 @@ T = TypeVar("T")
 # -- the interface of docs/BACKEND.md (until libraryfs/fs/backend.py lands on main) ---------------------
 class ReadTxn(Protocol):
     def get(self, table: bytes, key: bytes) -> bytes | None: ...
-    def range(self, table: bytes, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False,
-              limit: int | None = None, keys_only: bool = False) -> Iterator[tuple[bytes, bytes]]: ...
+    def range(
+        self,
+        table: bytes,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        reverse: bool = False,
+        limit: int | None = None,
+        keys_only: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]: ...
     def prefix(self, table: bytes, prefix: bytes, **kw: Any) -> Iterator[tuple[bytes, bytes]]: ...
     def count(self, table: bytes) -> int: ...
 
@@ -53,7 +61,8 @@ class WriteTxn(ReadTxn, Protocol):
 
 class Backend(Protocol):
     name: str
-    def read(self) -> ContextManager[ReadTxn]: ...
+
+    def read(self) -> AbstractContextManager[ReadTxn]: ...
     def run_write(self, fn: Callable[[WriteTxn], T]) -> T: ...
     def sync(self) -> None: ...
     def close(self) -> None: ...
@@ -63,9 +72,19 @@ class Backend(Protocol):
 
 #: table → 4-byte tag (docs/BACKEND.md); extension tables get a registered tag b"\x01" + 3-byte number
 TABLE_TAGS: dict[bytes, bytes] = {
-    b"inodes": b"INOD", b"dirents": b"DENT", b"dirparent": b"DPAR", b"data": b"CHNK", b"xattrs": b"XATR",
-    b"meta": b"META", b"journal": b"JRNL", b"toc": b"TOCP", b"names": b"NAME", b"config": b"CONF",
-    b"llmcache": b"LLMC", b"units": b"UNIT", b"extra": b"XTRA",
+    b"inodes": b"INOD",
+    b"dirents": b"DENT",
+    b"dirparent": b"DPAR",
+    b"data": b"CHNK",
+    b"xattrs": b"XATR",
+    b"meta": b"META",
+    b"journal": b"JRNL",
+    b"toc": b"TOCP",
+    b"names": b"NAME",
+    b"config": b"CONF",
+    b"llmcache": b"LLMC",
+    b"units": b"UNIT",
+    b"extra": b"XTRA",
 }
 TAG_REGISTRY, TAG_COUNTER, MARKERS, LEASES = b"\x00TBL", b"\x00TBC", b"\x00TXM", b"\x00LSE"
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
@@ -154,24 +173,34 @@ class Watch:
     def __iter__(self) -> Iterator[WatchEvent]:
         lo, hi = self.backend.ks.bounds(self.table, b"", None)
         while not self._closed:
-            body = {"create_request": {"key": b64(lo), "range_end": b64(hi),
-                                       "start_revision": str(self.next_revision)}}
+            body = {
+                "create_request": {
+                    "key": b64(lo),
+                    "range_end": b64(hi),
+                    "start_revision": str(self.next_revision),
+                }
+            }
             self._conn, msgs = self.backend.gw.stream("watch", body)
             try:
                 for m in msgs:
                     res = m.get("result") or {}
                     if res.get("canceled"):
                         if int(res.get("compact_revision", 0) or 0):
-                            raise errors.Compacted(f"watch from revision {self.next_revision} was compacted",
-                                                   int(res["compact_revision"]))
+                            raise errors.Compacted(
+                                f"watch from revision {self.next_revision} was compacted",
+                                int(res["compact_revision"]),
+                            )
                         break  # e.g. the member lost its leader: reconnect
                     for ev in res.get("events") or []:
                         kv = ev["kv"]
                         rev = int(kv["mod_revision"])
                         self.next_revision = rev + 1
-                        yield WatchEvent("delete" if ev.get("type") == "DELETE" else "put",
-                                         self.backend.ks.strip(self.table, unb64(kv["key"])),
-                                         unb64(kv.get("value")), rev)
+                        yield WatchEvent(
+                            "delete" if ev.get("type") == "DELETE" else "put",
+                            self.backend.ks.strip(self.table, unb64(kv["key"])),
+                            unb64(kv.get("value")),
+                            rev,
+                        )
             except (OSError, ValueError):
                 pass  # stream broken: reconnect from next_revision
             finally:
@@ -183,8 +212,15 @@ class EtcdBackend:
 
     name = "etcd"
 
-    def __init__(self, endpoints: list[str], prefix: str, *, timeout_s: float = 10.0,
-                 max_txn_ops: int = 128, max_conflicts: int = 200) -> None:
+    def __init__(
+        self,
+        endpoints: list[str],
+        prefix: str,
+        *,
+        timeout_s: float = 10.0,
+        max_txn_ops: int = 128,
+        max_conflicts: int = 200,
+    ) -> None:
         self.gw = Gateway(endpoints, timeout_s=timeout_s, attempt_timeout_s=min(3.0, timeout_s))
         self.prefix = prefix
         self.ks = Keyspace(prefix, dict(TABLE_TAGS))
@@ -196,7 +232,9 @@ class EtcdBackend:
         self._lock = threading.Lock()
         self.conflicts = 0  # commits retried after a conflict (benchmarks and tests read it)
         self.ambiguous = 0  # commits whose answer was lost and that the commit marker resolved
-        self.gw.call("kv/range", {"key": b64(self.ks.base), "count_only": True})  # reachable, else Unavailable
+        self.gw.call(
+            "kv/range", {"key": b64(self.ks.base), "count_only": True}
+        )  # reachable, else Unavailable
 
     @classmethod
     def open(cls, url: str, **kw: Any) -> EtcdBackend:
@@ -286,8 +324,7 @@ class EtcdBackend:
         """Delete this writer's commit markers (best effort, 2 s) and close the connections."""
         lo = self.ks.base + MARKERS + self.writer_id
         try:
-            self.gw.call("kv/deleterange", {"key": b64(lo), "range_end": b64(prefix_end(lo))},
-                         timeout_s=2.0)
+            self.gw.call("kv/deleterange", {"key": b64(lo), "range_end": b64(prefix_end(lo))}, timeout_s=2.0)
         except (errors.LibraryError, Ambiguous):
             pass
         self.gw.close()
@@ -306,10 +343,13 @@ class EtcdBackend:
                 try:
                     st = g.call("maintenance/status", {})
                     # answering is not enough: a member cut off from the quorum has no leader ("0")
-                    row.update(healthy=st.get("leader", "0") != "0", db_size_bytes=int(st.get("dbSize", 0)),
-                               db_size_in_use_bytes=int(st.get("dbSizeInUse", 0)),
-                               leader=st.get("leader") == st.get("header", {}).get("member_id"),
-                               version=st.get("version", ""))
+                    row.update(
+                        healthy=st.get("leader", "0") != "0",
+                        db_size_bytes=int(st.get("dbSize", 0)),
+                        db_size_in_use_bytes=int(st.get("dbSizeInUse", 0)),
+                        leader=st.get("leader") == st.get("header", {}).get("member_id"),
+                        version=st.get("version", ""),
+                    )
                 except (errors.LibraryError, Ambiguous):
                     pass
                 finally:
@@ -346,8 +386,10 @@ class EtcdBackend:
         None if another live holder has it. A holder that dies loses it when its TTL runs out."""
         key = self.ks.base + LEASES + (name.encode() if isinstance(name, str) else name)
         lease_id = int(self.gw.call("lease/grant", {"TTL": str(int(ttl_s)), "ID": "0"})["ID"])
-        body = {"compare": [{"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
-                "success": [{"request_put": {"key": b64(key), "value": b64(holder), "lease": str(lease_id)}}]}
+        body = {
+            "compare": [{"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+            "success": [{"request_put": {"key": b64(key), "value": b64(holder), "lease": str(lease_id)}}],
+        }
         try:
             ok = bool(self.gw.call("kv/txn", body, idempotent=False).get("succeeded"))
         except Ambiguous:
@@ -371,7 +413,9 @@ class EtcdBackend:
 
     def revision(self) -> int:
         """The cluster's current revision (linearizable)."""
-        return int(self.gw.call("kv/range", {"key": b64(self.ks.base), "count_only": True})["header"]["revision"])
+        return int(
+            self.gw.call("kv/range", {"key": b64(self.ks.base), "count_only": True})["header"]["revision"]
+        )
 
 
 def _sleep_backoff(attempt: int) -> None:

@@ -31,7 +31,13 @@ from libraryfs import errors
 
 #: gRPC status codes the gateway reports in {"code": N} (google.golang.org/grpc/codes).
 CODE_INVALID_ARGUMENT, CODE_NOT_FOUND, CODE_RESOURCE_EXHAUSTED, CODE_OUT_OF_RANGE = 3, 5, 8, 11
-RETRYABLE_CODES = {1, 2, 4, 10, 14}  # canceled, unknown ("context deadline exceeded"), deadline, aborted, unavail
+RETRYABLE_CODES = {
+    1,
+    2,
+    4,
+    10,
+    14,
+}  # canceled, unknown ("context deadline exceeded"), deadline, aborted, unavail
 
 
 def b64(data: bytes) -> str:
@@ -72,7 +78,9 @@ class Gateway:
     each thread keeps its own persistent connection per member (http.client connections are not shared).
     """
 
-    def __init__(self, endpoints: list[str], *, timeout_s: float = 10.0, attempt_timeout_s: float = 3.0) -> None:
+    def __init__(
+        self, endpoints: list[str], *, timeout_s: float = 10.0, attempt_timeout_s: float = 3.0
+    ) -> None:
         if not endpoints:
             raise errors.InvalidArgument("no etcd endpoints given")
         self.endpoints = list(endpoints)
@@ -121,8 +129,9 @@ class Gateway:
                 self._preferred = (idx + 1) % len(self.endpoints)
 
     # -- calls ---------------------------------------------------------------------------------------
-    def call(self, path: str, body: dict[str, Any], *, idempotent: bool = True,
-             timeout_s: float | None = None) -> dict[str, Any]:
+    def call(
+        self, path: str, body: dict[str, Any], *, idempotent: bool = True, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """POST ``body`` (JSON) to ``/v3/<path>`` on a healthy member; the decoded JSON answer.
 
         Raises Unavailable (no member answered within ``timeout_s``), Ambiguous (a non-idempotent request
@@ -138,8 +147,10 @@ class Gateway:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
                 eps = ",".join(self.endpoints)
-                raise errors.Unavailable(f"etcd cluster {eps} unavailable: {last} "
-                                         f"(gave up after {self.timeout_s if timeout_s is None else timeout_s:g} s)")
+                raise errors.Unavailable(
+                    f"etcd cluster {eps} unavailable: {last} "
+                    f"(gave up after {self.timeout_s if timeout_s is None else timeout_s:g} s)"
+                )
             sent = False
             try:
                 c = self._conn(idx)
@@ -178,8 +189,10 @@ class Gateway:
     @staticmethod
     def _error(code: int, msg: str) -> Exception:
         if code == CODE_RESOURCE_EXHAUSTED:
-            return errors.NoSpace(f"etcd quota exhausted ({msg}): compact and defragment the cluster, "
-                                  "then disarm the NOSPACE alarm, or raise --quota-backend-bytes")
+            return errors.NoSpace(
+                f"etcd quota exhausted ({msg}): compact and defragment the cluster, "
+                "then disarm the NOSPACE alarm, or raise --quota-backend-bytes"
+            )
         if code == CODE_OUT_OF_RANGE and "compacted" in msg:
             return errors.Compacted(f"etcd revision was compacted ({msg})")
         if code == CODE_OUT_OF_RANGE and "future" in msg:
@@ -187,8 +200,9 @@ class Gateway:
         if code == CODE_NOT_FOUND and "lease" in msg:
             return LeaseNotFound(msg)
         if code == CODE_INVALID_ARGUMENT and ("too many operations" in msg or "too large" in msg):
-            return errors.FileTooBig(f"transaction exceeds etcd's limits ({msg}; --max-txn-ops, "
-                                     "--max-request-bytes)")
+            return errors.FileTooBig(
+                f"transaction exceeds etcd's limits ({msg}; --max-txn-ops, " "--max-request-bytes)"
+            )
         if code == CODE_INVALID_ARGUMENT:
             return errors.InvalidArgument(f"etcd rejected the request: {msg}")
         return errors.Unavailable(f"etcd error: {msg}")
@@ -202,8 +216,9 @@ class Gateway:
         time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
 
     # -- watch stream ------------------------------------------------------------------------------
-    def stream(self, path: str, body: dict[str, Any], *, idle_timeout_s: float | None = None
-               ) -> tuple[http.client.HTTPConnection, Iterator[dict[str, Any]]]:
+    def stream(
+        self, path: str, body: dict[str, Any], *, idle_timeout_s: float | None = None
+    ) -> tuple[http.client.HTTPConnection, Iterator[dict[str, Any]]]:
         """Open a streaming call (watch) on the preferred member: (connection, iterator of messages).
 
         The request carries gRPC metadata ``hasleader=true`` so a member that loses its leader ends the
@@ -219,8 +234,12 @@ class Gateway:
             try:
                 c.connect()
                 _keepalive(c.sock)
-                c.request("POST", "/v3/" + path, body=json.dumps(body).encode(),
-                          headers={"Content-Type": "application/json", "Grpc-Metadata-hasleader": "true"})
+                c.request(
+                    "POST",
+                    "/v3/" + path,
+                    body=json.dumps(body).encode(),
+                    headers={"Content-Type": "application/json", "Grpc-Metadata-hasleader": "true"},
+                )
                 r = c.getresponse()
                 if r.status != 200:
                     raise OSError(_classify(r.status, r.read())[1])

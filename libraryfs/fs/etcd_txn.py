@@ -58,7 +58,7 @@ class Keyspace:
 
     def strip(self, table: bytes, full: bytes) -> bytes:
         """The table key of an etcd key."""
-        return full[len(self.base) + 4:]
+        return full[len(self.base) + 4 :]
 
 
 class EtcdReadTxn:
@@ -87,8 +87,9 @@ class EtcdReadTxn:
             return None, 0
         return unb64(kvs[0].get("value")), int(kvs[0]["mod_revision"])
 
-    def _pages(self, lo: bytes, hi: bytes, reverse: bool, limit: int | None, keys_only: bool
-               ) -> Iterator[tuple[bytes, bytes]]:
+    def _pages(
+        self, lo: bytes, hi: bytes, reverse: bool, limit: int | None, keys_only: bool
+    ) -> Iterator[tuple[bytes, bytes]]:
         """(etcd key, value) in [lo, hi) at the snapshot, in pages; records coverage via _covered."""
         while lo < hi:
             page = PAGE_KEYS if limit is None else max(1, min(PAGE_KEYS, limit))
@@ -107,7 +108,7 @@ class EtcdReadTxn:
                 self._covered(keys[-1], hi)
             else:
                 self._covered(lo, next_key(keys[-1]))
-            for k, kv in zip(keys, kvs):
+            for k, kv in zip(keys, kvs, strict=False):
                 yield k, unb64(kv.get("value"))
             if not more:
                 return
@@ -128,8 +129,16 @@ class EtcdReadTxn:
         """The value of ``key`` in ``table`` at the snapshot, or None. Raises Unavailable, Compacted."""
         return self._get_kv(self.ks.key(table, key))[0]
 
-    def range(self, table: bytes, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False,
-              limit: int | None = None, keys_only: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def range(
+        self,
+        table: bytes,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        reverse: bool = False,
+        limit: int | None = None,
+        keys_only: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
         """(key, value) pairs with start <= key < end in unsigned-byte order (descending if ``reverse``),
         at most ``limit``; values are b"" when ``keys_only``. Raises Unavailable, Compacted."""
         lo, hi = self.ks.bounds(table, start, end)
@@ -147,7 +156,9 @@ class EtcdReadTxn:
         """Number of keys in ``table`` at the snapshot."""
         lo, hi = self.ks.bounds(table, b"", None)
         self._covered(lo, hi)
-        return int(self._range_call({"key": b64(lo), "range_end": b64(hi), "count_only": True}).get("count", 0))
+        return int(
+            self._range_call({"key": b64(lo), "range_end": b64(hi), "count_only": True}).get("count", 0)
+        )
 
 
 def _prefix_end(prefix: bytes) -> bytes | None:
@@ -191,16 +202,27 @@ class EtcdWriteTxn(EtcdReadTxn):
         self.read_keys.setdefault(full, mod)
         return None if self._in_deleted(full) else value
 
-    def range(self, table: bytes, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False,
-              limit: int | None = None, keys_only: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def range(
+        self,
+        table: bytes,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        reverse: bool = False,
+        limit: int | None = None,
+        keys_only: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
         """As EtcdReadTxn.range, merged with this transaction's buffered puts and deletes."""
         lo, hi = self.ks.bounds(table, start, end)
         if limit is not None and limit <= 0:
             return
         mine = sorted(((k, v) for k, v in self.buf.items() if lo <= k < hi), reverse=reverse)
         overlap = bool(mine) or any(a < hi and lo < b for a, b in self.deleted)
-        snap = ((k, v) for k, v in self._pages(lo, hi, reverse, None if overlap else limit, keys_only)
-                if k not in self.buf and not self._in_deleted(k))
+        snap = (
+            (k, v)
+            for k, v in self._pages(lo, hi, reverse, None if overlap else limit, keys_only)
+            if k not in self.buf and not self._in_deleted(k)
+        )
         n = 0
         for full, value in _merge(snap, iter(mine), reverse):
             if value is None:
@@ -218,7 +240,7 @@ class EtcdWriteTxn(EtcdReadTxn):
 
     def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None:
         """Buffer ``key`` = ``value`` (``append`` is LMDB's MDB_APPEND hint; ignored here)."""
-        if not isinstance(value, (bytes, bytearray, memoryview)):
+        if not isinstance(value, bytes | bytearray | memoryview):
             raise TypeError(f"value must be bytes, not {type(value).__name__}")
         self.buf[self.ks.key(table, key)] = bytes(value)
 
@@ -257,8 +279,10 @@ class EtcdWriteTxn(EtcdReadTxn):
         for lo, hi in _split_around(ranges, puts):  # etcd refuses a put inside a deleted range of one txn
             success.append({"request_delete_range": {"key": b64(lo), "range_end": b64(hi)}})
         if len(success) + extra > self.max_txn_ops:
-            raise errors.FileTooBig(f"a transaction of {len(success) + extra} operations exceeds etcd's limit "
-                                    f"of {self.max_txn_ops} (--max-txn-ops)")
+            raise errors.FileTooBig(
+                f"a transaction of {len(success) + extra} operations exceeds etcd's limit "
+                f"of {self.max_txn_ops} (--max-txn-ops)"
+            )
         return self._compares(extra), success
 
     def _compares(self, extra: int) -> list[dict]:
@@ -269,8 +293,10 @@ class EtcdWriteTxn(EtcdReadTxn):
         if len(keys) + len(ranges) + extra > self.max_txn_ops:
             keys, ranges = {}, self._coalesced()
             if len(ranges) + extra > self.max_txn_ops:
-                raise errors.FileTooBig(f"a transaction that read {len(ranges)} tables exceeds etcd's limit "
-                                        f"of {self.max_txn_ops} compares (--max-txn-ops)")
+                raise errors.FileTooBig(
+                    f"a transaction that read {len(ranges)} tables exceeds etcd's limit "
+                    f"of {self.max_txn_ops} compares (--max-txn-ops)"
+                )
         out = []
         for k, mod in keys.items():
             if mod == 0:
@@ -278,8 +304,15 @@ class EtcdWriteTxn(EtcdReadTxn):
             else:
                 out.append({"key": b64(k), "target": "MOD", "result": "EQUAL", "mod_revision": str(mod)})
         for lo, hi in ranges:
-            out.append({"key": b64(lo), "range_end": b64(hi), "target": "MOD", "result": "LESS",
-                        "mod_revision": str(self.revision + 1)})
+            out.append(
+                {
+                    "key": b64(lo),
+                    "range_end": b64(hi),
+                    "target": "MOD",
+                    "result": "LESS",
+                    "mod_revision": str(self.revision + 1),
+                }
+            )
         return out
 
     def _coalesced(self) -> list[tuple[bytes, bytes]]:
@@ -294,8 +327,9 @@ class EtcdWriteTxn(EtcdReadTxn):
         return _merge_intervals(list(per.values()))
 
 
-def _merge(a: Iterator[tuple[bytes, Any]], b: Iterator[tuple[bytes, Any]], reverse: bool
-           ) -> Iterator[tuple[bytes, Any]]:
+def _merge(
+    a: Iterator[tuple[bytes, Any]], b: Iterator[tuple[bytes, Any]], reverse: bool
+) -> Iterator[tuple[bytes, Any]]:
     """Merge two key-sorted streams with distinct keys (b never repeats a key of a)."""
     x, y = next(a, None), next(b, None)
     while x is not None or y is not None:

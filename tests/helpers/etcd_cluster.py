@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "etcd-cluster.sh"
 
 
@@ -31,10 +30,17 @@ class EtcdCluster:
 
     def _run(self, *args: str, timeout_s: float = 120) -> str:
         env = {"LIBRARYFS_ETCD_QUOTA_BYTES": str(self.quota_bytes)} if self.quota_bytes else {}
-        r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout_s,
-                           env=dict(os.environ, **env))
+        r = subprocess.run(
+            ["bash", str(SCRIPT), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ, **env),
+        )
         if r.returncode != 0:
-            raise RuntimeError(f"etcd-cluster.sh {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
+            raise RuntimeError(
+                f"etcd-cluster.sh {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}"
+            )
         return r.stdout.strip()
 
     def start(self) -> None:

@@ -18,8 +18,16 @@ class LmdbTxn:
     def get(self, table: bytes, key: bytes) -> bytes | None:
         return self.txn.get(key, db=self.dbs[table])
 
-    def range(self, table: bytes, start: bytes = b"", end: bytes | None = None, *, reverse: bool = False,
-              limit: int | None = None, keys_only: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def range(
+        self,
+        table: bytes,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        reverse: bool = False,
+        limit: int | None = None,
+        keys_only: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
         with self.txn.cursor(db=self.dbs[table]) as cur:
             items = []
             if cur.set_range(start) if start else cur.first():
@@ -29,7 +37,7 @@ class LmdbTxn:
                     items.append((bytes(k), b"" if keys_only else bytes(v)))
         if reverse:
             items.reverse()
-        return iter(items if limit is None else items[:max(limit, 0)])
+        return iter(items if limit is None else items[: max(limit, 0)])
 
     def prefix(self, table: bytes, prefix: bytes, **kw) -> Iterator[tuple[bytes, bytes]]:
         limit = kw.pop("limit", None)

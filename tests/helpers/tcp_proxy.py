@@ -50,7 +50,7 @@ class LossyProxy:
         return None
 
     def _up(self, client: socket.socket, server: socket.socket, cut: threading.Event) -> None:
-        while (data := _recv(client)):
+        while data := _recv(client):
             lose = self._take(data)
             if lose == "request":
                 break
@@ -60,7 +60,7 @@ class LossyProxy:
         _close(client, server)
 
     def _down(self, server: socket.socket, client: socket.socket, cut: threading.Event) -> None:
-        while (data := _recv(server)):
+        while data := _recv(server):
             if cut.is_set():
                 break
             client.sendall(data)

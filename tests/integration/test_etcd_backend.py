@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers.etcd_cluster import clear_prefix, start_cluster
 from helpers.kv_reference import LmdbReference
 from helpers.tcp_proxy import LossyProxy
+
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
 from libraryfs.fs.etcd_txn import Keyspace
@@ -30,8 +30,18 @@ def test_parse_url_accepts_endpoints_and_prefix():
     assert parse_url("etcd://127.0.0.1:2379,h2:2380/lib/a-1") == (["127.0.0.1:2379", "h2:2380"], "lib/a-1")
 
 
-@pytest.mark.parametrize("url", ["etcd://127.0.0.1:2379", "etcd:///p", "http://h:1/p", "etcd://h/p",
-                                 "etcd://h:99999/p", "etcd://h:1/a b", "etcd://h:1/a//b"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "etcd://127.0.0.1:2379",
+        "etcd:///p",
+        "http://h:1/p",
+        "etcd://h/p",
+        "etcd://h:99999/p",
+        "etcd://h:1/a b",
+        "etcd://h:1/a//b",
+    ],
+)
 def test_parse_url_rejects_bad_urls_in_one_line(url):
     with pytest.raises(errors.InvalidArgument) as e:
         parse_url(url)
@@ -63,9 +73,8 @@ def test_extension_table_tag_is_shared_by_every_client(etcd_backend):
         assert other.ks.tags[b"cards"] == etcd_backend.ks.tags[b"cards"] != other.ks.tags[b"episodes"]
         with other.read() as x:
             assert list(x.range(b"cards")) == [(b"k", b"v")] and list(x.range(b"episodes")) == []
-        with pytest.raises(errors.InvalidArgument, match="unknown table"):
-            with other.read() as x:
-                x.get(b"never-opened", b"k")
+        with pytest.raises(errors.InvalidArgument, match="unknown table"), other.read() as x:
+            x.get(b"never-opened", b"k")
     finally:
         other.close()
 
@@ -85,8 +94,10 @@ def _key(rng: random.Random) -> bytes:
 def _random_op(rng: random.Random, write: bool) -> tuple[str, tuple]:
     """One operation as (method name, arguments, keyword arguments), all randomness drawn here."""
     t = rng.choice(TABLES)
-    kind = rng.choice(["get", "range", "prefix", "count"] + (["put", "put", "put", "delete", "delete_range"]
-                                                             if write else []))
+    kind = rng.choice(
+        ["get", "range", "prefix", "count"]
+        + (["put", "put", "put", "delete", "delete_range"] if write else [])
+    )
     if kind == "get":
         return kind, (t, _key(rng)), {}
     if kind == "count":
@@ -99,9 +110,13 @@ def _random_op(rng: random.Random, write: bool) -> tuple[str, tuple]:
     end = rng.choice([b, None])
     if kind == "delete_range":
         return kind, (t, a, end), {}
-    kw = {"reverse": rng.random() < 0.4, "limit": rng.choice([None, 1, 2, 5]), "keys_only": rng.random() < 0.2}
+    kw = {
+        "reverse": rng.random() < 0.4,
+        "limit": rng.choice([None, 1, 2, 5]),
+        "keys_only": rng.random() < 0.2,
+    }
     if kind == "prefix":
-        return kind, (t, a[:rng.randint(0, len(a))]), kw
+        return kind, (t, a[: rng.randint(0, len(a))]), kw
     return kind, (t, rng.choice([b"", a]), end), kw
 
 
@@ -123,7 +138,10 @@ def test_same_results_as_lmdb_for_random_transactions(etcd_backend, tmp_path, se
         for step in range(40):
             write = rng.random() < 0.7
             ops = [_random_op(rng, write) for _ in range(rng.randint(1, 8))]
-            run = (lambda b: b.run_write(lambda x: _apply(x, ops))) if write else (lambda b: _in_read(b, ops))
+
+            def run(b, ops=ops, write=write):
+                return b.run_write(lambda x: _apply(x, ops)) if write else _in_read(b, ops)
+
             assert run(etcd_backend) == run(ref), f"seed {seed} step {step}: {ops}"
     finally:
         ref.close()
@@ -181,8 +199,12 @@ b.close()
 
 def test_two_processes_increment_a_counter_without_lost_updates(etcd_backend):
     url = f"etcd://{','.join(etcd_backend.gw.endpoints)}/{etcd_backend.prefix}"
-    procs = [subprocess.Popen([sys.executable, "-c", COUNTER_WORKER, url, "200"], stdout=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", COUNTER_WORKER, url, "200"], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     with etcd_backend.read() as x:
@@ -191,8 +213,10 @@ def test_two_processes_increment_a_counter_without_lost_updates(etcd_backend):
 
 
 def test_two_threads_share_one_backend_without_lost_updates(etcd_backend):
-    threads = [threading.Thread(target=lambda: [etcd_backend.run_write(_increment) for _ in range(100)])
-               for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: [etcd_backend.run_write(_increment) for _ in range(100)])
+        for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -204,10 +228,12 @@ def test_two_threads_share_one_backend_without_lost_updates(etcd_backend):
 def test_insert_into_a_range_read_conflicts(etcd_backend):
     """Two writers each add entries while the table holds fewer than 10: a range read is a read of the
     range, so together they never exceed 10 (an insert since the snapshot fails the commit)."""
+
     def add(name: bytes):
         def fn(x):
             if sum(1 for _ in x.range(b"dirents", keys_only=True)) < 10:
                 x.put(b"dirents", name, b"")
+
         return fn
 
     def writer(tag: bytes):
@@ -429,7 +455,9 @@ def test_watch_delivers_every_change_in_order_across_a_member_kill(etcd_backend,
         w.close()
         reader.join(timeout=30)
         etcd_cluster.restart_all()
-    assert [(e.kind, e.key, e.value) for e in got[:40]] == [("put", b"%08d" % i, b"rec%d" % i) for i in range(40)]
+    assert [(e.kind, e.key, e.value) for e in got[:40]] == [
+        ("put", b"%08d" % i, b"rec%d" % i) for i in range(40)
+    ]
     assert (got[40].kind, got[40].key) == ("delete", b"%08d" % 0)
     assert len(got) == 41 and [e.revision for e in got] == sorted(e.revision for e in got)
 
