@@ -54,9 +54,9 @@ class LossyProxy:
             lose = self._take(data)
             if lose == "request":
                 break
-            server.sendall(data)
             if lose == "response":
-                cut.set()
+                cut.set()  # before sending: the answer may come back before the next statement runs
+            server.sendall(data)
         _close(client, server)
 
     def _down(self, server: socket.socket, client: socket.socket, cut: threading.Event) -> None:
