@@ -38,6 +38,8 @@ T = TypeVar("T")
 
 # -- the interface of docs/BACKEND.md (until libraryfs/fs/backend.py lands on main) ---------------------
 class ReadTxn(Protocol):
+    """A consistent snapshot: get / range / prefix / count over tables of bytes keys and values."""
+
     def get(self, table: bytes, key: bytes) -> bytes | None: ...
     def range(
         self,
@@ -54,12 +56,16 @@ class ReadTxn(Protocol):
 
 
 class WriteTxn(ReadTxn, Protocol):
+    """A read snapshot plus buffered puts and deletes, committed atomically by Backend.run_write."""
+
     def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None: ...
     def delete(self, table: bytes, key: bytes) -> bool: ...
     def delete_range(self, table: bytes, start: bytes, end: bytes | None) -> int: ...
 
 
 class Backend(Protocol):
+    """A store engine behind the typed layer (LMDB embedded, etcd shared)."""
+
     name: str
 
     def read(self) -> AbstractContextManager[ReadTxn]: ...
