@@ -147,6 +147,34 @@ def test_same_results_as_lmdb_for_random_transactions(etcd_backend, tmp_path, se
         ref.close()
 
 
+def test_ranges_over_several_pages_match_lmdb(etcd_backend, tmp_path):
+    """2,500 keys (pages of 1,000): forward, reverse, limits across page ends, inside a write txn too."""
+    ref = LmdbReference(str(tmp_path / "ref"), TABLES)
+    try:
+        for b in (etcd_backend, ref):
+            for i in range(0, 2500, 100):
+                b.run_write(
+                    lambda x, i=i: [x.put(b"data", b"%05d" % j, b"%d" % j) for j in range(i, i + 100)]
+                )
+        ops = [
+            ("range", (b"data",), {}),
+            ("range", (b"data",), {"reverse": True}),
+            ("range", (b"data", b"00500"), {"limit": 1500}),
+            ("range", (b"data", b"", b"02000"), {"reverse": True, "limit": 1001}),
+            ("count", (b"data",), {}),
+        ]
+        assert _in_read(etcd_backend, ops) == _in_read(ref, ops)
+        write_ops = [
+            ("delete_range", (b"data", b"00990", b"01010"), {}),
+            ("put", (b"data", b"01000", b"x"), {}),
+        ]
+        assert etcd_backend.run_write(lambda x: _apply(x, write_ops + ops)) == ref.run_write(
+            lambda x: _apply(x, write_ops + ops)
+        )
+    finally:
+        ref.close()
+
+
 def _in_read(backend, ops):
     with backend.read() as x:
         return _apply(x, ops)
