@@ -5,7 +5,9 @@ usage. It owns everything about the wire:
 
 - **Structured output, degrading:** ``response_format`` ``json_schema`` (strict) first; when the server
   rejects it (HTTP 400/422) the client falls back to ``json_object`` and then to a plain prompt (the schema is
-  always in the system prompt) and remembers the mode that worked. ``max_tokens`` is swapped for
+  always in the system prompt) and remembers the mode that worked. ``structured_output =
+  "json_object_schema"`` (never chosen by ``auto``) sends ``{"type": "json_object", "schema": …}``, which
+  llama-cpp-python's server turns into a grammar (it answers ``json_schema`` with HTTP 500). ``max_tokens`` is swapped for
   ``max_completion_tokens`` and ``temperature`` dropped when a server rejects them.
 - **Transport faults, bounded:** 429 (waits ``Retry-After``/``retry-after-ms``, capped), 5xx, timeouts
   (a hung endpoint costs ``timeout_s`` per try), connection refused/reset, truncated or non-JSON bodies are
@@ -182,6 +184,8 @@ class ChatClient:
             }
         elif mode == "json_object":
             kw["response_format"] = {"type": "json_object"}
+        elif mode == "json_object_schema":  # llama-cpp-python's server: a grammar built from the schema
+            kw["response_format"] = {"type": "json_object", "schema": job.schema}
         return kw
 
     def _adjust_for_rejection(self, message: str, mode: str) -> str | None:

@@ -27,7 +27,7 @@ from typing import Any
 from libraryfs.errors import LibraryError
 
 CONFIG_FILE = "config.toml"
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt")
 
 
 class ConfigError(LibraryError, ValueError):
@@ -54,7 +54,7 @@ class LLMConfig:
     transport_attempts: int = 3  #: tries per request on 429 / 5xx / timeout / connection errors
     max_backoff_s: float = 30.0  #: cap on one wait (Retry-After or exponential backoff), seconds
     down_backoff_s: float = 30.0  #: first pause of all calls after the endpoint failed (doubles, ≤ 15 min)
-    structured_output: str = "auto"  #: auto | json_schema | json_object | prompt
+    structured_output: str = "auto"  #: auto | json_schema | json_object | json_object_schema | prompt
     temperature: float = 0.0
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
 
