@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "code_cmds",  # code add/route, budget verify
     "episode_cmds",  # episode append, recall
     "demo_cmd",  # demo (the main job on real input)
+    "llm_cmds",  # llm serve (the real local model)
 )
 
 
