@@ -5,6 +5,8 @@
   test is marked ``@pytest.mark.no_indexer``, the real indexer daemon). It is always unmounted in teardown
   (``fusermount3 -u``, then ``-uz``), the processes are killed if still alive, and the store must pass
   ``libraryfs check`` afterwards (s3ql's habit: every test ends with the checker).
+* ``local_llm`` — the real local model served on loopback, one server per session, started by the first test
+  that asks for it (tests/helpers/local_llm.py; tests marked ``llm_local`` and ``slow``).
 
 In CI (``CI=true``) a missing /dev/fuse or fusermount3 is an error, never a skip (a mount test that skips in
 CI is a failure).
@@ -23,6 +25,7 @@ from typing import NoReturn
 
 import pytest
 from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401  (fixtures)
+from helpers.local_llm import local_llm  # noqa: F401  (session fixture: the real local model)
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe

@@ -1,0 +1,159 @@
+"""The real local model (SmolLM2-135M-Instruct on llama_cpp.server) through the project's own LLM code.
+
+Nothing is scripted or patched: the ``local_llm`` session fixture (tests/helpers/local_llm.py) serves the real
+model on loopback, and the real ``openai`` client inside :class:`~libraryfs.llm.client.ChatClient` talks to it.
+What the model writes is not fixed here (it is characterised in docs/llm.md, "The local model"); what is checked
+is that real answers pass the project's own validators. Without the ``llm-local`` extra these tests skip
+locally and fail in CI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from conftest import unavailable
+
+from libraryfs import corpus
+from libraryfs.jobs import SUMMARY_MAX_WORDS, EntryDoc
+from libraryfs.llm import local
+from libraryfs.llm import prompts as P
+from libraryfs.llm.builder import LLMIndexBuilder
+from libraryfs.llm.client import ChatClient
+from libraryfs.llm.config import load_config
+from libraryfs.llm.spend import SpendLimiter
+from libraryfs.store import Store
+
+pytestmark = [pytest.mark.llm_local, pytest.mark.slow]
+
+
+def real_doc(rel: str) -> EntryDoc:
+    """A python3-doc source as the indexer would hand it to a builder (first 8 KiB decoded)."""
+    path = os.path.join(corpus.PYTHON_DOC_SOURCES, rel)
+    if not os.path.isfile(path):
+        unavailable(f"python3-doc source {path} is missing (apt-get install python3-doc)")
+    with open(path, "rb") as f:
+        data = f.read()
+    return EntryDoc(path=rel, name=os.path.basename(rel), content_hash=hashlib.sha256(data).hexdigest(),
+                    text=data[:8192].decode("utf-8", "replace"), size_bytes=len(data))
+
+
+def test_builder_summarises_a_real_document_with_the_model(local_llm, libdir):
+    """A summary written by the model (not the fallback): one line, ≤ 20 words, not the prompt or schema."""
+    doc = real_doc("library/json.rst.txt")
+    cfg = load_config(None, local_llm.overrides(), env={})
+    store = Store(libdir)
+    builder = LLMIndexBuilder(cfg, store)
+    try:
+        [line] = builder.summarize([doc])
+        status = builder.status()
+    finally:
+        builder.close()
+        store.close()
+    jobs = status["jobs"]["summarize"]
+    assert jobs["answered"] == 1 and jobs["fallbacks"] == 0, status
+    assert status["requests"] >= 1 and status["tokens"] > 0
+    assert status["structured_output"] == "json_object_schema"
+    assert line and "\n" not in line and len(line.split()) <= SUMMARY_MAX_WORDS + 1  # + the "…" of a cut line
+    assert "{" not in line and "schema" not in line.lower()
+
+
+def test_client_gets_a_json_answer_that_passes_validation(local_llm):
+    """The inbox-filing job's JSON answer names an existing section or a safe new one for the entry."""
+    doc = real_doc("library/heapq.rst.txt")
+    cfg = load_config(None, local_llm.overrides(), env={})
+    client = ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
+    sections = ["python/library", "python/tutorial", "dictionary", "recipes"]
+    menu = [{"path": s, "description": f"{s.split('/')[-1]} documents"} for s in sections]
+    user = P.user_message("file", sections=menu, entries=[{"id": 1, "name": doc.name,
+                                                           "text": P.excerpt(doc.text, 1000)}])
+    answer, usage = client.complete_json(P.FILE, user, max_output_tokens=80)
+    assert isinstance(answer, dict) and isinstance(answer.get("filings"), list), answer
+    filed = P.valid_filings(answer, {1}, sections)
+    assert set(filed) == {1}, answer
+    assert usage.prompt_tokens > 100 and usage.completion_tokens > 0
+    assert client.counters["requests"] == 1 and client.counters["http_errors"] == 0
+
+
+def _serve(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "llm", "serve", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone for our purposes
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while _pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
+    """``libraryfs llm serve``: the printed base URL serves the model; SIGTERM stops server and command (0)."""
+    try:
+        local.check_installed()
+    except local.LocalModelError as e:
+        unavailable(str(e))
+    proc = _serve("--log", str(tmp_path / "serve.log"), "--n-ctx", "2048")
+    try:
+        first = proc.stdout.readline()  # blocks until the server answers (or the command fails)
+        assert " serving at http://127.0.0.1:" in first, first + proc.stderr.read()
+        base_url = first.split(" serving at ")[1].split()[0]
+        server_pid = int(first.split("(pid ")[1].split(",")[0])
+        rest = []
+        for line in proc.stdout:
+            rest.append(line)
+            if "libraryfs config show" in line:
+                break
+        text = "".join(rest)
+        assert f"export LIBRARYFS_LLM_BASE_URL={base_url}" in text
+        assert f"export LIBRARYFS_LLM_MODEL={local.MODEL_NAME}" in text
+        assert 'structured_output = "json_object_schema"' in text
+        with urllib.request.urlopen(base_url + "/models", timeout=30) as r:
+            assert [m["id"] for m in json.loads(r.read())["data"]] == [local.MODEL_NAME]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert _wait_gone(server_pid, 10), "the model server outlived `libraryfs llm serve`"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_killed_caller_leaves_no_server_behind(tmp_path):
+    """A process that started the server and died by SIGKILL takes the server with it (PR_SET_PDEATHSIG)."""
+    try:
+        local.check_installed()
+    except local.LocalModelError as e:
+        unavailable(str(e))
+    code = ("import sys, time\nfrom libraryfs.llm import local\n"
+            f"m = local.start(n_ctx=2048, log_path={str(tmp_path / 'server.log')!r})\n"
+            "print(m.pid, flush=True)\ntime.sleep(600)\n")
+    caller = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(caller.stdout.readline())
+        assert _pid_alive(server_pid)
+        caller.kill()
+        caller.wait()
+        assert _wait_gone(server_pid, 10), "the model server outlived its killed caller"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
