@@ -6,20 +6,23 @@ Starts the server with :mod:`libraryfs.llm.local` (``verbose`` so llama.cpp logs
 one request at a time, over the first 2,048 bytes of real python3-doc sources (every k-th ``library/*.rst.txt``):
 
 * ``summarize`` job of :mod:`libraryfs.llm.prompts` (our system prompt + schema, one entry per request) in
-  three answer modes: ``prompt`` (no ``response_format``), ``json_object`` (what ``ChatClient`` sends with
+  four answer modes (``--modes``): ``prompt`` (no ``response_format``), ``json_object`` (what ``ChatClient`` sends with
   ``structured_output = "json_object"``: llama.cpp's generic JSON grammar) and ``json_object_schema``
   (``{"type": "json_object", "schema": …}``, llama-cpp-python's extension: a grammar built from the job's
   schema; what ``ChatClient`` sends with ``structured_output = "json_object_schema"``, the local model's
-  recommended setting);
+  recommended setting); ``json_object_schema_bounded``: the same with the bounds a grammar can enforce
+  (exactly n summaries, each ≤ 160 characters; OpenAI's strict mode refuses these keywords);
 * the same job with 8 entries per request (``--batches`` requests per mode);
 * a plain-text request, no JSON: the document, then "Summarize the document above in one sentence of at most
   20 words." (what a plain-text builder would send).
 
 Each answer is validated with the project's own validators (``valid_summaries``: "valid" items) and
 classified (ok, empty, truncated, not JSON, schema echoed, wrong shape / items missing, file name as summary,
-document copied, repetition; plain text also: not one line, over 20 words). "Useful" items are valid ones that
-are neither the file name nor ≥ 6 words copied verbatim from the document (automatic: read the examples). Latency is wall time per
-request measured here; prompt and generation speed (tokens/s) come from llama.cpp's log. Prints tables and
+document copied, summary of another entry, about the task, repetition; plain text also: not one line, over
+20 words). "Useful" items are valid ones that are not the file name, not ≥ 6 words copied verbatim from their
+document or from another entry of the batch, hold no schema fragment and do not talk about the task
+("document", "summary", "20 words"). The classes are heuristics: read the examples in the JSON.
+Latency is wall time per request measured here; prompt and generation speed (tokens/s) come from llama.cpp's log. Prints tables and
 writes JSON. Everything is real (no scripted server); the machine's load average is recorded beside it.
 """
 
@@ -92,6 +95,8 @@ def _is_name(line: str, name: str) -> bool:
     return norm in (" ".join(re.sub(r"[^\w]+", " ", name.lower()).split()), stem) or norm.startswith(stem + " rst")
 
 
+_SCHEMA_WORDS = re.compile(r"""['"]?\b(?:type|items|properties|summaries)\b['"]?\s*:|[{}]""")
+_ABOUT_TASK = re.compile(r"\b(?:document|summar\w*|20 words|one sentence|one-line)\b", re.I)
 _SCHEMA_ECHO = re.compile(r'"(?:properties|additionalProperties|required)"\s*:|"type"\s*:\s*"object"')
 
 
@@ -111,6 +116,8 @@ def classify(content: str, finish: str, docs: dict[int, str], valid: dict[int, s
             return "not one line"
         if len(line.split()) > P.SUMMARY_MAX_WORDS:
             return "over 20 words"
+        if _ABOUT_TASK.search(line):
+            return "about the task"
         return "document copied" if _copied(line, next(iter(docs.values()))) else "ok"
     if _SCHEMA_ECHO.search(content):
         return "schema echoed"
@@ -120,10 +127,14 @@ def classify(content: str, finish: str, docs: dict[int, str], valid: dict[int, s
         return "truncated" if finish == "length" else "not JSON"
     if len(valid) < len(docs):
         return "repetition" if _repeats(content) else "wrong shape / items missing"
+    if any(_SCHEMA_WORDS.search(v) for v in valid.values()):
+        return "schema echoed"
     if names and any(_is_name(valid[i], names[i]) for i in valid):
         return "file name as summary"
     if any(_copied(valid[i], docs[i]) for i in valid):
         return "document copied"
+    if any(_ABOUT_TASK.search(v) for v in valid.values()):
+        return "about the task"
     return "ok"
 
 
@@ -146,9 +157,16 @@ def evaluate(row: dict[str, Any]) -> None:
         extra = len([x for x in listed if isinstance(x, dict)]) - len(valid) if isinstance(listed, list) else 0
     except (BadAnswer, P.InvalidAnswer):
         valid, extra = {}, 0
-    useful = [i for i in valid if not _is_name(valid[i], names[i]) and not _copied(valid[i], texts[i])]
+    misattributed = [i for i in valid if not _copied(valid[i], texts[i])
+                     and any(_copied(valid[i], t) for j, t in texts.items() if j != i)]
+    useful = [i for i in valid if not _is_name(valid[i], names[i]) and not _copied(valid[i], texts[i])
+              and not _SCHEMA_WORDS.search(valid[i]) and not _ABOUT_TASK.search(valid[i])
+              and i not in misattributed]
+    outcome = classify(content, finish, texts, valid, names)
+    if outcome == "ok" and misattributed:
+        outcome = "summary of another entry"
     row.update(items=len(rels), valid_items=len(valid), useful_items=len(useful), summaries=valid,
-               extra_items=max(0, extra), outcome=classify(content, finish, texts, valid, names))
+               extra_items=max(0, extra), misattributed_items=len(misattributed), outcome=outcome)
 
 
 def _perf(log_text: str) -> dict[str, float]:
@@ -189,18 +207,34 @@ class Runner:
         return content, r.choices[0].finish_reason or "", row
 
 
-MODES: dict[str, dict[str, Any] | None] = {
+SUMMARY_MAX_CHARS = 160  #: ~20 words; the bound of the "bounded" schema's summary strings
+
+
+def bounded_schema(n_items: int) -> dict[str, Any]:
+    """The summarize schema with the bounds llama.cpp's grammar can enforce: exactly ``n_items`` summaries of
+    at most :data:`SUMMARY_MAX_CHARS` characters (OpenAI's strict mode does not accept these keywords)."""
+    schema = json.loads(json.dumps(P.SUMMARIZE.schema))
+    arr = schema["properties"]["summaries"]
+    arr.update(minItems=n_items, maxItems=n_items)
+    arr["items"]["properties"]["summary"]["maxLength"] = SUMMARY_MAX_CHARS
+    return schema
+
+
+MODES: dict[str, Any] = {
     "prompt": None,
     "json_object": {"type": "json_object"},
     "json_object_schema": {"type": "json_object", "schema": P.SUMMARIZE.schema},
+    "json_object_schema_bounded": lambda n: {"type": "json_object", "schema": bounded_schema(n)},
 }
 
 
-def run_summarize(run: Runner, docs: list[tuple[str, str]], batch: int, n_batches: int | None) -> None:
-    """The summarize job, ``batch`` entries per request, in every mode of :data:`MODES`."""
+def run_summarize(run: Runner, docs: list[tuple[str, str]], batch: int, n_batches: int | None,
+                  modes: list[str]) -> None:
+    """The summarize job, ``batch`` entries per request, in each of ``modes`` (keys of :data:`MODES`)."""
     groups = [docs[i:i + batch] for i in range(0, len(docs), batch) if len(docs[i:i + batch]) == batch]
     groups = groups if n_batches is None else groups[:n_batches]
-    for mode, fmt in MODES.items():
+    for mode in modes:
+        fmt = MODES[mode](batch) if callable(MODES[mode]) else MODES[mode]
         cond = f"summarize x{batch}, {mode}"
         for g in groups:
             entries = [_entry(i + 1, rel, text) for i, (rel, text) in enumerate(g)]
@@ -307,9 +341,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         start_s = time.perf_counter() - t0
         print(f"{local.MODEL_NAME} at {srv.base_url}: ready in {start_s:.1f} s; load average {load_before}")
         run = Runner(srv)
-        run_summarize(run, docs[:args.docs], 1, None)
-        run_plain(run, docs[:args.docs])
-        run_summarize(run, docs, 8, args.batches)
+        run_summarize(run, docs[:args.docs], 1, None, args.modes)
+        if args.plain:
+            run_plain(run, docs[:args.docs])
+        run_summarize(run, docs, 8, args.batches, args.modes)
     speed = run_speed(docs, args.speed_docs) if args.speed_docs else []
     return {"model": local.MODEL_NAME, "gguf": local.GGUF_FILE, "threads": args.threads, "n_ctx": srv.n_ctx,
             "doc_bytes": DOC_BYTES, "server_ready_s": round(start_s, 2), "load_average_before": load_before,
@@ -324,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=local.DEFAULT_THREADS)
     ap.add_argument("--speed-docs", type=int, default=3,
                     help="documents per server set-up in the threads / OpenMP comparison (0: skip it)")
+    ap.add_argument("--modes", type=lambda v: v.split(","), default=list(MODES),
+                    help=f"answer modes of the summarize job, comma-separated (default: {','.join(MODES)})")
+    ap.add_argument("--no-plain", dest="plain", action="store_false", help="skip the plain-text condition")
     ap.add_argument("--from-json", metavar="PATH",
                     help="re-evaluate the answers stored in a result file instead of measuring")
     ap.add_argument("--out", default="bench/results/local_llm.json")

@@ -46,8 +46,11 @@ CHAT_FORMAT = "chatml"  #: SmolLM2-Instruct's template: <|im_start|>role … <|i
 DEFAULT_N_CTX = 8192  #: context window, tokens (SmolLM2's trained length; a batch of 8 excerpts fits)
 DEFAULT_THREADS = 2  #: CPU threads for generation and prompt processing
 READY_TIMEOUT_S = 120.0  #: longest wait for a started server to answer, seconds
-#: ``[llm]`` settings that suit this model and server (one request at a time; small batches; see docs/llm.md)
-RECOMMENDED = {"structured_output": "json_object_schema", "max_concurrency": 1, "batch_size": 4,
+#: ``[llm]`` settings that suit this model and server (docs/llm.md, "The local model"): the schema as a grammar
+#: (the server answers ``json_schema`` with HTTP 500; plain ``json_object`` makes the model echo the schema),
+#: one request at a time (the server serves one), one entry per request (in a batch the model attaches one
+#: entry's summary to another), and room for a slow, busy machine.
+RECOMMENDED = {"structured_output": "json_object_schema", "max_concurrency": 1, "batch_size": 1,
                "timeout_s": 120.0}
 #: environment variables of pydantic-settings in llama_cpp.server that would override our flags
 _SERVER_ENV_DROP = ("CONFIG_FILE", "MODEL", "MODEL_ALIAS", "HOST", "PORT", "N_CTX", "N_THREADS",
@@ -136,7 +139,7 @@ class LocalModel:
 
     def overrides(self) -> dict[str, object]:
         """Settings for :func:`libraryfs.llm.config.load_config` ``overrides`` (``LLMConfig`` field names):
-        the endpoint plus :data:`RECOMMENDED` (one request at a time, 4 entries per request, 120 s)."""
+        the endpoint plus :data:`RECOMMENDED` (schema grammar, one request at a time, one entry each, 120 s)."""
         return {"base_url": self.base_url, "model": self.model, **RECOMMENDED}
 
     def env(self) -> dict[str, str]:
