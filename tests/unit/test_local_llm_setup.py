@@ -9,7 +9,9 @@ from libraryfs.llm.config import load_config
 
 
 def test_a_missing_model_distribution_is_one_clear_error():
-    with pytest.raises(local.LocalModelError, match=r"not installed .*pip install 'libraryfs\[llm-local\]'") as e:
+    with pytest.raises(
+        local.LocalModelError, match=r"not installed .*pip install 'libraryfs\[llm-local\]'"
+    ) as e:
         local.model_path("libraryfs-no-such-model")
     assert "\n" not in str(e.value)
 
