@@ -19,7 +19,8 @@ one request at a time, over the first 2,048 bytes of real python3-doc sources (e
 Each answer is validated with the project's own validators (``valid_summaries``: "valid" items) and
 classified (ok, empty, truncated, not JSON, schema echoed, wrong shape / items missing, file name as summary,
 document copied, summary of another entry, about the task, repetition; plain text also: not one line, over
-20 words). "Useful" items are valid ones that are not the file name, not ≥ 6 words copied verbatim from their
+20 words). For plain text, "useful" judges the answer's first sentence cut to 20 words (what a plain-text
+builder keeping the first sentence would store). For JSON, "useful" items are valid ones that are not the file name, not ≥ 6 words copied verbatim from their
 document or from another entry of the batch, hold no schema fragment and do not talk about the task
 ("document", "summary", "20 words"). The classes are heuristics: read the examples in the JSON.
 Latency is wall time per request measured here; prompt and generation speed (tokens/s) come from llama.cpp's log. Prints tables and
@@ -42,6 +43,7 @@ from typing import Any
 import openai
 
 from libraryfs.daemon import corpus
+from libraryfs.index.jobs import clean_line
 from libraryfs.llm import local
 from libraryfs.llm import prompts as P
 from libraryfs.llm.client import BadAnswer, parse_json_object
@@ -97,6 +99,8 @@ def _copied(line: str, doc: str) -> bool:
 
 def _is_name(line: str, name: str) -> bool:
     """The line is only the entry's file name (with or without its extensions)."""
+    if re.fullmatch(r"[\w-]+(?:\.[\w-]+)+", line.strip()):  # one dotted token: a file or module name
+        return True
     norm = " ".join(re.sub(r"[^\w]+", " ", line.lower()).split())
     stem = name.lower().split(".")[0]
     return norm in (" ".join(re.sub(r"[^\w]+", " ", name.lower()).split()), stem) or norm.startswith(
@@ -128,7 +132,7 @@ def classify(
             return "repetition"
         if "\n" in line:
             return "not one line"
-        if len(line.split()) > P.SUMMARY_MAX_WORDS:
+        if len([w for w in line.split() if w != "…"]) > P.SUMMARY_MAX_WORDS:
             return "over 20 words"
         if _ABOUT_TASK.search(line):
             return "about the task"
@@ -152,6 +156,14 @@ def classify(
     return "ok"
 
 
+def first_sentence(text: str) -> str:
+    """The answer's first sentence, cut to 20 words the way the TOC cuts lines (what a plain-text builder
+    that keeps the first sentence would store)."""
+    line = " ".join(text.strip().split("\n\n")[0].split())
+    m = re.search(r"(?<=[a-z0-9)\]`'])[.!?](?:\s|$)", line)
+    return clean_line(line[: m.end()] if m else line, P.SUMMARY_MAX_WORDS).strip()
+
+
 def evaluate(row: dict[str, Any]) -> None:
     """Validate and classify one recorded request in place (``valid_items``, ``useful_items``, ``outcome``).
 
@@ -162,7 +174,11 @@ def evaluate(row: dict[str, Any]) -> None:
     content, finish = row["content"], row["finish_reason"] or ""
     if row.get("kind", "plain" if row["condition"].startswith("plain") else "json") == "plain":
         row["outcome"] = classify(content, finish, texts, None)
-        row.update(items=1, valid_items=int(row["outcome"] == "ok"), useful_items=int(row["outcome"] == "ok"))
+        first = first_sentence(content)
+        ok_first = bool(first) and classify(first, "stop", texts, None) == "ok"
+        row.update(
+            items=1, valid_items=int(row["outcome"] == "ok"), useful_items=int(ok_first), first_sentence=first
+        )
         return
     try:
         answer = parse_json_object(content)
@@ -210,6 +226,13 @@ def _perf(log_text: str) -> dict[str, float]:
     return out
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds used so far by process ``pid`` and its threads (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Runner:
     """Sends requests to the running server and records one row per request."""
 
@@ -228,11 +251,13 @@ class Runner:
         """One request; returns (content, finish_reason, row)."""
         kw: dict[str, Any] = {"response_format": response_format} if response_format else {}
         offset = os.path.getsize(self.server.log_path)
+        cpu0 = _cpu_s(self.server.pid)
         t0 = time.perf_counter()
         r = self.client.chat.completions.create(
             model=self.server.model, messages=messages, max_tokens=max_tokens, temperature=0.0, **kw
         )
         latency_s = time.perf_counter() - t0
+        cpu_s = _cpu_s(self.server.pid) - cpu0
         with open(self.server.log_path, encoding="utf-8", errors="replace") as f:
             f.seek(offset)
             perf = _perf(f.read())
@@ -240,6 +265,7 @@ class Runner:
         row = {
             "condition": condition,
             "latency_s": round(latency_s, 3),
+            "server_cpu_s": round(cpu_s, 3),
             "prompt_tokens": r.usage.prompt_tokens if r.usage else None,
             "completion_tokens": r.usage.completion_tokens if r.usage else None,
             "finish_reason": r.choices[0].finish_reason,
@@ -350,6 +376,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for cond in dict.fromkeys(r["condition"] for r in rows):
         rs = [r for r in rows if r["condition"] == cond]
         lat = [r["latency_s"] for r in rs]
+        cpu = [r["server_cpu_s"] for r in rs if "server_cpu_s" in r]
         p_ms, p_tok = (
             sum(r.get("llama_prompt_ms", 0) for r in rs),
             sum(r.get("llama_prompt_tokens", 0) for r in rs),
@@ -372,6 +399,8 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "requests": len(rs),
                 "latency_p50_s": round(_pct(lat, 0.5), 2),
                 "latency_p95_s": round(_pct(lat, 0.95), 2),
+                "server_cpu_p50_s": round(_pct(cpu, 0.5), 2) if cpu else None,
+                "server_cpu_p95_s": round(_pct(cpu, 0.95), 2) if cpu else None,
                 "prompt_tokens_per_request": round(sent / len(rs)),
                 "completion_tokens_per_request": round(c_tok / len(rs), 1),
                 "prompt_tok_per_s": round(1000 * p_tok / p_ms, 1) if p_ms else None,
@@ -394,12 +423,12 @@ def print_table(result: dict[str, Any]) -> None:
         f"{result['doc_bytes']} bytes (python3-doc); load average {lb:.1f} → {la:.1f}\n"
     )
     print(
-        f"{'condition':<34} {'req':>4} {'p50 s':>7} {'p95 s':>7} {'prompt tok':>10} {'out tok':>8} "
+        f"{'condition':<34} {'req':>4} {'p50 s':>7} {'p95 s':>7} {'cpu p50 s':>9} {'prompt tok':>10} {'out tok':>8} "
         f"{'prompt tok/s':>12} {'gen tok/s':>9} {'valid':>7} {'useful':>7}  outcomes"
     )
     for s in result["summary"] + result["speed"]:
         print(
-            f"{s['condition']:<34} {s['requests']:>4} {s['latency_p50_s']:>7.2f} {s['latency_p95_s']:>7.2f} "
+            f"{s['condition']:<34} {s['requests']:>4} {s['latency_p50_s']:>7.2f} {s['latency_p95_s']:>7.2f} {s.get('server_cpu_p50_s') or 0:>9.2f} "
             f"{s['prompt_tokens_per_request']:>10} {s['completion_tokens_per_request']:>8} "
             f"{s['prompt_tok_per_s'] or 0:>12.1f} {s['generation_tok_per_s'] or 0:>9.1f} "
             f"{s['valid_items']:>3}/{s['items']:<3} {s.get('useful_items', 0):>3}/{s['items']:<3}  "
