@@ -30,7 +30,7 @@ if ! ls "$dir"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
   trap 'rm -rf "$tmp"' EXIT
   log=$(mktemp /tmp/llama-wheel.XXXXXX.log)
   start=$(date +%s)
-  echo "building llama-cpp-python $version from source (once per machine; ~6-13 min on 2 cores) ..." >&2
+  echo "building llama-cpp-python $version from source, once per machine (~5 CPU-minutes) ..." >&2
   if ! CMAKE_ARGS="$cmake_args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
        "$py" -m pip wheel --no-deps --no-binary llama-cpp-python -w "$tmp" "llama-cpp-python==$version" \
        >"$log" 2>&1; then
