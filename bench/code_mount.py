@@ -84,7 +84,7 @@ def wait_indexed(lib: str, timeout_s: float = 300.0) -> None:
                 return
             time.sleep(0.05)
     finally:
-        st.env.close()
+        st.close()
     raise SystemExit("indexer did not become idle")
 
 

@@ -163,6 +163,7 @@ def verify_shared(path: str, results: list[dict]) -> dict:
 
 def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
     """Rounds of concurrent store readers, each round killed with SIGKILL; the mount serves meanwhile."""
+    from libraryfs.fs import schema as S
     from libraryfs.fs.store import Store
 
     ok = full = other = mount_errors = 0
@@ -180,7 +181,7 @@ def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
                 try:
                     st = Store(libdir, readonly=True)
                     with st.read() as t:
-                        t.count(st.db_inodes)
+                        t.count(S.DB_INODES)
                         os.write(wfd, b"1")
                         time.sleep(3600)
                 except BaseException as e:  # noqa: BLE001 — report anything to the parent
@@ -298,7 +299,7 @@ def run(a: argparse.Namespace) -> dict:
         try:
             out["check_problems_phase1"] = [f"{p.code} {p.message}" for p in check(st).problems]
         finally:
-            st.env.close()
+            st.close()
         out["readers"] = readers_phase(libdir, mnt, a.reader_rounds, a.readers)
         _wait_indexed(libdir)
     finally:
@@ -330,7 +331,7 @@ def _wait_indexed(libdir: str, timeout_s: float = 120) -> None:
             time.sleep(0.1)
         raise TimeoutError("indexer did not catch up")
     finally:
-        st.env.close()
+        st.close()
 
 
 def table(o: dict) -> str:

@@ -149,7 +149,7 @@ def run(a: argparse.Namespace) -> dict:
                     with st.read() as t:
                         idx = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
                 finally:
-                    st.env.close()
+                    st.close()
                 res["llm_requests"] = len(srv.requests) - before
                 res["indexer_last_error"] = (idx.get("last_error") or "")[:120]
                 out["phases"][phase] = res
@@ -186,7 +186,7 @@ def _wait_idle(libdir: str, timeout_s: float = 120) -> None:
                 return
             time.sleep(0.1)
     finally:
-        st.env.close()
+        st.close()
 
 
 def table(o: dict) -> str:

@@ -143,12 +143,10 @@ def forget_summaries(lib: str) -> None:
     try:
 
         def fn(t) -> None:
-            cur = t.t.cursor(db=st.db_meta)
-            for k, v in list(cur):
-                m = S.loads(v, {})
-                if isinstance(m, dict) and "hash" in m:
-                    m.pop("hash")
-                    t.t.put(k, S.dumps(m), db=st.db_meta)
+            for ino, m in list(t.iter_meta()):
+                if isinstance(m, S.EntryMeta) and m.hash is not None:
+                    m.hash = None
+                    t.put_meta(ino, m)
 
         st.run_write(fn)
     finally:

@@ -92,12 +92,12 @@ def status(libdir: str, as_json: bool) -> None:
                 "journal_tail": tail,
                 "pending_records": max(0, tail - cursor),
                 "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
-                "inodes": t.count(st.db_inodes),
+                "inodes": t.count(S.DB_INODES),
                 "map": st.map_info(),
                 "indexer": idx,
             }
     finally:
-        st.env.close()
+        st.close()
     minfo = mount_info(libdir)
     run = read_run(libdir)
     out["mounted"] = bool(minfo)
@@ -219,7 +219,7 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
         with st.read() as t:
             paths = run_find(t, term, limit)
     finally:
-        st.env.close()
+        st.close()
     minfo = mount_info(libdir)
     prefix = minfo["mountpoint"] if minfo else ""
     if not paths:

@@ -40,7 +40,7 @@ def wait_idle(libdir: str, timeout_s: float = 120.0) -> bool:
             time.sleep(0.2)
         return False
     finally:
-        st.env.close()
+        st.close()
 
 
 def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[str], None] = print) -> dict:

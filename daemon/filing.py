@@ -117,10 +117,8 @@ class InboxFiler:
             if k >= limit:
                 break
             if not is_hidden(name):
-                entries.append(
-                    (os.fsdecode(name), t.meta(child).get("summary") or t.meta(child).get("description", ""))
-                )
-        return SectionDoc(path=path, entries=entries, description=t.meta(ino).get("description", ""))
+                entries.append((os.fsdecode(name), _line(t.meta(child))))
+        return SectionDoc(path=path, entries=entries, description=_line(t.meta(ino)))
 
     def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
         """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
@@ -165,3 +163,10 @@ def _is_live(mountpoint: str) -> bool:
     except OSError:
         return False
     return proc_mount(mountpoint) is not None
+
+
+def _line(m: S.EntryMeta | S.SectionMeta | None) -> str:
+    """The TOC line of an entry (its summary) or of a section (its description); "" if none yet."""
+    if isinstance(m, S.EntryMeta):
+        return m.summary or ""
+    return (m.description if m is not None else None) or ""

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from libraryfs.daemon.filing import (  # noqa: F401 (re-exported)
     INBOX,
@@ -39,7 +39,6 @@ from libraryfs.daemon.filing import (  # noqa: F401 (re-exported)
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
-from libraryfs.index.find import names_key
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS, Item, render
 from libraryfs.index.tokens import count_tokens
@@ -189,7 +188,7 @@ class Indexer(InboxFiler):
                 dead_names.append((r.name, r.ino))
         if full:
             with self.store.read() as t:
-                for k, v in t.t.cursor(db=self.store.db_dirents):
+                for k, v in t.kv.range(S.DB_DIRENTS):
                     parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
                     node = t.inode(child)
                     if node is None:
@@ -290,16 +289,16 @@ class Indexer(InboxFiler):
         force: bool = False,
     ) -> set[int]:
         """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
-        todo: list[tuple[int, dict, EntryDoc | None]] = []
+        todo: list[tuple[int, S.EntryMeta, EntryDoc | None]] = []
         parents: set[int] = set()
         with self.store.read() as t:
             for ino, (parent, name) in dirty.items():
                 node = t.inode(ino)
                 if node is None or node.is_dir:
                     continue
-                meta = t.meta(ino)
+                meta = t.entry_meta(ino) or S.EntryMeta()
                 if not parent:
-                    parent, name = meta.get("parent", 0), os.fsencode(meta.get("name", ""))
+                    parent, name = meta.parent, os.fsencode(meta.name)
                     if not parent:
                         continue
                 if t.lookup(parent, name) != ino:
@@ -323,40 +322,37 @@ class Indexer(InboxFiler):
             # results the builder could only give by falling back are marked so a later pass re-asks
             fell_back = set(getattr(self.builder, "last_fallbacks", []) or [])
             for j, ((_i, m, _d), s) in enumerate(zip(chunk, summaries, strict=False)):
-                m["summary"] = s
-                m["by"] = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
+                m.summary = s
+                m.by = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
             rep.summarized += len(chunk)
 
         def write(t: Txn) -> None:
             for name, ino in dead_names:
-                t.t.delete(names_key(name, ino), db=self.store.db_names)
+                t.del_name(name, ino)
                 if t.inode(ino) is None:
-                    t.t.delete(S.u64(ino), db=self.store.db_meta)
+                    t.del_meta(ino)
             for ino, m, _d in todo:
                 if t.inode(ino) is None:
                     continue
                 t.put_meta(ino, m)
-                name = os.fsencode(m["name"])
-                t.t.put(names_key(name, ino), S.u64(m["parent"]) + name, db=self.store.db_names)
+                t.put_name(os.fsencode(m.name), ino, m.parent)
 
         self.store.run_write(write)
         return parents
 
     def _examine(
-        self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: dict, force: bool
-    ) -> tuple[dict, EntryDoc | None]:
+        self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: S.EntryMeta, force: bool
+    ) -> tuple[S.EntryMeta, EntryDoc | None]:
         """New meta for an entry, and the doc to summarise if its content changed."""
         rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
-        m = dict(meta)
-        m.update(name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
+        m = replace(meta, name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
+        m.extra = dict(meta.extra)
         if node.is_lnk:
             target = t.read_data(node.ino, 0, node.size, node.size)
-            m.update(
-                summary=f"symbolic link → {target.decode('utf-8', 'backslashreplace')}",
-                tokens=0,
-                hash="link:" + hashlib.sha256(target).hexdigest()[:16],
-                link=True,
-            )
+            m.summary = f"symbolic link → {target.decode('utf-8', 'backslashreplace')}"
+            m.tokens = 0
+            m.hash = "link:" + hashlib.sha256(target).hexdigest()[:16]
+            m.link = True
             return m, None  # a link's target is never read or sent to a builder
         if node.size > HASH_LIMIT_BYTES:
             h = f"big:{node.size}:{node.generation}"
@@ -365,12 +361,12 @@ class Indexer(InboxFiler):
             data = t.read_data(node.ino, 0, node.size, node.size)
             h = hashlib.sha256(data).hexdigest()
             sample = data[:8192]
-        retry_fallback = meta.get("by") == "deterministic" and self.builder.name != "deterministic"
+        retry_fallback = meta.by == "deterministic" and self.builder.name != "deterministic"
         if (
-            h == meta.get("hash")
-            and "summary" in meta
+            h == meta.hash
+            and meta.summary is not None
             and not retry_fallback
-            and not (force and meta.get("by") != self.builder.name)
+            and not (force and meta.by != self.builder.name)
         ):
             return m, None
         binary = b"\0" in sample[:4096] or _mostly_binary(sample)
@@ -379,7 +375,7 @@ class Indexer(InboxFiler):
             tokens, approx = (node.size + 3) // 4, True
         else:
             tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
-        m.update(hash=h, tokens=tokens, approx=approx, link=False)
+        m.hash, m.tokens, m.approx, m.link = h, tokens, approx, False
         doc = EntryDoc(
             path=os.fsdecode(rel.lstrip(b"/")),
             name=os.fsdecode(name),
@@ -419,28 +415,22 @@ class Indexer(InboxFiler):
                 cn = t.inode(child)
                 if cn is None:
                     continue
-                m = t.meta(child)
                 if cn.is_dir:
-                    items.append(
-                        Item(
-                            name,
-                            m.get("description", "section"),
-                            m.get("tokens_total", 0),
-                            True,
-                            m.get("entries_total", 0),
-                        )
-                    )
+                    sm = t.section_meta(child) or S.SectionMeta()
+                    desc = sm.description if sm.description is not None else "section"
+                    items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
                 else:
-                    if "summary" not in m or m.get("size") != cn.size:
+                    em = t.entry_meta(child) or S.EntryMeta()
+                    if em.summary is None or em.size != cn.size:
                         missing[child] = (ino, name)
                     items.append(
                         Item(
                             name,
-                            m.get("summary", ""),
-                            m.get("tokens", 0),
+                            em.summary or "",
+                            em.tokens or 0,
                             False,
                             is_link=cn.is_lnk,
-                            approx=m.get("approx", False),
+                            approx=em.approx,
                         )
                     )
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
@@ -472,8 +462,8 @@ class Indexer(InboxFiler):
             if t.inode(ino) is None:
                 return
             t.put_toc_pages(ino, out.pages)
-            m = t.meta(ino)
-            m.update(
+            old = t.section_meta(ino) or S.SectionMeta()
+            m = S.SectionMeta(
                 description=description,
                 tokens_total=total_tokens,
                 entries_total=total_entries,
@@ -482,7 +472,8 @@ class Indexer(InboxFiler):
                 toc_pages=len(out.pages),
                 toc_levels=out.levels,
                 toc_max_page_tokens=max(out.page_tokens),
-                toc_page_tokens=out.page_tokens,
+                toc_page_tokens=list(out.page_tokens),
+                extra=old.extra,
             )
             t.put_meta(ino, m)
 

@@ -123,6 +123,14 @@ class Corrupt(LibraryError):
     errno = errno.EIO
 
 
+class SchemaMismatch(LibraryError):
+    """The store's schema version is one this release cannot serve: newer than it knows, or older and not
+    readable until migrated (a read-only open). The CLI and the daemons print it on one line and exit with
+    status 1 (docs/architecture.md, "Store, schema and migrations")."""
+
+    errno = errno.EIO
+
+
 class LibraryMissing(LibraryError):
     """The library directory does not exist or is not a library (CLI error)."""
 
@@ -173,6 +181,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         BadHandle,
         RangeError,
         Corrupt,
+        SchemaMismatch,
         LibraryMissing,
         Busy,
         Unavailable,

@@ -48,7 +48,7 @@ def mount_info(libdir: str) -> dict | None:
         with st.read() as t:
             info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
     finally:
-        st.env.close()
+        st.close()
     mp = info.get("mountpoint")  # type: ignore[union-attr]
     if not mp:
         return None

@@ -95,7 +95,7 @@ class Mounted:
                     return
                 time.sleep(0.05)
         finally:
-            st.env.close()
+            st.close()
         raise TimeoutError("indexer did not become idle")
 
     @property

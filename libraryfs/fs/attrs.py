@@ -23,9 +23,6 @@ from libraryfs.errors import AccessDenied, Exists, InvalidArgument, NameTooLong,
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
 
-#: config key: b"1" once any ``security.*`` xattr has been stored in the library
-SECURITY_XATTRS_FLAG = b"has_security_xattrs"
-
 if TYPE_CHECKING:
     from libraryfs.fs.view import Handle
     from libraryfs.fs.virtual import Resolved, VirtualNamespace
@@ -119,7 +116,7 @@ class AttrOps:
         used = info["used_bytes"]
         total = used + du.free
         with self.store.read() as t:
-            files = t.count(self.store.db_inodes)
+            files = t.count(S.DB_INODES)
         free_blocks = du.free // bsize
         return {
             "f_bsize": bsize,
@@ -193,8 +190,8 @@ class AttrOps:
             if flags & XATTR_REPLACE and cur is None:
                 raise NoAttr("no such attribute")
             t.setxattr(r.ino, name, value)
-            if name.startswith(b"security.") and t.cfg(SECURITY_XATTRS_FLAG) != b"1":
-                t.put_cfg(SECURITY_XATTRS_FLAG, b"1")
+            if name.startswith(b"security.") and t.cfg(S.CFG_SECURITY_XATTRS) != b"1":
+                t.put_cfg(S.CFG_SECURITY_XATTRS, b"1")
             node = r.node
             node.ctime_ns = now_ns()  # type: ignore[union-attr]
             t.put_inode(node)  # type: ignore[arg-type]

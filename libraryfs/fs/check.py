@@ -1,16 +1,22 @@
 """fsck for a library: verify every invariant of :mod:`libraryfs.fs.schema` and optionally repair.
 
-Each check has a code (``I1`` … ``I8`` as in the schema docstring). ``check(store)`` returns a
-:class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck habit). Repairs are
-conservative: dangling dirents are removed, wrong link counts corrected, orphaned inodes (nlink 0 or
-unreachable) freed, stray data chunks past EOF dropped, ``next_ino`` raised, stale meta/TOC records dropped.
+Each check has a code (``I1`` … ``I8`` as in the schema docstring; ``I0`` for an undecodable inode).
+``check(store)`` returns a :class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck
+habit). Repairs are conservative: dangling dirents are removed, wrong dirent types rewritten, wrong link
+counts corrected, orphaned inodes (nlink 0 or unreachable) freed, stray data chunks past EOF dropped,
+``next_ino`` raised, stale or undecodable meta/TOC records dropped (the indexer rebuilds them). The report
+carries the store's schema version and the migrations still pending (a read-only check of an older store).
+Reads the store only through the typed layer and its backend transaction (no engine import).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from libraryfs.errors import Corrupt
+from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn
 
@@ -27,13 +33,16 @@ class Problem:
 
 @dataclass
 class Report:
-    """Result of :func:`check`: the problems found and how many were repaired; counts of what was seen."""
+    """Result of :func:`check`: the problems found and how many were repaired; counts of what was seen;
+    the schema version checked and the summaries of the migrations still pending for it."""
 
     problems: list[Problem] = field(default_factory=list)
     repaired: int = 0
     inodes: int = 0
     dirents: int = 0
     chunks: int = 0
+    schema_version: int = S.SCHEMA_VERSION
+    pending_migrations: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -44,6 +53,8 @@ class Report:
         """JSON-able summary."""
         return {
             "clean": self.clean,
+            "schema_version": self.schema_version,
+            "pending_migrations": self.pending_migrations,
             "inodes": self.inodes,
             "dirents": self.dirents,
             "chunks": self.chunks,
@@ -56,165 +67,214 @@ class Report:
 
 
 def check(store: Store, repair: bool = False) -> Report:
-    """Verify invariants I1–I8; with ``repair`` fix what can be fixed in one write transaction."""
+    """Verify invariants I1–I8 at the store's schema version; with ``repair`` fix what can be fixed in one
+    write transaction (a read-write open has migrated the store to the current version first)."""
     if repair:
-        return store.run_write(lambda t: _check(t, True))
+        return store.run_write(lambda t: _Checker(t, True, store.schema_version).run())
     with store.read() as t:
-        return _check(t, False)
+        return _Checker(t, False, store.schema_version).run()
 
 
-def _check(t: Txn, repair: bool) -> Report:
-    r = Report()
+class _Checker:
+    """One pass of every check over one transaction. Repairs are queued while a range is being read and
+    applied after each scan (a backend iterator must not see its own range change)."""
 
-    def problem(code: str, ino: int, msg: str, fix=None) -> None:
+    def __init__(self, t: Txn, repair: bool, version: int) -> None:
+        self.t = t
+        self.repair = repair
+        self.version = version
+        self.r = Report(schema_version=version)
+        self.r.pending_migrations = [
+            f"{m.source} → {m.source + 1}: {m.summary}" for m in migrations.pending(version)
+        ]
+        self.fixes: list[Callable[[], object]] = []
+        self.inodes: dict[int, S.Inode] = {}
+        self.links: dict[int, int] = {}  # ino → dirents naming it
+        self.subdirs: dict[int, int] = {}  # directory → child directories
+        self.dir_names: dict[int, list[tuple[int, bytes]]] = {}  # directory → (parent, name) naming it
+
+    def problem(self, code: str, ino: int, msg: str, fix: Callable[[], object] | None = None) -> None:
         p = Problem(code, ino, msg)
-        if repair and fix is not None:
-            fix()
+        if self.repair and fix is not None:
+            self.fixes.append(fix)
             p.repaired = True
-            r.repaired += 1
-        r.problems.append(p)
+            self.r.repaired += 1
+        self.r.problems.append(p)
 
-    s = t.s
-    inodes: dict[int, S.Inode] = {}
-    for k, v in t.t.cursor(db=s.db_inodes):
-        ino = S.from_u64(k)
-        try:
-            inodes[ino] = S.Inode.unpack(ino, v)
-        except Exception as e:
-            problem(
-                "I0", ino, f"undecodable inode: {e}", lambda ino=ino: t.t.delete(S.u64(ino), db=s.db_inodes)
-            )
-    r.inodes = len(inodes)
-    root = inodes.get(S.ROOT_INO)
-    if root is None or not root.is_dir:
-        problem("I1", S.ROOT_INO, "root inode missing or not a directory")
-        return r
-    # I2: dirents
-    links: dict[int, int] = {}
-    subdirs: dict[int, int] = {}
-    dir_names: dict[int, list[tuple[int, bytes]]] = {}
-    bad_dirents: list[bytes] = []
-    for k, v in t.t.cursor(db=s.db_dirents):
-        r.dirents += 1
-        parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
-        pnode, cnode = inodes.get(parent), inodes.get(child)
-        bad = None
-        if pnode is None or not pnode.is_dir:
-            bad = f"dirent {name!r} in non-directory {parent}"
-        elif cnode is None:
-            bad = f"dirent {name!r} in {parent} names missing inode {child}"
-        elif not (1 <= len(name) <= S.NAME_MAX) or b"/" in name or b"\0" in name or name in (b".", b".."):
-            bad = f"invalid name {name!r} in {parent}"
-        if bad:
-            problem("I2", child, bad, lambda k=bytes(k): bad_dirents.append(k))
-            continue
-        links[child] = links.get(child, 0) + 1
-        if cnode.is_dir:  # type: ignore[union-attr]
-            subdirs[parent] = subdirs.get(parent, 0) + 1
-            dir_names.setdefault(child, []).append((parent, name))
-    for k in bad_dirents:  # deleted after the scan: never delete under a live cursor
-        t.t.delete(k, db=s.db_dirents)
-    # I3: directories named once, dirparent mirrors, reach root
-    for ino, node in inodes.items():
-        if not node.is_dir or ino == S.ROOT_INO:
-            continue
-        names = dir_names.get(ino, [])
-        if len(names) != 1:
-            problem("I3", ino, f"directory named by {len(names)} dirents")
-            continue
-        link = t.dirparent(ino)
-        if link != names[0]:
-            problem(
-                "I3",
-                ino,
-                "dirparent does not mirror the dirent",
-                lambda ino=ino, n=names[0]: t.t.put(S.u64(ino), S.u64(n[0]) + n[1], db=s.db_dirparent),
-            )
-    for ino, node in inodes.items():
-        if node.is_dir and ino != S.ROOT_INO and dir_names.get(ino):
-            seen, cur = set(), ino
-            while cur != S.ROOT_INO:
-                if cur in seen or len(seen) > 100000:
-                    problem("I3", ino, "directory not reachable from the root (cycle)")
-                    break
-                seen.add(cur)
-                parents = dir_names.get(cur)
-                if not parents:
-                    problem("I3", ino, "directory detached from the root")
-                    break
-                cur = parents[0][0]
-    # I4: link counts; orphans
-    for ino, node in inodes.items():
-        if node.is_dir:
-            want = 2 + subdirs.get(ino, 0)
-            if ino != S.ROOT_INO and not dir_names.get(ino):
-                problem("I4", ino, "unreachable directory", lambda ino=ino: _free(t, ino))
-                continue
-        else:
-            want = links.get(ino, 0)
-            if want == 0:
-                problem(
-                    "I4",
-                    ino,
-                    f"orphaned inode (nlink {node.nlink}, no dirent)",
-                    lambda ino=ino: _free(t, ino),
-                )
-                continue
-        if node.nlink != want:
+    def apply_fixes(self) -> None:
+        for fix in self.fixes:
+            fix()
+        self.fixes.clear()
 
-            def fix(node=node, want=want):
-                node.nlink = want
-                t.put_inode(node)
+    def run(self) -> Report:
+        self.check_inodes()
+        root = self.inodes.get(S.ROOT_INO)
+        if root is None or not root.is_dir:
+            self.problem("I1", S.ROOT_INO, "root inode missing or not a directory")
+            return self.r
+        for step in (self.check_dirents, self.check_tree, self.check_links, self.check_data):
+            step()
+            self.apply_fixes()
+        self.check_counters()
+        self.check_derived()
+        self.apply_fixes()
+        return self.r
 
-            problem("I4", ino, f"nlink {node.nlink}, expected {want}", fix)
-    # I5: data chunks
-    last_ino, max_chunk = -1, -1
-    for k in t.t.cursor(db=s.db_data).iternext(keys=True, values=False):
-        r.chunks += 1
-        ino, chunk = S.from_u64(k[:8]), S.from_u64(k[8:16])
-        node = inodes.get(ino)
-        if ino != last_ino:
-            last_ino = ino
-            max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
-        if node is None or node.is_dir or chunk >= max_chunk:
-            problem("I5", ino, f"stray data chunk {chunk}", lambda k=bytes(k): t.t.delete(k, db=s.db_data))
-    # I6: next_ino
-    nxt = t.cfg_int(S.CFG_NEXT_INO)
-    if inodes and nxt <= max(inodes):
-        problem(
-            "I6",
-            max(inodes),
-            f"next_ino {nxt} not above the largest inode",
-            lambda: t.put_cfg(S.CFG_NEXT_INO, S.u64(max(inodes) + 1)),
-        )
-    # I7: journal order and cursor
-    tail = t.journal_tail()
-    if t.cfg_int(S.CFG_CURSOR) > tail and t.count(s.db_journal):
-        problem(
-            "I7", 0, "indexer cursor beyond the journal tail", lambda: t.put_cfg(S.CFG_CURSOR, S.u64(tail))
-        )
-    # I8: meta and toc refer to live inodes
-    for db, code in ((s.db_meta, "I8"),):
-        for k in t.t.cursor(db=db).iternext(keys=True, values=False):
+    def check_inodes(self) -> None:
+        kv = self.t.kv
+        for k, v in self.t.kv.range(S.DB_INODES):
             ino = S.from_u64(k)
-            if ino not in inodes:
-                problem(code, ino, "meta of a missing inode", lambda k=bytes(k): t.t.delete(k, db=s.db_meta))
-    for k in t.t.cursor(db=s.db_toc).iternext(keys=True, values=False):
-        ino = S.from_u64(k)
-        if ino not in inodes or not inodes[ino].is_dir:
-            problem(
-                "I8", ino, "TOC page of a missing directory", lambda k=bytes(k): t.t.delete(k, db=s.db_toc)
-            )
-    return r
+            try:
+                self.inodes[ino] = S.Inode.unpack(ino, v)
+            except Exception as e:  # struct.error
+                self.problem("I0", ino, f"undecodable inode: {e}", lambda k=k: kv.delete(S.DB_INODES, k))
+        self.apply_fixes()
+        self.r.inodes = len(self.inodes)
 
+    def check_dirents(self) -> None:
+        """I2: each dirent names a live inode from a directory, with a valid name and the child's type."""
+        kv = self.t.kv
+        for k, v in kv.range(S.DB_DIRENTS):
+            self.r.dirents += 1
+            parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
+            pnode, cnode = self.inodes.get(parent), self.inodes.get(child)
+            bad = None
+            if pnode is None or not pnode.is_dir:
+                bad = f"dirent {name!r} in non-directory {parent}"
+            elif cnode is None:
+                bad = f"dirent {name!r} in {parent} names missing inode {child}"
+            elif not (1 <= len(name) <= S.NAME_MAX) or b"/" in name or b"\0" in name or name in (b".", b".."):
+                bad = f"invalid name {name!r} in {parent}"
+            if bad:
+                self.problem("I2", child, bad, lambda k=k: kv.delete(S.DB_DIRENTS, k))
+                continue
+            ftype, want = S.dirent_type(v), cnode.mode & S.S_IFMT  # type: ignore[union-attr]
+            if ftype != want and (ftype is not None or self.version >= 2):
+                value = S.dirent_value(child, want)
+                self.problem(
+                    "I2",
+                    child,
+                    f"dirent {name!r} in {parent} records file type {ftype!r}, the inode has {want:o}",
+                    lambda k=k, value=value: kv.put(S.DB_DIRENTS, k, value),
+                )
+            self.links[child] = self.links.get(child, 0) + 1
+            if cnode.is_dir:  # type: ignore[union-attr]
+                self.subdirs[parent] = self.subdirs.get(parent, 0) + 1
+                self.dir_names.setdefault(child, []).append((parent, name))
 
-def _free(t: Txn, ino: int) -> None:
-    t.del_inode(ino)
+    def check_tree(self) -> None:
+        """I3: directories named once, ``dirparent`` mirrors the dirent, every directory reaches the root."""
+        for ino, node in self.inodes.items():
+            if not node.is_dir or ino == S.ROOT_INO:
+                continue
+            names = self.dir_names.get(ino, [])
+            if len(names) != 1:
+                self.problem("I3", ino, f"directory named by {len(names)} dirents")
+                continue
+            if self.t.dirparent(ino) != names[0]:
+                key, value = S.u64(ino), S.u64(names[0][0]) + names[0][1]
+                fix = lambda key=key, value=value: self.t.kv.put(S.DB_DIRPARENT, key, value)  # noqa: E731
+                self.problem("I3", ino, "dirparent does not mirror the dirent", fix)
+        for ino, node in self.inodes.items():
+            if node.is_dir and ino != S.ROOT_INO and self.dir_names.get(ino):
+                seen, cur = set(), ino
+                while cur != S.ROOT_INO:
+                    if cur in seen or len(seen) > 100000:
+                        self.problem("I3", ino, "directory not reachable from the root (cycle)")
+                        break
+                    seen.add(cur)
+                    parents = self.dir_names.get(cur)
+                    if not parents:
+                        self.problem("I3", ino, "directory detached from the root")
+                        break
+                    cur = parents[0][0]
+
+    def check_links(self) -> None:
+        """I4: link counts; orphaned and unreachable inodes."""
+        for ino, node in self.inodes.items():
+            if node.is_dir:
+                want = 2 + self.subdirs.get(ino, 0)
+                if ino != S.ROOT_INO and not self.dir_names.get(ino):
+                    self.problem("I4", ino, "unreachable directory", lambda ino=ino: self.t.del_inode(ino))
+                    continue
+            else:
+                want = self.links.get(ino, 0)
+                if want == 0:
+                    msg = f"orphaned inode (nlink {node.nlink}, no dirent)"
+                    self.problem("I4", ino, msg, lambda ino=ino: self.t.del_inode(ino))
+                    continue
+            if node.nlink != want:
+
+                def fix(node=node, want=want):
+                    node.nlink = want
+                    self.t.put_inode(node)
+
+                self.problem("I4", ino, f"nlink {node.nlink}, expected {want}", fix)
+
+    def check_data(self) -> None:
+        """I5: data chunks only of files and symlinks, only below their size."""
+        kv = self.t.kv
+        last_ino, max_chunk = -1, -1
+        for k, _ in kv.range(S.DB_DATA, keys_only=True):
+            self.r.chunks += 1
+            ino, chunk = S.from_u64(k[:8]), S.from_u64(k[8:16])
+            node = self.inodes.get(ino)
+            if ino != last_ino:
+                last_ino = ino
+                max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
+            if node is None or node.is_dir or chunk >= max_chunk:
+                self.problem("I5", ino, f"stray data chunk {chunk}", lambda k=k: kv.delete(S.DB_DATA, k))
+
+    def check_counters(self) -> None:
+        """I6 (next_ino above every inode) and I7 (indexer cursor not beyond the journal)."""
+        t = self.t
+        nxt = t.cfg_int(S.CFG_NEXT_INO)
+        if self.inodes and nxt <= max(self.inodes):
+            top = max(self.inodes)
+            fix = lambda: t.put_cfg(S.CFG_NEXT_INO, S.u64(top + 1))  # noqa: E731
+            self.problem("I6", top, f"next_ino {nxt} not above the largest inode", fix)
+        tail = t.journal_tail()
+        if t.cfg_int(S.CFG_CURSOR) > tail and t.count(S.DB_JOURNAL):
+            fix = lambda: t.put_cfg(S.CFG_CURSOR, S.u64(tail))  # noqa: E731
+            self.problem("I7", 0, "indexer cursor beyond the journal tail", fix)
+
+    def check_derived(self) -> None:
+        """I8: meta records decode, match their inode's kind and refer to live inodes; TOC pages belong to
+        live directories."""
+        kv = self.t.kv
+        for k, v in kv.range(S.DB_META):
+            ino = S.from_u64(k)
+            node = self.inodes.get(ino)
+            drop = lambda k=k: kv.delete(S.DB_META, k)  # noqa: E731
+            if node is None:
+                self.problem("I8", ino, "meta of a missing inode", drop)
+                continue
+            try:
+                rec = S.decode_meta(v)
+            except Corrupt as e:
+                self.problem("I8", ino, f"undecodable meta record: {e}", drop)
+                continue
+            if isinstance(rec, S.SectionMeta) != node.is_dir:
+                kind = "section" if isinstance(rec, S.SectionMeta) else "entry"
+                self.problem(
+                    "I8", ino, f"a {kind} meta record on a {'non-' * (not node.is_dir)}directory", drop
+                )
+        for k, _ in kv.range(S.DB_TOC, keys_only=True):
+            ino = S.from_u64(k)
+            if ino not in self.inodes or not self.inodes[ino].is_dir:
+                self.problem("I8", ino, "TOC page of a missing directory", lambda k=k: kv.delete(S.DB_TOC, k))
 
 
 def describe(report: Report) -> str:
-    """Human-readable multi-line report."""
-    lines = [f"{report.inodes} inodes, {report.dirents} dirents, {report.chunks} data chunks"]
+    """Human-readable multi-line report (first line: the schema version and any pending migration)."""
+    schema = f"schema {report.schema_version}"
+    if report.pending_migrations:
+        schema += (
+            f" (this release writes {S.SCHEMA_VERSION}; pending, run at the next read-write open: "
+            + "; ".join(report.pending_migrations)
+            + ")"
+        )
+    lines = [schema, f"{report.inodes} inodes, {report.dirents} dirents, {report.chunks} data chunks"]
     for p in report.problems:
         lines.append(f"  {p.code} ino {p.ino}: {p.message}{' (repaired)' if p.repaired else ''}")
     lines.append(

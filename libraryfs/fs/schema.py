@@ -1,33 +1,48 @@
-"""The LMDB layout of a library: every named DB, its key/value encoding and its invariants.
+"""What a library stores: every named DB (table), its key and value encoding, config keys and invariants.
 
-This module is the one place that says what is stored (ARCHITECTURE §3; idea from s3ql's ``database.py``).
-All integers are big-endian so that LMDB's byte-order key comparison is numeric order.
+This module is the one place that says what is stored (ARCHITECTURE §3; idea from s3ql's ``database.py``);
+the backends (:mod:`libraryfs.fs.backend`) store opaque bytes in these tables, the typed layer
+(:mod:`libraryfs.fs.store`) reads and writes them only through the codecs below. All integers inside keys
+are big-endian so that the backends' unsigned byte order of keys is numeric order. Schema version
+:data:`SCHEMA_VERSION`; older stores are upgraded by :mod:`libraryfs.fs.migrations` (the history of the
+format is there).
 
-Named DBs
-=========
+Tables
+======
 
-``inodes``   key ``ino:u64``                → :class:`Inode` (64 bytes, :data:`INODE_FMT`)
-``dirents``  key ``parent:u64 + name``      → ``child:u64``   (a directory's entries, sorted by name bytes)
+``inodes``   key ``ino:u64``               → :class:`Inode` (64 bytes, :data:`INODE_FMT`)
+``dirents``  key ``parent:u64 + name``     → ``child:u64 + type:u8`` (:func:`dirent_value`): ``type`` is the
+             child's ``S_IFMT >> 12`` (4 directory, 8 regular file, 10 symlink, ...) so that ``readdir``
+             needs no inode fetch. Schema 1 allowed 8-byte values without the type byte (written before
+             commit f0cb335); migration 1 → 2 adds it, and :func:`dirent_type` reads both forms
 ``dirparent``key ``ino:u64`` (directories) → ``parent:u64 + name`` (the one dirent naming a directory)
-``data``     key ``ino:u64 + chunk:u64``    → ``bytes`` of at most :data:`CHUNK_SIZE`; regular files only;
+``data``     key ``ino:u64 + chunk:u64``   → ``bytes`` of at most :data:`CHUNK_SIZE`; regular files only;
              symlink targets are chunk 0 of the link's inode
-``xattrs``   key ``ino:u64 + name``         → value bytes
-``meta``     key ``ino:u64``                → JSON written by the indexer: summary, tokens, content hash,
-             indexed generation, section description (directories)
-``journal``  key ``seq:u64``                → :class:`JournalRecord` (one per mutation of the tree)
-``toc``      key ``dir ino:u64 + page:u32`` → rendered TOC page (UTF-8 Markdown); page 0 is ``INDEX.md``
-``names``    key ``casefolded name + 0x00 + ino:u64`` → ``parent:u64`` (kept by the indexer for ``find``)
-``config``   key ASCII name                  → value bytes (see ``CFG_*``)
+``xattrs``   key ``ino:u64 + name``        → value bytes
+``meta``     key ``ino:u64``               → the indexer's record: :class:`EntryMeta` for a file or symlink,
+             :class:`SectionMeta` for a directory (:func:`decode_meta`; JSON object)
+``journal``  key ``seq:u64``               → :class:`JournalRecord` (one per mutation of the tree)
+``toc``      key ``dir ino:u64 + page:u32``→ rendered TOC page (UTF-8 Markdown); page 0 is ``INDEX.md``
+``names``    key ``casefold(name) + 0x00 + ino:u64`` (:func:`names_key`) → ``parent:u64 + name`` (the
+             original name): kept by the indexer for ``find``
+``config``   key ASCII name                → value bytes; every key is a ``CFG_*`` constant below
 
-Extensions (LLM cache, episodic units, ...) open their own named DBs with :meth:`Store.open_db`; their names
-are registered in :data:`EXTENSION_DBS` so that ``check`` knows them.
+Extension tables (opened with :meth:`Store.open_table <libraryfs.fs.store.Store.open_table>`; ``check``
+only checks that they open). Their key/value layout is owned by the module named:
+
+``llmcache`` :mod:`libraryfs.llm.cache`: ``job + 0x00 + sha256`` → JSON ``{"v": answer, "t": unix s}``;
+             ``0x00 + b"spend"`` → JSON spending window
+``units``    :mod:`libraryfs.features.episodes.unitdb`: ``b"u" + episode + 0x00 + step:u64`` → unit JSON;
+             ``b"m" + episode`` → episode meta JSON
+``extra``    reserved for extensions (no user yet)
 
 Invariants (verified by :mod:`libraryfs.fs.check`)
-===============================================
+=================================================
 
 I1  Inode 1 is the root directory; ``dirparent[1]`` is absent.
 I2  Every dirent ``(p, name) → c`` names an existing inode ``c``; ``p`` is an existing directory;
-    ``1 ≤ len(name) ≤ NAME_MAX``; name contains no ``/`` and no NUL and is not ``.`` or ``..``.
+    ``1 ≤ len(name) ≤ NAME_MAX``; name contains no ``/`` and no NUL and is not ``.`` or ``..``; its type
+    byte equals ``c``'s file type (required from schema 2 on).
 I3  A directory is named by exactly one dirent, mirrored in ``dirparent``; following ``dirparent`` from
     any directory reaches the root without a cycle.
 I4  ``nlink`` of a regular file or symlink equals the number of dirents naming it (0 only while a
@@ -39,7 +54,8 @@ I5  Data chunks exist only for regular files and symlinks, only for chunk number
 I6  ``config[next_ino]`` is greater than every inode number in use.
 I7  Journal sequence numbers are strictly increasing; ``config[indexer_cursor] ≤`` the last one.
 I8  ``toc`` pages and ``meta`` records refer to existing inodes (stale ones are harmless and are
-    removed by the indexer and by ``check --repair``).
+    removed by the indexer and by ``check --repair``); a ``meta`` record decodes, and is an entry record
+    for a file or symlink, a section record for a directory.
 
 Names are raw bytes (non-UTF-8 names round-trip). Times are nanoseconds since the epoch.
 """
@@ -47,10 +63,14 @@ Names are raw bytes (non-UTF-8 names round-trip). Times are nanoseconds since th
 from __future__ import annotations
 
 import json
+import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-SCHEMA_VERSION = 1
+from libraryfs.errors import Corrupt
+
+SCHEMA_VERSION = 2  #: the format this release writes; :mod:`libraryfs.fs.migrations` upgrades older ones
 
 ROOT_INO = 1
 CHUNK_SIZE = 64 * 1024  #: bytes per data chunk: a write at an offset touches only its chunks
@@ -80,20 +100,27 @@ CORE_DBS = (
     DB_NAMES,
     DB_CONFIG,
 )
-#: Named DBs that extensions may create (checked for existence only).
-EXTENSION_DBS = (b"llmcache", b"units", b"extra")
+DB_LLMCACHE = b"llmcache"
+DB_UNITS = b"units"
+DB_EXTRA = b"extra"
+#: Tables that extensions may create (checked for existence only).
+EXTENSION_DBS = (DB_LLMCACHE, DB_UNITS, DB_EXTRA)
 MAX_DBS = 32
 
-CFG_SCHEMA_VERSION = b"schema_version"
-CFG_NEXT_INO = b"next_ino"
+# ---- config keys (table ``config``); u64 values are big-endian ------------------------------------------
+CFG_SCHEMA_VERSION = b"schema_version"  #: u64: the format of this store (:data:`SCHEMA_VERSION` once current)
+CFG_NEXT_INO = b"next_ino"  #: u64: the next inode number to hand out (I6)
 CFG_CLEAN = b"clean_shutdown"  #: b"1" after a clean unmount, b"0" while mounted
-CFG_CURSOR = b"indexer_cursor"  #: last journal seq the indexer has processed (u64)
-CFG_TOC_GEN = b"toc_generation"  #: bumped by the indexer each time it commits TOC pages (u64)
+CFG_CURSOR = b"indexer_cursor"  #: u64: last journal seq the indexer has processed
+CFG_TOC_GEN = b"toc_generation"  #: u64: bumped by the indexer each time it commits TOC pages
 CFG_TOC_DIRTY = b"toc_dirty"  #: JSON list of directory inos whose TOC changed in the last indexer commit
-CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer
-CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server
+CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer (state, pid, passes, last report)
+CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server (mountpoint, pid, options)
 CFG_SETTINGS = b"settings"  #: JSON library settings (toc_max_tokens, ...)
-CFG_CREATED = b"created_ns"
+CFG_CREATED = b"created_ns"  #: u64: creation time of the library (ns)
+CFG_SECURITY_XATTRS = b"has_security_xattrs"  #: b"1" once any ``security.*`` xattr has been stored
+CFG_MIGRATION = b"migration_progress"  #: u64 source version + resume key of a migration under way
+CFG_SCHEMA_HISTORY = b"schema_history"  #: JSON list of {"from", "to", "at_ns", "release", "records"}
 
 # Inode flags
 F_GENERATED = 1  #: content produced by a builder (read-only through the mount)
@@ -130,6 +157,27 @@ def data_key(ino: int, chunk: int) -> bytes:
 def toc_key(dir_ino: int, page: int) -> bytes:
     """Key of TOC page ``page`` of directory ``dir_ino`` (page 0 is ``INDEX.md``)."""
     return u64(dir_ino) + page.to_bytes(4, "big")
+
+
+def dirent_value(child: int, mode: int) -> bytes:
+    """``dirents`` value: the child's inode number and its file type (``mode & S_IFMT`` as one byte)."""
+    return u64(child) + bytes(((mode & S_IFMT) >> 12,))
+
+
+def dirent_type(raw: bytes) -> int | None:
+    """File type bits (``S_IFMT`` part of a mode) of a ``dirents`` value, or None where unrecorded
+    (an 8-byte value of schema 1)."""
+    return (raw[8] << 12) if len(raw) > 8 else None
+
+
+def name_fold(name: bytes) -> bytes:
+    """A name as the ``names`` table sorts it: Unicode casefold, undecodable bytes kept (surrogateescape)."""
+    return os.fsdecode(name).casefold().encode("utf-8", "surrogateescape")
+
+
+def names_key(name: bytes, ino: int) -> bytes:
+    """Key of ``names``: casefolded name, NUL, inode number."""
+    return name_fold(name) + b"\0" + u64(ino)
 
 
 @dataclass(slots=True)
@@ -247,8 +295,6 @@ class JournalRecord:
 
     def to_json(self) -> dict:
         """A JSON-able dict (names decoded with surrogateescape)."""
-        import os
-
         return {
             "op": OP_NAMES.get(self.op, str(self.op)),
             "ino": self.ino,
@@ -258,6 +304,154 @@ class JournalRecord:
             "old_parent": self.old_parent,
             "old_name": os.fsdecode(self.old_name),
         }
+
+
+# ---- meta records ------------------------------------------------------------------------------------
+#
+# A ``meta`` value is a JSON object. A record with a ``name`` key is an entry record (the indexer writes
+# ``name`` and ``parent`` into every one), any other a section record. Decoding is tolerant of what older
+# or newer releases wrote: a missing key takes its default, an unknown key is kept in ``extra`` and written
+# back unchanged by :meth:`encode` (so an older indexer never drops a newer one's facts). A known key whose
+# value has the wrong JSON type, a value that is not a JSON object, or bytes that are not JSON raise
+# :class:`~libraryfs.errors.Corrupt` (``check`` reports them as I8; the records are derived data that the
+# indexer rebuilds once ``check --repair`` drops them). ``None`` stands for an absent key and is not written.
+
+
+class _MetaRecord:
+    """Shared codec of :class:`EntryMeta` and :class:`SectionMeta` (``_TYPES``: key → JSON type)."""
+
+    __slots__ = ()
+    _TYPES: ClassVar[dict[str, type]]
+    extra: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The ``meta`` value: compact JSON of the known fields that are not None, plus ``extra``."""
+        out = dict(self.extra)
+        for key in self._TYPES:
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return dumps(out)
+
+    @classmethod
+    def from_fields(cls, obj: dict[str, Any]) -> Any:
+        """Build from a decoded JSON object; raises Corrupt on a known key of the wrong type."""
+        types = cls._TYPES
+        for key, value in obj.items():
+            if type(value) is not types.get(key):
+                break  # an unknown key, a None or a wrong type: the careful path below
+        else:  # the common case (every key known, every type right): one constructor call, on read paths
+            if "toc_page_tokens" in obj:
+                _check_ints(obj["toc_page_tokens"])
+            return cls(**obj)
+        known: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in obj.items():
+            want = types.get(key)
+            if want is None:
+                extra[key] = value
+            elif value is None:
+                continue
+            elif type(value) is not want:
+                raise Corrupt(f"meta record: {key}={value!r} is not of type {want.__name__}")
+            else:
+                known[key] = value
+        if "toc_page_tokens" in known:
+            _check_ints(known["toc_page_tokens"])
+        return cls(**known, extra=extra)
+
+
+def _check_ints(values: list) -> None:
+    if any(type(x) is not int for x in values):
+        raise Corrupt(f"meta record: toc_page_tokens={values!r} is not a list of integers")
+
+
+@dataclass(slots=True)
+class EntryMeta(_MetaRecord):
+    """The indexer's record of a regular file or symlink (``meta`` table).
+
+    ``name``/``parent``: where it was last indexed (name decoded with surrogateescape); ``size`` (bytes) and
+    ``gen`` (inode generation) when examined; ``hash``: ``sha256`` hex of the content, ``"big:<size>:<gen>"``
+    past the hashing limit, ``"link:<16 hex>"`` for a symlink; ``tokens``: o200k tokens of the content
+    (an estimate of bytes/4 when ``approx``); ``summary``: the TOC line, written by builder ``by``
+    (``"deterministic"`` when the configured builder fell back). None: never examined/summarised.
+    """
+
+    name: str = ""
+    parent: int = 0
+    size: int | None = None
+    gen: int = 0
+    hash: str | None = None
+    tokens: int | None = None
+    approx: bool = False
+    link: bool = False
+    summary: str | None = None
+    by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _TYPES: ClassVar[dict[str, type]] = {
+        "name": str,
+        "parent": int,
+        "size": int,
+        "gen": int,
+        "hash": str,
+        "tokens": int,
+        "approx": bool,
+        "link": bool,
+        "summary": str,
+        "by": str,
+    }
+
+
+@dataclass(slots=True)
+class SectionMeta(_MetaRecord):
+    """The indexer's record of a directory (a section) and of its rendered TOC (``meta`` table).
+
+    ``description``: the section's one-line description (None: never rendered); ``tokens_total`` /
+    ``entries_total``: tokens and entries below it (recursively); ``toc_generation``: the directory's inode
+    generation the TOC was built from; ``toc_journal_seq``: the journal seq it reflects (None: no TOC yet,
+    shown as stale); ``toc_pages``/``toc_levels``: pages and levels of the bounded TOC;
+    ``toc_page_tokens``: o200k tokens of each page (the mount never loads the tokenizer);
+    ``toc_max_page_tokens``: their maximum.
+    """
+
+    description: str | None = None
+    tokens_total: int = 0
+    entries_total: int = 0
+    toc_generation: int = 0
+    toc_journal_seq: int | None = None
+    toc_pages: int = 0
+    toc_levels: int = 0
+    toc_max_page_tokens: int = 0
+    toc_page_tokens: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    _TYPES: ClassVar[dict[str, type]] = {
+        "description": str,
+        "tokens_total": int,
+        "entries_total": int,
+        "toc_generation": int,
+        "toc_journal_seq": int,
+        "toc_pages": int,
+        "toc_levels": int,
+        "toc_max_page_tokens": int,
+        "toc_page_tokens": list,
+    }
+
+
+def decode_meta(raw: bytes) -> EntryMeta | SectionMeta:
+    """Decode a ``meta`` value: an :class:`EntryMeta` if it has a ``name`` key, else a :class:`SectionMeta`.
+
+    Raises :class:`~libraryfs.errors.Corrupt` for bytes that are not a JSON object or a known key of the
+    wrong type.
+    """
+    try:
+        obj = json.loads(raw)
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError
+        raise Corrupt(f"meta record is not JSON: {e}") from e
+    if type(obj) is not dict:
+        raise Corrupt(f"meta record is not a JSON object: {raw[:40]!r}")
+    return (EntryMeta if "name" in obj else SectionMeta).from_fields(obj)
 
 
 def dumps(obj: object) -> bytes:

@@ -1,53 +1,36 @@
-"""The LMDB store: environment lifecycle, transactions with map growth, and typed record access.
+"""The typed store: ``Store`` (open, create, schema version and migrations) and ``Txn`` (typed records).
 
-Layout and invariants: :mod:`libraryfs.fs.schema`. This is the only module (with :mod:`libraryfs.fs.check`) that
-imports ``lmdb``.
-
-Threading policy (ARCHITECTURE §3, measured in §7): every transaction runs under one process-wide lock.
-The mount serves FUSE single-threaded (``nothreads``), so the lock is uncontended except for its two small
-background threads; the lock also makes :meth:`Store.grow` safe, because LMDB may only change the map size
-while this process has no live transaction.
-
-Durability: the environment is opened with ``sync=False`` (MDB_NOSYNC). A committed transaction is in the
-OS page cache and survives a crash of any libraryfs process; :meth:`Store.sync` (called on ``fsync``,
-``fsyncdir``, on unmount and every ``sync_interval_s`` by the mount) makes it survive an OS crash too.
-One synced commit costs ~360 µs here, an unsynced one ~7 µs (ARCHITECTURE §7).
+Layout, codecs and invariants: :mod:`libraryfs.fs.schema`; upgrades of older stores:
+:mod:`libraryfs.fs.migrations`. Both classes sit on a backend (:mod:`libraryfs.fs.backend`; LMDB by default,
+:mod:`libraryfs.fs.lmdb_backend`, where threading, durability and map growth are described) and are the
+same for every backend. Code outside the backends reaches raw tables only through ``Txn.kv`` (the
+backend's ReadTxn/WriteTxn), never through an engine handle.
 """
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
-import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
 
-import lmdb
-
-from libraryfs.errors import Corrupt, LibraryMissing, NoSpace
+from libraryfs.errors import Corrupt, LibraryMissing
+from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
+from libraryfs.fs.backend import Backend, bound_getter
 
 T = TypeVar("T")
+log = logging.getLogger("libraryfs.store")
 
-DEFAULT_MAP_SIZE = 256 << 20  #: bytes of address space reserved at first open (grows on demand)
-MIN_FREE_TO_CREATE = 1 << 20  #: bytes of free disk ``Store.create`` requires (else NoSpace, not SIGBUS)
-MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk kept free (at most 1/16 of what is free) when the map grows
-
-
-#: Errors raised by the storage engine for an unreadable/corrupt store (the CLI prints them on one line).
-StoreError = lmdb.Error
-
-
-def store_path(libdir: str | os.PathLike[str]) -> str:
-    """Directory of the LMDB environment inside a library directory."""
-    return os.path.join(os.fspath(libdir), "store")
+#: Errors the storage engines raise for an unreadable/corrupt store (the CLI prints them on one line).
+StoreError: tuple[type[Exception], ...] = lmdb_backend.ENGINE_ERRORS
 
 
 def is_library(libdir: str | os.PathLike[str]) -> bool:
     """Whether ``libdir`` holds an initialised library."""
-    return os.path.exists(os.path.join(store_path(libdir), "data.mdb"))
+    return lmdb_backend.exists(libdir)
 
 
 def now_ns() -> int:
@@ -56,22 +39,39 @@ def now_ns() -> int:
 
 
 class Txn:
-    """A transaction with typed access to the named DBs (see :mod:`libraryfs.fs.schema`).
+    """A transaction with typed access to the tables of :mod:`libraryfs.fs.schema`.
 
-    Obtain it from :meth:`Store.read` or :meth:`Store.write`; never keep it past its ``with`` block.
+    Obtain it from :meth:`Store.read` (a context manager) or inside :meth:`Store.run_write`; never keep it
+    past its block. ``kv`` is the backend transaction (get/range/prefix/count, and put/delete/delete_range
+    in a write transaction) for code that owns a table's raw layout: check, migrations, extension tables.
     """
 
-    __slots__ = ("t", "s", "write")
+    __slots__ = ("kv", "s", "write", "_cm")
 
-    def __init__(self, store: Store, txn: lmdb.Transaction, write: bool) -> None:
-        self.t = txn
+    def __init__(self, store: Store, kv: Any, write: bool, cm: AbstractContextManager | None = None) -> None:
+        self.kv = kv
         self.s = store
         self.write = write
+        self._cm = cm
+
+    def __enter__(self) -> Txn:
+        self.kv = self._cm.__enter__()  # type: ignore[union-attr]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._cm.__exit__(*exc)  # type: ignore[union-attr]
+
+    def getter(self, table: bytes) -> Callable[[bytes], bytes | None]:
+        """``kv.get`` bound to ``table``: one call per lookup in hot loops (the raw path walk)."""
+        try:
+            return self.kv.getter(table)
+        except AttributeError:  # a backend without its own (backend.bound_getter is the shared one)
+            return bound_getter(self.kv, table)
 
     # -- inodes ----------------------------------------------------------------------------------------
     def inode(self, ino: int) -> S.Inode | None:
-        """The inode ``ino`` or ``None``."""
-        raw = self.t.get(S.u64(ino), db=self.s.db_inodes)
+        """The inode ``ino`` or ``None``; raises :class:`Corrupt` for an undecodable record."""
+        raw = self.kv.get(S.DB_INODES, S.u64(ino))
         if raw is None:
             return None
         try:
@@ -81,29 +81,39 @@ class Txn:
 
     def put_inode(self, node: S.Inode) -> None:
         """Store an inode record."""
-        self.t.put(S.u64(node.ino), node.pack(), db=self.s.db_inodes)
+        self.kv.put(S.DB_INODES, S.u64(node.ino), node.pack())
 
     def del_inode(self, ino: int) -> None:
         """Delete an inode with its data, xattrs, meta and TOC pages."""
-        k = S.u64(ino)
-        self.t.delete(k, db=self.s.db_inodes)
-        self.t.delete(k, db=self.s.db_meta)
-        self.t.delete(k, db=self.s.db_dirparent)
-        self._delete_prefix(self.s.db_data, k)
-        self._delete_prefix(self.s.db_xattrs, k)
-        self._delete_prefix(self.s.db_toc, k)
+        k, end = S.u64(ino), S.u64(ino + 1)
+        kv = self.kv
+        kv.delete(S.DB_INODES, k)
+        kv.delete(S.DB_META, k)
+        kv.delete(S.DB_DIRPARENT, k)
+        kv.delete_range(S.DB_DATA, k, end)
+        kv.delete_range(S.DB_XATTRS, k, end)
+        kv.delete_range(S.DB_TOC, k, end)
+
+    def iter_inodes(self) -> Iterator[S.Inode]:
+        """Every inode in inode-number order (raises :class:`Corrupt` at an undecodable one)."""
+        for k, v in self.kv.range(S.DB_INODES):
+            ino = S.from_u64(k)
+            try:
+                yield S.Inode.unpack(ino, v)
+            except Exception as e:  # struct.error
+                raise Corrupt(f"inode {ino} is corrupt: {e}") from e
 
     def alloc_ino(self) -> int:
         """A fresh inode number (I6)."""
-        raw = self.t.get(S.CFG_NEXT_INO, db=self.s.db_config)
+        raw = self.kv.get(S.DB_CONFIG, S.CFG_NEXT_INO)
         ino = S.from_u64(raw) if raw else 2
-        self.t.put(S.CFG_NEXT_INO, S.u64(ino + 1), db=self.s.db_config)
+        self.kv.put(S.DB_CONFIG, S.CFG_NEXT_INO, S.u64(ino + 1))
         return ino
 
     # -- dirents ---------------------------------------------------------------------------------------
     def lookup(self, parent: int, name: bytes) -> int | None:
         """Child inode number of ``name`` in directory ``parent`` (one B+tree lookup), or ``None``."""
-        raw = self.t.get(S.dirent_key(parent, name), db=self.s.db_dirents)
+        raw = self.kv.get(S.DB_DIRENTS, S.dirent_key(parent, name))
         return None if raw is None else S.from_u64(raw)
 
     def add_dirent(
@@ -111,50 +121,37 @@ class Txn:
     ) -> None:
         """Insert a dirent (and the ``dirparent`` back-link for a directory).
 
-        The value carries the child's file type (one byte after the inode number) so that ``readdir``
-        needs no inode fetch; ``mode`` defaults to the stored inode's.
+        The value carries the child's file type (:func:`~libraryfs.fs.schema.dirent_value`) so that
+        ``readdir`` needs no inode fetch; ``mode`` defaults to the stored inode's.
         """
         if mode is None:
             node = self.inode(child)
             mode = node.mode if node is not None else (S.S_IFDIR if child_is_dir else S.S_IFREG)
-        self.t.put(
-            S.dirent_key(parent, name), S.u64(child) + bytes([(mode & S.S_IFMT) >> 12]), db=self.s.db_dirents
-        )
+        self.kv.put(S.DB_DIRENTS, S.dirent_key(parent, name), S.dirent_value(child, mode))
         if child_is_dir:
-            self.t.put(S.u64(child), S.u64(parent) + name, db=self.s.db_dirparent)
+            self.kv.put(S.DB_DIRPARENT, S.u64(child), S.u64(parent) + name)
 
     def del_dirent(self, parent: int, name: bytes) -> None:
         """Remove a dirent (the ``dirparent`` link is rewritten by whoever re-links the directory)."""
-        self.t.delete(S.dirent_key(parent, name), db=self.s.db_dirents)
+        self.kv.delete(S.DB_DIRENTS, S.dirent_key(parent, name))
 
     def dirparent(self, ino: int) -> tuple[int, bytes] | None:
         """``(parent ino, name)`` of a directory, ``None`` for the root or a file."""
-        raw = self.t.get(S.u64(ino), db=self.s.db_dirparent)
+        raw = self.kv.get(S.DB_DIRPARENT, S.u64(ino))
         return None if raw is None else (S.from_u64(raw), raw[8:])
 
     def iter_dir(self, parent: int, after: bytes | None = None) -> Iterator[tuple[bytes, int]]:
         """``(name, child ino)`` of a directory in name-byte order, starting after ``after``."""
         prefix = S.u64(parent)
-        cur = self.t.cursor(db=self.s.db_dirents)
         start = prefix + (after or b"")
-        if not cur.set_range(start):
-            return
-        if after is not None and cur.key() == start and not cur.next():
-            return
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
+        for k, v in self.kv.range(S.DB_DIRENTS, start, S.u64(parent + 1)):
+            if after is not None and k == start:
+                continue
             yield k[8:], S.from_u64(v)
 
     def iter_dir_typed(self, parent: int) -> Iterator[tuple[bytes, int, int | None]]:
         """``(name, child ino, file type bits S_IFMT or None if unrecorded)`` in name-byte order."""
-        prefix = S.u64(parent)
-        cur = self.t.cursor(db=self.s.db_dirents)
-        if not cur.set_range(prefix):
-            return
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
+        for k, v in self.kv.range(S.DB_DIRENTS, S.u64(parent), S.u64(parent + 1)):
             yield k[8:], S.from_u64(v), (v[8] << 12) if len(v) > 8 else None
 
     def dir_is_empty(self, ino: int) -> bool:
@@ -185,8 +182,9 @@ class Txn:
         cs = S.CHUNK_SIZE
         out = bytearray()
         c = offset // cs
+        get = self.kv.get
         while c * cs < end:
-            chunk = self.t.get(S.data_key(ino, c), db=self.s.db_data) or b""
+            chunk = get(S.DB_DATA, S.data_key(ino, c)) or b""
             lo = max(offset - c * cs, 0)
             hi = min(end - c * cs, cs)
             piece = chunk[lo:hi]
@@ -201,7 +199,7 @@ class Txn:
         cs = S.CHUNK_SIZE
         pos = 0
         n_total = len(data)
-        db = self.s.db_data
+        kv = self.kv
         while pos < n_total:
             abs_off = offset + pos
             c, coff = divmod(abs_off, cs)
@@ -210,11 +208,11 @@ class Txn:
             if coff == 0 and n == cs:
                 new = data[pos : pos + n]
             else:
-                old = self.t.get(key, db=db) or b""
+                old = kv.get(S.DB_DATA, key) or b""
                 if len(old) < coff:
                     old = old + bytes(coff - len(old))
                 new = old[:coff] + data[pos : pos + n] + old[coff + n :]
-            self.t.put(key, new, db=db)
+            kv.put(S.DB_DATA, key, new)
             pos += n
 
     def truncate_data(self, ino: int, old_size: int, new_size: int) -> None:
@@ -223,89 +221,95 @@ class Txn:
             return
         cs = S.CHUNK_SIZE
         keep = -(-new_size // cs)  # chunks [0, keep) may remain
-        cur = self.t.cursor(db=self.s.db_data)
-        k0 = S.data_key(ino, keep)
-        prefix = S.u64(ino)
-        if cur.set_range(k0):
-            while cur.key().startswith(prefix):
-                if not cur.delete():
-                    break
+        self.kv.delete_range(S.DB_DATA, S.data_key(ino, keep), S.u64(ino + 1))
         if new_size % cs:
             key = S.data_key(ino, new_size // cs)
-            old = self.t.get(key, db=self.s.db_data)
+            old = self.kv.get(S.DB_DATA, key)
             if old is not None and len(old) > new_size % cs:
-                self.t.put(key, old[: new_size % cs], db=self.s.db_data)
-
-    def _delete_prefix(self, db: object, prefix: bytes) -> None:
-        cur = self.t.cursor(db=db)
-        if cur.set_range(prefix):
-            while cur.key().startswith(prefix):
-                if not cur.delete():
-                    break
+                self.kv.put(S.DB_DATA, key, old[: new_size % cs])
 
     # -- xattrs ----------------------------------------------------------------------------------------
     def getxattr(self, ino: int, name: bytes) -> bytes | None:
         """Value of an extended attribute or ``None``."""
-        return self.t.get(S.u64(ino) + name, db=self.s.db_xattrs)
+        return self.kv.get(S.DB_XATTRS, S.u64(ino) + name)
 
     def setxattr(self, ino: int, name: bytes, value: bytes) -> None:
         """Set an extended attribute."""
-        self.t.put(S.u64(ino) + name, value, db=self.s.db_xattrs)
+        self.kv.put(S.DB_XATTRS, S.u64(ino) + name, value)
 
     def delxattr(self, ino: int, name: bytes) -> bool:
         """Remove an extended attribute; False if absent."""
-        return self.t.delete(S.u64(ino) + name, db=self.s.db_xattrs)
+        return self.kv.delete(S.DB_XATTRS, S.u64(ino) + name)
 
     def listxattr(self, ino: int) -> list[bytes]:
         """Names of the extended attributes of ``ino``."""
-        prefix = S.u64(ino)
-        cur = self.t.cursor(db=self.s.db_xattrs)
-        out = []
-        if cur.set_range(prefix):
-            for k in cur.iternext(keys=True, values=False):
-                if not k.startswith(prefix):
-                    break
-                out.append(k[8:])
-        return out
+        return [k[8:] for k, _ in self.kv.range(S.DB_XATTRS, S.u64(ino), S.u64(ino + 1), keys_only=True)]
 
-    # -- meta, toc, config, journal ---------------------------------------------------------------------
-    def meta(self, ino: int) -> dict:
-        """Indexer metadata of ``ino`` (``{}`` if none)."""
-        return S.loads(self.t.get(S.u64(ino), db=self.s.db_meta), {})  # type: ignore[return-value]
+    # -- meta and names (the indexer's records) --------------------------------------------------------
+    def meta(self, ino: int) -> S.EntryMeta | S.SectionMeta | None:
+        """The indexer's record of ``ino`` (None if none); :class:`Corrupt` if undecodable."""
+        raw = self.kv.get(S.DB_META, S.u64(ino))
+        return None if raw is None else S.decode_meta(raw)
 
-    def put_meta(self, ino: int, meta: dict) -> None:
-        """Store indexer metadata."""
-        self.t.put(S.u64(ino), S.dumps(meta), db=self.s.db_meta)
+    def entry_meta(self, ino: int) -> S.EntryMeta | None:
+        """The entry record of a file or symlink; None if absent (or, in a damaged store, a section's)."""
+        m = self.meta(ino)
+        return m if isinstance(m, S.EntryMeta) else None
 
+    def section_meta(self, ino: int) -> S.SectionMeta | None:
+        """The section record of a directory; None if absent (or, in a damaged store, an entry's)."""
+        m = self.meta(ino)
+        return m if isinstance(m, S.SectionMeta) else None
+
+    def put_meta(self, ino: int, rec: S.EntryMeta | S.SectionMeta) -> None:
+        """Store the indexer's record of ``ino``."""
+        self.kv.put(S.DB_META, S.u64(ino), rec.encode())
+
+    def del_meta(self, ino: int) -> bool:
+        """Remove the indexer's record of ``ino``; False if absent."""
+        return self.kv.delete(S.DB_META, S.u64(ino))
+
+    def iter_meta(self) -> Iterator[tuple[int, S.EntryMeta | S.SectionMeta]]:
+        """``(ino, record)`` of every meta record in inode order (:class:`Corrupt` at an undecodable one)."""
+        for k, v in self.kv.range(S.DB_META):
+            yield S.from_u64(k), S.decode_meta(v)
+
+    def put_name(self, name: bytes, ino: int, parent: int) -> None:
+        """Index ``name`` (of ``ino`` in directory ``parent``) for ``find``."""
+        self.kv.put(S.DB_NAMES, S.names_key(name, ino), S.u64(parent) + name)
+
+    def del_name(self, name: bytes, ino: int) -> None:
+        """Forget ``name`` of ``ino`` in the ``names`` table."""
+        self.kv.delete(S.DB_NAMES, S.names_key(name, ino))
+
+    def iter_names(self, name: bytes) -> Iterator[tuple[int, int, bytes]]:
+        """``(ino, parent, original name)`` of the indexed names that casefold to ``name``'s fold."""
+        prefix = S.name_fold(name) + b"\0"
+        for k, v in self.kv.prefix(S.DB_NAMES, prefix):
+            yield S.from_u64(k[len(prefix) :]), S.from_u64(v), v[8:]
+
+    # -- toc, config, journal ---------------------------------------------------------------------------
     def toc_page(self, dir_ino: int, page: int) -> bytes | None:
         """Rendered TOC page (page 0 = INDEX.md) or ``None``."""
-        return self.t.get(S.toc_key(dir_ino, page), db=self.s.db_toc)
+        return self.kv.get(S.DB_TOC, S.toc_key(dir_ino, page))
 
     def put_toc_pages(self, dir_ino: int, pages: list[bytes]) -> None:
         """Replace all TOC pages of a directory."""
-        self._delete_prefix(self.s.db_toc, S.u64(dir_ino))
+        self.kv.delete_range(S.DB_TOC, S.u64(dir_ino), S.u64(dir_ino + 1))
         for i, p in enumerate(pages):
-            self.t.put(S.toc_key(dir_ino, i), p, db=self.s.db_toc)
+            self.kv.put(S.DB_TOC, S.toc_key(dir_ino, i), p)
 
     def toc_page_count(self, dir_ino: int) -> int:
         """Number of TOC pages stored for a directory."""
-        prefix = S.u64(dir_ino)
-        cur = self.t.cursor(db=self.s.db_toc)
-        n = 0
-        if cur.set_range(prefix):
-            for k in cur.iternext(keys=True, values=False):
-                if not k.startswith(prefix):
-                    break
-                n += 1
-        return n
+        return sum(1 for _ in self.kv.range(S.DB_TOC, S.u64(dir_ino), S.u64(dir_ino + 1), keys_only=True))
 
     def cfg(self, key: bytes) -> bytes | None:
-        """Raw config value."""
-        return self.t.get(key, db=self.s.db_config)
+        """Raw config value (``key``: a ``CFG_*`` constant of :mod:`libraryfs.fs.schema`)."""
+        return self.kv.get(S.DB_CONFIG, key)
 
     def put_cfg(self, key: bytes, value: bytes) -> None:
         """Set a config value."""
-        self.t.put(key, value, db=self.s.db_config)
+        self.kv.put(S.DB_CONFIG, key, value)
 
     def cfg_int(self, key: bytes, default: int = 0) -> int:
         """A u64 config value."""
@@ -314,46 +318,45 @@ class Txn:
 
     def journal(self, rec: S.JournalRecord) -> int:
         """Append a journal record; returns its sequence number."""
-        cur = self.t.cursor(db=self.s.db_journal)
-        seq = S.from_u64(cur.key()) + 1 if cur.last() else max(1, self.cfg_int(S.CFG_CURSOR) + 1)
-        self.t.put(S.u64(seq), rec.pack(), db=self.s.db_journal, append=True)
+        seq = self._journal_last()
+        seq = seq + 1 if seq is not None else max(1, self.cfg_int(S.CFG_CURSOR) + 1)
+        self.kv.put(S.DB_JOURNAL, S.u64(seq), rec.pack(), append=True)
         return seq
+
+    def _journal_last(self) -> int | None:
+        for k, _ in self.kv.range(S.DB_JOURNAL, reverse=True, limit=1, keys_only=True):
+            return S.from_u64(k)
+        return None
 
     def journal_tail(self) -> int:
         """Sequence number of the last journal record (0 if the journal is empty)."""
-        cur = self.t.cursor(db=self.s.db_journal)
-        return S.from_u64(cur.key()) if cur.last() else self.cfg_int(S.CFG_CURSOR)
+        seq = self._journal_last()
+        return seq if seq is not None else self.cfg_int(S.CFG_CURSOR)
 
     def journal_since(self, seq: int, limit: int = 10_000) -> list[tuple[int, S.JournalRecord]]:
         """Up to ``limit`` records with sequence number ``> seq``."""
-        cur = self.t.cursor(db=self.s.db_journal)
-        out: list[tuple[int, S.JournalRecord]] = []
-        if cur.set_range(S.u64(seq + 1)):
-            for k, v in cur:
-                out.append((S.from_u64(k), S.JournalRecord.unpack(v)))
-                if len(out) >= limit:
-                    break
-        return out
+        return [
+            (S.from_u64(k), S.JournalRecord.unpack(v))
+            for k, v in self.kv.range(S.DB_JOURNAL, S.u64(seq + 1), limit=limit)
+        ]
 
     def journal_trim(self, upto: int) -> None:
         """Delete records with sequence number ``≤ upto`` (already consumed)."""
-        cur = self.t.cursor(db=self.s.db_journal)
-        if cur.first():
-            while S.from_u64(cur.key()) <= upto:
-                if not cur.delete():
-                    break
+        self.kv.delete_range(S.DB_JOURNAL, b"", S.u64(upto + 1))
 
-    def count(self, db: object) -> int:
-        """Number of records in a named DB."""
-        return self.t.stat(db)["entries"]
+    def count(self, table: bytes) -> int:
+        """Number of records in a table."""
+        return self.kv.count(table)
 
 
 class Store:
-    """An open LMDB environment of one library (``<libdir>/store``).
+    """An open library store: a backend plus the schema check and migrations of an open.
 
-    ``Store(libdir)`` opens an existing library; :meth:`create` initialises one. Raises
-    :class:`LibraryMissing` when ``libdir`` holds no library, :class:`Corrupt` when its schema is unknown.
-    Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    ``Store(libdir)`` opens an existing library (read-write: an older schema is migrated first, see
+    :mod:`libraryfs.fs.migrations`; ``readonly``: served as it is when every pending step allows that);
+    :meth:`create` initialises one. Raises :class:`LibraryMissing` when ``libdir`` holds no library,
+    :class:`Corrupt` when its store is unreadable, :class:`~libraryfs.errors.SchemaMismatch` when its
+    schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
 
     def __init__(
@@ -362,89 +365,51 @@ class Store:
         *,
         readonly: bool = False,
         map_size: int | None = None,
-        _create: bool = False,
+        _backend: Backend | None = None,
     ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
-        path = store_path(self.libdir)
-        if not _create and not is_library(self.libdir):
-            raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
-        if not _create and os.path.getsize(os.path.join(path, "data.mdb")) == 0:
-            raise Corrupt(
-                f"{self.libdir}: the store file is empty (store/data.mdb has 0 bytes); "
-                f"restore it from a backup"
-            )
         self.readonly = readonly
-        self.lock = threading.RLock()
+        if _backend is None:
+            if not is_library(self.libdir):
+                raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
+            _backend = lmdb_backend.LmdbBackend(self.libdir, readonly=readonly, map_size=map_size)
+            self.backend: Backend = _backend
+            self.schema_version = self._open_schema()
+        else:
+            self.backend = _backend
+            self.schema_version = S.SCHEMA_VERSION
+
+    def _open_schema(self) -> int:
+        """The store's schema version after the open's migrations (:mod:`libraryfs.fs.migrations`)."""
+        from libraryfs.fs import migrations
+
         try:
-            cur_size = os.path.getsize(os.path.join(path, "data.mdb"))
-        except OSError:
-            cur_size = 0
-        size = max(map_size or DEFAULT_MAP_SIZE, cur_size)
+            with self.read() as t:
+                raw = t.cfg(S.CFG_SCHEMA_VERSION)
+        except StoreError as e:
+            self.backend.close()
+            raise Corrupt(
+                f"{self.libdir}: the store is corrupt or unreadable ({e}); "
+                f"run `libraryfs check` or restore it from a backup"
+            ) from e
         try:
-            self.env = lmdb.open(
-                path,
-                map_size=size,
-                max_dbs=S.MAX_DBS,
-                subdir=True,
-                sync=False,
-                metasync=False,
-                readonly=readonly,
-                create=_create,
-                max_readers=1024,
-                lock=True,
-                readahead=False,
-            )
-        except lmdb.Error as e:
-            raise LibraryMissing(f"cannot open library store {path}: {e}") from e
-        with contextlib.suppress(lmdb.Error):
-            self.env.reader_check()  # free reader slots of killed processes
-        self._dbs: dict[bytes, object] = {}
-        for name in S.CORE_DBS:
-            self._dbs[name] = self.env.open_db(name, create=not readonly)
-        (
-            self.db_inodes,
-            self.db_dirents,
-            self.db_dirparent,
-            self.db_data,
-            self.db_xattrs,
-            self.db_meta,
-            self.db_journal,
-            self.db_toc,
-            self.db_names,
-            self.db_config,
-        ) = (self._dbs[n] for n in S.CORE_DBS)
-        if not _create:
-            try:
-                with self.read() as t:
-                    v = t.cfg(S.CFG_SCHEMA_VERSION)
-            except lmdb.Error as e:
-                self.env.close()
-                raise Corrupt(
-                    f"{self.libdir}: the store is corrupt or unreadable ({e}); "
-                    f"run `libraryfs check` or restore it from a backup"
-                ) from e
-            if v is None or S.from_u64(v) != S.SCHEMA_VERSION:
-                raise Corrupt(f"{self.libdir}: unknown schema version {v!r} (expected {S.SCHEMA_VERSION})")
+            return migrations.on_open(self, None if raw is None else S.from_u64(raw))
+        except BaseException:
+            self.backend.close()
+            raise
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @classmethod
     def create(
         cls, libdir: str | os.PathLike[str], settings: dict | None = None, map_size: int | None = None
     ) -> Store:
-        """Initialise a new library in ``libdir`` (created with mode 0700) and return it open.
+        """Initialise a new library in ``libdir`` (created with mode 0700) at :data:`SCHEMA_VERSION` and
+        return it open.
 
-        Raises :class:`~libraryfs.errors.Exists`-like ``FileExistsError`` if a library is already there,
-        :class:`NoSpace` if the disk has less than :data:`MIN_FREE_TO_CREATE` bytes free.
+        Raises ``FileExistsError`` if a library is already there, :class:`~libraryfs.errors.NoSpace` if the
+        disk has less than :data:`~libraryfs.fs.lmdb_backend.MIN_FREE_TO_CREATE` bytes free.
         """
-        libdir = os.path.abspath(os.fspath(libdir))
-        if is_library(libdir):
-            raise FileExistsError(f"{libdir} already holds a library")
-        os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
-        os.chmod(libdir, 0o700)
-        if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
-            # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
-            raise NoSpace(f"no space left on the disk holding {libdir}")
-        st = cls(libdir, map_size=map_size, _create=True)
+        st = cls(libdir, _backend=lmdb_backend.LmdbBackend.create(libdir, map_size=map_size))
         now = now_ns()
 
         def init(t: Txn) -> None:
@@ -461,127 +426,38 @@ class Store:
         return st
 
     def close(self) -> None:
-        """Flush and close the environment."""
-        with self.lock:
-            with contextlib.suppress(lmdb.Error):
-                if not self.readonly:
-                    self.env.sync(True)
-            self.env.close()
+        """Flush (when writable) and close the store."""
+        self.backend.close()
 
     def sync(self) -> None:
-        """Force committed transactions to disk (fsync).
+        """Force committed transactions to durable storage (LMDB: fsync, not under the store lock)."""
+        self.backend.sync()
 
-        Not under :attr:`lock`: ``mdb_env_sync`` is an fdatasync of the data file, safe beside running
-        transactions, and py-lmdb releases the GIL for it. Holding the lock stalled every FUSE request for
-        the whole fsync (3–7 ms here) once a second — the mount's p99 (docs/reliability.md).
-        """
-        if not self.readonly:
-            self.env.sync(True)
-
-    def open_db(self, name: bytes) -> object:
-        """Open (creating if needed) an extension's named DB; use with :meth:`raw_read`/``raw_write``."""
-        with self.lock:
-            if name not in self._dbs:
-                self._dbs[name] = self.env.open_db(name, create=not self.readonly)
-            return self._dbs[name]
+    def open_table(self, name: bytes) -> None:
+        """Make an extension table known (created if absent unless read-only); see ``schema.EXTENSION_DBS``."""
+        self.backend.open_table(name)
 
     # -- transactions ------------------------------------------------------------------------------------
-    def read(self) -> _ReadTxn:
-        """A read-only transaction (a consistent MVCC snapshot), as a context manager yielding a :class:`Txn`.
+    def read(self) -> Txn:
+        """A read-only :class:`Txn` on a consistent snapshot, as a context manager (``with st.read() as t``).
 
-        A plain class rather than ``@contextmanager``: this is on every FUSE request (saves ~1.5 µs).
-        """
-        return _ReadTxn(self)
+        One object per request on top of the backend's: this is on every FUSE request."""
+        return Txn(self, None, False, self.backend.read())
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
 
-        If the map is full the transaction is aborted, the map grows and ``fn`` runs again — so ``fn`` must
-        not have side effects outside the transaction. Raises :class:`NoSpace` when the disk cannot hold a
-        larger map; any exception from ``fn`` aborts the transaction and propagates.
+        ``fn`` may run more than once (the backend retries after growing its map or a conflict), so it must
+        not have side effects outside the transaction. Raises :class:`~libraryfs.errors.NoSpace` when the
+        store cannot grow; any exception from ``fn`` aborts the transaction and propagates.
         """
-        for _attempt in range(64):
-            with self.lock:
-                txn = self._begin(write=True)
-                try:
-                    result = fn(Txn(self, txn, True))
-                    txn.commit()
-                    return result
-                except lmdb.MapFullError:
-                    txn.abort()
-                    self._grow()
-                except lmdb.Error as e:
-                    txn.abort()
-                    if "No space" in str(e) or isinstance(e, lmdb.DiskError) or self._disk_nearly_full():
-                        # LMDB reports a short write of a full disk as EIO ("mdb_txn_commit: Input/output
-                        # error"): with under MIN_FREE_AFTER_GROW bytes free, that is ENOSPC
-                        raise NoSpace("no space left on the disk holding the library") from e
-                    raise
-                except BaseException:
-                    txn.abort()
-                    raise
-        raise NoSpace("the library's map cannot grow any further")
-
-    def _begin(self, write: bool) -> lmdb.Transaction:
-        for _ in range(3):
-            try:
-                return self.env.begin(write=write)
-            except lmdb.MapResizedError:
-                self.env.set_mapsize(0)  # adopt the size another process grew the map to
-        return self.env.begin(write=write)
-
-    def _disk_nearly_full(self) -> bool:
-        """Whether the disk holding the store has less than :data:`MIN_FREE_AFTER_GROW` bytes free."""
-        try:
-            return shutil.disk_usage(store_path(self.libdir)).free < MIN_FREE_AFTER_GROW
-        except OSError:
-            return False
-
-    def _grow(self) -> None:
-        """Double the map size, bounded by the free space of the disk; :class:`NoSpace` if impossible."""
-        info = self.env.info()
-        cur = info["map_size"]
-        path = os.path.join(store_path(self.libdir), "data.mdb")
-        used = os.path.getsize(path)
-        free = shutil.disk_usage(store_path(self.libdir)).free
-        limit = used + max(0, free - min(MIN_FREE_AFTER_GROW, free // 16))
-        new = min(cur * 2, limit)
-        if new <= cur:
-            raise NoSpace("no space left on the disk holding the library")
-        self.env.set_mapsize(new)
+        return self.backend.run_write(lambda kv: fn(Txn(self, kv, True)))
 
     def map_info(self) -> dict:
-        """``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}`` of the environment."""
-        info = self.env.info()
-        stat = self.env.stat()
-        used = (info["last_pgno"] + 1) * stat["psize"]
-        return {"map_size": info["map_size"], "used_bytes": used, "page_size": stat["psize"]}
+        """The backend's facts: LMDB ``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}``."""
+        return self.backend.info()
 
     def settings(self) -> dict:
         """Library settings stored at ``init`` (e.g. ``toc_max_tokens``)."""
         with self.read() as t:
             return S.loads(t.cfg(S.CFG_SETTINGS), {})  # type: ignore[return-value]
-
-
-class _ReadTxn:
-    """Context manager of :meth:`Store.read`: the store lock plus one read-only LMDB transaction."""
-
-    __slots__ = ("s", "txn")
-
-    def __init__(self, store: Store) -> None:
-        self.s = store
-
-    def __enter__(self) -> Txn:
-        self.s.lock.acquire()
-        try:
-            self.txn = self.s._begin(write=False)
-        except BaseException:
-            self.s.lock.release()
-            raise
-        return Txn(self.s, self.txn, False)
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.txn.abort()
-        finally:
-            self.s.lock.release()

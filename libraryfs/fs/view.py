@@ -48,7 +48,6 @@ from libraryfs.fs import schema as S
 
 # Constants and helpers of the split-out operations, re-exported: callers import them from here.
 from libraryfs.fs.attrs import (
-    SECURITY_XATTRS_FLAG,
     XATTR_REPLACE,  # noqa: F401
     AttrOps,
 )
@@ -141,7 +140,7 @@ class LibraryView(NameOps, AttrOps):
         #: whether any ``security.*`` xattr was ever set: if not, the kernel's per-write
         #: ``security.capability`` query is answered ENODATA without a store lookup (libraryfs.fs.attrs)
         with store.read() as t:
-            self.security_xattrs = t.cfg(SECURITY_XATTRS_FLAG) == b"1"
+            self.security_xattrs = t.cfg(S.CFG_SECURITY_XATTRS) == b"1"
 
     @property
     def stats(self):
@@ -198,14 +197,14 @@ class LibraryView(NameOps, AttrOps):
         """The common case in raw lookups: every component is a stored dirent. Dirents exist only under
         directories (invariant I2), so intermediate inodes need no fetch. Anything else (a miss, a virtual
         or hidden name, ``.``/``..``, an over-long name) returns None for the careful walk to decide."""
-        get, dirents = t.t.get, self.store.db_dirents
+        get = t.getter(S.DB_DIRENTS)
         ino = S.ROOT_INO
         for name in path.split(b"/"):
             if not name:
                 continue
             if name == b"." or name == b".." or len(name) > S.NAME_MAX:
                 return None
-            raw = get(S.u64(ino) + name, db=dirents)
+            raw = get(S.u64(ino) + name)
             if raw is None:
                 return None
             ino = S.from_u64(raw)
@@ -528,12 +527,7 @@ class LibraryView(NameOps, AttrOps):
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
 
         def fn(t: Txn) -> int:
-            dead = []
-            cur = t.t.cursor(db=self.store.db_inodes)
-            for k, v in cur:
-                node = S.Inode.unpack(S.from_u64(k), v)
-                if node.nlink == 0 and not node.is_dir:
-                    dead.append(node.ino)
+            dead = [n.ino for n in t.iter_inodes() if n.nlink == 0 and not n.is_dir]
             for ino in dead:
                 t.del_inode(ino)
             return len(dead)

@@ -374,18 +374,19 @@ class VirtualNamespace:
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
 
     def _toc_facts(self, t: Txn, dir_ino: int) -> dict:
-        m = t.meta(dir_ino)
+        m = t.section_meta(dir_ino) or S.SectionMeta()
         return {
-            "generation": m.get("toc_generation", 0),
-            "built_from": m.get("toc_journal_seq", 0),
+            "generation": m.toc_generation,
+            "built_from": m.toc_journal_seq or 0,
             "pages": t.toc_page_count(dir_ino),
-            "stale": int(m.get("toc_journal_seq", -1) < 0),
+            "stale": int(m.toc_journal_seq is None),
         }
 
     def _toc_tokens(self, t: Txn, dir_ino: int, page: int, content: bytes) -> int:
         # the indexer stores each page's o200k count (meta "toc_page_tokens"): the mount never loads the
         # tokenizer (~2 s) on a read path
-        counts = t.meta(dir_ino).get("toc_page_tokens") or []
+        m = t.section_meta(dir_ino)
+        counts = m.toc_page_tokens if m is not None else []
         if page < len(counts) and counts[page] and t.toc_page(dir_ino, page) == content:
             return counts[page]
         key = (dir_ino, page, content[:200])
@@ -418,11 +419,10 @@ class VirtualNamespace:
         self.stats.bytes_only(pid, nbytes)
 
     def _entry_tokens(self, t: Txn, ino: int, size: int, nbytes: int) -> int:
-        m = t.meta(ino)
-        total = m.get("tokens")
-        if total is None or m.get("size") != size or not size:
+        m = t.entry_meta(ino)
+        if m is None or m.tokens is None or m.size != size or not size:
             return (nbytes + 3) // 4
-        return max(1, round(total * nbytes / size))
+        return max(1, round(m.tokens * nbytes / size))
 
     def _charge(self, reads: int, tokens: int) -> None:
         try:
@@ -467,7 +467,7 @@ class VirtualNamespace:
             "pending_records": max(0, tail - cursor),
             "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
             "indexer": S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}),
-            "inodes": t.count(self.store.db_inodes),
+            "inodes": t.count(S.DB_INODES),
             "map": self.store.map_info(),
             "mount_started_ns": self.started_ns,
         }

@@ -1,7 +1,7 @@
 """Deterministic finder: resolve a name whose section is unknown, without the model (ARCHITECTURE §2).
 
-Order of results: (1) exact name matches (case-insensitive, via the ``names`` DB the indexer keeps: one
-B+tree range scan; value = parent ino + original name), shortest path first; (2) entries whose name contains the term; (3) entries whose TOC
+Order of results: (1) exact name matches (case-insensitive, via the ``names`` table the indexer keeps: one
+range scan, :meth:`~libraryfs.fs.store.Txn.iter_names`), shortest path first; (2) entries whose name contains the term; (3) entries whose TOC
 summary line contains every word of the term, ranked by how many times the words occur. Paths are absolute
 bytes inside the library. Used by ``libraryfs find`` and ``/.find/<term>/``.
 """
@@ -12,15 +12,6 @@ import os
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
-
-
-def _name_key(name: bytes) -> bytes:
-    return os.fsdecode(name).casefold().encode("utf-8", "surrogateescape")
-
-
-def names_key(name: bytes, ino: int) -> bytes:
-    """Key of ``names``: casefolded name, NUL, inode number."""
-    return _name_key(name) + b"\0" + S.u64(ino)
 
 
 def entry_path(t: Txn, parent: int, name: bytes) -> bytes | None:
@@ -35,7 +26,7 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     """Paths matching ``term`` in the order given in the module docstring (at most ``limit``)."""
     if isinstance(term, str):
         term = os.fsencode(term)
-    key = _name_key(term)
+    key = S.name_fold(term)
     out: list[bytes] = []
     seen: set[bytes] = set()
 
@@ -46,17 +37,10 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
 
     # 1. exact names
     exact: list[bytes] = []
-    cur = t.t.cursor(db=t.s.db_names)
-    prefix = key + b"\0"
-    if cur.set_range(prefix):
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
-            ino = S.from_u64(k[len(prefix) :])
-            parent, name = S.from_u64(v), v[8:]
-            # the names index is kept by the indexer: confirm against the live dirent (one lookup)
-            if t.lookup(parent, name) == ino:
-                exact.append(entry_path(t, parent, name) or b"")
+    for ino, parent, name in t.iter_names(term):
+        # the names index is kept by the indexer: confirm against the live dirent (one lookup)
+        if t.lookup(parent, name) == ino:
+            exact.append(entry_path(t, parent, name) or b"")
     for p in sorted(exact, key=lambda p: (p.count(b"/"), p)):
         add(p)
     if len(out) >= limit:
@@ -65,17 +49,15 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     words = [w for w in key.decode("utf-8", "replace").split() if w]
     sub: list[tuple[int, bytes]] = []
     summ: list[tuple[int, int, bytes]] = []
-    for _k, v in t.t.cursor(db=t.s.db_meta):
-        m = S.loads(v, {})
-        name = os.fsencode(m.get("name", "")) if m.get("name") else None
-        parent = m.get("parent")
-        if name is None or parent is None:
+    for _ino, m in t.iter_meta():
+        if not isinstance(m, S.EntryMeta) or not m.name:
             continue
-        nkey = _name_key(name)
+        name, parent = os.fsencode(m.name), m.parent
+        nkey = S.name_fold(name)
         if key in nkey and nkey != key:
             sub.append((len(nkey), entry_path(t, parent, name) or b""))
         elif words:
-            text = (m.get("summary") or "").casefold()
+            text = (m.summary or "").casefold()
             if all(w in text or w in nkey.decode("utf-8", "replace") for w in words):
                 score = sum(text.count(w) for w in words)
                 summ.append((-score, len(text), entry_path(t, parent, name) or b""))

@@ -1,4 +1,4 @@
-"""LLM answers cached in the library's LMDB (named DB ``llmcache``), surviving restarts.
+"""LLM answers cached in the library's store (extension table ``llmcache``), surviving restarts.
 
 Key: ``job + 0x00 + sha256(job, prompt version, model, content key)`` (41–50 bytes, far under LMDB's 511).
 The content key is the entry's content hash for summaries, and a hash of exactly what the prompt showed
@@ -17,9 +17,11 @@ import json
 import time
 from typing import Any
 
+from libraryfs.fs import schema as S
+from libraryfs.fs.backend import prefix_end
 from libraryfs.fs.store import Store
 
-DB_NAME = b"llmcache"
+DB_NAME = S.DB_LLMCACHE
 _SPEND_KEY = b"\x00spend"
 
 
@@ -34,7 +36,7 @@ def content_key(*parts: str) -> str:
 
 
 def cache_key(job: str, prompt_version: str, model: str, key: str) -> bytes:
-    """LMDB key of one cached answer."""
+    """Key of one cached answer in the ``llmcache`` table."""
     return (
         job.encode()
         + b"\x00"
@@ -50,7 +52,7 @@ class AnswerCache:
     def __init__(self, store: Store, model: str) -> None:
         self.store = store
         self.model = model
-        self.db = store.open_db(DB_NAME)
+        store.open_table(DB_NAME)
         self.hits = 0
         self.misses = 0
 
@@ -59,7 +61,7 @@ class AnswerCache:
         out: list[Any | None] = []
         with self.store.read() as t:
             for k in keys:
-                raw = t.t.get(cache_key(job, prompt_version, self.model, k), db=self.db)
+                raw = t.kv.get(DB_NAME, cache_key(job, prompt_version, self.model, k))
                 if raw is None:
                     out.append(None)
                     continue
@@ -87,27 +89,23 @@ class AnswerCache:
 
         def put(t: Any) -> None:
             for k, v in recs:
-                t.t.put(k, v, db=self.db)
+                t.kv.put(DB_NAME, k, v)
 
         self.store.run_write(put)
 
     def count(self, job: str | None = None) -> int:
         """Number of cached answers (of ``job`` when given)."""
-        n = 0
         prefix = job.encode() + b"\x00" if job else b""
-        with self.store.read() as t:
-            cur = t.t.cursor(db=self.db)
-            if cur.set_range(prefix or b"\x01"):
-                for k in cur.iternext(keys=True, values=False):
-                    if prefix and not k.startswith(prefix):
-                        break
-                    n += 1
-        return n
+        with self.store.read() as t:  # without a job: every key from 0x01 on (0x00 spend is not an answer)
+            rows = t.kv.range(
+                DB_NAME, prefix or b"\x01", prefix_end(prefix) if prefix else None, keys_only=True
+            )
+            return sum(1 for _ in rows)
 
     def load_spend(self) -> list[list[float]]:
         """The spending window saved by :meth:`save_spend` (``[]`` if none)."""
         with self.store.read() as t:
-            raw = t.t.get(_SPEND_KEY, db=self.db)
+            raw = t.kv.get(DB_NAME, _SPEND_KEY)
         try:
             return json.loads(raw) if raw else []
         except ValueError:
@@ -116,4 +114,4 @@ class AnswerCache:
     def save_spend(self, events: list[list[float]]) -> None:
         """Persist the spending window (``[[time_s, tokens], ...]``)."""
         data = json.dumps(events).encode()
-        self.store.run_write(lambda t: t.t.put(_SPEND_KEY, data, db=self.db))
+        self.store.run_write(lambda t: t.kv.put(DB_NAME, _SPEND_KEY, data))

@@ -120,7 +120,7 @@ def clean_flag(libdir) -> bytes | None:
         with st.read() as t:
             return t.cfg(S.CFG_CLEAN)
     finally:
-        st.env.close()
+        st.close()
 
 
 def assert_checked_clean(libdir) -> None:
@@ -174,7 +174,7 @@ def test_ready_after_mount_answers_stopping_on_sigterm_then_clean(libdir, tmp_pa
             node = t.inode(ino)
             assert t.read_data(ino, 0, node.size, node.size) == b"written before SIGTERM\n"
     finally:
-        st.env.close()
+        st.close()
     assert_checked_clean(libdir)
     assert seen_before_ready == [False] * len(seen_before_ready)
 
@@ -343,7 +343,7 @@ def test_indexer_ready_watchdog_reload_stopping(libdir, tmp_path, listener, proc
         with st.read() as t:
             status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {})
     finally:
-        st.env.close()
+        st.close()
     assert status["state"] == "stopped" and status["toc_max_tokens"] == 500
 
 

@@ -89,7 +89,7 @@ def wait_idle(libdir: str, timeout_s: float = 30.0) -> None:
                 return
             time.sleep(0.05)
     finally:
-        st_.env.close()
+        st_.close()
     raise TimeoutError("indexer did not become idle")
 
 
@@ -474,7 +474,7 @@ def test_deep_paths_beyond_path_max(mounted):
                 leaf_dir = t.lookup(leaf_dir, name.encode())
             assert len(t.path_of(leaf_dir)) == 40 * 256
     finally:
-        st_.env.close()
+        st_.close()
 
 
 def test_deep_tree_is_indexed(mounted):
@@ -639,7 +639,7 @@ def test_corrupt_records_are_reported_by_check_not_crashed_on(libdir, run_cli):
     st_ = Store(libdir)
 
     def damage(t):
-        t.t.put(S.u64(77), b"short", db=st_.db_inodes)
+        t.kv.put(S.DB_INODES, S.u64(77), b"short")
         t.add_dirent(S.ROOT_INO, b"ghost", 9999, False)
         t.put_cfg(S.CFG_NEXT_INO, S.u64(100))
 

@@ -177,7 +177,7 @@ def toc_generation(m: Mounted) -> int:
         with st.read() as t:
             return t.cfg_int(S.CFG_TOC_GEN)
     finally:
-        st.env.close()
+        st.close()
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
     st = Store(libdir, readonly=True)
     with st.read() as t:
         tail_before = t.journal_tail()
-    st.env.close()
+    st.close()
     r = run_cli("mount", libdir, mnt, "--read-only")
     assert r.returncode == 0, r.stderr
     try:
@@ -162,7 +162,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
     st = Store(libdir, readonly=True)
     with st.read() as t:
         assert t.journal_tail() == tail_before  # nothing was written to the store
-    st.env.close()
+    st.close()
 
 
 # -- symlinks and `..`: the indexer never reads outside the library ---------------------------------------
@@ -206,9 +206,9 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             assert not os.path.exists(os.path.join(tmp_path, "etc"))
         status = Store(libdir, readonly=True)
         with status.read() as t:
-            for _k, v in t.t.cursor(db=status.db_meta):
+            for _k, v in t.kv.range(S.DB_META):
                 assert PASSWD_MARK.encode() not in v
-        status.env.close()
+        status.close()
 
 
 def test_ingest_refuses_dotdot_and_skips_symlinks(tmp_path, run_cli):
@@ -224,9 +224,9 @@ def test_ingest_refuses_dotdot_and_skips_symlinks(tmp_path, run_cli):
     st = Store(libdir, readonly=True)
     with st.read() as t:
         names = [n for n, _ in t.iter_dir(S.ROOT_INO)]
-        for _k, v in t.t.cursor(db=st.db_data):
+        for _k, v in t.kv.range(S.DB_DATA):
             assert PASSWD_MARK.encode() not in v
-    st.env.close()
+    st.close()
     assert names == [b"ok.md"]
     r = run_cli("ingest", libdir, str(src), "--into", "../escape", "--quiet")
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr

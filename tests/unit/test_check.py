@@ -43,7 +43,7 @@ def breaks_then_repairs(st, code):
 def test_dangling_dirent(populated):
     st = populated
     a = ino_of(st, b"/a")
-    st.run_write(lambda t: t.t.put(S.dirent_key(a, b"ghost"), S.u64(99999), db=st.db_dirents))
+    st.run_write(lambda t: t.kv.put(S.DB_DIRENTS, S.dirent_key(a, b"ghost"), S.u64(99999)))
     breaks_then_repairs(st, "I2")
 
 
@@ -69,7 +69,7 @@ def test_orphan_inode(populated):
 def test_chunk_past_eof(populated):
     st = populated
     x = ino_of(st, b"/a/x.md")
-    st.run_write(lambda t: t.t.put(S.data_key(x, 7), b"junk", db=st.db_data))
+    st.run_write(lambda t: t.kv.put(S.DB_DATA, S.data_key(x, 7), b"junk"))
     breaks_then_repairs(st, "I5")
 
 
@@ -82,7 +82,7 @@ def test_next_ino_too_low(populated):
 def test_dirparent_mismatch(populated):
     st = populated
     b = ino_of(st, b"/a/b")
-    st.run_write(lambda t: t.t.put(S.u64(b), S.u64(S.ROOT_INO) + b"wrong", db=st.db_dirparent))
+    st.run_write(lambda t: t.kv.put(S.DB_DIRPARENT, S.u64(b), S.u64(S.ROOT_INO) + b"wrong"))
     breaks_then_repairs(st, "I3")
 
 

@@ -30,6 +30,7 @@ EXPECTED = {
     E.BadHandle: errno.EBADF,
     E.RangeError: errno.ERANGE,
     E.Corrupt: errno.EIO,
+    E.SchemaMismatch: errno.EIO,
     E.LibraryMissing: errno.EIO,
     E.Busy: errno.EBUSY,
     E.Unavailable: errno.EIO,

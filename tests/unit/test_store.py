@@ -32,12 +32,12 @@ def test_chunked_write_touches_only_its_chunks(libdir):
     _write(view, b"/big", data)
     with st.read() as t:
         ino = t.lookup(S.ROOT_INO, b"big")
-        before = {c: t.t.get(S.data_key(ino, c), db=st.db_data) for c in range(4)}
+        before = {c: t.kv.get(S.DB_DATA, S.data_key(ino, c)) for c in range(4)}
     fh, _ = view.open(b"/big", os.O_RDWR)
     view.write(fh, b"XY", S.CHUNK_SIZE + 10)
     view.release(fh)
     with st.read() as t:
-        after = {c: t.t.get(S.data_key(ino, c), db=st.db_data) for c in range(4)}
+        after = {c: t.kv.get(S.DB_DATA, S.data_key(ino, c)) for c in range(4)}
     assert [c for c in range(4) if before[c] != after[c]] == [1]
     expect = bytearray(data)
     expect[S.CHUNK_SIZE + 10 : S.CHUNK_SIZE + 12] = b"XY"
@@ -61,7 +61,7 @@ def test_sparse_truncate_and_holes(libdir):
     with st.read() as t:
         ino = t.lookup(S.ROOT_INO, b"sp")
         assert t.inode(ino).size == 1 << 30
-        chunks = sum(1 for k in t.t.cursor(db=st.db_data).iternext(values=False) if k[:8] == S.u64(ino))
+        chunks = sum(1 for _ in t.kv.prefix(S.DB_DATA, S.u64(ino), keys_only=True))
     assert chunks == 2
     assert check(st).problems == []
     st.close()
@@ -151,10 +151,11 @@ def test_missing_and_corrupt_library(tmp_path):
     st = Store(d)
     st.run_write(lambda t: t.put_cfg(S.CFG_SCHEMA_VERSION, S.u64(999)))
     st.close()
-    from libraryfs.errors import Corrupt
+    from libraryfs.errors import SchemaMismatch
 
-    with pytest.raises(Corrupt):
-        Store(d)
+    for readonly in (False, True):  # a newer format is never reinterpreted, not even read-only
+        with pytest.raises(SchemaMismatch, match="schema 999, newer than this release"):
+            Store(d, readonly=readonly)
 
 
 def test_library_dir_is_private(tmp_path):

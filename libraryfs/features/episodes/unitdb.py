@@ -1,4 +1,4 @@
-"""Units of every episode in the store's ``units`` named DB (registered in ``schema.EXTENSION_DBS``).
+"""Units of every episode in the store's ``units`` table (registered in ``schema.EXTENSION_DBS``).
 
 Why a named DB rather than one JSON file per step under ``episodes/<id>/units/``: recall reads a whole
 episode's units with one range scan in one read transaction (MVCC — it works beside a live mount, and
@@ -23,9 +23,10 @@ from typing import Any
 
 from libraryfs.features.episodes.units import Unit
 from libraryfs.fs import schema as S
+from libraryfs.fs.backend import prefix_end
 from libraryfs.fs.store import Store
 
-DB_NAME = b"units"
+DB_NAME = S.DB_UNITS
 
 
 def check_episode_id(ep: str) -> bytes:
@@ -41,12 +42,12 @@ class UnitDB:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.db = store.open_db(DB_NAME)
+        store.open_table(DB_NAME)
 
     def meta(self, ep: str) -> dict[str, Any]:
         """Episode meta (``{}`` for an unknown episode)."""
         with self.store.read() as t:
-            raw = t.t.get(b"m" + check_episode_id(ep), db=self.db)
+            raw = t.kv.get(DB_NAME, b"m" + check_episode_id(ep))
         return json.loads(raw) if raw else {}
 
     def put(self, ep: str, units: list[Unit], meta: dict[str, Any]) -> None:
@@ -60,8 +61,8 @@ class UnitDB:
 
         def put(t: Any) -> None:
             for k, v in recs:
-                t.t.put(k, v, db=self.db)
-            t.t.put(b"m" + e, m, db=self.db)
+                t.kv.put(DB_NAME, k, v)
+            t.kv.put(DB_NAME, b"m" + e, m)
 
         self.store.run_write(put)
 
@@ -69,29 +70,19 @@ class UnitDB:
         """Units of ``ep`` with ``t_from ≤ t ≤ t_to`` in step order (one read transaction)."""
         prefix = b"u" + check_episode_id(ep) + b"\x00"
         out: list[Unit] = []
+        end = prefix + S.u64(t_to + 1) if t_to is not None and t_to + 1 < 1 << 64 else prefix_end(prefix)
         with self.store.read() as t:
-            cur = t.t.cursor(db=self.db)
-            if not cur.set_range(prefix + S.u64(t_from)):
-                return out
-            for k, v in cur:
-                if not k.startswith(prefix):
-                    break
-                if t_to is not None and S.from_u64(k[len(prefix) :]) > t_to:
-                    break
+            for _k, v in t.kv.range(DB_NAME, prefix + S.u64(t_from), end):
                 out.append(Unit.from_json(json.loads(v)))
         return out
 
     def episodes(self) -> list[str]:
         """Ids of the episodes with meta, sorted."""
-        out = []
         with self.store.read() as t:
-            cur = t.t.cursor(db=self.db)
-            if cur.set_range(b"m"):
-                for k, _ in cur:
-                    if not k.startswith(b"m"):
-                        break
-                    out.append(k[1:].decode("utf-8", "surrogateescape"))
-        return out
+            return [
+                k[1:].decode("utf-8", "surrogateescape")
+                for k, _ in t.kv.prefix(DB_NAME, b"m", keys_only=True)
+            ]
 
     def drop(self, ep: str) -> int:
         """Delete an episode's units and meta; returns the number of units deleted."""
@@ -99,15 +90,8 @@ class UnitDB:
         prefix = b"u" + e + b"\x00"
 
         def drop(t: Any) -> int:
-            n = 0
-            cur = t.t.cursor(db=self.db)
-            if cur.set_range(prefix):
-                while cur.key().startswith(prefix):
-                    cur.delete()
-                    n += 1
-                    if not cur.key():
-                        break
-            t.t.delete(b"m" + e, db=self.db)
+            n = t.kv.delete_range(DB_NAME, prefix, prefix_end(prefix))
+            t.kv.delete(DB_NAME, b"m" + e)
             return n
 
         return self.store.run_write(drop)

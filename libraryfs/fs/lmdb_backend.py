@@ -1,0 +1,356 @@
+"""The LMDB backend: the embedded default store of a library (``<libdir>/store``), the only module that
+imports ``lmdb``.
+
+Threading policy (ARCHITECTURE §3, measured in §7): every transaction runs under one process-wide lock.
+The mount serves FUSE single-threaded (``nothreads``), so the lock is uncontended except for its two small
+background threads; the lock also makes growing the map safe, because LMDB may only change the map size
+while this process has no live transaction.
+
+Durability: the environment is opened with ``sync=False`` (MDB_NOSYNC). A committed transaction is in the
+OS page cache and survives a crash of any libraryfs process; :meth:`LmdbBackend.sync` (called on ``fsync``,
+``fsyncdir``, on unmount and every ``sync_interval_s`` by the mount) makes it survive an OS crash too.
+One synced commit costs ~360 µs here, an unsynced one ~7 µs (ARCHITECTURE §7).
+
+Space: the map starts at :data:`DEFAULT_MAP_SIZE` and doubles when a write transaction fills it, bounded by
+the free space of the disk; a full disk is :class:`~libraryfs.errors.NoSpace` (ENOSPC), never SIGBUS.
+Another process that grew the map is followed on its next transaction (MapResizedError → adopt the size).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import lmdb
+
+from libraryfs.errors import Corrupt, LibraryMissing, NoSpace
+from libraryfs.fs import schema as S
+from libraryfs.fs.backend import prefix_end
+
+T = TypeVar("T")
+
+DEFAULT_MAP_SIZE = 256 << 20  #: bytes of address space reserved at first open (grows on demand)
+MIN_FREE_TO_CREATE = 1 << 20  #: bytes of free disk ``create`` requires (else NoSpace, not SIGBUS)
+MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk kept free (at most 1/16 of what is free) when the map grows
+DATA_FILE = "data.mdb"
+
+#: Errors LMDB raises for an unreadable or corrupt store (the CLI prints them on one line).
+ENGINE_ERRORS: tuple[type[Exception], ...] = (lmdb.Error,)
+
+
+def store_path(libdir: str | os.PathLike[str]) -> str:
+    """Directory of the LMDB environment inside a library directory."""
+    return os.path.join(os.fspath(libdir), "store")
+
+
+def exists(libdir: str | os.PathLike[str]) -> bool:
+    """Whether ``libdir`` holds an LMDB store (its data file)."""
+    return os.path.exists(os.path.join(store_path(libdir), DATA_FILE))
+
+
+class LmdbTxn:
+    """A read or write transaction over the named DBs (the ReadTxn/WriteTxn of :mod:`libraryfs.fs.backend`).
+
+    As a context manager (from :meth:`LmdbBackend.read`) it takes the process-wide lock and begins a
+    read-only transaction; :meth:`LmdbBackend.run_write` builds one around its write transaction.
+    """
+
+    __slots__ = ("_b", "_dbs", "_t")
+
+    def __init__(self, backend: LmdbBackend, txn: lmdb.Transaction | None = None) -> None:
+        self._b = backend
+        self._dbs = backend._dbs
+        if txn is not None:
+            self._t = txn
+
+    def __enter__(self) -> LmdbTxn:
+        b = self._b
+        b.lock.acquire()
+        try:
+            self._t = b.env.begin()
+        except lmdb.MapResizedError:  # another process grew the map: adopt its size (LmdbBackend._begin)
+            try:
+                self._t = b._begin(write=False)
+            except BaseException:
+                b.lock.release()
+                raise
+        except BaseException:
+            b.lock.release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._t.abort()
+        finally:
+            self._b.lock.release()
+
+    # -- reads ------------------------------------------------------------------------------------------
+    def get(self, table: bytes, key: bytes) -> bytes | None:
+        """Value of ``key`` in ``table`` or None (KeyError for a table never opened)."""
+        return self._t.get(key, None, self._dbs[table])  # positional: py-lmdb parses them faster
+
+    def getter(self, table: bytes) -> Callable[[bytes], bytes | None]:
+        """``get`` bound to one table: a cursor's ``get``, one C call per lookup (the path walk's hot
+        loop; cheaper to make and to call than a ``functools.partial``)."""
+        return self._t.cursor(self._dbs[table]).get
+
+    def range(
+        self,
+        table: bytes,
+        start: bytes = b"",
+        end: bytes | None = None,
+        *,
+        reverse: bool = False,
+        limit: int | None = None,
+        keys_only: bool = False,
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` with ``start <= key < end`` in key order (``reverse``: descending), at most
+        ``limit``; values are b"" with ``keys_only``. Do not write the range while iterating it."""
+        if limit is not None and limit <= 0:
+            return iter(())
+        cur = self._t.cursor(db=self._dbs[table])
+        if reverse:
+            return _backward(cur, start, end, limit, keys_only)
+        return _forward(cur, start, end, limit, keys_only)
+
+    def prefix(self, table: bytes, prefix: bytes, **kw) -> Iterator[tuple[bytes, bytes]]:
+        """:meth:`range` over the keys that start with ``prefix``."""
+        return self.range(table, prefix, prefix_end(prefix), **kw)
+
+    def count(self, table: bytes) -> int:
+        """Number of keys in ``table`` (as this transaction sees it)."""
+        return self._t.stat(self._dbs[table])["entries"]
+
+    # -- writes -----------------------------------------------------------------------------------------
+    def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None:
+        """Set ``key``; ``append`` (MDB_APPEND) requires ``key`` to sort after every key of the table."""
+        self._t.put(key, value, False, True, append, self._dbs[table])  # dupdata, overwrite, append, db
+
+    def delete(self, table: bytes, key: bytes) -> bool:
+        """Remove ``key``; False if absent."""
+        return self._t.delete(key, b"", self._dbs[table])
+
+    def delete_range(self, table: bytes, start: bytes, end: bytes | None) -> int:
+        """Remove the keys ``start <= key < end`` (``end`` None: to the end); returns how many."""
+        cur = self._t.cursor(db=self._dbs[table])
+        if not (cur.set_range(start) if start else cur.first()):
+            return 0
+        n = 0
+        k = cur.key()
+        while k and (end is None or k < end):  # an unpositioned cursor (past the last key) has key b""
+            if not cur.delete():
+                break
+            n += 1
+            k = cur.key()
+        return n
+
+
+def _forward(cur, start: bytes, end: bytes | None, limit: int | None, keys_only: bool):
+    if not (cur.set_range(start) if start else cur.first()):
+        return
+    n = 0
+    if keys_only:
+        for k in cur.iternext(keys=True, values=False):
+            if end is not None and k >= end:
+                return
+            yield k, b""
+            n += 1
+            if n == limit:
+                return
+    else:
+        for k, v in cur.iternext(keys=True, values=True):
+            if end is not None and k >= end:
+                return
+            yield k, v
+            n += 1
+            if n == limit:
+                return
+
+
+def _backward(cur, start: bytes, end: bytes | None, limit: int | None, keys_only: bool):
+    if end is None or not cur.set_range(end):
+        found = cur.last()  # every key is below ``end``
+    else:
+        found = cur.prev()  # the first key >= end, then one back
+    if not found:
+        return
+    for n, (k, v) in enumerate(cur.iterprev(keys=True, values=True), start=1):
+        if k < start:
+            return
+        yield (k, b"") if keys_only else (k, v)
+        if n == limit:
+            return
+
+
+class LmdbBackend:
+    """An open LMDB environment of one library: the core tables plus extension tables opened on demand.
+
+    ``LmdbBackend(libdir)`` opens an existing store; :meth:`create` makes a new one. ``sync``/``metasync``
+    (MDB_NOSYNC/MDB_NOMETASYNC off) make every commit durable: only for measuring that trade-off
+    (``bench/crash_run.py --sync-cost``); a library always runs without them. Raises
+    :class:`LibraryMissing` when the store cannot be opened, :class:`Corrupt` when its data file is empty.
+    Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    """
+
+    name = "lmdb"
+
+    def __init__(
+        self,
+        libdir: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        map_size: int | None = None,
+        sync: bool = False,
+        metasync: bool = False,
+        _create: bool = False,
+    ) -> None:
+        self.libdir = os.path.abspath(os.fspath(libdir))
+        self.path = store_path(self.libdir)
+        data = os.path.join(self.path, DATA_FILE)
+        if not _create and os.path.exists(data) and os.path.getsize(data) == 0:
+            raise Corrupt(
+                f"{self.libdir}: the store file is empty (store/{DATA_FILE} has 0 bytes); restore it from a backup"
+            )
+        self.readonly = readonly
+        self.lock = threading.RLock()
+        try:
+            cur_size = os.path.getsize(data)
+        except OSError:
+            cur_size = 0
+        try:
+            self.env = lmdb.open(
+                self.path,
+                map_size=max(map_size or DEFAULT_MAP_SIZE, cur_size),
+                max_dbs=S.MAX_DBS,
+                subdir=True,
+                sync=sync,
+                metasync=metasync,
+                readonly=readonly,
+                create=_create,
+                max_readers=1024,
+                lock=True,
+                readahead=False,
+            )
+        except lmdb.Error as e:
+            raise LibraryMissing(f"cannot open library store {self.path}: {e}") from e
+        with contextlib.suppress(lmdb.Error):
+            self.env.reader_check()  # free reader slots of killed processes
+        self._dbs: dict[bytes, object] = {}
+        for name in S.CORE_DBS:
+            self._dbs[name] = self.env.open_db(name, create=not readonly)
+
+    @classmethod
+    def create(cls, libdir: str | os.PathLike[str], map_size: int | None = None, **kw: bool) -> LmdbBackend:
+        """Make the store directory (mode 0700 library directory) and a new, empty environment.
+
+        Raises ``FileExistsError`` if a store is there, :class:`NoSpace` below :data:`MIN_FREE_TO_CREATE`.
+        """
+        libdir = os.path.abspath(os.fspath(libdir))
+        if exists(libdir):
+            raise FileExistsError(f"{libdir} already holds a library")
+        os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
+        os.chmod(libdir, 0o700)
+        if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
+            # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
+            raise NoSpace(f"no space left on the disk holding {libdir}")
+        return cls(libdir, map_size=map_size, _create=True, **kw)
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush (when writable) and close the environment."""
+        with self.lock:
+            with contextlib.suppress(lmdb.Error):
+                if not self.readonly:
+                    self.env.sync(True)
+            self.env.close()
+
+    def sync(self) -> None:
+        """Force committed transactions to disk (fsync).
+
+        Not under :attr:`lock`: ``mdb_env_sync`` is an fdatasync of the data file, safe beside running
+        transactions, and py-lmdb releases the GIL for it. Holding the lock stalled every FUSE request for
+        the whole fsync (3–7 ms here) once a second — the mount's p99 (docs/reliability.md).
+        """
+        if not self.readonly:
+            self.env.sync(True)
+
+    def open_table(self, name: bytes) -> None:
+        """Open (creating it if writable) an extension's named DB."""
+        with self.lock:
+            if name not in self._dbs:
+                self._dbs[name] = self.env.open_db(name, create=not self.readonly)
+
+    def info(self) -> dict:
+        """``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}`` of the environment."""
+        info = self.env.info()
+        stat = self.env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        return {"map_size": info["map_size"], "used_bytes": used, "page_size": stat["psize"]}
+
+    # -- transactions ------------------------------------------------------------------------------------
+    def read(self) -> LmdbTxn:
+        """A read-only transaction (a consistent MVCC snapshot) as a context manager.
+
+        A plain class rather than ``@contextmanager``: this is on every FUSE request (saves ~1.5 µs).
+        """
+        return LmdbTxn(self)
+
+    def run_write(self, fn: Callable[[LmdbTxn], T]) -> T:
+        """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
+
+        If the map is full the transaction is aborted, the map grows and ``fn`` runs again — so ``fn`` must
+        not have side effects outside the transaction. Raises :class:`NoSpace` when the disk cannot hold a
+        larger map; any exception from ``fn`` aborts the transaction and propagates.
+        """
+        for _attempt in range(64):
+            with self.lock:
+                txn = self._begin(write=True)
+                try:
+                    result = fn(LmdbTxn(self, txn))
+                    txn.commit()
+                    return result
+                except lmdb.MapFullError:
+                    txn.abort()
+                    self._grow()
+                except lmdb.Error as e:
+                    txn.abort()
+                    if "No space" in str(e) or isinstance(e, lmdb.DiskError) or self._disk_nearly_full():
+                        # LMDB reports a short write of a full disk as EIO ("mdb_txn_commit: Input/output
+                        # error"): with under MIN_FREE_AFTER_GROW bytes free, that is ENOSPC
+                        raise NoSpace("no space left on the disk holding the library") from e
+                    raise
+                except BaseException:
+                    txn.abort()
+                    raise
+        raise NoSpace("the library's map cannot grow any further")
+
+    def _begin(self, write: bool) -> lmdb.Transaction:
+        for _ in range(3):
+            try:
+                return self.env.begin(write=write)
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)  # adopt the size another process grew the map to
+        return self.env.begin(write=write)
+
+    def _disk_nearly_full(self) -> bool:
+        """Whether the disk holding the store has less than :data:`MIN_FREE_AFTER_GROW` bytes free."""
+        try:
+            return shutil.disk_usage(self.path).free < MIN_FREE_AFTER_GROW
+        except OSError:
+            return False
+
+    def _grow(self) -> None:
+        """Double the map size, bounded by the free space of the disk; :class:`NoSpace` if impossible."""
+        cur = self.env.info()["map_size"]
+        used = os.path.getsize(os.path.join(self.path, DATA_FILE))
+        free = shutil.disk_usage(self.path).free
+        limit = used + max(0, free - min(MIN_FREE_AFTER_GROW, free // 16))
+        new = min(cur * 2, limit)
+        if new <= cur:
+            raise NoSpace("no space left on the disk holding the library")
+        self.env.set_mapsize(new)
