@@ -101,9 +101,13 @@ def _dirent_types(t: Txn, resume: bytes, batch: int) -> tuple[bytes | None, int]
 
 
 # ---- running them -------------------------------------------------------------------------------------
-def pending(version: int, target: int = S.SCHEMA_VERSION, registry: dict[int, Migration] | None = None):
-    """The steps that take a store from ``version`` to ``target``, in order (Corrupt if one is missing)."""
+def pending(
+    version: int, target: int | None = None, registry: dict[int, Migration] | None = None
+) -> list[Migration]:
+    """The steps that take a store from ``version`` to ``target`` (default: :data:`SCHEMA_VERSION`), in
+    order; Corrupt if one is missing."""
     registry = MIGRATIONS if registry is None else registry
+    target = S.SCHEMA_VERSION if target is None else target
     try:
         return [registry[v] for v in range(version, target)]
     except KeyError as e:
@@ -142,15 +146,18 @@ def on_open(store: Store, version: int | None) -> int:
 
 def migrate(
     store: Store,
-    target: int = S.SCHEMA_VERSION,
+    target: int | None = None,
     registry: dict[int, Migration] | None = None,
-    batch: int = BATCH_RECORDS,
+    batch: int | None = None,
 ) -> int:
-    """Run the pending steps of a writable ``store`` up to ``target``; returns the version reached.
+    """Run the pending steps of a writable ``store`` up to ``target`` (default: :data:`SCHEMA_VERSION`),
+    ``batch`` records per transaction (default :data:`BATCH_RECORDS`); returns the version reached.
 
     Each step runs in batches of ``batch`` records, one write transaction each (module docstring).
     Raises whatever a step or the backend raises (NoSpace...); the steps done so far stay done.
     """
+    target = S.SCHEMA_VERSION if target is None else target
+    batch = BATCH_RECORDS if batch is None else batch
     with store.read() as t:
         version = t.cfg_int(S.CFG_SCHEMA_VERSION)
     for m in pending(version, target, registry):

@@ -38,7 +38,8 @@ from collections.abc import Callable
 FIXTURE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures", "schema1-784e628.tar.gz")
 #: generated subtrees whose content changes with time (status, live search) are listed, not read
 DYNAMIC = (b".libraryfs", b".find")
-#: generated TOC names: their inode numbers are handed out in order of first use, so they are not recorded
+#: generated TOC names: their inode numbers are handed out in order of first use and their mtime is the
+#: view's start time at the latest, so neither is recorded
 GENERATED = (b"INDEX.md", b".index")
 FIND_TERMS = ("a.md", "note", "deep", "entry 17", "caf")
 S_IFMT, S_IFDIR, S_IFREG, S_IFLNK = 0o170000, 0o040000, 0o100000, 0o120000
@@ -62,7 +63,7 @@ def _entry(view, path: bytes, ftype: int) -> dict:
     st = view.getattr(path)
     rec = {k: st[k] for k in ("st_ino", "st_mode", "st_nlink", "st_size", "st_uid", "st_gid", "st_mtime")}
     if any(part in GENERATED for part in path.split(b"/")):
-        del rec["st_ino"]
+        del rec["st_ino"], rec["st_mtime"]
     rec["type"] = ftype
     if ftype == S_IFLNK:
         rec["target"] = view.readlink(path).hex()
