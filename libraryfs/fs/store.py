@@ -354,7 +354,8 @@ class Store:
 
     ``Store(libdir)`` opens an existing library (read-write: an older schema is migrated first, see
     :mod:`libraryfs.fs.migrations`; ``readonly``: served as it is when every pending step allows that);
-    :meth:`create` initialises one. Raises :class:`LibraryMissing` when ``libdir`` holds no library,
+    :meth:`create` initialises one. ``backend``: an open backend to use instead of the library's LMDB store
+    (opened with the same ``readonly``). Raises :class:`LibraryMissing` when ``libdir`` holds no library,
     :class:`Corrupt` when its store is unreadable, :class:`~libraryfs.errors.SchemaMismatch` when its
     schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
@@ -365,19 +366,17 @@ class Store:
         *,
         readonly: bool = False,
         map_size: int | None = None,
-        _backend: Backend | None = None,
+        backend: Backend | None = None,
+        _new: bool = False,
     ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
         self.readonly = readonly
-        if _backend is None:
+        if backend is None:
             if not is_library(self.libdir):
                 raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
-            _backend = lmdb_backend.LmdbBackend(self.libdir, readonly=readonly, map_size=map_size)
-            self.backend: Backend = _backend
-            self.schema_version = self._open_schema()
-        else:
-            self.backend = _backend
-            self.schema_version = S.SCHEMA_VERSION
+            backend = lmdb_backend.LmdbBackend(self.libdir, readonly=readonly, map_size=map_size)
+        self.backend: Backend = backend
+        self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
     def _open_schema(self) -> int:
         """The store's schema version after the open's migrations (:mod:`libraryfs.fs.migrations`)."""
@@ -401,15 +400,21 @@ class Store:
     # -- lifecycle --------------------------------------------------------------------------------------
     @classmethod
     def create(
-        cls, libdir: str | os.PathLike[str], settings: dict | None = None, map_size: int | None = None
+        cls,
+        libdir: str | os.PathLike[str],
+        settings: dict | None = None,
+        map_size: int | None = None,
+        backend: Backend | None = None,
     ) -> Store:
         """Initialise a new library in ``libdir`` (created with mode 0700) at :data:`SCHEMA_VERSION` and
-        return it open.
+        return it open; ``backend``: an empty, writable backend to initialise instead of a new LMDB store.
 
         Raises ``FileExistsError`` if a library is already there, :class:`~libraryfs.errors.NoSpace` if the
         disk has less than :data:`~libraryfs.fs.lmdb_backend.MIN_FREE_TO_CREATE` bytes free.
         """
-        st = cls(libdir, _backend=lmdb_backend.LmdbBackend.create(libdir, map_size=map_size))
+        if backend is None:
+            backend = lmdb_backend.LmdbBackend.create(libdir, map_size=map_size)
+        st = cls(libdir, backend=backend, _new=True)
         now = now_ns()
 
         def init(t: Txn) -> None:

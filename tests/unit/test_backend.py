@@ -198,3 +198,17 @@ def test_nothing_outside_the_lmdb_backend_imports_lmdb():
     ]
     assert offenders == []
     assert "lmdb" in _imports_of(REPO / "libraryfs" / "fs" / "lmdb_backend.py")  # the scan sees imports
+
+
+def test_a_store_over_a_given_backend_checks_its_schema_like_any_open(tmp_path):
+    """How another backend plugs in: ``Store(libdir, backend=...)`` gets the typed layer, the schema check
+    and the migrations of an open."""
+    from libraryfs.errors import SchemaMismatch
+
+    lib = tmp_path / "lib"
+    Store.create(lib, backend=LmdbBackend.create(lib)).close()
+    st = Store(lib, backend=LmdbBackend(lib))
+    st.run_write(lambda t: t.put_cfg(S.CFG_SCHEMA_VERSION, S.u64(S.SCHEMA_VERSION + 5)))
+    st.close()
+    with pytest.raises(SchemaMismatch):
+        Store(lib, backend=LmdbBackend(lib, readonly=True), readonly=True)
