@@ -746,11 +746,11 @@ def sync_cost(args: argparse.Namespace) -> dict:
             val = os.urandom(4096)
             t0 = time.perf_counter()
             for i in range(n):
-                backend.run_write(lambda t, i=i: t.put(S.DB_DATA, b"%08d" % i, val))
+                backend.run_write(lambda t, i=i, val=val: t.put(S.DB_DATA, b"%08d" % i, val))
             out[f"lmdb_commit_4k_{label}_us"] = (time.perf_counter() - t0) / n * 1e6
             t0 = time.perf_counter()
             for i in range(n):
-                backend.run_write(lambda t, i=i: t.put(S.DB_DATA, b"%08d" % i, val))
+                backend.run_write(lambda t, i=i, val=val: t.put(S.DB_DATA, b"%08d" % i, val))
                 if label == "nosync":
                     backend.sync()
             if label == "nosync":
