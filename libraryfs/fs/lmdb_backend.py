@@ -129,7 +129,9 @@ class LmdbTxn:
     # -- writes -----------------------------------------------------------------------------------------
     def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None:
         """Set ``key``; ``append`` (MDB_APPEND) requires ``key`` to sort after every key of the table."""
-        self._t.put(key, value, False, True, append, self._dbs[table])  # dupdata, overwrite, append, db
+        self._t.put(
+            key, value, True, True, append, self._dbs[table]
+        )  # dupdata, overwrite, append, db (defaults)
 
     def delete(self, table: bytes, key: bytes) -> bool:
         """Remove ``key``; False if absent."""
