@@ -129,9 +129,8 @@ class LmdbTxn:
     # -- writes -----------------------------------------------------------------------------------------
     def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None:
         """Set ``key``; ``append`` (MDB_APPEND) requires ``key`` to sort after every key of the table."""
-        self._t.put(
-            key, value, True, True, append, self._dbs[table]
-        )  # dupdata, overwrite, append, db (defaults)
+        # positional (dupdata, overwrite: py-lmdb's defaults; append; db): parsed faster than keywords
+        self._t.put(key, value, True, True, append, self._dbs[table])
 
     def delete(self, table: bytes, key: bytes) -> bool:
         """Remove ``key``; False if absent."""
