@@ -177,7 +177,7 @@ def test_toc_pages_say_stale_while_the_indexer_is_stopped_and_changes_are_pendin
         v2.release(fh)
     # a read is charged the indexer's count of the stored page plus the marker's estimate (bytes/4)
     with store.read() as t:
-        stored_tokens = t.meta(d)["toc_page_tokens"][0]
+        stored_tokens = t.section_meta(d).toc_page_tokens[0]
     v3 = LibraryView(store)
     got = cat(v3, b"/d/INDEX.md")
     marker_bytes = len(got) - len(two[0])
