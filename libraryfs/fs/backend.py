@@ -5,7 +5,7 @@ A backend stores the tables of :mod:`libraryfs.fs.schema` as opaque bytes; the t
 the default (:mod:`libraryfs.fs.lmdb_backend`); etcd, replicated (:mod:`libraryfs.fs.etcd_backend`). Only
 the backend modules import their engine (``lmdb``, an etcd client); a test scans the tree for that.
 
-Semantics every backend keeps (the LMDB behaviour; docs/BACKEND.md in the lead's notes):
+Semantics every backend keeps (the LMDB behaviour; issue 15 item 1):
 
 * Tables are named by bytes; keys are non-empty bytes compared as unsigned bytes (integers inside keys are
   big-endian); values are bytes. A table must be known before use: the core tables are opened with the

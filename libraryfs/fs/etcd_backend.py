@@ -25,9 +25,9 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from libraryfs import errors
 from libraryfs.fs.etcd_gateway import Ambiguous, Gateway, LeaseNotFound, b64, unb64
@@ -36,44 +36,7 @@ from libraryfs.fs.etcd_txn import EtcdReadTxn, EtcdWriteTxn, Keyspace, prefix_en
 T = TypeVar("T")
 
 
-# -- the interface of docs/BACKEND.md (until libraryfs/fs/backend.py lands on main) ---------------------
-class ReadTxn(Protocol):
-    """A consistent snapshot: get / range / prefix / count over tables of bytes keys and values."""
-
-    def get(self, table: bytes, key: bytes) -> bytes | None: ...
-    def range(
-        self,
-        table: bytes,
-        start: bytes = b"",
-        end: bytes | None = None,
-        *,
-        reverse: bool = False,
-        limit: int | None = None,
-        keys_only: bool = False,
-    ) -> Iterator[tuple[bytes, bytes]]: ...
-    def prefix(self, table: bytes, prefix: bytes, **kw: Any) -> Iterator[tuple[bytes, bytes]]: ...
-    def count(self, table: bytes) -> int: ...
-
-
-class WriteTxn(ReadTxn, Protocol):
-    """A read snapshot plus buffered puts and deletes, committed atomically by Backend.run_write."""
-
-    def put(self, table: bytes, key: bytes, value: bytes, *, append: bool = False) -> None: ...
-    def delete(self, table: bytes, key: bytes) -> bool: ...
-    def delete_range(self, table: bytes, start: bytes, end: bytes | None) -> int: ...
-
-
-class Backend(Protocol):
-    """A store engine behind the typed layer (LMDB embedded, etcd shared)."""
-
-    name: str
-
-    def read(self) -> AbstractContextManager[ReadTxn]: ...
-    def run_write(self, fn: Callable[[WriteTxn], T]) -> T: ...
-    def sync(self) -> None: ...
-    def close(self) -> None: ...
-    def info(self) -> dict: ...
-    def open_table(self, name: bytes) -> None: ...
+# The interface implemented here (Backend, ReadTxn, WriteTxn) is defined in libraryfs/fs/backend.py.
 
 
 #: table → 4-byte tag (docs/BACKEND.md); extension tables get a registered tag b"\x01" + 3-byte number

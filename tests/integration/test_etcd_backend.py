@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from helpers.etcd_cluster import clear_prefix, start_cluster
-from helpers.kv_reference import LmdbReference
 from helpers.tcp_proxy import LossyProxy
 
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
 from libraryfs.fs.etcd_txn import Keyspace
+from libraryfs.fs.lmdb_backend import LmdbBackend
 
 pytestmark = pytest.mark.etcd
 TABLES = [b"dirents", b"data"]
@@ -132,7 +132,7 @@ def _apply(txn, ops) -> list:
 def test_same_results_as_lmdb_for_random_transactions(etcd_backend, tmp_path, seed):
     """Gets, ranges (start/end/reverse/limit/keys_only), prefixes with 0x00/0xFF bytes, counts, puts, deletes
     and range deletes — inside write transactions too (read-your-writes) — answer exactly as LMDB does."""
-    ref = LmdbReference(str(tmp_path / "ref"), TABLES)
+    ref = LmdbBackend.create(tmp_path / "ref")  # the reference: the embedded backend
     rng = random.Random(seed)
     try:
         for step in range(40):
@@ -149,7 +149,7 @@ def test_same_results_as_lmdb_for_random_transactions(etcd_backend, tmp_path, se
 
 def test_ranges_over_several_pages_match_lmdb(etcd_backend, tmp_path):
     """2,500 keys (pages of 1,000): forward, reverse, limits across page ends, inside a write txn too."""
-    ref = LmdbReference(str(tmp_path / "ref"), TABLES)
+    ref = LmdbBackend.create(tmp_path / "ref")  # the reference: the embedded backend
     try:
         for b in (etcd_backend, ref):
             for i in range(0, 2500, 100):
