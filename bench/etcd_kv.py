@@ -2,8 +2,8 @@
 
 Issue 15. One run measures, each op repeated (``--n``, range 1,000 at n/5) after 10 unmeasured warm-ups:
 
-* **backend ops** through ``EtcdBackend`` and, as the same-run baseline, through py-lmdb on a temporary
-  LMDB file (page cache, no fsync): ``get`` (read snapshot + one get: a getattr), ``lookup`` (dirent +
+* **backend ops** through ``EtcdBackend`` and, as the same-run baseline, through ``LmdbBackend`` on a
+  temporary LMDB file (page cache, no fsync), the same code for both: ``get`` (read snapshot + one get: a getattr), ``lookup`` (dirent +
   inode get in one snapshot), ``put`` (one blind write), ``create`` (write txn: read parent inode and the
   absent dirent, put dirent + inode + parent inode + journal record: one etcd range ×2 + one txn),
   ``range10`` / ``range1000`` (read snapshot + range over a directory's dirents: a readdir);
@@ -39,10 +39,10 @@ import tempfile
 import time
 import uuid
 
-import lmdb
-
+from libraryfs.fs.backend import Backend
 from libraryfs.fs.etcd_backend import EtcdBackend
 from libraryfs.fs.etcd_gateway import Gateway, b64, unb64
+from libraryfs.fs.lmdb_backend import LmdbBackend
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "scripts", "etcd-cluster.sh")
@@ -73,20 +73,6 @@ def timed(fn, n: int) -> dict:
 
 
 # -- backend ops ----------------------------------------------------------------------------------------
-class LmdbStore:
-    """The same ops on py-lmdb (the embedded backend's engine), for the same-run baseline."""
-
-    def __init__(self, path: str) -> None:
-        self.env = lmdb.open(path, max_dbs=8, map_size=1 << 30, sync=False)
-        self.db = {t: self.env.open_db(t) for t in (b"inodes", b"dirents", b"journal")}
-
-    def read(self):
-        return self.env.begin()
-
-    def write(self):
-        return self.env.begin(write=True)
-
-
 def seed(put) -> None:
     """Root with dirs of 10 and 1,000 entries (inode 64 bytes, dirent value 9 bytes)."""
     put(b"inodes", u64(ROOT), b"i" * 64)
@@ -98,7 +84,8 @@ def seed(put) -> None:
             put(b"inodes", u64(1000 * d + i), b"i" * 64)
 
 
-def etcd_ops(b: EtcdBackend) -> dict:
+def backend_ops(b: Backend) -> dict:
+    """The ops on any backend of libraryfs.fs.backend (the etcd one, and LMDB as the same-run baseline)."""
     items: list = []
     seed(lambda t, k, v: items.append((t, k, v)))
     for i in range(0, len(items), 100):  # txns of <= 100 puts (etcd: 128 ops per txn)
@@ -133,56 +120,6 @@ def etcd_ops(b: EtcdBackend) -> dict:
         def f():
             with b.read() as x:
                 list(x.prefix(b"dirents", u64(d)))
-
-        return f
-
-    return {
-        "get": get,
-        "lookup": lookup,
-        "put": put,
-        "create": create,
-        "range10": rng(DIR10),
-        "range1000": rng(DIR1000),
-    }
-
-
-def lmdb_ops(s: LmdbStore) -> dict:
-    with s.write() as t:
-        seed(lambda tb, k, v: t.put(k, v, db=s.db[tb]))
-    counter = iter(range(10**9))
-
-    def get():
-        with s.read() as t:
-            t.get(u64(DIR1000 * 1000 + 7), db=s.db[b"inodes"])
-
-    def lookup():
-        with s.read() as t:
-            t.get(t.get(u64(DIR1000) + b"entry-000007.md", db=s.db[b"dirents"])[:8], db=s.db[b"inodes"])
-
-    def put():
-        with s.write() as t:
-            t.put(u64(7), b"i" * 64, db=s.db[b"inodes"])
-
-    def create():
-        n = next(counter)
-        with s.write() as t:
-            t.get(u64(ROOT), db=s.db[b"inodes"])
-            t.get(u64(ROOT) + b"new-%d" % n, db=s.db[b"dirents"])
-            t.put(u64(ROOT) + b"new-%d" % n, u64(10**7 + n) + b"F", db=s.db[b"dirents"])
-            t.put(u64(10**7 + n), b"i" * 64, db=s.db[b"inodes"])
-            t.put(u64(ROOT), b"j" * 64, db=s.db[b"inodes"])
-            t.put(u64(10**7 + n), b"create", db=s.db[b"journal"])
-
-    def rng(d):
-        def f():
-            with s.read() as t, t.cursor(db=s.db[b"dirents"]) as c:
-                p = u64(d)
-                out = []
-                if c.set_range(p):
-                    for k, v in c:
-                        if not k.startswith(p):
-                            break
-                        out.append((k, v))
 
         return f
 
@@ -407,8 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             "juicefs_published_ms": JUICEFS_MS,
             "ops": {},
         }
-        store = LmdbStore(os.path.join(tmp, "lmdb"))
-        for name, ops in (("etcd", etcd_ops(b)), ("lmdb", lmdb_ops(store))):
+        store = LmdbBackend.create(os.path.join(tmp, "lmdb"))
+        for name, ops in (("etcd", backend_ops(b)), ("lmdb", backend_ops(store))):
             for op, fn in ops.items():
                 res["ops"].setdefault(op, {})[name] = timed(fn, a.n // 5 if op == "range1000" else a.n)
         res["clients"] = client_bench(eps[0], a.n)

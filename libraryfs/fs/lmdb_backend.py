@@ -113,7 +113,10 @@ class LmdbTxn:
         ``limit``; values are b"" with ``keys_only``. Do not write the range while iterating it."""
         if limit is not None and limit <= 0:
             return iter(())
-        cur = self._t.cursor(db=self._dbs[table])
+        cur = self._t.cursor(self._dbs[table])
+        if limit == 1:  # the first or last key (the journal's tail on every mutation): no generator
+            item = _one(cur, start, end, reverse, keys_only)
+            return iter(() if item is None else (item,))
         if reverse:
             return _backward(cur, start, end, limit, keys_only)
         return _forward(cur, start, end, limit, keys_only)
@@ -149,6 +152,19 @@ class LmdbTxn:
             n += 1
             k = cur.key()
         return n
+
+
+def _one(cur, start: bytes, end: bytes | None, reverse: bool, keys_only: bool) -> tuple[bytes, bytes] | None:
+    """The first (``reverse``: last) pair of ``start <= key < end``, or None."""
+    if reverse:
+        found = cur.last() if end is None or not cur.set_range(end) else cur.prev()
+        if not found or cur.key() < start:
+            return None
+    else:
+        found = cur.set_range(start) if start else cur.first()
+        if not found or (end is not None and cur.key() >= end):
+            return None
+    return cur.key(), b"" if keys_only else cur.value()
 
 
 def _forward(cur, start: bytes, end: bytes | None, limit: int | None, keys_only: bool):
