@@ -88,18 +88,9 @@ DB_TOC = b"toc"
 DB_NAMES = b"names"
 DB_CONFIG = b"config"
 
-CORE_DBS = (
-    DB_INODES,
-    DB_DIRENTS,
-    DB_DIRPARENT,
-    DB_DATA,
-    DB_XATTRS,
-    DB_META,
-    DB_JOURNAL,
-    DB_TOC,
-    DB_NAMES,
-    DB_CONFIG,
-)
+_TREE_DBS = (DB_INODES, DB_DIRENTS, DB_DIRPARENT, DB_DATA, DB_XATTRS)  # the filesystem
+_INDEX_DBS = (DB_META, DB_JOURNAL, DB_TOC, DB_NAMES, DB_CONFIG)  # the journal, the index, the settings
+CORE_DBS = _TREE_DBS + _INDEX_DBS  #: the core tables, opened with every store
 DB_LLMCACHE = b"llmcache"
 DB_UNITS = b"units"
 DB_EXTRA = b"extra"
@@ -318,7 +309,8 @@ class JournalRecord:
 
 
 class _MetaRecord:
-    """Shared codec of :class:`EntryMeta` and :class:`SectionMeta` (``_TYPES``: key → JSON type)."""
+    """Shared codec of :class:`EntryMeta` and :class:`SectionMeta` (``_TYPES``: key → JSON type; ``_known``:
+    the positional constructor from a record of known keys)."""
 
     __slots__ = ()
     _TYPES: ClassVar[dict[str, type]]
@@ -340,10 +332,10 @@ class _MetaRecord:
         for key, value in obj.items():
             if type(value) is not types.get(key):
                 break  # an unknown key, a None or a wrong type: the careful path below
-        else:  # the common case (every key known, every type right): one constructor call, on read paths
+        else:  # the common case (every key known, every type right): positional, on read paths
             if "toc_page_tokens" in obj:
                 _check_ints(obj["toc_page_tokens"])
-            return cls(**obj)
+            return cls._known(obj)
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in obj.items():
@@ -389,6 +381,23 @@ class EntryMeta(_MetaRecord):
     by: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def _known(cls, d: dict[str, Any]) -> EntryMeta:
+        """From a record whose keys are all known (positional: twice as fast as ``cls(**d)``)."""
+        g = d.get
+        return cls(
+            g("name", ""),
+            g("parent", 0),
+            g("size"),
+            g("gen", 0),
+            g("hash"),
+            g("tokens"),
+            g("approx", False),
+            g("link", False),
+            g("summary"),
+            g("by"),
+        )
+
     _TYPES: ClassVar[dict[str, type]] = {
         "name": str,
         "parent": int,
@@ -426,6 +435,22 @@ class SectionMeta(_MetaRecord):
     toc_page_tokens: list[int] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def _known(cls, d: dict[str, Any]) -> SectionMeta:
+        """From a record whose keys are all known (positional: twice as fast as ``cls(**d)``)."""
+        g = d.get
+        return cls(
+            g("description"),
+            g("tokens_total", 0),
+            g("entries_total", 0),
+            g("toc_generation", 0),
+            g("toc_journal_seq"),
+            g("toc_pages", 0),
+            g("toc_levels", 0),
+            g("toc_max_page_tokens", 0),
+            g("toc_page_tokens", []),
+        )
+
     _TYPES: ClassVar[dict[str, type]] = {
         "description": str,
         "tokens_total": int,
@@ -458,9 +483,7 @@ def dumps(obj: object) -> bytes:
     """Compact JSON bytes for ``meta``/``config`` values."""
     try:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-    except (
-        UnicodeEncodeError
-    ):  # a non-UTF-8 name (surrogateescape): ASCII JSON keeps \udcXX, which round-trips
+    except UnicodeEncodeError:  # a non-UTF-8 name (surrogateescape): ASCII JSON keeps \udcXX (round-trips)
         return json.dumps(obj, separators=(",", ":")).encode()
 
 

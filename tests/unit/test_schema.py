@@ -101,10 +101,14 @@ def test_damaged_meta_records_raise_corrupt(raw):
         S.decode_meta(raw)
 
 
-def test_every_meta_field_is_in_the_codec_table():
-    for cls in (S.EntryMeta, S.SectionMeta):
+def test_every_meta_field_is_in_the_codec_table_and_the_fast_path_agrees():
+    for cls, full in ((S.EntryMeta, ENTRY), (S.SectionMeta, SECTION)):
         fields = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
         assert fields == list(cls._TYPES)
+        keys = list(full)
+        for n in range(len(keys) + 1):  # every prefix of the keys: the defaults of the rest agree
+            part = {k: full[k] for k in keys[:n]}
+            assert cls._known(part) == cls(**part)
 
 
 @pytest.fixture
