@@ -2,8 +2,8 @@
 
 * :func:`sphinx_inventory` — Sphinx's ``objects.inv`` shipped by python3-doc: every documented object
   name → the page that documents it (written by Sphinx from the docs' directives).
-* :func:`stdlib_synopses` — the first line of each stdlib module's own docstring (what ``pydoc`` shows as
-  its synopsis), read from the module's *source code* (``ast``, no import) or, for C modules, from the
+* :func:`stdlib_synopses` — the first sentence of each stdlib module's own docstring (``pydoc``'s synopsis,
+  kept whole when it wraps onto a second line), read from the module's *source code* (``ast``, no import) or, for C modules, from the
   compiled module's ``__doc__``.
 * :func:`wordnet_glosses` — WordNet 3.0's gloss of a word's most frequent sense (Debian ``wordnet-base``):
   a second dictionary's words for what a GCIDE headword means.
@@ -55,14 +55,20 @@ def sphinx_inventory(path: str = OBJECTS_INV) -> list[InvObject]:
 
 
 def _first_line(doc: str | None) -> str:
+    """The docstring's first sentence: its first paragraph joined into one line, cut after the first
+    ``. `` (a synopsis line that wraps onto the next line is kept whole)."""
+    para = []
     for line in (doc or "").strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+        if not line.strip():
+            break
+        para.append(line.strip())
+    text = " ".join(para)
+    m = re.search(r"(?<=[a-z)\]])\.(\s|$)", text)
+    return text[: m.start() + 1] if m else text
 
 
 def stdlib_synopses(modules: list[str], lib_dir: str | None = None) -> dict[str, str]:
-    """``{module: first docstring line}`` for the stdlib modules found (pure-Python ones parsed from
+    """``{module: first docstring sentence}`` for the stdlib modules found (pure-Python ones parsed from
     source; built-in and extension modules imported, which runs no Python code of theirs)."""
     lib_dir = lib_dir or os.path.dirname(os.__file__)
     out: dict[str, str] = {}

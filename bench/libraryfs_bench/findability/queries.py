@@ -67,7 +67,7 @@ NAME_ROLES = {"py:function": 60, "py:method": 60, "py:class": 40, "py:module": 3
 
 
 def python_queries() -> list[dict]:
-    """Known names from ``objects.inv``; topics from stdlib module docstrings (module name removed)."""
+    """Known names from ``objects.inv``; topics from stdlib module docstrings' first sentences (module name removed)."""
     src = corpora.python_docs_dir()
     have = {os.path.relpath(os.path.join(d, f), src).replace(os.sep, "/")
             for d, _, fs in os.walk(src) for f in fs}
@@ -91,7 +91,7 @@ def python_queries() -> list[dict]:
         q = _strip_words(line, banned | {stem(b) for b in banned})
         if _content_words(q) >= 3 and len(q) <= 200:
             topics.append(make_query("python", "topic", q, [f"{corpora.PYTHON_SECTION}/{modules[mod]}"],
-                                     "stdlib module docstring, first line"))
+                                     "stdlib module docstring, first sentence"))
     return out + _sample(topics, 250, rng)
 
 

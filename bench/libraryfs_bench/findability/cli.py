@@ -1,0 +1,68 @@
+"""``python -m libraryfs_bench.findability`` (to be registered as ``libraryfs bench find``)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+DEFAULT_CORPORA = "python,gcide,code,click"
+NAVIGATORS = "toc,find,grep,bm25,llm"
+
+
+def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    out = {}
+    for v in values:
+        name, sep, rest = v.partition("=")
+        src, sep2, queries = rest.partition(",")
+        if not sep or not sep2 or not name or not os.path.isdir(src) or not os.path.isfile(queries):
+            raise click.BadParameter(f"{v!r}: expected NAME=DIR,QUERIES.jsonl with an existing DIR and file")
+        out[name] = (os.path.abspath(src), os.path.abspath(queries))
+    return out
+
+
+@click.command("find")
+@click.option("--corpus", "corpus_list", default=DEFAULT_CORPORA, show_default=True,
+              help="Corpora to build (python, gcide, code, click, or a --custom name), comma-separated.")
+@click.option("--custom", multiple=True, metavar="NAME=DIR,QUERIES.jsonl",
+              help="A corpus of your own: DIR ingested into section NAME, queries from the JSONL file.")
+@click.option("--quick", type=click.IntRange(0), default=0, help="Only this many queries per kind × split (CI smoke).")
+@click.option("--split", type=click.Choice(["all", "dev", "heldout"]), default="all", show_default=True,
+              help="Queries to run: tune on dev only; report all (held-out rows are reported separately).")
+@click.option("--navigators", default=NAVIGATORS, show_default=True, help="Which navigators to run.")
+@click.option("--out", "out_dir", default="bench/results/findability", show_default=True,
+              type=click.Path(file_okay=False), help="Output directory (summary.json, lookups.jsonl, PNGs).")
+@click.option("--base-url", envvar="LIBRARYFS_BENCH_BASE_URL", help="OpenAI-compatible endpoint of the LLM navigator.")
+@click.option("--model", envvar="LIBRARYFS_BENCH_MODEL", help="Model name for the LLM navigator.")
+@click.option("--api-key", envvar="LIBRARYFS_BENCH_API_KEY", default=None, help="API key (if the endpoint needs one).")
+@click.option("--llm-protocol", type=click.Choice(["tools", "text"]), default="tools", show_default=True,
+              help="Function calling, or one-line READ/ANSWER replies for servers without it.")
+@click.option("--llm-timeout-s", type=click.FloatRange(1), default=120.0, show_default=True)
+@click.option("--llm-limit", type=click.IntRange(0), default=0,
+              help="LLM navigator: only this many queries per kind × split (it is slow on a CPU).")
+@click.option("--toc-max-reads", type=click.IntRange(1), default=16, show_default=True,
+              help="Read budget of the TOC navigator per lookup.")
+@click.option("--keep-dir", type=click.Path(file_okay=False), help="Build the libraries here and keep them.")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+def find_command(corpus_list, custom, quick, split, navigators, out_dir, base_url, model, api_key, llm_protocol,
+                 llm_timeout_s, llm_limit, toc_max_reads, keep_dir, no_plots) -> None:
+    """Findability: can an agent find the right entry from the TOCs, the finder, an LLM, or flat search?"""
+    from .run import Options, run
+
+    navs = [n.strip() for n in navigators.split(",") if n.strip()]
+    bad = set(navs) - set(NAVIGATORS.split(","))
+    if bad:
+        raise click.BadParameter(f"unknown navigator(s): {', '.join(sorted(bad))}", param_hint="--navigators")
+    if "llm" in navs and bool(base_url) != bool(model):
+        raise click.BadParameter("give both --base-url and --model (or neither)", param_hint="--base-url")
+    llm = {"base_url": base_url, "model": model, "api_key": api_key, "protocol": llm_protocol,
+           "timeout_s": llm_timeout_s} if base_url else None
+    opts = Options(corpora=[c.strip() for c in corpus_list.split(",") if c.strip()], out_dir=out_dir,
+                   quick=quick, split=split, navigators=navs, llm=llm, llm_limit=llm_limit, toc_max_reads=toc_max_reads,
+                   custom=_custom(custom), keep_dir=keep_dir, plots=not no_plots)
+    run(opts, log=lambda s: click.echo(s))
+
+
+def main() -> None:
+    """Console entry point."""
+    find_command(prog_name="python -m libraryfs_bench.findability")

@@ -1,0 +1,229 @@
+"""Deterministic navigators that read only what an agent can read through the mount.
+
+* :class:`TocNavigator` — an agent with no world knowledge: it reads ``INDEX.md`` pages only (master →
+  section → ``.index/NNNN.md``), scores every link line by lexical match with the query, and walks
+  depth-first along the best lines, backtracking when a branch runs dry. Reaching an entry costs a read of it; the entry is
+  *confirmed* when it contains most of the query's terms, else the walk goes on. When the read budget
+  runs out it answers the best entry it read.
+* :class:`FindNavigator` — ``ls .find/<query>/`` through the mount (``libraryfs find`` for a query that
+  cannot be a path component), then the same confirming reads down the ranked list.
+
+Both use only :mod:`.text` for matching; neither imports libraryfs's finder or TOC code.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+from .reader import INDEX_NAME, Lookup, TocLine, is_hit, parse_toc
+from .text import query_terms, stem, terms
+
+#: an entry is confirmed when it holds at least this share of the query's distinct (stemmed) terms
+CONFIRM_SHARE = 0.6
+_RANGE = re.compile(r"^(.*?)\s+…\s+(.*)$")
+
+
+def stem_set(text: str) -> set[str]:
+    """Stemmed terms of ``text`` (stopwords kept out)."""
+    return {stem(t) for t in terms(text)}
+
+
+def entry_share(qterms: list[str], text_terms: set[str]) -> float:
+    """Share of the query's stemmed terms present in a text's term set."""
+    qs = {stem(t) for t in qterms}
+    return sum(1 for t in qs if t in text_terms) / len(qs) if qs else 0.0
+
+
+@dataclass
+class Outcome:
+    """What a navigator did for one query: its answer, ranking (if any), reads and notes."""
+
+    answer: str | None
+    ranked: list[str] = field(default_factory=list)
+    reads: list = field(default_factory=list)
+    trace: list[dict] = field(default_factory=list)
+    error: str | None = None
+    api_tokens: int = 0
+
+
+class _TermCache:
+    """Stemmed term sets of entries, computed once per path (a computation cache; every read is still a
+    real counted read through the mount)."""
+
+    def __init__(self) -> None:
+        self.sets: dict[str, set[str]] = {}
+
+    def get(self, path: str, text: str) -> set[str]:
+        s = self.sets.get(path)
+        if s is None:
+            s = self.sets[path] = stem_set(text)
+        return s
+
+
+def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
+    """Lexical score of each line of one page: Σ over query terms of (3 if in the name/label, 1 if in the
+    rest) × the term's rarity on this page (log(1 + lines / lines holding it)), plus up to 1 for a range
+    label ``first … last`` whose span holds query terms in name order. Uses nothing but the page."""
+    n = len(lines)
+    qs = [stem(t) for t in qterms]
+    label_sets = [stem_set(ln.label) | {stem(t) for t in terms(os.path.basename(ln.path.rstrip("/")))}
+                  for ln in lines]
+    rest_sets = [stem_set(ln.rest) for ln in lines]
+    df = {t: sum(1 for a, b in zip(label_sets, rest_sets) if t in a or t in b) for t in qs}
+    out = []
+    for k, ln in enumerate(lines):
+        s = 0.0
+        for t in qs:
+            w = math.log(1 + n / (1 + df[t]))
+            if t in label_sets[k]:
+                s += 3 * w
+            elif t in rest_sets[k]:
+                s += w
+        m = _RANGE.match(ln.label)
+        if m and qterms:
+            lo, hi = m.group(1).lower(), m.group(2).lower()
+            inside = [t for t in qterms if lo <= t <= hi + "\uffff"]
+            s += len(inside) / len(qterms)
+        out.append(s)
+    return out
+
+
+_ENTRIES = re.compile(r"(\d[\d,]*) entr(?:y|ies)\b")
+
+
+def line_entries(line: TocLine) -> int | None:
+    """The entry count a section or range line states (``317 entries``), else None."""
+    m = _ENTRIES.search(line.rest)
+    return int(m.group(1).replace(",", "")) if m else None
+
+
+def rank_lines(qterms: list[str], lines: list[TocLine]) -> list[tuple[float, TocLine]]:
+    """The lines of one page worth following, best first: every line that matches (score > 0), then the
+    non-matching sections, largest first (with nothing to go on, the biggest section is the likeliest
+    place). Empty sections and non-matching entries are never worth a read."""
+    scores = score_lines(qterms, lines)
+    keep = []
+    for k, (s, ln) in enumerate(zip(scores, lines)):
+        n = line_entries(ln)
+        if n == 0 or (s <= 0 and not ln.is_toc):
+            continue
+        keep.append((-s, 0 if ln.is_toc else 1, -(n or 0), k, s, ln))
+    keep.sort(key=lambda x: x[:4])
+    return [(x[4], x[5]) for x in keep]
+
+
+class TocNavigator:
+    """Depth-first walk over TOC pages by lexical match, backtracking (see the module docstring).
+
+    On each page the lines are ranked by :func:`rank_lines`; the walk follows the best, and when a branch
+    is exhausted returns to the next line of the page above. ``max_reads``: budget per lookup (TOC pages
+    + entries)."""
+
+    name = "toc"
+
+    def __init__(self, max_reads: int = 16) -> None:
+        self.max_reads = max_reads
+        self.terms = _TermCache()
+
+    def run(self, query: str, lookup: Lookup) -> Outcome:
+        """Navigate from ``INDEX.md`` for ``query``; reads are recorded in ``lookup``."""
+        qterms = query_terms(query)
+        trace: list[dict] = []
+        best: tuple[float, str] | None = None
+        seen = {INDEX_NAME}
+        root = lookup.read(INDEX_NAME)
+        stack: list[list[tuple[float, TocLine]]] = []
+        if root is not None:
+            stack.append(self._expand(qterms, root, INDEX_NAME, seen, trace))
+        while stack and len(lookup.reads) < self.max_reads:
+            if not stack[-1]:
+                stack.pop()
+                continue
+            _s, line = stack[-1].pop(0)
+            if line.path in seen:
+                continue
+            seen.add(line.path)
+            text = lookup.read(line.path)
+            if text is None:
+                continue
+            if line.is_toc:
+                stack.append(self._expand(qterms, text, line.path, seen, trace))
+                continue
+            share = entry_share(qterms, self.terms.get(line.path, text))
+            trace.append({"entry": line.path, "share": round(share, 2)})
+            if best is None or share > best[0]:
+                best = (share, line.path)
+            if share >= CONFIRM_SHARE:
+                return Outcome(line.path, [line.path], trace=trace)
+        return Outcome(best[1] if best else None, [best[1]] if best else [], trace=trace)
+
+    def _expand(self, qterms: list[str], text: str, path: str, seen: set[str], trace: list[dict]):
+        lines = [ln for ln in parse_toc(text, path) if ln.path not in seen]
+        ranked = rank_lines(qterms, lines)
+        trace.append({"page": path, "top": [[round(s, 2), ln.raw[:200]] for s, ln in ranked[:3]]})
+        return ranked
+
+
+class FindNavigator:
+    """``.find/<query>/`` through the mount (``libraryfs find`` when the query cannot be a path
+    component), then confirming reads down the ranked list (at most ``max_entry_reads``)."""
+
+    name = "find"
+
+    def __init__(self, libdir: str, max_entry_reads: int = 5) -> None:
+        self.libdir = libdir
+        self.max_entry_reads = max_entry_reads
+        self.terms = _TermCache()
+
+    def ranked(self, query: str, lookup: Lookup) -> list[str]:
+        """The finder's ranked result paths (library-relative); the listing is charged as one read."""
+        root = lookup.root
+        term = query.strip()
+        if term and "/" not in term and "\0" not in term and len(os.fsencode(term)) <= 255 and term not in (".", ".."):
+            d = os.path.join(root, ".find", term)
+            try:
+                names = sorted(os.listdir(d))
+            except OSError:
+                names = []
+            out = []
+            for n in names:
+                target = os.readlink(os.path.join(d, n))
+                out.append(os.path.normpath(os.path.join(".find", term, target)).lstrip("./"))
+            lookup.charge(f".find/{term}/", "\n".join(names))
+            return [p for p in out if p]
+        from .corpora import run_cli
+
+        listing = run_cli("find", self.libdir, term, "--limit", "50") if term else ""
+        lookup.charge("libraryfs find", listing)
+        prefix = os.path.realpath(root)
+        paths = []
+        for ln in listing.splitlines():
+            p = ln.strip()
+            if p.startswith(prefix + "/"):
+                p = p[len(prefix) + 1:]
+            paths.append(p.lstrip("/"))
+        return [p for p in paths if p]
+
+    def run(self, query: str, lookup: Lookup) -> Outcome:
+        """Rank with the finder, then read down the list until an entry is confirmed."""
+        ranked = self.ranked(query, lookup)
+        qterms = query_terms(query)
+        best: tuple[float, str] | None = None
+        for p in ranked[: self.max_entry_reads]:
+            text = lookup.read(p)
+            if text is None:
+                continue
+            share = entry_share(qterms, self.terms.get(p, text))
+            if best is None or share > best[0]:
+                best = (share, p)
+            if share >= CONFIRM_SHARE:
+                return Outcome(p, ranked)
+        return Outcome(best[1] if best else (ranked[0] if ranked else None), ranked)
+
+
+def hits_at(ranked: list[str], targets: list[str], k: int) -> bool:
+    """Whether a target is among the first ``k`` ranked paths."""
+    return any(is_hit(p, targets) for p in ranked[:k])

@@ -1,0 +1,151 @@
+"""Reading a mounted library the way an agent does, and counting what each lookup costs.
+
+A :class:`Lookup` reads files through the mount (plain ``open``; every call is a real read) and records
+each read: its library-relative path, whether it was a TOC page (``INDEX.md`` or ``.index/NNNN.md``) or
+an entry, and its size in o200k_base tokens (libraryfs's token counter, the unit of the Library Theorem).
+TOC pages are parsed by this module's own Markdown-link reader, not by libraryfs's renderer code.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+try:
+    from libraryfs.tokens import count_tokens
+except ImportError:  # the reorganised layout (issue 12)
+    from libraryfs.index.tokens import count_tokens  # type: ignore
+
+INDEX_NAME = "INDEX.md"
+#: ``- [label](target) rest``: a TOC line; ``\\]`` inside the label is an escaped bracket
+_LINK_LINE = re.compile(r"^\s*[-*]\s+\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)(.*)$")
+
+
+@dataclass
+class TocLine:
+    """One link line of a TOC page: ``label`` (unescaped), ``path`` (library-relative, resolved against
+    the page), ``rest`` (the text after the link: summary and facts), ``is_toc`` (the link is a TOC page)."""
+
+    label: str
+    path: str
+    rest: str
+    is_toc: bool
+    raw: str
+
+
+def is_toc_path(rel: str) -> bool:
+    """Whether a library-relative path names a TOC page."""
+    base = posixpath.basename(rel)
+    return base == INDEX_NAME or posixpath.basename(posixpath.dirname(rel)) == ".index"
+
+
+def parse_toc(text: str, page_rel: str) -> list[TocLine]:
+    """Link lines of a TOC page at ``page_rel``; targets percent-decoded and resolved to library-relative
+    paths (a link to a directory means its INDEX.md). Links leaving the library are dropped."""
+    base = posixpath.dirname(page_rel)
+    out = []
+    for raw in text.splitlines():
+        m = _LINK_LINE.match(raw)
+        if not m:
+            continue
+        label = re.sub(r"\\(.)", r"\1", m.group(1))
+        target = urllib.parse.unquote(m.group(2))
+        if "://" in target or target.startswith("/"):
+            continue
+        path = posixpath.normpath(posixpath.join(base, target))
+        if path.startswith(".."):
+            continue
+        if target.endswith("/"):
+            path = posixpath.join(path, INDEX_NAME)
+        out.append(TocLine(label, path, m.group(3).strip(), is_toc_path(path), raw))
+    return out
+
+
+@dataclass
+class Read:
+    """One read of a lookup."""
+
+    path: str
+    kind: str  # "toc" | "entry" | "listing"
+    tokens: int
+
+
+@dataclass
+class Lookup:
+    """The reads of one lookup through the mount at ``root``; token counts cached per path."""
+
+    root: str
+    token_cache: dict[str, int]
+    reads: list[Read] = field(default_factory=list)
+
+    def read(self, rel: str) -> str | None:
+        """Read ``rel`` through the mount (counted); None if it does not exist or is not a file."""
+        try:
+            with open(os.path.join(self.root, rel), "rb") as f:
+                data = f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            return None
+        text = data.decode("utf-8", "replace")
+        n = self.token_cache.get(rel)
+        if n is None or is_toc_path(rel):  # TOC pages may change between runs: always counted afresh
+            n = count_tokens(text)
+            self.token_cache[rel] = n
+        self.reads.append(Read(rel, "toc" if is_toc_path(rel) else "entry", n))
+        return text
+
+    def charge(self, what: str, text: str, kind: str = "listing") -> None:
+        """Count a non-file read (a directory listing such as ``.find/<term>/``)."""
+        self.reads.append(Read(what, kind, count_tokens(text)))
+
+    @property
+    def tokens(self) -> int:
+        """Tokens read so far."""
+        return sum(r.tokens for r in self.reads)
+
+
+def is_hit(path: str | None, targets: list[str]) -> bool:
+    """Whether ``path`` answers a query: equal to a target, or below a target that ends with ``/``."""
+    if not path:
+        return False
+    path = path.strip("/")
+    for t in targets:
+        if t.endswith("/"):
+            if (path + "/").startswith(t):
+                return True
+        elif path == t:
+            return True
+    return False
+
+
+def list_entries(root: str) -> list[str]:
+    """Library-relative paths of every entry (regular file) under ``root``: no TOC pages, nothing hidden
+    (``.index/``, ``.find/``, ``.libraryfs/``, dotfiles), sorted."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+        rel_d = os.path.relpath(d, root)
+        for fn in sorted(files):
+            if fn.startswith(".") or fn == INDEX_NAME:
+                continue
+            rel = fn if rel_d == "." else f"{rel_d}/{fn}"
+            if os.path.isfile(os.path.join(root, rel)) and not os.path.islink(os.path.join(root, rel)):
+                out.append(rel.replace(os.sep, "/"))
+    return out
+
+
+def list_toc_pages(root: str) -> list[str]:
+    """Library-relative paths of every TOC page (each directory's INDEX.md and its ``.index/`` pages)."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        rel_d = os.path.relpath(d, root)
+        rel_d = "" if rel_d == "." else rel_d.replace(os.sep, "/")
+        if INDEX_NAME in files:
+            out.append(posixpath.join(rel_d, INDEX_NAME))
+        if ".index" in dirs:
+            for fn in sorted(os.listdir(os.path.join(d, ".index"))):
+                out.append(posixpath.join(rel_d, ".index", fn))
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+    return out
