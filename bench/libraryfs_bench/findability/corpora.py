@@ -58,10 +58,11 @@ def libraryfs_cli() -> list[str]:
     return [found]
 
 
-def run_cli(*args: str, timeout_s: float = 1800) -> str:
-    """Run ``libraryfs ARGS``; return stdout. Raises ``RuntimeError`` with the CLI's stderr on failure."""
+def run_cli(*args: str, timeout_s: float = 1800, ok_codes: tuple[int, ...] = (0,)) -> str:
+    """Run ``libraryfs ARGS``; return stdout. Raises ``RuntimeError`` with the CLI's stderr when the exit
+    code is not in ``ok_codes``."""
     p = subprocess.run(libraryfs_cli() + list(args), capture_output=True, text=True, timeout=timeout_s)
-    if p.returncode != 0:
+    if p.returncode not in ok_codes:
         raise RuntimeError(f"libraryfs {' '.join(args)} exited {p.returncode}: {p.stderr.strip()[-500:]}")
     return p.stdout
 

@@ -66,7 +66,8 @@ class _TermCache:
 def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
     """Lexical score of each line of one page: Σ over query terms of (3 if in the name/label, 1 if in the
     rest) × the term's rarity on this page (log(1 + lines / lines holding it)), plus up to 1 for a range
-    label ``first … last`` whose span holds query terms in name order. Uses nothing but the page."""
+    label ``first … last`` whose span holds query terms in name order, plus 0.5 for a section whose name
+    is a prefix of a query term (a key-ordered split such as ``s/``). Uses nothing but the page."""
     n = len(lines)
     qs = [stem(t) for t in qterms]
     label_sets = [stem_set(ln.label) | {stem(t) for t in terms(os.path.basename(ln.path.rstrip("/")))}
@@ -87,6 +88,9 @@ def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
             lo, hi = m.group(1).lower(), m.group(2).lower()
             inside = [t for t in qterms if lo <= t <= hi + "\uffff"]
             s += len(inside) / len(qterms)
+        key = ln.label.rstrip("/").lower()
+        if ln.is_toc and not m and key and any(t.startswith(key) and t != key for t in qterms):
+            s += 0.5  # a section named like a key prefix ("s/" for "sabbatarian") holds those keys
         out.append(s)
     return out
 
@@ -196,7 +200,8 @@ class FindNavigator:
             return [p for p in out if p]
         from .corpora import run_cli
 
-        listing = run_cli("find", self.libdir, term, "--limit", "50") if term else ""
+        # exit status 1 is "no match" (documented by `libraryfs find`)
+        listing = run_cli("find", self.libdir, term, "--limit", "50", ok_codes=(0, 1)) if term else ""
         lookup.charge("libraryfs find", listing)
         prefix = os.path.realpath(root)
         paths = []
