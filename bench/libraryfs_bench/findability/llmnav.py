@@ -44,7 +44,8 @@ SYSTEM = (
     "path. Read as little as you can.")
 TEXT_RULES = (" Reply with exactly one line: 'READ <path>' to read a TOC page or an entry, or "
               "'ANSWER <path>' when you have found it.")
-_TEXT_ACTION = re.compile(r"\b(READ|ANSWER)\s*:?\s+`?([^\s`]+)`?", re.I)
+#: the first line that starts with the keyword, as instructed (upper case: "the answer is …" is no action)
+_TEXT_ACTION = re.compile(r"^\s*(READ|ANSWER)\b:?\s+`?([^\s`]+)`?", re.M)
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float):

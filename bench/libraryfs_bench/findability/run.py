@@ -55,15 +55,17 @@ def corpus_facts(lib: corpora.Library) -> tuple[dict, dict[str, bytes]]:
             texts[rel] = f.read()
     tokens = {rel: count_tokens(data) for rel, data in texts.items()}
     pages = list_toc_pages(lib.mountpoint)
-    fan = []
+    fan, page_tokens = [], []
     for p in pages:
         with open(os.path.join(lib.mountpoint, p), encoding="utf-8", errors="replace") as f:
-            fan.append(len(parse_toc(f.read(), p)))
+            text = f.read()
+        fan.append(len(parse_toc(text, p)))
+        page_tokens.append(count_tokens(text))
     n = len(entries)
     b = max(2.0, sum(fan) / len(fan)) if fan else 2.0
     k = math.ceil(math.log(max(n, 2)) / math.log(b)) + 2
     facts = {"entries": n, "flat_tokens": sum(tokens.values()), "toc_pages": len(pages),
-             "toc_page_tokens_mean": None, "b": round(b, 2), "k": k,
+             "toc_page_tokens_mean": round(sum(page_tokens) / len(page_tokens), 1) if page_tokens else None, "b": round(b, 2), "k": k,
              "fanout_median": statistics.median(fan) if fan else 0, **lib.facts}
     facts["_entry_tokens"] = tokens
     return facts, texts
@@ -132,6 +134,7 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
             for q in live:
                 lk = Lookup(lib.mountpoint, entry_tokens.copy())
                 records.append(_record(q, nav_name, nav.run(q["query"], lk), lk, facts))
+            facts.setdefault("seconds", {})[nav_name] = round(time.perf_counter() - t0, 2)
             log(f"  {nav_name}: {len(live)} lookups in {time.perf_counter() - t0:.1f} s")
         flat: list[tuple[str, Any]] = []
         if "grep" in opts.navigators:
@@ -146,6 +149,7 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
             finally:
                 if hasattr(nav, "close"):
                     nav.close()
+            facts.setdefault("seconds", {})[nav_name] = round(time.perf_counter() - t0, 2)
             log(f"  {nav_name}: {len(live)} lookups in {time.perf_counter() - t0:.1f} s")
         if "llm" in opts.navigators:
             records += _run_llm(live, lib, entry_tokens, facts, opts, log)
@@ -170,6 +174,7 @@ def _run_llm(live: list[dict], lib: corpora.Library, entry_tokens: dict, facts: 
     for q in qs:
         lk = Lookup(lib.mountpoint, entry_tokens.copy())
         out.append(_record(q, "llm", nav.run(q["query"], q["kind"], lk), lk, facts))
+    facts.setdefault("seconds", {})["llm"] = round(time.perf_counter() - t0, 2)
     log(f"  llm: {len(qs)} lookups in {time.perf_counter() - t0:.1f} s")
     return out
 
