@@ -179,6 +179,23 @@ def _run_llm(live: list[dict], lib: corpora.Library, entry_tokens: dict, facts: 
     return out
 
 
+def code_under_test() -> dict:
+    """Which libraryfs was measured: the package directory, its git commit, and whether the checkout had edits
+    outside bench/, tests/ and docs/."""
+    import subprocess
+
+    import libraryfs
+
+    where = os.path.dirname(os.path.abspath(libraryfs.__file__))
+    out = {"package": where}
+    head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:
+        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", ":/", ":(top,exclude)bench",
+                                ":(top,exclude)tests", ":(top,exclude)docs"], capture_output=True, text=True)
+        out.update(commit=head.stdout.strip(), dirty=bool(dirty.stdout.strip()))
+    return out
+
+
 def run(opts: Options, log=print) -> dict:
     """Run every corpus of ``opts``; write results; return the summary document."""
     os.makedirs(opts.out_dir, exist_ok=True)
@@ -195,7 +212,7 @@ def run(opts: Options, log=print) -> dict:
         records += recs
     rows = report.summarise(records, facts)
     doc = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": opts.quick, "split": opts.split,
-           "navigators": opts.navigators, "corpora": facts, "unavailable": unavailable, "rows": rows}
+           "navigators": opts.navigators, "libraryfs": code_under_test(), "corpora": facts, "unavailable": unavailable, "rows": rows}
     with open(os.path.join(opts.out_dir, "summary.json"), "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.join(opts.out_dir, "lookups.jsonl"), "w") as f:
