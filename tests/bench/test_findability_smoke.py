@@ -2,7 +2,7 @@
 
 Real parts only: the corpus is built with the real CLI (init, mount with its indexer, ingest), every
 navigator reads through the real FUSE mount, and the LLM navigator talks to a real OpenAI-compatible HTTP
-server on loopback (``tests/llm_server.py``) whose scripted "model" reads only the conversation it is sent:
+server on loopback (``tests/helpers/llm_server.py``) whose scripted "model" reads only the conversation it is sent:
 it reads INDEX.md, follows the link line sharing most words with the request, and answers the entry it
 reached. The flat baselines must find every known-name target (each name occurs in exactly one note).
 """
@@ -17,30 +17,25 @@ from pathlib import Path
 
 import pytest
 
-TESTS = Path(__file__).resolve().parents[1]
-REPO = TESTS.parent
-for p in (str(TESTS), str(REPO / "bench")):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import fuse_available, unavailable  # noqa: E402
-from llm_server import LLMServer, Raw  # noqa: E402
+from helpers.llm_server import LLMServer, Raw  # noqa: E402
 
 NOTES = {
     "garden/tomatoes.md": "# Tomatoes\n\nStake the tomato plants in May; water at the roots, never the leaves. "
-                          "Blight shows as brown spots: remove the leaves at once.\n",
+    "Blight shows as brown spots: remove the leaves at once.\n",
     "garden/compost.md": "# Compost\n\nLayer green kitchen scraps with brown dry leaves; turn the heap every "
-                         "two weeks so it stays warm and smells of earth, not ammonia.\n",
+    "two weeks so it stays warm and smells of earth, not ammonia.\n",
     "garden/pruning.md": "# Pruning\n\nCut roses back in late winter above an outward-facing bud.\n",
     "kitchen/sourdough.md": "# Sourdough\n\nFeed the starter flour and water daily; bake when it doubles in "
-                            "four hours. Autolyse the dough thirty minutes before adding salt.\n",
+    "four hours. Autolyse the dough thirty minutes before adding salt.\n",
     "kitchen/stock.md": "# Stock\n\nSimmer roasted bones with onion, carrot and celery for six hours; skim "
-                        "the scum, strain, and chill so the fat sets on top.\n",
+    "the scum, strain, and chill so the fat sets on top.\n",
     "kitchen/pickles.md": "# Pickles\n\nBrine cucumbers in five percent salt water with dill and garlic.\n",
     "bikes/chain.md": "# Chain\n\nClean the drivetrain with degreaser, then oil each roller and wipe the "
-                      "outside dry. Replace the chain at 0.5% stretch.\n",
+    "outside dry. Replace the chain at 0.5% stretch.\n",
     "bikes/tubeless.md": "# Tubeless\n\nSeat the bead with a burst of air, add sealant through the valve, "
-                         "spin the wheel so it coats the tyre.\n",
+    "spin the wheel so it coats the tyre.\n",
     "bikes/brakes.md": "# Brakes\n\nBleed hydraulic brakes with mineral oil when the lever feels spongy.\n",
 }
 QUERIES = [  # (kind, query, target)
@@ -55,10 +50,18 @@ NAVIGATORS = ("toc", "find", "grep", "bm25", "llm")
 
 
 def _completion(req, message: dict) -> Raw:
-    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": len(req.body) // 4, "completion_tokens": 8,
-                      "total_tokens": len(req.body) // 4 + 8}}
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": len(req.body) // 4,
+            "completion_tokens": 8,
+            "total_tokens": len(req.body) // 4 + 8,
+        },
+    }
     return Raw(json.dumps(body).encode())
 
 
@@ -70,9 +73,20 @@ def scripted_model(req) -> Raw:
 
     def call(name: str, path: str) -> Raw:
         n = len(tool_results)
-        return _completion(req, {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"call_{n}", "type": "function",
-             "function": {"name": name, "arguments": json.dumps({"path": path})}}]})
+        return _completion(
+            req,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{n}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps({"path": path})},
+                    }
+                ],
+            },
+        )
 
     if not tool_results:
         return call("read_toc", "INDEX.md")
@@ -109,12 +123,21 @@ def test_findability_smoke(tmp_path: Path) -> None:
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
         (src / rel).write_text(text)
     qfile = tmp_path / "queries.jsonl"
-    qfile.write_text("".join(json.dumps(make_query("notes", k, q, [t], "test")) + "\n" for k, q, t in QUERIES))
+    qfile.write_text(
+        "".join(json.dumps(make_query("notes", k, q, [t], "test")) + "\n" for k, q, t in QUERIES)
+    )
     out = tmp_path / "out"
     with LLMServer(default=scripted_model) as srv:
-        doc = run(Options(corpora=["notes"], out_dir=str(out), custom={"notes": (str(src), str(qfile))},
-                          llm={"base_url": srv.base_url, "model": "scripted", "protocol": "tools",
-                               "timeout_s": 30.0}, plots=True), log=lambda s: None)
+        doc = run(
+            Options(
+                corpora=["notes"],
+                out_dir=str(out),
+                custom={"notes": (str(src), str(qfile))},
+                llm={"base_url": srv.base_url, "model": "scripted", "protocol": "tools", "timeout_s": 30.0},
+                plots=True,
+            ),
+            log=lambda s: None,
+        )
         reqs = srv.chat_requests()
     saved = json.loads((out / "summary.json").read_text())
     assert saved["rows"] == doc["rows"]
@@ -143,5 +166,8 @@ def test_findability_smoke(tmp_path: Path) -> None:
     assert answered and all(r["answer"].removeprefix("notes/") in NOTES for r in answered), answered
     assert sum(r["hit"] for r in llm) >= 1, [(r["query"], r["answer"], r["trace"]) for r in llm]
     assert all(r["api_tokens"] > 0 for r in llm)
-    assert reqs and all(r.json["temperature"] == 0 and {t["function"]["name"] for t in r.json["tools"]}
-                        == {"read_toc", "read_entry", "answer"} for r in reqs)
+    assert reqs and all(
+        r.json["temperature"] == 0
+        and {t["function"]["name"] for t in r.json["tools"]} == {"read_toc", "read_entry", "answer"}
+        for r in reqs
+    )

@@ -22,35 +22,98 @@ def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
 
 
 @click.command("find")
-@click.option("--corpus", "corpus_list", default=DEFAULT_CORPORA, show_default=True,
-              help="Corpora to build (python, gcide, code, click, or a --custom name), comma-separated.")
-@click.option("--custom", multiple=True, metavar="NAME=DIR,QUERIES.jsonl",
-              help="A corpus of your own: DIR ingested into section NAME, queries from the JSONL file.")
-@click.option("--quick", type=click.IntRange(0), default=0, help="Only this many queries per kind × split (CI smoke).")
-@click.option("--split", type=click.Choice(["all", "dev", "heldout"]), default="all", show_default=True,
-              help="Queries to run: tune on dev only; report all (held-out rows are reported separately).")
+@click.option(
+    "--corpus",
+    "corpus_list",
+    default=DEFAULT_CORPORA,
+    show_default=True,
+    help="Corpora to build (python, gcide, code, click, or a --custom name), comma-separated.",
+)
+@click.option(
+    "--custom",
+    multiple=True,
+    metavar="NAME=DIR,QUERIES.jsonl",
+    help="A corpus of your own: DIR ingested into section NAME, queries from the JSONL file.",
+)
+@click.option(
+    "--quick", type=click.IntRange(0), default=0, help="Only this many queries per kind × split (CI smoke)."
+)
+@click.option(
+    "--split",
+    type=click.Choice(["all", "dev", "heldout"]),
+    default="all",
+    show_default=True,
+    help="Queries to run: tune on dev only; report all (held-out rows are reported separately).",
+)
 @click.option("--navigators", default=NAVIGATORS, show_default=True, help="Which navigators to run.")
-@click.option("--out", "out_dir", default="bench/results/findability", show_default=True,
-              type=click.Path(file_okay=False), help="Output directory (summary.json, lookups.jsonl, PNGs).")
-@click.option("--base-url", envvar="LIBRARYFS_BENCH_BASE_URL", help="OpenAI-compatible endpoint of the LLM navigator.")
+@click.option(
+    "--out",
+    "out_dir",
+    default="bench/results/findability",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Output directory (summary.json, lookups.jsonl, PNGs).",
+)
+@click.option(
+    "--base-url", envvar="LIBRARYFS_BENCH_BASE_URL", help="OpenAI-compatible endpoint of the LLM navigator."
+)
 @click.option("--model", envvar="LIBRARYFS_BENCH_MODEL", help="Model name for the LLM navigator.")
-@click.option("--api-key", envvar="LIBRARYFS_BENCH_API_KEY", default=None, help="API key (if the endpoint needs one).")
-@click.option("--local-model", is_flag=True,
-              help="Serve libraryfs's real local model (SmolLM2-135M via llama-cpp-python) for the LLM navigator "
-                   "for the run; implies --llm-protocol text unless given.")
-@click.option("--llm-protocol", type=click.Choice(["tools", "text"]), default=None,
-              help="Function calling, or one-line READ/ANSWER replies for servers without it "
-                   "[default: tools; text with --local-model].")
-@click.option("--llm-timeout-s", type=click.FloatRange(1), default=120.0, show_default=True,
-              help="Per-request timeout of the LLM navigator (seconds).")
-@click.option("--llm-limit", type=click.IntRange(0), default=0,
-              help="LLM navigator: only this many queries per kind × split (it is slow on a CPU).")
-@click.option("--toc-max-reads", type=click.IntRange(1), default=16, show_default=True,
-              help="Read budget of the TOC navigator per lookup.")
+@click.option(
+    "--api-key", envvar="LIBRARYFS_BENCH_API_KEY", default=None, help="API key (if the endpoint needs one)."
+)
+@click.option(
+    "--local-model",
+    is_flag=True,
+    help="Serve libraryfs's real local model (SmolLM2-135M via llama-cpp-python) for the LLM navigator "
+    "for the run; implies --llm-protocol text unless given.",
+)
+@click.option(
+    "--llm-protocol",
+    type=click.Choice(["tools", "text"]),
+    default=None,
+    help="Function calling, or one-line READ/ANSWER replies for servers without it "
+    "[default: tools; text with --local-model].",
+)
+@click.option(
+    "--llm-timeout-s",
+    type=click.FloatRange(1),
+    default=120.0,
+    show_default=True,
+    help="Per-request timeout of the LLM navigator (seconds).",
+)
+@click.option(
+    "--llm-limit",
+    type=click.IntRange(0),
+    default=0,
+    help="LLM navigator: only this many queries per kind × split (it is slow on a CPU).",
+)
+@click.option(
+    "--toc-max-reads",
+    type=click.IntRange(1),
+    default=16,
+    show_default=True,
+    help="Read budget of the TOC navigator per lookup.",
+)
 @click.option("--keep-dir", type=click.Path(file_okay=False), help="Build the libraries here and keep them.")
 @click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
-def find_command(corpus_list, custom, quick, split, navigators, out_dir, base_url, model, api_key, local_model,
-                 llm_protocol, llm_timeout_s, llm_limit, toc_max_reads, keep_dir, no_plots) -> None:
+def find_command(
+    corpus_list,
+    custom,
+    quick,
+    split,
+    navigators,
+    out_dir,
+    base_url,
+    model,
+    api_key,
+    local_model,
+    llm_protocol,
+    llm_timeout_s,
+    llm_limit,
+    toc_max_reads,
+    keep_dir,
+    no_plots,
+) -> None:
     """Findability: can an agent find the right entry from the TOCs, the finder, an LLM, or flat search?"""
     from .run import Options, run
 
@@ -61,15 +124,36 @@ def find_command(corpus_list, custom, quick, split, navigators, out_dir, base_ur
     if "llm" in navs and bool(base_url) != bool(model):
         raise click.BadParameter("give both --base-url and --model (or neither)", param_hint="--base-url")
     if local_model and base_url:
-        raise click.BadParameter("--local-model serves its own endpoint: drop --base-url", param_hint="--local-model")
+        raise click.BadParameter(
+            "--local-model serves its own endpoint: drop --base-url", param_hint="--local-model"
+        )
     protocol = llm_protocol or ("text" if local_model else "tools")
 
     def go(url: str | None, name: str | None) -> None:
-        llm = {"base_url": url, "model": name, "api_key": api_key, "protocol": protocol,
-               "timeout_s": llm_timeout_s} if url else None
-        opts = Options(corpora=[c.strip() for c in corpus_list.split(",") if c.strip()], out_dir=out_dir,
-                       quick=quick, split=split, navigators=navs, llm=llm, llm_limit=llm_limit,
-                       toc_max_reads=toc_max_reads, custom=_custom(custom), keep_dir=keep_dir, plots=not no_plots)
+        llm = (
+            {
+                "base_url": url,
+                "model": name,
+                "api_key": api_key,
+                "protocol": protocol,
+                "timeout_s": llm_timeout_s,
+            }
+            if url
+            else None
+        )
+        opts = Options(
+            corpora=[c.strip() for c in corpus_list.split(",") if c.strip()],
+            out_dir=out_dir,
+            quick=quick,
+            split=split,
+            navigators=navs,
+            llm=llm,
+            llm_limit=llm_limit,
+            toc_max_reads=toc_max_reads,
+            custom=_custom(custom),
+            keep_dir=keep_dir,
+            plots=not no_plots,
+        )
         run(opts, log=lambda s: click.echo(s))
 
     if not local_model:

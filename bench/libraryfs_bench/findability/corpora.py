@@ -80,10 +80,9 @@ def python_docs_dir() -> str:
 def gcide_entries(words: int = GCIDE_WORDS, seed: int = GCIDE_SEED) -> list[tuple[str, str]]:
     """``(headword, definition)`` of the sample (libraryfs's own dict-gcide reader, as ``demo`` uses it).
     Raises :class:`CorpusUnavailable` if dict-gcide is not installed."""
-    try:
-        from libraryfs.corpus import gcide_available, gcide_entries as entries
-    except ImportError:  # the reorganised layout (issue 12)
-        from libraryfs.daemon.corpus import gcide_available, gcide_entries as entries  # type: ignore
+    from libraryfs.daemon.corpus import gcide_available
+    from libraryfs.daemon.corpus import gcide_entries as entries
+
     if not gcide_available():
         raise CorpusUnavailable("dict-gcide is not installed (apt-get install dict-gcide)")
     return entries(words, seed=seed)
@@ -113,8 +112,10 @@ def click_repo() -> str:
 
 
 #: code corpora: name -> (repository locator, pinned commit, name under code/)
-CODE_CORPORA = {"code": (lambda: repo_root(), CODE_COMMIT, CODE_NAME),
-                "click": (lambda: click_repo(), CLICK_COMMIT, CLICK_NAME)}
+CODE_CORPORA = {
+    "code": (lambda: repo_root(), CODE_COMMIT, CODE_NAME),
+    "click": (lambda: click_repo(), CLICK_COMMIT, CLICK_NAME),
+}
 
 
 def repo_root() -> str:
@@ -193,8 +194,9 @@ def _fill(kind: str, libdir: str, work: str, source: str | None) -> dict:
 
 
 @contextlib.contextmanager
-def built_library(kind: str, *, source: str | None = None, toc_max_tokens: int = 2000,
-                  keep_dir: str | None = None) -> Iterator[Library]:
+def built_library(
+    kind: str, *, source: str | None = None, toc_max_tokens: int = 2000, keep_dir: str | None = None
+) -> Iterator[Library]:
     """Build corpus ``kind`` into a new library, mount it, wait for the indexer, yield, unmount.
 
     ``source``: the directory of a custom corpus. ``keep_dir``: build there (kept) instead of a temporary
@@ -213,8 +215,12 @@ def built_library(kind: str, *, source: str | None = None, toc_max_tokens: int =
         facts = _fill(kind, libdir, work, source)
         t1 = time.perf_counter()
         st = wait_idle(libdir)
-        facts.update(fill_s=round(t1 - t0, 2), index_s=round(time.perf_counter() - t1, 2),
-                     toc_max_tokens=toc_max_tokens, builder=((st.get("indexer") or {}).get("builder") or {}))
+        facts.update(
+            fill_s=round(t1 - t0, 2),
+            index_s=round(time.perf_counter() - t1, 2),
+            toc_max_tokens=toc_max_tokens,
+            builder=((st.get("indexer") or {}).get("builder") or {}),
+        )
         yield Library(kind, libdir, mnt, facts)
     finally:
         if mounted:

@@ -26,8 +26,10 @@ def failures(path: str, n: int, navigator: str = "toc") -> list[dict]:
 
 def render(r: dict, targets: dict[str, list[str]] | None = None, max_pages: int = 4) -> str:
     """One failure as Markdown: query, target, answer, and the top lines of the first pages read."""
-    lines = [f"- **{r['corpus']} / {r['kind']}** `{r['query']}` → target "
-             f"`{', '.join((targets or {}).get(r['id'], ['?']))}`; answered `{r['answer']}` after {r['reads']} reads"]
+    lines = [
+        f"- **{r['corpus']} / {r['kind']}** `{r['query']}` → target "
+        f"`{', '.join((targets or {}).get(r['id'], ['?']))}`; answered `{r['answer']}` after {r['reads']} reads"
+    ]
     for t in r.get("trace", [])[:max_pages]:
         if "page" in t:
             lines.append(f"  - read `{t['page']}`; best lines:")

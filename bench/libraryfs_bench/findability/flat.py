@@ -41,8 +41,9 @@ class GrepBaseline:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _grep(self, *args: str) -> list[str]:
-        p = subprocess.run(["grep", "-r", *args, "."], cwd=self.dir, capture_output=True, text=True,
-                           errors="replace")
+        p = subprocess.run(
+            ["grep", "-r", *args, "."], cwd=self.dir, capture_output=True, text=True, errors="replace"
+        )
         if p.returncode > 1:
             raise RuntimeError(f"grep failed: {p.stderr.strip()}")
         return [ln[2:] if ln.startswith("./") else ln for ln in p.stdout.splitlines()]

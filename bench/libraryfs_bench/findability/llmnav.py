@@ -25,15 +25,42 @@ from .navigators import Outcome
 from .reader import INDEX_NAME, Lookup, is_toc_path
 
 TOOLS = [
-    {"type": "function", "function": {
-        "name": "read_toc", "description": "Read a table-of-contents page (INDEX.md or .index/NNNN.md).",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "read_entry", "description": "Read an entry (a document) of the library.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "answer", "description": "Give the path of the entry that answers the request; ends the task.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "read_toc",
+            "description": "Read a table-of-contents page (INDEX.md or .index/NNNN.md).",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "read_entry",
+            "description": "Read an entry (a document) of the library.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "answer",
+            "description": "Give the path of the entry that answers the request; ends the task.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
 ]
 
 SYSTEM = (
@@ -41,9 +68,12 @@ SYSTEM = (
     "per entry or section, '- [name](link) — summary (size)'. A large directory's INDEX.md links to further "
     "TOC pages under .index/. Links are relative to the page that holds them. Start at INDEX.md, follow the "
     "lines that match the request, read an entry if you need to check it, then answer with the entry's "
-    "path. Read as little as you can.")
-TEXT_RULES = (" Reply with exactly one line: 'READ <path>' to read a TOC page or an entry, or "
-              "'ANSWER <path>' when you have found it.")
+    "path. Read as little as you can."
+)
+TEXT_RULES = (
+    " Reply with exactly one line: 'READ <path>' to read a TOC page or an entry, or "
+    "'ANSWER <path>' when you have found it."
+)
 #: the first line that starts with the keyword, as instructed (upper case: "the answer is …" is no action)
 _TEXT_ACTION = re.compile(r"^\s*(READ|ANSWER)\b:?\s+`?([^\s`]+)`?", re.M)
 
@@ -67,8 +97,9 @@ class LLMNavigator:
 
     name = "llm"
 
-    def __init__(self, client: Any, model: str, *, protocol: str = "tools", max_turns: int = 12,
-                 max_tokens: int = 128) -> None:
+    def __init__(
+        self, client: Any, model: str, *, protocol: str = "tools", max_turns: int = 12, max_tokens: int = 128
+    ) -> None:
         if protocol not in ("tools", "text"):
             raise ValueError("protocol must be 'tools' or 'text'")
         self.client, self.model, self.protocol = client, model, protocol
@@ -104,13 +135,16 @@ class LLMNavigator:
     def run(self, query: str, kind: str, lookup: Lookup) -> Outcome:
         """One lookup. API errors end it (recorded in ``error``)."""
         sys_text = SYSTEM + (TEXT_RULES if self.protocol == "text" else "")
-        messages: list[dict[str, Any]] = [{"role": "system", "content": sys_text},
-                                          {"role": "user", "content": user_message(query, kind)}]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": sys_text},
+            {"role": "user", "content": user_message(query, kind)},
+        ]
         state = {"here": ""}
         out = Outcome(None)
         for _turn in range(self.max_turns):
-            kwargs: dict[str, Any] = dict(model=self.model, messages=messages, temperature=0,
-                                          max_tokens=self.max_tokens)
+            kwargs: dict[str, Any] = dict(
+                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
+            )
             if self.protocol == "tools":
                 kwargs["tools"] = TOOLS
             try:
@@ -121,8 +155,11 @@ class LLMNavigator:
             if resp.usage:
                 out.api_tokens += resp.usage.total_tokens or 0
             msg = resp.choices[0].message
-            done = self._text_step(msg, messages, lookup, state, out) if self.protocol == "text" else \
-                self._tools_step(msg, messages, lookup, state, out)
+            done = (
+                self._text_step(msg, messages, lookup, state, out)
+                if self.protocol == "text"
+                else self._tools_step(msg, messages, lookup, state, out)
+            )
             if done:
                 break
         return out
@@ -131,10 +168,20 @@ class LLMNavigator:
         if not msg.tool_calls:
             out.trace.append({"text": (msg.content or "")[:200]})
             return True
-        messages.append({"role": "assistant", "content": msg.content or "", "tool_calls": [
-            {"id": tc.id, "type": "function", "function": {"name": tc.function.name,
-                                                           "arguments": tc.function.arguments}}
-            for tc in msg.tool_calls]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": msg.content or "",
+                "tool_calls": [
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                    }
+                    for tc in msg.tool_calls
+                ],
+            }
+        )
         done = False
         for tc in msg.tool_calls:
             try:

@@ -70,10 +70,11 @@ def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
     is a prefix of a query term (a key-ordered split such as ``s/``). Uses nothing but the page."""
     n = len(lines)
     qs = [stem(t) for t in qterms]
-    label_sets = [stem_set(ln.label) | {stem(t) for t in terms(os.path.basename(ln.path.rstrip("/")))}
-                  for ln in lines]
+    label_sets = [
+        stem_set(ln.label) | {stem(t) for t in terms(os.path.basename(ln.path.rstrip("/")))} for ln in lines
+    ]
     rest_sets = [stem_set(ln.rest) for ln in lines]
-    df = {t: sum(1 for a, b in zip(label_sets, rest_sets) if t in a or t in b) for t in qs}
+    df = {t: sum(1 for a, b in zip(label_sets, rest_sets, strict=False) if t in a or t in b) for t in qs}
     out = []
     for k, ln in enumerate(lines):
         s = 0.0
@@ -110,7 +111,7 @@ def rank_lines(qterms: list[str], lines: list[TocLine]) -> list[tuple[float, Toc
     place). Empty sections and non-matching entries are never worth a read."""
     scores = score_lines(qterms, lines)
     keep = []
-    for k, (s, ln) in enumerate(zip(scores, lines)):
+    for k, (s, ln) in enumerate(zip(scores, lines, strict=False)):
         n = line_entries(ln)
         if n == 0 or (s <= 0 and not ln.is_toc):
             continue
@@ -186,7 +187,13 @@ class FindNavigator:
         """The finder's ranked result paths (library-relative); the listing is charged as one read."""
         root = lookup.root
         term = query.strip()
-        if term and "/" not in term and "\0" not in term and len(os.fsencode(term)) <= 255 and term not in (".", ".."):
+        if (
+            term
+            and "/" not in term
+            and "\0" not in term
+            and len(os.fsencode(term)) <= 255
+            and term not in (".", "..")
+        ):
             d = os.path.join(root, ".find", term)
             try:
                 names = sorted(os.listdir(d))
@@ -208,7 +215,7 @@ class FindNavigator:
         for ln in listing.splitlines():
             p = ln.strip()
             if p.startswith(prefix + "/"):
-                p = p[len(prefix) + 1:]
+                p = p[len(prefix) + 1 :]
             paths.append(p.lstrip("/"))
         return [p for p in paths if p]
 

@@ -99,8 +99,11 @@ def stdlib_synopses(modules: list[str], lib_dir: str | None = None) -> dict[str,
 
 def _is_extension(mod: str, lib_dir: str) -> bool:
     dyn = os.path.join(lib_dir, "lib-dynload")
-    return "." not in mod and os.path.isdir(dyn) and any(
-        n.startswith(mod + ".") and n.endswith(".so") for n in os.listdir(dyn))
+    return (
+        "." not in mod
+        and os.path.isdir(dyn)
+        and any(n.startswith(mod + ".") and n.endswith(".so") for n in os.listdir(dyn))
+    )
 
 
 _POS = (("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r"))
@@ -166,12 +169,12 @@ def python_symbols(root: str) -> list[PySymbol]:
             except (SyntaxError, ValueError):
                 continue
             for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     out.append(PySymbol(node.name, "function", rel))
                 elif isinstance(node, ast.ClassDef):
                     out.append(PySymbol(node.name, "class", rel))
                     for sub in node.body:
-                        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        if isinstance(sub, ast.FunctionDef | ast.AsyncFunctionDef):
                             out.append(PySymbol(f"{node.name}.{sub.name}", "method", rel))
     return out
 
@@ -179,8 +182,12 @@ def python_symbols(root: str) -> list[PySymbol]:
 def commit_subjects(repo: str, until: str) -> list[tuple[str, str, list[str]]]:
     """``(sha, subject, touched paths)`` of every non-merge commit reachable from ``until`` (oldest
     first). Raises ``subprocess.CalledProcessError`` if ``repo`` is not a git repository."""
-    log = subprocess.run(["git", "-C", repo, "log", "--no-merges", "--reverse", "--format=%x00%H%x01%s",
-                          "--name-only", until], check=True, capture_output=True, text=True).stdout
+    log = subprocess.run(
+        ["git", "-C", repo, "log", "--no-merges", "--reverse", "--format=%x00%H%x01%s", "--name-only", until],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     out = []
     for block in log.split("\0")[1:]:
         head, _, rest = block.partition("\n")

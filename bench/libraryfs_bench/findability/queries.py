@@ -37,8 +37,15 @@ def make_query(corpus: str, kind: str, query: str, targets: list[str], source: s
     """One query record; the id is a digest of (corpus, kind, query) so it is stable across runs."""
     digest = hashlib.sha1(f"{corpus}\0{kind}\0{query}".encode()).hexdigest()[:10]
     qid = f"{corpus}-{kind}-{digest}"
-    return {"id": qid, "corpus": corpus, "kind": kind, "query": query, "targets": sorted(targets),
-            "source": source, "split": split_of(qid)}
+    return {
+        "id": qid,
+        "corpus": corpus,
+        "kind": kind,
+        "query": query,
+        "targets": sorted(targets),
+        "source": source,
+        "split": split_of(qid),
+    }
 
 
 def _sample(rows: list, n: int, rng: random.Random) -> list:
@@ -62,15 +69,24 @@ def _content_words(text: str) -> int:
     return sum(1 for w in re.findall(r"[a-z]+", text.lower()) if w not in STOPWORDS and len(w) > 2)
 
 
-NAME_ROLES = {"py:function": 60, "py:method": 60, "py:class": 40, "py:module": 30, "py:exception": 20,
-              "py:data": 20, "py:attribute": 20, "c:function": 30}
+NAME_ROLES = {
+    "py:function": 60,
+    "py:method": 60,
+    "py:class": 40,
+    "py:module": 30,
+    "py:exception": 20,
+    "py:data": 20,
+    "py:attribute": 20,
+    "c:function": 30,
+}
 
 
 def python_queries() -> list[dict]:
     """Known names from ``objects.inv``; topics from stdlib module docstrings' first sentences (module name removed)."""
     src = corpora.python_docs_dir()
-    have = {os.path.relpath(os.path.join(d, f), src).replace(os.sep, "/")
-            for d, _, fs in os.walk(src) for f in fs}
+    have = {
+        os.path.relpath(os.path.join(d, f), src).replace(os.sep, "/") for d, _, fs in os.walk(src) for f in fs
+    }
     inv = sphinx_inventory()
     rng = random.Random(SEED)
     by_role: dict[str, dict[str, str]] = defaultdict(dict)
@@ -81,8 +97,15 @@ def python_queries() -> list[dict]:
     out = []
     for role, n in NAME_ROLES.items():
         for name in _sample(sorted(by_role[role]), n, rng):
-            out.append(make_query("python", "name", name, [f"{corpora.PYTHON_SECTION}/{by_role[role][name]}"],
-                                  f"objects.inv {role}"))
+            out.append(
+                make_query(
+                    "python",
+                    "name",
+                    name,
+                    [f"{corpora.PYTHON_SECTION}/{by_role[role][name]}"],
+                    f"objects.inv {role}",
+                )
+            )
     modules = {name: rel for name, rel in by_role["py:module"].items() if rel.startswith("library/")}
     syn = stdlib_synopses(sorted(modules))
     topics = []
@@ -90,8 +113,15 @@ def python_queries() -> list[dict]:
         banned = set(re.split(r"[._]", mod.lower())) | {mod.lower()}
         q = _strip_words(line, banned | {stem(b) for b in banned})
         if _content_words(q) >= 3 and len(q) <= 200:
-            topics.append(make_query("python", "topic", q, [f"{corpora.PYTHON_SECTION}/{modules[mod]}"],
-                                     "stdlib module docstring, first sentence"))
+            topics.append(
+                make_query(
+                    "python",
+                    "topic",
+                    q,
+                    [f"{corpora.PYTHON_SECTION}/{modules[mod]}"],
+                    "stdlib module docstring, first sentence",
+                )
+            )
     return out + _sample(topics, 250, rng)
 
 
@@ -100,8 +130,10 @@ def gcide_queries() -> list[dict]:
     entries = corpora.gcide_entries()
     rng = random.Random(SEED)
     words = sorted(w for w, _ in entries)
-    out = [make_query("gcide", "name", w, [corpora.gcide_path(w)], "dict-gcide headword")
-           for w in _sample(words, 250, rng)]
+    out = [
+        make_query("gcide", "name", w, [corpora.gcide_path(w)], "dict-gcide headword")
+        for w in _sample(words, 250, rng)
+    ]
     glosses = wordnet_glosses({w.lower() for w in words})
     topics = []
     for w in words:
@@ -111,16 +143,25 @@ def gcide_queries() -> list[dict]:
         pos, gloss = got
         low = w.lower()
         banned = {low, stem(low), low[: max(4, len(low) - 3)]}
-        q = " ".join(t for t in gloss.split() if not re.sub(r"[^a-z]", "", t.lower()).startswith(
-            tuple(b for b in banned if len(b) >= 4)) and re.sub(r"[^a-z]", "", t.lower()) != low)
+        q = " ".join(
+            t
+            for t in gloss.split()
+            if not re.sub(r"[^a-z]", "", t.lower()).startswith(tuple(b for b in banned if len(b) >= 4))
+            and re.sub(r"[^a-z]", "", t.lower()) != low
+        )
         if _content_words(q) >= 2:
-            topics.append(make_query("gcide", "topic", q, [corpora.gcide_path(w)], f"WordNet 3.0 gloss ({pos})"))
+            topics.append(
+                make_query("gcide", "topic", q, [corpora.gcide_path(w)], f"WordNet 3.0 gloss ({pos})")
+            )
     return out + _sample(topics, 250, rng)
 
 
 _ISSUE_REF = re.compile(r"\s*\((?:#|fixes #|closes #)\d+\)|\s*\b(?:fix(?:es)?|closes?)\s+#\d+", re.I)
-_CHORE = re.compile(r"^(?:release|bump|merge|update changelog|changelog|version|prepare|start version|"
-                    r"update requirements|pre-commit|\[pre-commit)", re.I)
+_CHORE = re.compile(
+    r"^(?:release|bump|merge|update changelog|changelog|version|prepare|start version|"
+    r"update requirements|pre-commit|\[pre-commit)",
+    re.I,
+)
 
 
 def code_queries(corpus: str = "code", *, topic_prefix: str = "", max_topics: int = 250) -> list[dict]:
@@ -135,18 +176,30 @@ def code_queries(corpus: str = "code", *, topic_prefix: str = "", max_topics: in
     with tempfile.TemporaryDirectory() as tmp:
         corpora.export_commit(repo, commit, tmp)
         syms = python_symbols(tmp)
-        files = {os.path.relpath(os.path.join(d, f), tmp).replace(os.sep, "/")
-                 for d, ds, fs in os.walk(tmp) for f in fs if f.endswith(".py")}
+        files = {
+            os.path.relpath(os.path.join(d, f), tmp).replace(os.sep, "/")
+            for d, ds, fs in os.walk(tmp)
+            for f in fs
+            if f.endswith(".py")
+        }
     count: dict[str, int] = defaultdict(int)
     for s in syms:
         count[s.qualname] += 1
-    names = [s for s in syms if count[s.qualname] == 1 and not s.path.startswith(("tests/", "docs/", "examples/"))
-             and len(s.qualname.rsplit(".", 1)[-1]) >= 4 and not s.qualname.rsplit(".", 1)[-1].startswith("__")]
+    names = [
+        s
+        for s in syms
+        if count[s.qualname] == 1
+        and not s.path.startswith(("tests/", "docs/", "examples/"))
+        and len(s.qualname.rsplit(".", 1)[-1]) >= 4
+        and not s.qualname.rsplit(".", 1)[-1].startswith("__")
+    ]
     out = []
     for kind, n in (("function", 110), ("class", 50), ("method", 110)):
         pool = sorted((s for s in names if s.kind == kind), key=lambda s: (s.path, s.qualname))
         for s in _sample(pool, n, rng):
-            out.append(make_query(corpus, "name", s.qualname, [f"{base}/{s.path}/"], f"ast {kind} at {commit[:7]}"))
+            out.append(
+                make_query(corpus, "name", s.qualname, [f"{base}/{s.path}/"], f"ast {kind} at {commit[:7]}")
+            )
     topics = []
     for sha, subject, touched in commit_subjects(repo, commit):
         py = sorted(p for p in touched if p in files and p.startswith(topic_prefix))
@@ -154,13 +207,20 @@ def code_queries(corpus: str = "code", *, topic_prefix: str = "", max_topics: in
             continue
         for clause in (_ISSUE_REF.sub("", c).strip(" .") for c in subject.split(";")):
             if _content_words(clause) >= 2:
-                topics.append(make_query(corpus, "topic", clause, [f"{base}/{p}/" for p in py],
-                                         f"commit subject {sha[:7]}"))
+                topics.append(
+                    make_query(
+                        corpus, "topic", clause, [f"{base}/{p}/" for p in py], f"commit subject {sha[:7]}"
+                    )
+                )
     return out + _sample(topics, max_topics, rng)
 
 
-BUILDERS = {"python": python_queries, "gcide": gcide_queries, "code": code_queries,
-            "click": lambda: code_queries("click", topic_prefix="src/click/")}
+BUILDERS = {
+    "python": python_queries,
+    "gcide": gcide_queries,
+    "code": code_queries,
+    "click": lambda: code_queries("click", topic_prefix="src/click/"),
+}
 
 
 def query_file(corpus: str) -> str:
@@ -198,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         kinds: dict[tuple[str, str], int] = defaultdict(int)
         for q in qs:
             kinds[(q["kind"], q["split"])] += 1
-        print(f"{name}: {len(seen)} queries " + ", ".join(f"{k}/{s} {n}" for (k, s), n in sorted(kinds.items())))
+        print(
+            f"{name}: {len(seen)} queries " + ", ".join(f"{k}/{s} {n}" for (k, s), n in sorted(kinds.items()))
+        )
     return 0
 
 

@@ -14,10 +14,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
-try:
-    from libraryfs.tokens import count_tokens
-except ImportError:  # the reorganised layout (issue 12)
-    from libraryfs.index.tokens import count_tokens  # type: ignore
+from libraryfs.index.tokens import count_tokens
 
 INDEX_NAME = "INDEX.md"
 #: ``- [label](target) rest``: a TOC line; ``\\]`` inside the label is an escaped bracket

@@ -38,11 +38,19 @@ def summarise(records: list[dict], facts: dict[str, dict]) -> list[dict]:
     for (corpus, kind, split, nav), rs in sorted(groups.items()):
         f = facts[corpus]
         n = len(rs)
-        row = {"corpus": corpus, "kind": kind, "split": split, "navigator": nav, "n": n,
-               "k": f["k"], "found": _mean([float(r["hit"]) for r in rs]),
-               "found_ci": wilson(sum(r["hit"] for r in rs), n),
-               "mean_reads": _mean([r["reads"] for r in rs]), "mean_tokens": _mean([r["tokens"] for r in rs]),
-               "errors": sum(1 for r in rs if r.get("error"))}
+        row = {
+            "corpus": corpus,
+            "kind": kind,
+            "split": split,
+            "navigator": nav,
+            "n": n,
+            "k": f["k"],
+            "found": _mean([float(r["hit"]) for r in rs]),
+            "found_ci": wilson(sum(r["hit"] for r in rs), n),
+            "mean_reads": _mean([r["reads"] for r in rs]),
+            "mean_tokens": _mean([r["tokens"] for r in rs]),
+            "errors": sum(1 for r in rs if r.get("error")),
+        }
         row["flat_ratio"] = round(row["mean_tokens"] / f["flat_tokens"], 6) if f["flat_tokens"] else None
         if nav in WALKERS:
             for k in sorted({f["k"], f["k"] + 2, 2 * f["k"]}):
@@ -77,15 +85,21 @@ def table(rows: list[dict], facts: dict[str, dict]) -> str:
     out = []
     for corpus in sorted({r["corpus"] for r in rows}):
         f = facts[corpus]
-        out.append(f"\n{corpus}: N = {f['entries']:,} entries, flat cost {f['flat_tokens']:,} tokens, "
-                   f"{f['toc_pages']} TOC pages, fan-out b = {f['b']:.1f}, k = ⌈log_b N⌉ + 2 = {f['k']}")
-        out.append(f"  {'kind':6} {'split':8} {'navigator':9} {'n':>4} {'found':>7} {'succ@k':>7} "
-                   f"{'hit@1':>7} {'hit@5':>7} {'reads':>7} {'tokens':>10} {'÷flat':>9}")
+        out.append(
+            f"\n{corpus}: N = {f['entries']:,} entries, flat cost {f['flat_tokens']:,} tokens, "
+            f"{f['toc_pages']} TOC pages, fan-out b = {f['b']:.1f}, k = ⌈log_b N⌉ + 2 = {f['k']}"
+        )
+        out.append(
+            f"  {'kind':6} {'split':8} {'navigator':9} {'n':>4} {'found':>7} {'succ@k':>7} "
+            f"{'hit@1':>7} {'hit@5':>7} {'reads':>7} {'tokens':>10} {'÷flat':>9}"
+        )
         for r in (r for r in rows if r["corpus"] == corpus):
-            out.append(f"  {r['kind']:6} {r['split']:8} {r['navigator']:9} {r['n']:>4} {_fmt(r['found'], True):>7} "
-                       f"{_fmt(r.get('success_at_k'), True):>7} {_fmt(r.get('hit1'), True):>7} "
-                       f"{_fmt(r.get('hit5'), True):>7} {_fmt(r['mean_reads']):>7} {_fmt(r['mean_tokens']):>10} "
-                       f"{_ratio(r['flat_ratio']):>9}")
+            out.append(
+                f"  {r['kind']:6} {r['split']:8} {r['navigator']:9} {r['n']:>4} {_fmt(r['found'], True):>7} "
+                f"{_fmt(r.get('success_at_k'), True):>7} {_fmt(r.get('hit1'), True):>7} "
+                f"{_fmt(r.get('hit5'), True):>7} {_fmt(r['mean_reads']):>7} {_fmt(r['mean_tokens']):>10} "
+                f"{_ratio(r['flat_ratio']):>9}"
+            )
     return "\n".join(out)
 
 
@@ -103,8 +117,10 @@ def plots(rows: list[dict], out_dir: str, split: str = "heldout") -> list[str]:
     cells = sorted({(r["corpus"], r["kind"]) for r in sel})
     navs = sorted({r["navigator"] for r in sel})
     paths = []
-    for metric, fname, ylab, log in (("success_at_k", "success.png", "found within k reads (walkers) / found (flat)", False),
-                                     ("mean_tokens", "tokens.png", "mean tokens per lookup (o200k)", True)):
+    for metric, fname, ylab, log in (
+        ("success_at_k", "success.png", "found within k reads (walkers) / found (flat)", False),
+        ("mean_tokens", "tokens.png", "mean tokens per lookup (o200k)", True),
+    ):
         fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(cells)), 4))
         w = 0.8 / max(1, len(navs))
         for j, nav in enumerate(navs):

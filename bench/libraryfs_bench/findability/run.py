@@ -16,16 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from libraryfs.index.tokens import count_tokens
+
 from . import corpora, report
 from .flat import BM25Baseline, GrepBaseline
 from .navigators import FindNavigator, TocNavigator, hits_at
 from .queries import load_queries, query_file
 from .reader import Lookup, is_hit, list_entries, list_toc_pages, parse_toc
-
-try:
-    from libraryfs.tokens import count_tokens
-except ImportError:  # the reorganised layout (issue 12)
-    from libraryfs.index.tokens import count_tokens  # type: ignore
 
 
 @dataclass
@@ -64,9 +61,16 @@ def corpus_facts(lib: corpora.Library) -> tuple[dict, dict[str, bytes]]:
     n = len(entries)
     b = max(2.0, sum(fan) / len(fan)) if fan else 2.0
     k = math.ceil(math.log(max(n, 2)) / math.log(b)) + 2
-    facts = {"entries": n, "flat_tokens": sum(tokens.values()), "toc_pages": len(pages),
-             "toc_page_tokens_mean": round(sum(page_tokens) / len(page_tokens), 1) if page_tokens else None, "b": round(b, 2), "k": k,
-             "fanout_median": statistics.median(fan) if fan else 0, **lib.facts}
+    facts = {
+        "entries": n,
+        "flat_tokens": sum(tokens.values()),
+        "toc_pages": len(pages),
+        "toc_page_tokens_mean": round(sum(page_tokens) / len(page_tokens), 1) if page_tokens else None,
+        "b": round(b, 2),
+        "k": k,
+        "fanout_median": statistics.median(fan) if fan else 0,
+        **lib.facts,
+    }
     facts["_entry_tokens"] = tokens
     return facts, texts
 
@@ -83,16 +87,30 @@ def select(queries: list[dict], quick: int, seed: int = 7) -> list[dict]:
 
 
 def _record(q: dict, nav: str, outcome: Any, lookup: Lookup | None, facts: dict) -> dict:
-    r = {"id": q["id"], "corpus": q["corpus"], "kind": q["kind"], "split": q["split"], "navigator": nav,
-         "query": q["query"], "answer": outcome.answer, "hit": is_hit(outcome.answer, q["targets"])}
+    r = {
+        "id": q["id"],
+        "corpus": q["corpus"],
+        "kind": q["kind"],
+        "split": q["split"],
+        "navigator": nav,
+        "query": q["query"],
+        "answer": outcome.answer,
+        "hit": is_hit(outcome.answer, q["targets"]),
+    }
     if lookup is None:  # flat: everything was read
         r.update(reads=facts["entries"], tokens=facts["flat_tokens"])
     else:
-        r.update(reads=len(lookup.reads), tokens=lookup.tokens,
-                 toc_reads=sum(1 for x in lookup.reads if x.kind == "toc"))
+        r.update(
+            reads=len(lookup.reads),
+            tokens=lookup.tokens,
+            toc_reads=sum(1 for x in lookup.reads if x.kind == "toc"),
+        )
     if nav in report.RANKERS:
-        r.update(hit1=hits_at(outcome.ranked, q["targets"], 1), hit5=hits_at(outcome.ranked, q["targets"], 5),
-                 ranked=outcome.ranked[:5])
+        r.update(
+            hit1=hits_at(outcome.ranked, q["targets"], 1),
+            hit5=hits_at(outcome.ranked, q["targets"], 5),
+            ranked=outcome.ranked[:5],
+        )
     if outcome.trace and nav in ("toc", "llm"):
         r["trace"] = outcome.trace
     if outcome.error:
@@ -113,14 +131,25 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
     with corpora.built_library(name, source=source, keep_dir=keep) as lib:
         facts, texts = corpus_facts(lib)
         entry_tokens = facts.pop("_entry_tokens")
-        log(f"{name}: built in {facts['fill_s'] + facts['index_s']:.1f} s; N = {facts['entries']}, "
-            f"flat {facts['flat_tokens']:,} tokens, {facts['toc_pages']} TOC pages, b = {facts['b']}, k = {facts['k']}")
+        log(
+            f"{name}: built in {facts['fill_s'] + facts['index_s']:.1f} s; N = {facts['entries']}, "
+            f"flat {facts['flat_tokens']:,} tokens, {facts['toc_pages']} TOC pages, b = {facts['b']}, k = {facts['k']}"
+        )
         entries = set(texts)
         records: list[dict] = []
         missing = [q for q in queries if not any(is_hit(e, q["targets"]) for e in entries)]
         for q in missing:
-            records.append({"id": q["id"], "corpus": name, "kind": q["kind"], "split": q["split"],
-                            "navigator": "*", "skipped": "no target entry in the library", "query": q["query"]})
+            records.append(
+                {
+                    "id": q["id"],
+                    "corpus": name,
+                    "kind": q["kind"],
+                    "split": q["split"],
+                    "navigator": "*",
+                    "skipped": "no target entry in the library",
+                    "query": q["query"],
+                }
+            )
         live = [q for q in queries if q not in missing]
         facts["queries"] = len(live)
         facts["queries_missing_target"] = len(missing)
@@ -156,8 +185,9 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
     return facts, records
 
 
-def _run_llm(live: list[dict], lib: corpora.Library, entry_tokens: dict, facts: dict, opts: Options,
-             log) -> list[dict]:
+def _run_llm(
+    live: list[dict], lib: corpora.Library, entry_tokens: dict, facts: dict, opts: Options, log
+) -> list[dict]:
     if not opts.llm:
         log("  llm: skipped (no --base-url/--model)")
         facts["llm"] = "skipped: no endpoint given"
@@ -165,8 +195,12 @@ def _run_llm(live: list[dict], lib: corpora.Library, entry_tokens: dict, facts: 
     from .llmnav import LLMNavigator, make_client
 
     cfg = opts.llm
-    nav = LLMNavigator(make_client(cfg["base_url"], cfg.get("api_key"), cfg.get("timeout_s", 120.0)),
-                       cfg["model"], protocol=cfg.get("protocol", "tools"), max_turns=cfg.get("max_turns", 12))
+    nav = LLMNavigator(
+        make_client(cfg["base_url"], cfg.get("api_key"), cfg.get("timeout_s", 120.0)),
+        cfg["model"],
+        protocol=cfg.get("protocol", "tools"),
+        max_turns=cfg.get("max_turns", 12),
+    )
     qs = select(live, opts.llm_limit) if opts.llm_limit else live
     facts["llm"] = {k: v for k, v in cfg.items() if k != "api_key"} | {"queries": len(qs)}
     out = []
@@ -190,8 +224,22 @@ def code_under_test() -> dict:
     out = {"package": where}
     head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0:
-        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", ":/", ":(top,exclude)bench",
-                                ":(top,exclude)tests", ":(top,exclude)docs"], capture_output=True, text=True)
+        dirty = subprocess.run(
+            [
+                "git",
+                "-C",
+                where,
+                "status",
+                "--porcelain",
+                "--",
+                ":/",
+                ":(top,exclude)bench",
+                ":(top,exclude)tests",
+                ":(top,exclude)docs",
+            ],
+            capture_output=True,
+            text=True,
+        )
         out.update(commit=head.stdout.strip(), dirty=bool(dirty.stdout.strip()))
     return out
 
@@ -211,8 +259,16 @@ def run(opts: Options, log=print) -> dict:
             continue
         records += recs
     rows = report.summarise(records, facts)
-    doc = {"created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "quick": opts.quick, "split": opts.split,
-           "navigators": opts.navigators, "libraryfs": code_under_test(), "corpora": facts, "unavailable": unavailable, "rows": rows}
+    doc = {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "quick": opts.quick,
+        "split": opts.split,
+        "navigators": opts.navigators,
+        "libraryfs": code_under_test(),
+        "corpora": facts,
+        "unavailable": unavailable,
+        "rows": rows,
+    }
     with open(os.path.join(opts.out_dir, "summary.json"), "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.join(opts.out_dir, "lookups.jsonl"), "w") as f:

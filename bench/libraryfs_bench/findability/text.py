@@ -13,14 +13,16 @@ import re
 _TERM = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
 _PART = re.compile(r"[a-z0-9]+")
 #: English function words (no domain words: "python", "module", "file" stay terms)
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also an and any are as at be because been before being below between
 both but by can could did do does doing down during each either else etc for from further had has have
 having he her here hers him his how i if in into is it its itself just may me might more most must my no
 nor not now of off on once only or other our out over own per same shall she should so some such than that
 the their them then there these they this those through to too under until up upon us very via was we were
 what when where which while who whom why will with within without would yet you your one two used use using
-""".split())
+""".split()
+)
 
 
 def terms(text: str, keep_stopwords: bool = False) -> list[str]:
