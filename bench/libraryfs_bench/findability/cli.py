@@ -169,5 +169,11 @@ def find_command(
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point. SIGTERM unwinds like Ctrl-C, so the libraries built so far are unmounted."""
+    import signal
+
+    def _stop(*_a) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
     find_command(prog_name="python -m libraryfs_bench.findability")

@@ -30,6 +30,9 @@ def render(r: dict, targets: dict[str, list[str]] | None = None, max_pages: int 
         f"- **{r['corpus']} / {r['kind']}** `{r['query']}` → target "
         f"`{', '.join((targets or {}).get(r['id'], ['?']))}`; answered `{r['answer']}` after {r['reads']} reads"
     ]
+    for where in r.get("target_lines") or []:
+        if where:
+            lines.append(f"  - the target's line, on `{where[0]}`: `{where[1][:200]}`")
     for t in r.get("trace", [])[:max_pages]:
         if "page" in t:
             lines.append(f"  - read `{t['page']}`; best lines:")

@@ -53,11 +53,16 @@ def corpus_facts(lib: corpora.Library) -> tuple[dict, dict[str, bytes]]:
     tokens = {rel: count_tokens(data) for rel, data in texts.items()}
     pages = list_toc_pages(lib.mountpoint)
     fan, page_tokens = [], []
+    line_of: dict[str, list[str]] = {}  # linked path -> [TOC page, the line]: shown with a failed walk
     for p in pages:
         with open(os.path.join(lib.mountpoint, p), encoding="utf-8", errors="replace") as f:
             text = f.read()
-        fan.append(len(parse_toc(text, p)))
+        lines = parse_toc(text, p)
+        fan.append(len(lines))
         page_tokens.append(count_tokens(text))
+        for ln in lines:
+            if not ln.label.startswith("↑"):
+                line_of.setdefault(ln.path, [p, ln.raw[:300]])
     n = len(entries)
     b = max(2.0, sum(fan) / len(fan)) if fan else 2.0
     k = math.ceil(math.log(max(n, 2)) / math.log(b)) + 2
@@ -72,6 +77,7 @@ def corpus_facts(lib: corpora.Library) -> tuple[dict, dict[str, bytes]]:
         **lib.facts,
     }
     facts["_entry_tokens"] = tokens
+    facts["_line_of"] = line_of
     return facts, texts
 
 
@@ -131,6 +137,7 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
     with corpora.built_library(name, source=source, keep_dir=keep) as lib:
         facts, texts = corpus_facts(lib)
         entry_tokens = facts.pop("_entry_tokens")
+        line_of = facts.pop("_line_of")
         log(
             f"{name}: built in {facts['fill_s'] + facts['index_s']:.1f} s; N = {facts['entries']}, "
             f"flat {facts['flat_tokens']:,} tokens, {facts['toc_pages']} TOC pages, b = {facts['b']}, k = {facts['k']}"
@@ -163,6 +170,11 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
             for q in live:
                 lk = Lookup(lib.mountpoint, entry_tokens.copy())
                 records.append(_record(q, nav_name, nav.run(q["query"], lk), lk, facts))
+                if nav_name == "toc" and not records[-1]["hit"]:
+                    records[-1]["target_lines"] = [
+                        line_of.get(t.rstrip("/") + "/INDEX.md" if t.endswith("/") else t)
+                        for t in q["targets"][:3]
+                    ]
             facts.setdefault("seconds", {})[nav_name] = round(time.perf_counter() - t0, 2)
             log(f"  {nav_name}: {len(live)} lookups in {time.perf_counter() - t0:.1f} s")
         flat: list[tuple[str, Any]] = []
