@@ -166,6 +166,10 @@ def test_findability_smoke(tmp_path: Path) -> None:
     assert answered and all(r["answer"].removeprefix("notes/") in NOTES for r in answered), answered
     assert sum(r["hit"] for r in llm) >= 1, [(r["query"], r["answer"], r["trace"]) for r in llm]
     assert all(r["api_tokens"] > 0 for r in llm)
+    resent = [m for r in reqs for m in r.messages if m["role"] == "assistant"]  # the history goes back whole
+    assert resent and all(
+        m["tool_calls"][0]["function"]["name"] in ("read_toc", "read_entry") for m in resent
+    )
     assert reqs and all(
         r.json["temperature"] == 0
         and {t["function"]["name"] for t in r.json["tools"]} == {"read_toc", "read_entry", "answer"}

@@ -21,46 +21,21 @@ import posixpath
 import re
 from typing import Any
 
+from ..theorem.llm_agent import make_client  # noqa: F401  (re-exported: the one client factory)
 from .navigators import Outcome
 from .reader import INDEX_NAME, Lookup, is_toc_path
 
+
+def _tool(name: str, description: str) -> dict:
+    """An OpenAI function-tool schema taking one string argument ``path``."""
+    params = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
+
+
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_toc",
-            "description": "Read a table-of-contents page (INDEX.md or .index/NNNN.md).",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "read_entry",
-            "description": "Read an entry (a document) of the library.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "answer",
-            "description": "Give the path of the entry that answers the request; ends the task.",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
+    _tool("read_toc", "Read a table-of-contents page (INDEX.md or .index/NNNN.md)."),
+    _tool("read_entry", "Read an entry (a document) of the library."),
+    _tool("answer", "Give the path of the entry that answers the request; ends the task."),
 ]
 
 SYSTEM = (
@@ -76,13 +51,6 @@ TEXT_RULES = (
 )
 #: the first line that starts with the keyword, as instructed (upper case: "the answer is …" is no action)
 _TEXT_ACTION = re.compile(r"^\s*(READ|ANSWER)\b:?\s+`?([^\s`]+)`?", re.M)
-
-
-def make_client(base_url: str, api_key: str | None, timeout_s: float):
-    """An ``openai.OpenAI`` client for ``base_url`` (its own retries off: every try is counted)."""
-    from openai import OpenAI
-
-    return OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=0)
 
 
 def user_message(query: str, kind: str) -> str:
@@ -168,20 +136,9 @@ class LLMNavigator:
         if not msg.tool_calls:
             out.trace.append({"text": (msg.content or "")[:200]})
             return True
-        messages.append(
-            {
-                "role": "assistant",
-                "content": msg.content or "",
-                "tool_calls": [
-                    {
-                        "id": tc.id,
-                        "type": "function",
-                        "function": {"name": tc.function.name, "arguments": tc.function.arguments},
-                    }
-                    for tc in msg.tool_calls
-                ],
-            }
-        )
+        echo = msg.model_dump(exclude_none=True)  # the assistant turn as sent back: role, content, tool_calls
+        echo["content"] = echo.get("content") or ""
+        messages.append(echo)
         done = False
         for tc in msg.tool_calls:
             try:
