@@ -143,3 +143,57 @@ def plots(rows: list[dict], out_dir: str, split: str = "heldout") -> list[str]:
         plt.close(fig)
         paths.append(p)
     return paths
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1f}"
+
+
+def markdown(doc: dict, split: str) -> str:
+    """A Markdown table of one split of a summary: per corpus × kind, the TOC walk (success within k,
+    found, reads, tokens, share of flat) and the rankers' hit@1 / hit@5."""
+    rows = [r for r in doc["rows"] if r["split"] == split]
+    by = {(r["corpus"], r["kind"], r["navigator"]): r for r in rows}
+    out = [
+        "| corpus | kind | n | k | toc: found ≤ k reads | toc: found | toc: reads | toc: tokens (÷ flat) "
+        "| llm: found ≤ k | find hit@1 / @5 | grep hit@1 / @5 | bm25 hit@1 / @5 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for corpus, kind in sorted({(r["corpus"], r["kind"]) for r in rows}):
+        toc = by.get((corpus, kind, "toc"), {})
+        llm = by.get((corpus, kind, "llm"))
+
+        def hits(nav: str, corpus: str = corpus, kind: str = kind) -> str:
+            r = by.get((corpus, kind, nav))
+            return "—" if r is None else f"{_pct(r['hit1'])} / {_pct(r['hit5'])}"
+
+        tokens = toc.get("mean_tokens")
+        out.append(
+            f"| {corpus} | {kind} | {toc.get('n', '—')} | {toc.get('k', '—')} | {_pct(toc.get('success_at_k'))} "
+            f"| {_pct(toc.get('found'))} | {_num(toc.get('mean_reads'))} | "
+            f"{'—' if tokens is None else f'{tokens:,.0f}'} ({_ratio(toc.get('flat_ratio'))}) "
+            f"| {'not run' if llm is None else _pct(llm.get('success_at_k'))} "
+            f"| {hits('find')} | {hits('grep')} | {hits('bm25')} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m libraryfs_bench.findability.report SUMMARY.json [SPLIT …]``: Markdown tables."""
+    import json
+    import sys
+
+    args = argv if argv is not None else sys.argv[1:]
+    with open(args[0]) as f:
+        doc = json.load(f)
+    for split in args[1:] or ["heldout", "dev"]:
+        print(f"\n{split}:\n\n{markdown(doc, split)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
