@@ -164,7 +164,7 @@ def find_command(
     except ImportError as e:
         raise click.ClickException(f"the local model is not available in this libraryfs ({e})") from None
     with running() as local:
-        url, name = local.endpoint()
+        url, name = local.endpoint
         go(url, name)
 
 
