@@ -127,8 +127,11 @@ def plot(summary: dict, path: str, title: str) -> bool:
         xs, ys = [], []
         for i, m in enumerate(metrics):
             s = summary[m]
-            if fs in s and base in s and s[base]["median_s"] and s[fs]["median_s"] is not None:
-                xs.append(i + (k - (len(series) - 1) / 2) * width)
+            x = i + (k - (len(series) - 1) / 2) * width
+            if fs in s and s[fs]["median_s"] is None:  # every repetition failed
+                ax.text(x, 1.0, "fails", rotation=90, fontsize=6, ha="center", va="bottom", color="red")
+            elif fs in s and base in s and s[base]["median_s"]:
+                xs.append(x)
                 ys.append(s[fs]["median_s"] / s[base]["median_s"])
         ax.bar(xs, ys, width, label=HEADS.get(fs, fs))
     ax.axhline(1.0, color="black", lw=0.8)
