@@ -41,8 +41,20 @@ from memfs import MemFS  # noqa: E402
 
 _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
-_STAT_KEYS = ("st_ino", "st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_blocks", "st_blksize",
-              "st_rdev", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
+_STAT_KEYS = (
+    "st_ino",
+    "st_mode",
+    "st_nlink",
+    "st_uid",
+    "st_gid",
+    "st_size",
+    "st_blocks",
+    "st_blksize",
+    "st_rdev",
+    "st_atime_ns",
+    "st_mtime_ns",
+    "st_ctime_ns",
+)
 
 
 def _errno(fn):
@@ -111,8 +123,10 @@ class Passthrough(mfusepy.Operations):
             return 0
         st = os.lstat(p) if None in times else None
         now = time.time_ns()
-        at, mt = ((now if t == "now" else (getattr(st, k) if t is None else t))
-                  for t, k in zip(times, ("st_atime_ns", "st_mtime_ns")))
+        at, mt = (
+            (now if t == "now" else (getattr(st, k) if t is None else t))
+            for t, k in zip(times, ("st_atime_ns", "st_mtime_ns"), strict=False)
+        )
         os.utime(p, ns=(at, mt), follow_symlinks=False)
         return 0
 
@@ -120,8 +134,20 @@ class Passthrough(mfusepy.Operations):
     @_errno
     def statfs(self, path):
         sv = os.statvfs(self.source)
-        return {k: getattr(sv, k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
-                                            "f_files", "f_ffree", "f_favail", "f_namemax")}
+        return {
+            k: getattr(sv, k)
+            for k in (
+                "f_bsize",
+                "f_frsize",
+                "f_blocks",
+                "f_bfree",
+                "f_bavail",
+                "f_files",
+                "f_ffree",
+                "f_favail",
+                "f_namemax",
+            )
+        }
 
     # -- xattrs ------------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
@@ -284,20 +310,25 @@ class PassthroughFUSE(mfusepy.FUSE):
         """libfuse3 utimens: ``(atime, mtime)`` in ns, ``"now"`` for UTIME_NOW, None for UTIME_OMIT."""
         times = None
         if buf:
+
             def conv(ts):
                 if ts.tv_nsec == _UTIME_NOW_NS:
                     return "now"
                 if ts.tv_nsec == _UTIME_OMIT_NS:
                     return None
                 return ts.tv_sec * 10**9 + ts.tv_nsec
+
             times = (conv(buf.contents.actime), conv(buf.contents.modtime))
-        return self.operations.utimens(None if path is None else path.decode(self.encoding, self.errors), times)
+        return self.operations.utimens(
+            None if path is None else path.decode(self.encoding, self.errors), times
+        )
 
     def truncate_fuse_3(self, path, length, fip) -> int:
         """libfuse3 truncate with the handle's descriptor (``ftruncate`` of a file unlinked while open)."""
         fh = fip.contents.fh if fip else None
-        return self.operations.truncate(None if path is None else path.decode(self.encoding, self.errors),
-                                        length, fh)
+        return self.operations.truncate(
+            None if path is None else path.decode(self.encoding, self.errors), length, fh
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,14 +336,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("source")
     ap.add_argument("mountpoint")
-    ap.add_argument("--timeouts", default="1,1,1", metavar="E,A,N",
-                    help="kernel cache timeouts in seconds: entry, attribute, negative lookup")
+    ap.add_argument(
+        "--timeouts",
+        default="1,1,1",
+        metavar="E,A,N",
+        help="kernel cache timeouts in seconds: entry, attribute, negative lookup",
+    )
     a = ap.parse_args(argv)
     timeouts = tuple(float(x) for x in a.timeouts.split(","))
     if len(timeouts) != 3:
         ap.error("--timeouts takes three numbers")
-    PassthroughFUSE(Passthrough(a.source, timeouts), a.mountpoint, raw_fi=True, foreground=True,  # type: ignore[arg-type]
-                    nothreads=True, fsname="passthrough", subtype="passthrough", default_permissions=True)
+    PassthroughFUSE(
+        Passthrough(a.source, timeouts),
+        a.mountpoint,
+        raw_fi=True,
+        foreground=True,  # type: ignore[arg-type]
+        nothreads=True,
+        fsname="passthrough",
+        subtype="passthrough",
+        default_permissions=True,
+    )
     return 0
 
 

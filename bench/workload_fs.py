@@ -36,6 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from fs_bench import _mounted as is_mounted  # noqa: E402  (listed in /proc/mounts and answers statvfs)
+
 TIMEOUTS = "1,1,1"  #: kernel entry/attribute/negative timeouts (s) of the Python filesystems
 
 FS_ALL = ("tmpfs", "bindfs", "bindfs-mt", "binding", "libraryfs-noidx", "libraryfs")
@@ -151,8 +152,11 @@ class Tmpfs(Filesystem):
     cold = "none"
 
     def start(self) -> None:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8g,mode=0755", "wl-tmpfs", self.mnt],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8g,mode=0755", "wl-tmpfs", self.mnt],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise FsError(f"tmpfs: cannot mount at {self.mnt}: {r.stderr.strip()}")
 
@@ -184,8 +188,14 @@ class ServerFs(Filesystem):
         env = dict(os.environ)
         env.pop("NOTIFY_SOCKET", None)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         env=env, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 60
         while not is_mounted(self.mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -197,8 +207,10 @@ class ServerFs(Filesystem):
         if self.proc is None:
             return
         for _ in range(2):
-            if not listed(self.mnt) or subprocess.run(["fusermount3", "-u", self.mnt],
-                                                      capture_output=True).returncode == 0:
+            if (
+                not listed(self.mnt)
+                or subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True).returncode == 0
+            ):
                 break
             time.sleep(0.5)
         try:
@@ -244,8 +256,14 @@ class Binding(ServerFs):
     """The bare mfusepy binding: ``bench/passthroughfs.py`` mirroring ``src``."""
 
     def command(self) -> list[str]:
-        return [sys.executable, os.path.join(HERE, "passthroughfs.py"), self.src, self.mnt,
-                "--timeouts", TIMEOUTS]
+        return [
+            sys.executable,
+            os.path.join(HERE, "passthroughfs.py"),
+            self.src,
+            self.mnt,
+            "--timeouts",
+            TIMEOUTS,
+        ]
 
     def describe(self) -> dict:
         return {**super().describe(), "command": " ".join(self.command())}
@@ -331,8 +349,11 @@ class Libraryfs(Filesystem):
         raise FsError(f"{self.name}: the indexer did not become idle within {timeout_s:.0f} s")
 
     def describe(self) -> dict:
-        return {**super().describe(), "command": "libraryfs " + " ".join(self.mount_args()),
-                "indexer": self.indexer}
+        return {
+            **super().describe(),
+            "command": "libraryfs " + " ".join(self.mount_args()),
+            "indexer": self.indexer,
+        }
 
     def teardown(self) -> None:
         super().teardown()

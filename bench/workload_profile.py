@@ -44,8 +44,19 @@ import workload_steps as ws  # noqa: E402
 import workloads  # noqa: E402
 
 HOOK_DIR = os.path.join(HERE, "profile_hook")
-CATEGORIES = ("reply", "libfuse", "binding", "adapter", "view", "schema", "store", "LMDB", "LMDB commit",
-              "LMDB sync", "hook")
+CATEGORIES = (
+    "reply",
+    "libfuse",
+    "binding",
+    "adapter",
+    "view",
+    "schema",
+    "store",
+    "LMDB",
+    "LMDB commit",
+    "LMDB sync",
+    "hook",
+)
 _LMDB_C = ("mdb.c", "midl.c", "cpython.c")  # liblmdb and py-lmdb's C module
 _CALLBACK = ("_CallPythonObject", "closure_fcn", "FUSE._wrapper")
 
@@ -56,8 +67,19 @@ class PySpy:
 
     def __init__(self, pid: int, out: str, rate: int, native: bool) -> None:
         exe = shutil.which("py-spy") or os.path.join(os.path.dirname(sys.executable), "py-spy")
-        cmd = [exe, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--threads",
-               "--output", out] + (["--native"] if native else [])
+        cmd = [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            str(rate),
+            "--format",
+            "raw",
+            "--threads",
+            "--output",
+            out,
+        ] + (["--native"] if native else [])
         self.out = out
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 30
@@ -111,7 +133,7 @@ def _callback_frames(frames: list[tuple[str, str]]) -> list[tuple[str, str]] | N
     """The frames of the Python callback a sample is in (after its ctypes entry), or None outside one."""
     for i in range(len(frames) - 1, -1, -1):
         if frames[i][0] in _CALLBACK:
-            return frames[i + 1:]
+            return frames[i + 1 :]
     return None
 
 
@@ -123,7 +145,7 @@ def classify(frames: list[tuple[str, str]]) -> str:
         if leaf in ("read", "__read", "__libc_read", "FUSE.__init__", "poll", "ppoll"):
             return "idle"
         return "reply" if leaf in ("writev", "__writev", "write") else "libfuse"
-    for name, loc in reversed(inner):
+    for _name, loc in reversed(inner):
         f = _file(loc)
         if os.path.basename(f) in _LMDB_C:
             names = [n for n, _ in inner]  # (py-lmdb's liblmdb symbols: mdb09_env_sync, _mdb_txn_commit)
@@ -154,16 +176,21 @@ def parse_profile(path: str, rate: int) -> dict:
                 continue
             n = int(n_txt)
             frames = [_frame(x) for x in stack.split(";")]
-            if not any(nm in ("fuse_session_loop", "fuse_session_loop_mt", "FUSE.__init__") or
-                       "fuse_do_work" in nm for nm, _ in frames):
+            if not any(
+                nm in ("fuse_session_loop", "fuse_session_loop_mt", "FUSE.__init__") or "fuse_do_work" in nm
+                for nm, _ in frames
+            ):
                 continue  # helper threads (invalidator, signals)
             cat = classify(frames)
             cats[cat] += n
             if cat == "idle":
                 continue
             busy += n
-            own = [(nm, loc) for nm, loc in _callback_frames(frames) or []
-                   if _python_category(_file(loc)) in ("adapter", "view", "schema", "store")]
+            own = [
+                (nm, loc)
+                for nm, loc in _callback_frames(frames) or []
+                if _python_category(_file(loc)) in ("adapter", "view", "schema", "store")
+            ]
             for key in {_fn_key(nm, loc) for nm, loc in own}:
                 incl[key] += n
             if own:
@@ -173,10 +200,15 @@ def parse_profile(path: str, rate: int) -> dict:
     def pct(c: Counter, top: int) -> list[list]:
         return [[k, round(100 * v / busy, 1)] for k, v in c.most_common(top)] if busy else []
 
-    return {"busy_samples": busy, "idle_samples": cats["idle"], "busy_s": round(busy / rate, 2),
-            "categories": {c: round(100 * cats[c] / busy, 1) for c in CATEGORIES if cats[c]} if busy else {},
-            "functions_inclusive": pct(incl, 30), "functions_self": pct(self_fn, 25),
-            "lines_self": pct(self_line, 15)}
+    return {
+        "busy_samples": busy,
+        "idle_samples": cats["idle"],
+        "busy_s": round(busy / rate, 2),
+        "categories": {c: round(100 * cats[c] / busy, 1) for c in CATEGORIES if cats[c]} if busy else {},
+        "functions_inclusive": pct(incl, 30),
+        "functions_self": pct(self_fn, 25),
+        "lines_self": pct(self_line, 15),
+    }
 
 
 # -- op counts ---------------------------------------------------------------------------------------------------
@@ -204,14 +236,19 @@ def op_delta(before: dict, after: dict) -> dict:
         if not (d["calls"] or d["write_txns"] or d["syncs"]):
             continue
         calls = d["calls"]
-        out[op] = {"calls": calls, "total_ms": round(d["ns"] / 1e6, 1),
-                   "us_per_call": round(d["ns"] / calls / 1e3, 1) if calls else None,
-                   "write_txns": d["write_txns"], "read_txns": d["read_txns"], "syncs": d["syncs"],
-                   "write_txns_per_call": round(d["write_txns"] / calls, 2) if calls else None,
-                   "read_txns_per_call": round(d["read_txns"] / calls, 2) if calls else None,
-                   "syncs_per_call": round(d["syncs"] / calls, 3) if calls else None,
-                   "write_txn_us": round(d["write_ns"] / d["write_txns"] / 1e3, 1) if d["write_txns"] else None,
-                   "sync_ms": round(d["sync_ns"] / d["syncs"] / 1e6, 2) if d["syncs"] else None}
+        out[op] = {
+            "calls": calls,
+            "total_ms": round(d["ns"] / 1e6, 1),
+            "us_per_call": round(d["ns"] / calls / 1e3, 1) if calls else None,
+            "write_txns": d["write_txns"],
+            "read_txns": d["read_txns"],
+            "syncs": d["syncs"],
+            "write_txns_per_call": round(d["write_txns"] / calls, 2) if calls else None,
+            "read_txns_per_call": round(d["read_txns"] / calls, 2) if calls else None,
+            "syncs_per_call": round(d["syncs"] / calls, 3) if calls else None,
+            "write_txn_us": round(d["write_ns"] / d["write_txns"] / 1e3, 1) if d["write_txns"] else None,
+            "sync_ms": round(d["sync_ns"] / d["syncs"] / 1e6, 2) if d["syncs"] else None,
+        }
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["total_ms"]))
 
 
@@ -229,8 +266,12 @@ def run_pass(kind: str, fs: wfs.Libraryfs, inputs: ws.Inputs, steps: set[str], a
                 step.run(fs.root, inputs)
                 continue
             if kind == "pyspy":
-                spy = PySpy(fs.processes()["server"], os.path.join(rawdir, step.metric + ".txt"), args.rate,
-                            not args.no_native)
+                spy = PySpy(
+                    fs.processes()["server"],
+                    os.path.join(rawdir, step.metric + ".txt"),
+                    args.rate,
+                    not args.no_native,
+                )
                 try:
                     seconds, _ = step.run(fs.root, inputs)
                 finally:
@@ -250,14 +291,18 @@ def summary_text(step: str, prof: dict, ops: dict) -> str:
     """A few lines per step: categories, top functions, per-op transactions."""
     lines = [f"## {step}"]
     if prof:
-        lines.append(f"busy {prof['busy_s']} s of samples; " + ", ".join(
-            f"{k} {v}%" for k, v in sorted(prof["categories"].items(), key=lambda kv: -kv[1])))
+        lines.append(
+            f"busy {prof['busy_s']} s of samples; "
+            + ", ".join(f"{k} {v}%" for k, v in sorted(prof["categories"].items(), key=lambda kv: -kv[1]))
+        )
         lines.append("inclusive: " + "; ".join(f"{k} {v}%" for k, v in prof["functions_inclusive"][:10]))
         lines.append("self: " + "; ".join(f"{k} {v}%" for k, v in prof["functions_self"][:8]))
     for op, d in list((ops or {}).items())[:10]:
-        lines.append(f"  {op:20s} {d['calls']:7d} calls {d['us_per_call'] or 0:8.1f} µs/call  "
-                     f"write txns/call {d['write_txns_per_call']}  read txns/call {d['read_txns_per_call']}  "
-                     f"syncs {d['syncs']}")
+        lines.append(
+            f"  {op:20s} {d['calls']:7d} calls {d['us_per_call'] or 0:8.1f} µs/call  "
+            f"write txns/call {d['write_txns_per_call']}  read txns/call {d['read_txns_per_call']}  "
+            f"syncs {d['syncs']}"
+        )
     return "\n".join(lines)
 
 
@@ -277,11 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     args.workloads = [w for w in args.workloads.split(",") if w]
     steps = {s for s in args.steps.split(",") if s}
     passes = [p for p in args.passes.split(",") if p]
-    if "pyspy" in passes and not (shutil.which("py-spy") or
-                                  os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy"))):
+    if "pyspy" in passes and not (
+        shutil.which("py-spy") or os.path.exists(os.path.join(os.path.dirname(sys.executable), "py-spy"))
+    ):
         print("workload_profile: py-spy is missing (pip install py-spy)", file=sys.stderr)
         return 2
-    stamp = dt.datetime.now(dt.timezone.utc)
+    stamp = dt.datetime.now(dt.UTC)
     out = args.out or os.path.join(HERE, "results", f"workload-profile-{stamp:%Y%m%d-%H%M%S}.json")
     rawdir = os.path.splitext(out)[0]
     os.makedirs(rawdir, exist_ok=True)
@@ -296,8 +342,10 @@ def main(argv: list[str] | None = None) -> int:
             os.makedirs(fs.work, exist_ok=True)
             assert isinstance(fs, wfs.Libraryfs)
             if kind == "ops":
-                fs.extra_env = {"PYTHONPATH": HOOK_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                                "LIBRARYFS_BENCH_OPSTATS": os.path.join(work, "opstats")}
+                fs.extra_env = {
+                    "PYTHONPATH": HOOK_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                    "LIBRARYFS_BENCH_OPSTATS": os.path.join(work, "opstats"),
+                }
                 os.makedirs(fs.extra_env["LIBRARYFS_BENCH_OPSTATS"], exist_ok=True)
             try:
                 fs.setup()
@@ -307,10 +355,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load["end"] = [round(x, 2) for x in os.getloadavg()]
-    doc = {"benchmark": "workload-profile", "date": stamp.isoformat(timespec="seconds"),
-           "command": "python bench/workload_profile.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-           "fs": args.fs, "sizes": vars(args.sizes), "rate": args.rate, "native": not args.no_native,
-           "load": load, "steps": {}}
+    doc = {
+        "benchmark": "workload-profile",
+        "date": stamp.isoformat(timespec="seconds"),
+        "command": "python bench/workload_profile.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "fs": args.fs,
+        "sizes": vars(args.sizes),
+        "rate": args.rate,
+        "native": not args.no_native,
+        "load": load,
+        "steps": {},
+    }
     for step in [m for m in ws.METRICS if m in steps]:
         prof, ops = results.get("pyspy", {}).get(step), results.get("ops", {}).get(step)
         if prof or ops:

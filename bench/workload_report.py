@@ -15,8 +15,10 @@ ROWS = [  # (label, metrics): the rows of issue 18's table
     ("`rg -c import` cold / warm", ("rg_cold", "rg_warm")),
     ("`git clone` + status + log", ("git",)),
     ("{files:,} × create {kib} / stat / read / unlink", ("create", "stat", "read", "unlink")),
-    ("sqlite {commits:,} autocommits (rollback journal) / WAL / one {rows:,}-row txn",
-     ("sqlite_rollback", "sqlite_wal", "sqlite_bulk")),
+    (
+        "sqlite {commits:,} autocommits (rollback journal) / WAL / one {rows:,}-row txn",
+        ("sqlite_rollback", "sqlite_wal", "sqlite_bulk"),
+    ),
     ("{procs} processes × {proc_files:,} creates (own dirs)", ("procs_create",)),
     ("{procs} processes × {proc_files:,} cold reads", ("procs_read",)),
 ]
@@ -36,11 +38,15 @@ def summarize(cells: list[dict]) -> dict:
             secs = [c["seconds"] for c in ok]
             cpu = [c["server_cpu_s"] for c in ok if c.get("server_cpu_s") is not None]
             out.setdefault(metric, {})[fs] = {
-                "median_s": round(statistics.median(secs), 4) if secs else None, "n": len(secs),
-                "failed": len(cs) - len(ok), "errors": sorted({c["error"] for c in cs if c.get("error")}),
+                "median_s": round(statistics.median(secs), 4) if secs else None,
+                "n": len(secs),
+                "failed": len(cs) - len(ok),
+                "errors": sorted({c["error"] for c in cs if c.get("error")}),
                 "loaded": sum(1 for c in ok if c["loaded"]),
-                "min_s": round(min(secs), 4) if secs else None, "max_s": round(max(secs), 4) if secs else None,
-                "server_cpu_s": round(statistics.median(cpu), 4) if cpu else None}
+                "min_s": round(min(secs), 4) if secs else None,
+                "max_s": round(max(secs), 4) if secs else None,
+                "server_cpu_s": round(statistics.median(cpu), 4) if cpu else None,
+            }
     return out
 
 
@@ -69,8 +75,15 @@ def _fmt(s: dict | None) -> str:
 
 def _label(label: str, sizes: dict, docs: int) -> str:
     kib = f"{sizes['file_bytes'] / 1024:g} KiB" if sizes["file_bytes"] >= 1024 else f"{sizes['file_bytes']} B"
-    return label.format(docs=f"{docs:,}", files=sizes["files"], kib=kib, commits=sizes["sqlite_commits"],
-                        rows=sizes["sqlite_rows"], procs=sizes["procs"], proc_files=sizes["proc_files"])
+    return label.format(
+        docs=f"{docs:,}",
+        files=sizes["files"],
+        kib=kib,
+        commits=sizes["sqlite_commits"],
+        rows=sizes["sqlite_rows"],
+        procs=sizes["procs"],
+        proc_files=sizes["proc_files"],
+    )
 
 
 def table(summary: dict, sizes: dict, docs: int, key: str = "median_s") -> str:

@@ -150,8 +150,9 @@ def sqlite_step(mode: str) -> Callable[[str, Inputs], tuple[float, dict]]:
     def run(root: str, inp: Inputs) -> tuple[float, dict]:
         d = os.path.join(root, "sqlite")
         os.makedirs(d, exist_ok=True)
-        return client("sqlite", mode, os.path.join(d, mode + ".db"), inp.sizes.sqlite_commits,
-                      inp.sizes.sqlite_rows), {}
+        return client(
+            "sqlite", mode, os.path.join(d, mode + ".db"), inp.sizes.sqlite_commits, inp.sizes.sqlite_rows
+        ), {}
 
     run.__name__ = f"sqlite_{mode}"
     return run
@@ -163,10 +164,23 @@ def procs(op: str, root: str, inp: Inputs) -> tuple[float, dict]:
     time from the release to the last worker's end, and each worker's own time."""
     base = os.path.join(root, "procs")
     os.makedirs(base, exist_ok=True)
-    workers = [subprocess.Popen([sys.executable, CLIENT, "worker", op, os.path.join(base, f"p{i:02d}"),
-                                 str(inp.sizes.proc_files), str(inp.sizes.file_bytes)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-               for i in range(inp.sizes.procs)]
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                CLIENT,
+                "worker",
+                op,
+                os.path.join(base, f"p{i:02d}"),
+                str(inp.sizes.proc_files),
+                str(inp.sizes.file_bytes),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(inp.sizes.procs)
+    ]
     try:
         for w in workers:
             if w.stdout.readline().strip() != "ready":  # type: ignore[union-attr]
@@ -197,17 +211,33 @@ def _procs_step(op: str) -> Callable[[str, Inputs], tuple[float, dict]]:
 
 
 WORKLOADS: list[Workload] = [
-    Workload("docs", [Step("untar", untar), Step("ls_cold", ls_laR, cold=True), Step("ls_warm", ls_laR),
-                      Step("rg_cold", rg_import, cold=True), Step("rg_warm", rg_import)],
-             lambda root: _rmtree(os.path.join(root, "untar"))),
+    Workload(
+        "docs",
+        [
+            Step("untar", untar),
+            Step("ls_cold", ls_laR, cold=True),
+            Step("ls_warm", ls_laR),
+            Step("rg_cold", rg_import, cold=True),
+            Step("rg_warm", rg_import),
+        ],
+        lambda root: _rmtree(os.path.join(root, "untar")),
+    ),
     Workload("git", [Step("git", git)], lambda root: _rmtree(os.path.join(root, "clone"))),
-    Workload("files", [Step(op, files_step(op)) for op in ("create", "stat", "read", "unlink")],
-             lambda root: _rmtree(os.path.join(root, "files"))),
-    Workload("sqlite", [Step("sqlite_" + m, sqlite_step(m)) for m in ("rollback", "wal", "bulk")],
-             lambda root: _rmtree(os.path.join(root, "sqlite"))),
-    Workload("procs", [Step("procs_create", _procs_step("create")),
-                       Step("procs_read", _procs_step("read"), cold=True)],
-             lambda root: _rmtree(os.path.join(root, "procs"))),
+    Workload(
+        "files",
+        [Step(op, files_step(op)) for op in ("create", "stat", "read", "unlink")],
+        lambda root: _rmtree(os.path.join(root, "files")),
+    ),
+    Workload(
+        "sqlite",
+        [Step("sqlite_" + m, sqlite_step(m)) for m in ("rollback", "wal", "bulk")],
+        lambda root: _rmtree(os.path.join(root, "sqlite")),
+    ),
+    Workload(
+        "procs",
+        [Step("procs_create", _procs_step("create")), Step("procs_read", _procs_step("read"), cold=True)],
+        lambda root: _rmtree(os.path.join(root, "procs")),
+    ),
 ]
 WORKLOAD_NAMES = tuple(w.name for w in WORKLOADS)
 METRICS = tuple(s.metric for w in WORKLOADS for s in w.steps)
@@ -252,7 +282,12 @@ def prepare_inputs(work: str, docs_dir: str, docs_limit: int | None, git_source:
 
 def git_facts(src: str) -> dict:
     """Commit, commit count and pack size of the repository the git step clones."""
+
     def out(*a: str) -> str:
         return subprocess.run(["git", "-C", src, *a], capture_output=True, text=True).stdout.strip()
-    return {"head": out("rev-parse", "HEAD"), "commits": int(out("rev-list", "--count", "HEAD") or 0),
-            "count_objects": out("count-objects", "-v").replace("\n", "; ")}
+
+    return {
+        "head": out("rev-parse", "HEAD"),
+        "commits": int(out("rev-list", "--count", "HEAD") or 0),
+        "count_objects": out("count-objects", "-v").replace("\n", "; "),
+    }

@@ -84,10 +84,16 @@ class Meter:
         """The cell's load facts: ``load_before``/``load_after`` (1/5/15 min), ``foreign_cpus``,
         ``<role>_cpu_s`` (``server_cpu_s``, ``indexer_cpu_s``), ``loaded``."""
         wall = max(time.monotonic() - self.t, 1e-6)
-        foreign = max(0.0, (_busy_s() - self.busy) - (_own_s(list(self.processes.values())) - self.own)) / wall
-        out = {"load_before": self.load_before, "load_after": [round(x, 2) for x in os.getloadavg()],
-               "foreign_cpus": round(foreign, 3), "server_cpu_s": None,
-               "loaded": self.load_before[0] > max_load and foreign > max_foreign}
+        foreign = (
+            max(0.0, (_busy_s() - self.busy) - (_own_s(list(self.processes.values())) - self.own)) / wall
+        )
+        out = {
+            "load_before": self.load_before,
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "foreign_cpus": round(foreign, 3),
+            "server_cpu_s": None,
+            "loaded": self.load_before[0] > max_load and foreign > max_foreign,
+        }
         for role, p in self.processes.items():
             out[f"{role}_cpu_s"] = round(wfs.process_cpu_s(p) - self.cpu[role], 3)
         return out
@@ -136,18 +142,27 @@ def run_workload(fs: wfs.Filesystem, wl: ws.Workload, inputs: ws.Inputs, rep: in
             seconds, parts = step.run(fs.root, inputs)
         except ws.StepError as e:  # the tool failed on this filesystem: a result, not a crash
             error = str(e)
-        cell = {"run": rep, "workload": wl.name, "metric": step.metric, "fs": fs.name,
-                "seconds": None if seconds is None else round(seconds, 5),
-                "parts": {k: v if isinstance(v, list) else round(v, 5) for k, v in parts.items()},
-                "cold": step.cold and fs.cold != "none", "waited_quiet_s": round(waited, 1),
-                **meter.finish(args.max_load, args.max_foreign_cpus)}
+        cell = {
+            "run": rep,
+            "workload": wl.name,
+            "metric": step.metric,
+            "fs": fs.name,
+            "seconds": None if seconds is None else round(seconds, 5),
+            "parts": {k: v if isinstance(v, list) else round(v, 5) for k, v in parts.items()},
+            "cold": step.cold and fs.cold != "none",
+            "waited_quiet_s": round(waited, 1),
+            **meter.finish(args.max_load, args.max_foreign_cpus),
+        }
         if error:
             cell["error"] = error
         out.append(cell)
         if args.verbose or error:
             shown = f"{seconds:8.3f} s" if seconds is not None else f"FAILED: {error}"
-            print(f"  {fs.name:16s} {step.metric:16s} {shown}  load {cell['load_before'][0]:.2f}"
-                  f"  foreign {cell['foreign_cpus']:.2f}" + ("  loaded" if cell["loaded"] else ""), flush=True)
+            print(
+                f"  {fs.name:16s} {step.metric:16s} {shown}  load {cell['load_before'][0]:.2f}"
+                f"  foreign {cell['foreign_cpus']:.2f}" + ("  loaded" if cell["loaded"] else ""),
+                flush=True,
+            )
     wl.cleanup(fs.root)
     out[-1]["settle_s"] = round(fs.settle(), 3)
     return out
@@ -165,9 +180,15 @@ def machine() -> dict:
         return (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr).strip() else None
 
     import sqlite3
-    return {**base(), "bindfs": version(["bindfs", "--version"]), "ripgrep": version(["rg", "--version"]),
-            "git_version": version(["git", "--version"]), "tar": version(["tar", "--version"]),
-            "sqlite": sqlite3.sqlite_version}
+
+    return {
+        **base(),
+        "bindfs": version(["bindfs", "--version"]),
+        "ripgrep": version(["rg", "--version"]),
+        "git_version": version(["git", "--version"]),
+        "tar": version(["tar", "--version"]),
+        "sqlite": sqlite3.sqlite_version,
+    }
 
 
 def check_prerequisites(args) -> str | None:
@@ -193,8 +214,12 @@ def add_input_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--docs-limit", type=int, default=None, help="keep only the first N files of --docs")
     ap.add_argument("--git-source", default=None, help="repository to clone (default: this one)")
     for f in ws.Sizes.__dataclass_fields__:
-        ap.add_argument("--" + f.replace("_", "-"), type=int, default=None,
-                        help=f"default {getattr(ws.Sizes(), f)} (--tiny: {getattr(TINY, f)})")
+        ap.add_argument(
+            "--" + f.replace("_", "-"),
+            type=int,
+            default=None,
+            help=f"default {getattr(ws.Sizes(), f)} (--tiny: {getattr(TINY, f)})",
+        )
     ap.add_argument("--tiny", action="store_true", help="tiny sizes (a smoke run, not a measurement)")
     ap.add_argument("--work", default=None, help="parent of the work directory (a disk, not tmpfs)")
 
@@ -202,16 +227,24 @@ def add_input_options(ap: argparse.ArgumentParser) -> None:
 def input_sizes(a: argparse.Namespace) -> None:
     """Set ``a.sizes`` (defaults, or :data:`TINY` with ``--tiny``, overridden per option) and the docs limit."""
     base = TINY if a.tiny else ws.Sizes()
-    a.sizes = ws.Sizes(**{f: getattr(a, f) if getattr(a, f) is not None else getattr(base, f)
-                          for f in base.__dataclass_fields__})
+    a.sizes = ws.Sizes(
+        **{
+            f: getattr(a, f) if getattr(a, f) is not None else getattr(base, f)
+            for f in base.__dataclass_fields__
+        }
+    )
     if a.tiny and a.docs_limit is None:
         a.docs_limit = 60
 
 
 def git_source(a: argparse.Namespace) -> str:
     """The repository the git step clones: ``--git-source``, else the one holding this script."""
-    return a.git_source or subprocess.run(["git", "-C", HERE, "rev-parse", "--show-toplevel"],
-                                          capture_output=True, text=True).stdout.strip()
+    return (
+        a.git_source
+        or subprocess.run(
+            ["git", "-C", HERE, "rev-parse", "--show-toplevel"], capture_output=True, text=True
+        ).stdout.strip()
+    )
 
 
 def parse_args(argv: list[str] | None):
@@ -222,13 +255,26 @@ def parse_args(argv: list[str] | None):
     ap.add_argument("--fs", default=",".join(wfs.FS_ALL), help="comma-separated filesystems")
     ap.add_argument("--workloads", default=",".join(ws.WORKLOAD_NAMES), help="comma-separated workloads")
     ap.add_argument("--cold", choices=("remount", "drop_caches"), default="remount")
-    ap.add_argument("--backing", choices=("disk", "tmpfs"), default="disk",
-                    help="where mirrored directories and libraries live: the work disk, or a tmpfs")
+    ap.add_argument(
+        "--backing",
+        choices=("disk", "tmpfs"),
+        default="disk",
+        help="where mirrored directories and libraries live: the work disk, or a tmpfs",
+    )
     ap.add_argument("--max-load", type=float, default=0.5, help="load1 above which a cell may be 'loaded'")
-    ap.add_argument("--max-foreign-cpus", type=float, default=0.1,
-                    help="CPU used by other processes during a cell above which it is 'loaded'")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                    help="before each cell, wait up to S s for a quiet machine")
+    ap.add_argument(
+        "--max-foreign-cpus",
+        type=float,
+        default=0.1,
+        help="CPU used by other processes during a cell above which it is 'loaded'",
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each cell, wait up to S s for a quiet machine",
+    )
     add_input_options(ap)
     ap.add_argument("--out", default=None, help="JSON path [bench/results/workloads-<date>.json]")
     ap.add_argument("--no-plot", action="store_true")
@@ -257,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workloads: {why}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the finally below unmounts
-    stamp = dt.datetime.now(dt.timezone.utc)
+    stamp = dt.datetime.now(dt.UTC)
     out = args.out or os.path.join(HERE, "results", f"workloads-{stamp:%Y%m%d-%H%M%S}.json")
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     work = tempfile.mkdtemp(prefix="workloads-", dir=args.work)
@@ -273,13 +319,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.backing == "tmpfs":
             backing = os.path.join(work, "backing")
             os.mkdir(backing)
-            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8g,mode=0700", "wl-backing", backing],
-                           check=True)
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=8g,mode=0700", "wl-backing", backing], check=True
+            )
         for name in args.fs:
             fss[name] = wfs.make(name, work, log_path, backing)
             fss[name].setup()
-        print(f"# workloads: {args.runs} run(s) × {len(args.workloads)} workloads × {len(fss)} filesystems; "
-              f"work dir {work}; load {load_start}", flush=True)
+        print(
+            f"# workloads: {args.runs} run(s) × {len(args.workloads)} workloads × {len(fss)} filesystems; "
+            f"work dir {work}; load {load_start}",
+            flush=True,
+        )
         cells = run_cells(fss, inputs, args)
         described = {n: f.describe() for n, f in fss.items()}
     except (ws.StepError, wfs.FsError) as e:
@@ -297,25 +347,43 @@ def main(argv: list[str] | None = None) -> int:
     summary = report.summarize(cells)
     sizes = vars(args.sizes)
     result = {
-        "benchmark": "workloads", "issue": 18, "date": stamp.isoformat(timespec="seconds"),
+        "benchmark": "workloads",
+        "issue": 18,
+        "date": stamp.isoformat(timespec="seconds"),
         "command": "python bench/workloads.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "duration_s": round(time.monotonic() - t0, 1), "machine": machine(),
-        "config": {"runs": args.runs, "cold": args.cold, "backing": args.backing, "max_load": args.max_load,
-                   "max_foreign_cpus": args.max_foreign_cpus, "wait_quiet_s": args.wait_quiet,
-                   "sizes": sizes, "docs": {"dir": args.docs, "limit": args.docs_limit,
-                                            "members": inputs.docs_files},
-                   "git": git_facts, "filesystems": described,
-                   "workloads": args.workloads},
-        "load": {"start": load_start, "end": [round(x, 2) for x in os.getloadavg()],
-                 "loaded_cells": sum(c["loaded"] for c in cells), "cells": len(cells)},
-        "cells": cells, "summary": summary, "ratios": report.ratios(summary),
+        "duration_s": round(time.monotonic() - t0, 1),
+        "machine": machine(),
+        "config": {
+            "runs": args.runs,
+            "cold": args.cold,
+            "backing": args.backing,
+            "max_load": args.max_load,
+            "max_foreign_cpus": args.max_foreign_cpus,
+            "wait_quiet_s": args.wait_quiet,
+            "sizes": sizes,
+            "docs": {"dir": args.docs, "limit": args.docs_limit, "members": inputs.docs_files},
+            "git": git_facts,
+            "filesystems": described,
+            "workloads": args.workloads,
+        },
+        "load": {
+            "start": load_start,
+            "end": [round(x, 2) for x in os.getloadavg()],
+            "loaded_cells": sum(c["loaded"] for c in cells),
+            "cells": len(cells),
+        },
+        "cells": cells,
+        "summary": summary,
+        "ratios": report.ratios(summary),
     }
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
     print()
     print(report.table(summary, sizes, inputs.docs_files))
-    print(f"\n† = the median includes a repetition measured under load; {result['load']['loaded_cells']} of "
-          f"{len(cells)} cells loaded; load {load_start} → {result['load']['end']}.")
+    print(
+        f"\n† = the median includes a repetition measured under load; {result['load']['loaded_cells']} of "
+        f"{len(cells)} cells loaded; load {load_start} → {result['load']['end']}."
+    )
     for metric, by_fs in summary.items():
         for fs, s in by_fs.items():
             for err in s["errors"]:

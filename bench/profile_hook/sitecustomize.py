@@ -42,7 +42,7 @@ if _OUT:
         return s
 
     def _dump(path: str) -> None:
-        tag = path[len(_DUMP):].replace("/", "_")
+        tag = path[len(_DUMP) :].replace("/", "_")
         tmp = os.path.join(_OUT, f".{tag}.tmp")
         with open(tmp, "w") as f:
             json.dump({"pid": os.getpid(), "ops": _stats}, f)
@@ -62,6 +62,7 @@ if _OUT:
                 s["calls"] += 1
                 s["ns"] += time.perf_counter_ns() - t
                 _local.op = prev
+
         op.__name__ = op.__qualname__ = name
         op.__wrapped__ = fn
         return op
@@ -120,6 +121,7 @@ if _OUT:
                     def patched(module, _exec=exec_module, _name=name):
                         _exec(module)
                         _patch(_name, module)
+
                     spec.loader.exec_module = patched
                     return spec
             return None
