@@ -28,6 +28,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -91,15 +92,16 @@ class PySpy:
             if select.select([self.proc.stdout], [], [], 0.5)[0]:
                 seen += self.proc.stdout.readline()  # type: ignore[union-attr]
 
-    def stop(self) -> str:
-        """Stop sampling (SIGINT: py-spy writes its output); returns the output path."""
+    def stop(self) -> dict:
+        """Stop sampling (SIGINT: py-spy writes its output); returns py-spy's ``{samples, errors}`` counts."""
         self.proc.send_signal(signal.SIGINT)
         try:
-            self.proc.communicate(timeout=60)
+            said = self.proc.communicate(timeout=60)[0]
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.communicate()
-        return self.out
+            said = self.proc.communicate()[0]
+        m = re.search(r"Samples: (\d+) Errors: (\d+)", said or "")
+        return {"pyspy_samples": int(m.group(1)), "pyspy_errors": int(m.group(2))} if m else {}
 
 
 def _frame(f: str) -> tuple[str, str]:
@@ -254,37 +256,58 @@ def op_delta(before: dict, after: dict) -> dict:
 
 # -- the passes --------------------------------------------------------------------------------------------------
 def run_pass(kind: str, fs: wfs.Libraryfs, inputs: ws.Inputs, steps: set[str], args, rawdir: str) -> dict:
-    """One pass (``"pyspy"`` or ``"ops"``) over every workload; profiles the steps in ``steps``."""
+    """One pass (``"pyspy"`` or ``"ops"``) over every workload; profiles the steps in ``steps``. A step that
+    fails on libraryfs (``git clone`` today) is recorded with its error, and the pass goes on."""
     out: dict = {}
-    statsdir = fs.extra_env.get("LIBRARYFS_BENCH_OPSTATS", "")
     for name in args.workloads:
         wl = ws.workload(name)
         for step in wl.steps:
             if step.cold:
                 fs.remount()
-            if step.metric not in steps:
-                step.run(fs.root, inputs)
-                continue
-            if kind == "pyspy":
-                spy = PySpy(
-                    fs.processes()["server"],
-                    os.path.join(rawdir, step.metric + ".txt"),
-                    args.rate,
-                    not args.no_native,
+            if step.metric in steps:
+                out[step.metric] = profile_step(kind, fs, step, inputs, args, rawdir)
+                r = out[step.metric]
+                print(
+                    f"# {kind} {step.metric}: "
+                    + (f"{r['seconds']:.3f} s" if "error" not in r else r["error"])
                 )
-                try:
-                    seconds, _ = step.run(fs.root, inputs)
-                finally:
-                    spy.stop()
-                out[step.metric] = {"seconds": round(seconds, 3), **parse_profile(spy.out, args.rate)}
-            else:
-                before = snapshot(fs, statsdir, step.metric + "-before")
-                seconds, _ = step.run(fs.root, inputs)
-                ops = op_delta(before, snapshot(fs, statsdir, step.metric + "-after"))
-                out[step.metric] = {"seconds": round(seconds, 3), "ops": ops}
-            print(f"# {kind} {step.metric}: {seconds:.3f} s", flush=True)
+                continue
+            try:
+                step.run(fs.root, inputs)
+            except ws.StepError as e:
+                print(f"# {kind} {step.metric} (not profiled): {e}", flush=True)
         wl.cleanup(fs.root)
     return out
+
+
+def profile_step(kind: str, fs: wfs.Libraryfs, step: ws.Step, inputs: ws.Inputs, args, rawdir: str) -> dict:
+    """Run one step under py-spy (``kind="pyspy"``) or between two op-count snapshots (``"ops"``)."""
+    res: dict = {}
+    t = time.perf_counter()
+    if kind == "pyspy":
+        spy = PySpy(
+            fs.processes()["server"],
+            os.path.join(rawdir, step.metric + ".txt"),
+            args.rate,
+            not args.no_native,
+        )
+        try:
+            res["seconds"] = round(step.run(fs.root, inputs)[0], 3)
+        except ws.StepError as e:
+            res["error"] = str(e)
+        finally:
+            res.update(spy.stop())
+        res.update(parse_profile(spy.out, args.rate))
+    else:
+        statsdir = fs.extra_env["LIBRARYFS_BENCH_OPSTATS"]
+        before = snapshot(fs, statsdir, step.metric + "-before")
+        try:
+            res["seconds"] = round(step.run(fs.root, inputs)[0], 3)
+        except ws.StepError as e:
+            res["error"] = str(e)
+        res["ops"] = op_delta(before, snapshot(fs, statsdir, step.metric + "-after"))
+    res.setdefault("seconds", round(time.perf_counter() - t, 3))
+    return res
 
 
 def summary_text(step: str, prof: dict, ops: dict) -> str:
@@ -369,8 +392,14 @@ def main(argv: list[str] | None = None) -> int:
     for step in [m for m in ws.METRICS if m in steps]:
         prof, ops = results.get("pyspy", {}).get(step), results.get("ops", {}).get(step)
         if prof or ops:
-            doc["steps"][step] = {"profile": prof, "ops": (ops or {}).get("ops")}
-            print(summary_text(step, prof or {}, (ops or {}).get("ops") or {}) + "\n")
+            ops = ops or {}
+            doc["steps"][step] = {
+                "profile": prof,
+                "ops": ops.get("ops"),
+                "seconds_with_hook": ops.get("seconds"),
+                "error": (prof or {}).get("error") or ops.get("error"),
+            }
+            print(summary_text(step, prof or {}, ops.get("ops") or {}) + "\n")
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
     print(f"JSON: {out}; raw stacks in {rawdir}/")
