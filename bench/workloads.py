@@ -24,7 +24,7 @@ machine. Medians that include a loaded repetition are marked ``†``.
 Run (root: mounts tmpfs and FUSE)::
 
     python bench/workloads.py [--runs 5 | --quick] [--fs tmpfs,bindfs,...] [--workloads docs,git,...]
-                              [--cold remount|drop_caches] [--tiny] [--out PATH.json]
+                              [--cold remount|drop_caches] [--backing disk|tmpfs] [--tiny] [--out PATH.json]
 
 Prints the table of seconds and ratios to bindfs, and writes ``bench/results/workloads-<date>.json`` and a PNG
 beside it (``bench/results/`` is not committed). Needs: bindfs, ripgrep, git, tar, python3-doc
