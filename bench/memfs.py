@@ -279,6 +279,25 @@ class MemFS(mfusepy.Operations):
         del self.paths[path]
 
 
+def add_timeouts_option(ap: argparse.ArgumentParser) -> None:
+    """``--timeouts E,A,N``: the kernel cache timeouts (s) a filesystem sets at init (shared with
+    ``passthroughfs.py``); read them back with :func:`parse_timeouts`."""
+    ap.add_argument(
+        "--timeouts",
+        default="1,1,1",
+        metavar="E,A,N",
+        help="kernel cache timeouts in seconds: entry, attribute, negative lookup",
+    )
+
+
+def parse_timeouts(ap: argparse.ArgumentParser, spec: str) -> tuple[float, float, float]:
+    """``"E,A,N"`` → three floats (seconds); exits through ``ap.error`` otherwise."""
+    timeouts = tuple(float(x) for x in spec.split(","))
+    if len(timeouts) != 3:
+        ap.error("--timeouts takes three numbers")
+    return timeouts  # type: ignore[return-value]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Mount a :class:`MemFS` in the foreground; returns when unmounted."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -286,16 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--populate", type=int, default=0, metavar="N", help="entries to create before mounting")
     ap.add_argument("--section-entries", type=int, default=1000)
     ap.add_argument("--entry-bytes", type=int, default=1024)
-    ap.add_argument(
-        "--timeouts",
-        default="1,1,1",
-        metavar="E,A,N",
-        help="kernel cache timeouts in seconds: entry, attribute, negative lookup",
-    )
+    add_timeouts_option(ap)
     a = ap.parse_args(argv)
-    timeouts = tuple(float(x) for x in a.timeouts.split(","))
-    if len(timeouts) != 3:
-        ap.error("--timeouts takes three numbers")
+    timeouts = parse_timeouts(ap, a.timeouts)
     fs = MemFS(timeouts)  # type: ignore[arg-type]
     if a.populate:
         fs.populate(a.populate, a.section_entries, a.entry_bytes)

@@ -37,7 +37,7 @@ os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfus
 import mfusepy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memfs import MemFS  # noqa: E402
+from memfs import MemFS, add_timeouts_option, parse_timeouts  # noqa: E402
 
 _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
@@ -336,16 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("source")
     ap.add_argument("mountpoint")
-    ap.add_argument(
-        "--timeouts",
-        default="1,1,1",
-        metavar="E,A,N",
-        help="kernel cache timeouts in seconds: entry, attribute, negative lookup",
-    )
+    add_timeouts_option(ap)
     a = ap.parse_args(argv)
-    timeouts = tuple(float(x) for x in a.timeouts.split(","))
-    if len(timeouts) != 3:
-        ap.error("--timeouts takes three numbers")
+    timeouts = parse_timeouts(ap, a.timeouts)
     PassthroughFUSE(
         Passthrough(a.source, timeouts),
         a.mountpoint,
