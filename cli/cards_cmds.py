@@ -1,5 +1,5 @@
 """Commands of the card tree (KACE, PAPERS.md §2): ``libraryfs solve`` and ``libraryfs cards
-add|refine|seed|block|sim|replay|bench``.
+add|refine|revert|log|seed|block|sim|replay|bench``.
 
 The tree is a library's (``--library DIR`` / ``LIBRARYFS_LIBRARY`` → ``libraryfs.layout.open_tree``) or a
 plain directory (``--tree DIR``: a mountpoint, or any directory).
@@ -210,21 +210,76 @@ def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
 
 @cards_group.command("refine")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--min-uses", type=int, default=3, show_default=True)
-@click.option("--curator/--no-curator", default=False, help="Let the LLM rewrite weak cards.")
+@click.option(
+    "--min-evidence",
+    type=click.FloatRange(min=0, min_open=True),
+    default=3.0,
+    show_default=True,
+    help="Net trace evidence (problems) a merge, demotion or relocation needs.",
+)
+@click.option(
+    "--curator/--no-curator", default=False, help="Let the LLM rewrite cards with some hurt evidence."
+)
 @_tree_options
 @_llm_options()
-def refine_cmd(traces, min_uses, curator, library_dir, tree_dir, base_url, model, api_key):
-    """REFINE: re-score cards by how the solver used them (TRACES), merge, relocate, demote, edit."""
-    from libraryfs.features.cards.learn import refine
+def refine_cmd(traces, min_evidence, curator, library_dir, tree_dir, base_url, model, api_key):
+    """REFINE: re-score the cards TRACES read; merge, demote, relocate only on trace evidence."""
+    from libraryfs.features.cards.refine import refine
 
     tree = open_tree(library_dir, tree_dir)
     try:
         llm = _llm(base_url, model, api_key) if curator else None
-        recs = refine(tree, _read_traces(traces), llm, min_uses=min_uses)
+        recs = refine(tree, _read_traces(traces), llm, min_evidence=min_evidence)
     finally:
         _close(tree)
     _summary(recs)
+
+
+@cards_group.command("revert")
+@click.argument("change_ids", nargs=-1)
+@click.option(
+    "--last", type=click.IntRange(min=1), default=None, help="Revert the last N changes (reverts excluded)."
+)
+@_tree_options
+def revert_cmd(change_ids, last, library_dir, tree_dir):
+    """Undo CHANGE_IDS (ids from `libraryfs cards log`; a run id undoes its whole run) or the last N changes,
+    restoring each file's exact bytes. Nothing is written if a file changed since (exit 1)."""
+    from libraryfs.features.cards.audit import RevertError, revert
+
+    if bool(change_ids) == (last is not None):
+        raise click.UsageError("give CHANGE_ID... or --last N (not both)")
+    tree = open_tree(library_dir, tree_dir)
+    try:
+        recs = revert(tree, list(change_ids), last)
+    except RevertError as e:
+        raise click.ClickException(str(e)) from None
+    finally:
+        _close(tree)
+    for r in recs:
+        click.echo(
+            f"reverted {r['reverts']} ({r['reverted_op']}): " + ", ".join(f["path"] for f in r["files"])
+        )
+    click.echo(f"changes: revert {len(recs)}  (audit: {cardsmod.AUDIT_PATH})")
+
+
+@cards_group.command("log")
+@click.option("--last", type=int, default=20, show_default=True, help="Show the last N records (0: all).")
+@_tree_options
+def log_cmd(last, library_dir, tree_dir):
+    """List the audit log's changes: id, op, path, and whether a revert undid them."""
+    from libraryfs.features.cards.audit import active_ids, records
+
+    tree = open_tree(library_dir, tree_dir)
+    try:
+        recs = records(tree)
+    finally:
+        _close(tree)
+    active = active_ids(recs)
+    for r in recs[-last:] if last > 0 else recs:
+        state = "" if not r.get("id") or r["id"] in active else "  [reverted]"
+        what = r.get("path") or r.get("reverts") or r.get("trace") or ""
+        to = f" -> {r['to']}" if r.get("to") else ""
+        click.echo(f"{r.get('id', '-'):<26} {r['op']:<9}{what}{to}{state}")
 
 
 def _summary(recs: list[dict[str, Any]]) -> None:
@@ -232,7 +287,7 @@ def _summary(recs: list[dict[str, Any]]) -> None:
     for r in recs:
         counts[r["op"]] = counts.get(r["op"], 0) + 1
         click.echo(
-            f"{r['op']:<9}{r.get('path') or r.get('trace') or ''}"
+            f"{r.get('id', ''):<26} {r['op']:<9}{r.get('path') or r.get('trace') or ''}"
             + (f" -> {r['to']}" if r.get("to") else "")
             + (f"  ({r['reason']})" if r.get("reason") else "")
         )

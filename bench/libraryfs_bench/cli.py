@@ -249,7 +249,19 @@ def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--cache", type=click.Path(dir_okay=False), default=None, help="Answer-class cache (JSON).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
-def replay_cmd(problems, seeds, workers, cache, out):
+@click.option(
+    "--blocks",
+    is_flag=True,
+    help="Also: per-block effect of the cards (helps/hurts/no evidence) on a tuning and a held-out split, "
+    "and pruning policies chosen on tuning, scored on held-out.",
+)
+@click.option(
+    "--traces-out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the recorded answers as solver traces over a champ-seeded tree (JSONL, for cards refine).",
+)
+def replay_cmd(problems, seeds, workers, cache, out, blocks, traces_out):
     """Replay on champ-dataset: real recorded answers drive the agreement gates."""
     from libraryfs_bench.cards.replay import format_table, load_records, replay
 
@@ -259,6 +271,18 @@ def replay_cmd(problems, seeds, workers, cache, out):
         raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
     res = replay(recs, seeds)
     click.echo(format_table(res))
+    if blocks:
+        from libraryfs_bench.cards.blocks import block_report, format_report
+
+        res["by_block"] = block_report(recs, seeds)
+        click.echo("")
+        click.echo(format_report(res["by_block"]))
+    if traces_out:
+        from libraryfs_bench.cards.replay import champ_traces
+
+        with open(traces_out, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(t) + "\n" for t in champ_traces(recs))
+        click.echo(f"wrote {traces_out}")
     _write_json(out, res)
 
 

@@ -19,6 +19,7 @@ Limitation: attempts mix four models (the recorded data has ≤ 4 answers per mo
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -30,18 +31,19 @@ from typing import Any
 from tqdm import tqdm
 
 from libraryfs.features.cards import answers
-from libraryfs.features.cards.cards import Card, slug, write_card
+from libraryfs.features.cards.cards import Card, card_path, slug, write_card
 from libraryfs.features.cards.controller import DEFAULT_SCHEDULE, Schedule, control, majority_vote, tier_index
 from libraryfs.fs.tree import Tree
 from libraryfs_bench.cards.simulate import concordance
 
 NO_CARD_PROMPTS = ("0-Shot", "5-Shot", "No C w/o H")
 CARD_PROMPTS = ("Direct C w/o H", "Root C w/o H", "Name C w/o H", "Example C w/o H")
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: records carry the problem's concept ids
 
 
+@functools.lru_cache(maxsize=1)
 def load_dataset():
-    """The champ-dataset v0 ``Dataset`` (raises ``click``-free ``ImportError`` if not installed)."""
+    """The champ-dataset v0 ``Dataset``, loaded once per process (raises ``ImportError`` if not installed)."""
     import champ_dataset  # imported here: optional dependency ("bench" extra)
 
     return champ_dataset.load("v0")
@@ -76,8 +78,8 @@ def _classes(golds: list[str], items: list[str | None]) -> list[int]:
     return out
 
 
-def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any]:
-    pid, category, raw_gold, finals = args
+def _problem_record(args: tuple[str, str, str, dict[str, Any], list[str]]) -> dict[str, Any]:
+    pid, category, raw_gold, finals, concepts = args
     gold = answers.extract_answer(raw_gold) or raw_gold
     golds = [gold] + [raw_gold] * (answers.normalize(raw_gold) != answers.normalize(gold))
     keys = sorted(finals)
@@ -101,6 +103,7 @@ def _problem_record(args: tuple[str, str, str, dict[str, Any]]) -> dict[str, Any
         "card": pick(CARD_PROMPTS),
         "held_out": held,
         "solve_rate": sum(c == 0 for c in held) / len(held) if held else 0.0,
+        "concepts": concepts,
     }
 
 
@@ -123,7 +126,13 @@ def load_records(
     if limit is not None:
         probs = probs[:limit]
     jobs = [
-        (p.identifier, p.category, p.answer, {k: _final_answer(c) for k, c in p.conversations.items()})
+        (
+            p.identifier,
+            p.category,
+            p.answer,
+            {k: _final_answer(c) for k, c in p.conversations.items()},
+            sorted({x for x in p.ch_list if x.startswith("C_")}),
+        )
         for p in probs
     ]
     bar = dict(total=len(jobs), desc="math-verify answer classes", unit="problem", disable=not progress)
@@ -150,6 +159,20 @@ def _interleave(items: list, key=lambda r: r["domain"]) -> list:
     return out
 
 
+def draws(rec: dict, seed: int) -> tuple[list[int], list[int]]:
+    """Shuffle ``seed`` of a problem's no-card and card answer classes (deterministic per problem and seed)."""
+    rng = random.Random(f"{rec['id']}/{seed}")
+    nc, wc = rec["no_card"][:], rec["card"][:]
+    rng.shuffle(nc)
+    rng.shuffle(wc)
+    return nc, wc
+
+
+def same_class(a: int | None, b: int | None) -> bool:
+    """Equivalence of answer class ids (``-1`` = no answer, never equal)."""
+    return a is not None and a >= 0 and a == b
+
+
 def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SCHEDULE) -> dict:
     """Drive the agreement gates with the recorded answers; JSON-able result (accuracies in [0, 1],
     calls per problem, exit-tier histogram, pairwise concordance of exit tier with held-out solve rate)."""
@@ -158,17 +181,11 @@ def replay(records: list[dict], seeds: int = 50, schedule: Schedule = DEFAULT_SC
     hist: Counter[str] = Counter()
     levels = []
     runs = len(records) * seeds
-
-    def eq(a: int | None, b: int | None) -> bool:  # class ids; -1 = no answer
-        return a is not None and a >= 0 and a == b
-
+    eq = same_class
     for rec in records:
         lv = 0
         for s in range(seeds):
-            rng = random.Random(f"{rec['id']}/{s}")
-            nc, wc = rec["no_card"][:], rec["card"][:]
-            rng.shuffle(nc)
-            rng.shuffle(wc)
+            nc, wc = draws(rec, s)
             d = control({"easy": nc[:2], "medium": wc[:3], "hard": wc[3:8]}, schedule, eq)
             acc["tiered"] += d.answer == 0
             calls["tiered"] += d.calls
@@ -264,4 +281,53 @@ def seed_champ(tree: Tree, dataset=None) -> list[str]:
     return sorted(paths)
 
 
-__all__ = ["format_table", "load_records", "replay", "seed_champ"]
+def concept_paths(dataset=None) -> dict[str, dict[str, str]]:
+    """Where :func:`seed_champ` puts each concept: ``{concept id: {"medium": path, "hard": path}}`` (a
+    universal concept has the same ``cards/universal/`` path for both tiers)."""
+    ds = dataset or load_dataset()
+    out = {}
+    for cid, c in ds.concepts.items():
+        dom = slug(c.category)
+        card_id = slug(cid.removeprefix("C_"), 56) or "concept"
+        if dom in CHAMP_DOMAINS:
+            out[cid] = {t: card_path(t, dom, card_id) for t in ("medium", "hard")}
+        else:
+            out[cid] = dict.fromkeys(("medium", "hard"), card_path("universal", "universal", card_id))
+    return out
+
+
+def champ_traces(records: list[dict], dataset=None) -> list[dict[str, Any]]:
+    """The recorded answers as solver traces over a :func:`seed_champ` tree (input of ``cards refine``).
+
+    Per problem one trace with three tier records: ``easy`` reads no card and holds the 12 no-card answers;
+    ``medium`` and ``hard`` read the cards of the problem's concepts (at that tier's path) and hold 8 of the
+    16 concept-prompt answers each. Attempts carry ``correct`` (answer class 0); ``answer`` is the class id.
+    The trace's ``correct`` is whether the plurality of the 16 concept-prompt answers is right.
+    """
+    where = concept_paths(dataset)
+
+    def attempts(classes: list[int]) -> list[dict[str, Any]]:
+        return [{"answer": f"class-{c}" if c >= 0 else None, "correct": c == 0} for c in classes]
+
+    out = []
+    for r in records:
+        tiers = [{"tier": "easy", "cards": [], "attempts": attempts(r["no_card"])}]
+        for i, tier in enumerate(("medium", "hard")):
+            cards = sorted({where[c][tier] for c in r.get("concepts", []) if c in where})
+            tiers.append({"tier": tier, "cards": cards, "attempts": attempts(r["card"][8 * i : 8 * i + 8])})
+        out.append(
+            {
+                "problem_id": r["id"],
+                "problem": "",
+                "domain": r["domain"],
+                "gold": r["gold"],
+                "exit_tier": "hard",
+                "answer": None,
+                "correct": majority_vote(r["card"], same_class) == 0,
+                "tiers": tiers,
+            }
+        )
+    return out
+
+
+__all__ = ["champ_traces", "concept_paths", "format_table", "load_records", "replay", "seed_champ"]

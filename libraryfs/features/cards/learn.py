@@ -1,10 +1,10 @@
-"""Offline learning of the card tree: ADD (a teacher distils failed traces) and REFINE (a curator
-re-scores, edits, relocates, merges and demotes cards) — KACE §2 "Offline learning".
+"""Offline learning of the card tree, ADD: a teacher model distils failed traces into new cards — KACE §2
+"Offline learning" (REFINE is :mod:`libraryfs.features.cards.refine`).
 
-Both change the tree only through :class:`libraryfs.fs.tree.Tree` file operations (write, rename) and append
-one JSON line per change to ``cards/AUDIT.jsonl``::
+ADD changes the tree only through :class:`libraryfs.fs.tree.Tree` file operations and records each change in
+``cards/AUDIT.jsonl`` with the bytes before (:mod:`libraryfs.features.cards.audit`; reversible)::
 
-    {"time": 1767225600.0, "op": "add|merge|rescore|edit|relocate|demote|skip", "path": ..., ...}
+    {"id": ..., "run": ..., "time": 1767225600.0, "op": "add|dedupe|skip", "path": ..., "files": [...]}
 
 Failed trace: ``correct is False``, or — without a gold answer — an exit at the fallback (no tier agreed).
 Its block is (exit tier, domain), with fallback → hard. Failures that exited at *easy* (two attempts
@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import defaultdict
 from typing import Any
 
+from libraryfs.features.cards.audit import ChangeLog
 from libraryfs.features.cards.cards import (
-    AUDIT_PATH,
     CARD_TYPES,
-    UNIVERSAL,
     Card,
     CardFormatError,
-    all_card_paths,
-    attic_path,
     block_paths,
     card_dir,
-    card_path,
     new_card_id,
     read_card,
     write_card,
@@ -37,7 +32,9 @@ from libraryfs.features.cards.cards import (
 from libraryfs.features.cards.llm import CallError, ChatLLM
 from libraryfs.fs.tree import Tree
 
-#: Two cards of one block whose word sets overlap at least this much (Jaccard) are duplicates.
+#: A card ADD proposes whose words overlap a card of its block at least this much (Jaccard) is not written
+#: (its provenance joins the existing card): a guard against the teacher repeating itself, never a merge of
+#: existing cards (REFINE merges only on trace evidence).
 DUPLICATE_JACCARD = 0.6
 MAX_TRACES_PER_BLOCK = 8
 MAX_BODY_CHARS = 2000
@@ -53,20 +50,6 @@ Problem: {problem}
 {gold}Solver's answers: {wrong}
 Excerpt of one failed attempt:
 {excerpt}"""
-
-CURATOR_PROMPT = """You curate knowledge cards for a math solver. This card was read {uses} times; the problem
-was solved {helped} times and not solved {hurt} times. Rewrite it to be more precise and more useful
-(same topic). Reply with JSON only: {{"title": "...", "body": "..."}}
-
-Type: {type}. Title: {title}
-{body}"""
-
-
-def audit(tree: Tree, op: str, **fields: Any) -> dict[str, Any]:
-    """Append one audit record (a JSON line) to ``cards/AUDIT.jsonl``; returns it."""
-    rec = {"time": round(time.time(), 3), "op": op, **fields}
-    tree.append_bytes(AUDIT_PATH, (json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n").encode())
-    return rec
 
 
 def _words(text: str) -> set[str]:
@@ -130,12 +113,56 @@ def _check_cards(obj: Any) -> list[dict[str, str]]:
     return out
 
 
+def _teacher_prompt(t: dict[str, Any], tier: str, domain: str, existing: list[Card]) -> str:
+    atts = [a for rec in t.get("tiers", []) for a in rec.get("attempts", [])]
+    excerpt = next((a.get("text", "") for a in reversed(atts) if a.get("text")), "")[-1500:]
+    return TEACHER_PROMPT.format(
+        tier=tier,
+        domain=domain,
+        titles=[c.title for c in existing] or "none",
+        problem=t.get("problem", ""),
+        gold=f"Correct answer: {t['gold']}\n" if t.get("gold") else "",
+        wrong=[a.get("answer") for a in atts],
+        excerpt=excerpt,
+    )
+
+
+def _place(tree: Tree, log: ChangeLog, card: Card, existing: list[Card], by: str) -> dict[str, Any]:
+    """Write a proposed card, or — when it repeats a card of its block — add its provenance there."""
+    prov = card.provenance[0]
+    dup = max(existing, key=lambda e: similarity(e, card), default=None)
+    if dup is not None and (similarity(dup, card) >= DUPLICATE_JACCARD or dup.id == card.id):
+        if prov not in dup.provenance:
+            dup.provenance.append(prov)
+        return log.change(
+            "dedupe",
+            [dup.path],
+            lambda: write_card(tree, dup),
+            path=dup.path,
+            duplicate_title=card.title,
+            trace=prov,
+            by=by,
+        )
+    existing.append(card)
+    return log.change(
+        "add",
+        [card.path],
+        lambda: write_card(tree, card),
+        path=card.path,
+        block=[card.tier, card.domain],
+        trace=prov,
+        by=by,
+    )
+
+
 def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict[str, Any]]:
     """ADD: per block, distil failed traces into new cards, de-duplicated within the block.
 
-    Returns the audit records written. A new card that duplicates one of its block
-    (:data:`DUPLICATE_JACCARD`) is not written; its provenance is merged into the existing card instead.
+    Returns the audit records written. A proposed card that repeats one of its block
+    (:data:`DUPLICATE_JACCARD`, or the same id) is not written; its provenance joins the existing card
+    (op ``dedupe``).
     """
+    log = ChangeLog(tree)
     records: list[dict[str, Any]] = []
     by_block: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for t in traces:
@@ -143,30 +170,18 @@ def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict
             continue
         tier = {"medium": "medium", "hard": "hard", "fallback": "hard"}.get(t.get("exit_tier", ""))
         if tier is None:
-            records.append(audit(tree, "skip", trace=t.get("problem_id"), reason="easy exit reads no cards"))
+            records.append(log.note("skip", trace=t.get("problem_id"), reason="easy exit reads no cards"))
             continue
         by_block[(tier, t["domain"])].append(t)
+    by = f"teacher:{teacher.model}"
     for (tier, domain), items in sorted(by_block.items()):
         existing = _block_cards(tree, tier, domain)
         for t in items[:MAX_TRACES_PER_BLOCK]:
-            atts = [a for rec in t.get("tiers", []) for a in rec.get("attempts", [])]
-            excerpt = next((a.get("text", "") for a in reversed(atts) if a.get("text")), "")[-1500:]
-            prompt = TEACHER_PROMPT.format(
-                tier=tier,
-                domain=domain,
-                titles=[c.title for c in existing] or "none",
-                problem=t.get("problem", ""),
-                gold=f"Correct answer: {t['gold']}\n" if t.get("gold") else "",
-                wrong=[a.get("answer") for a in atts],
-                excerpt=excerpt,
-            )
-            got = _ask(teacher, prompt, _check_cards)
-            prov = f"trace:{t.get('problem_id') or 'anon'}"
+            got = _ask(teacher, _teacher_prompt(t, tier, domain, existing), _check_cards)
             if got is None:
-                records.append(
-                    audit(tree, "skip", trace=t.get("problem_id"), reason="teacher output invalid")
-                )
+                records.append(log.note("skip", trace=t.get("problem_id"), reason="teacher output invalid"))
                 continue
+            prov = f"trace:{t.get('problem_id') or 'anon'}"
             for c in got:
                 card = Card(
                     id=new_card_id(c["title"], c["body"]),
@@ -177,166 +192,5 @@ def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict
                     body=c["body"],
                     provenance=[prov],
                 )
-                dup = max(existing, key=lambda e: similarity(e, card), default=None)
-                if dup is not None and (similarity(dup, card) >= DUPLICATE_JACCARD or dup.id == card.id):
-                    if prov not in dup.provenance:
-                        dup.provenance.append(prov)
-                        write_card(tree, dup)
-                    records.append(
-                        audit(
-                            tree,
-                            "merge",
-                            path=dup.path,
-                            duplicate_title=card.title,
-                            trace=prov,
-                            by=f"teacher:{teacher.model}",
-                        )
-                    )
-                    continue
-                write_card(tree, card)
-                existing.append(card)
-                records.append(
-                    audit(
-                        tree,
-                        "add",
-                        path=card.path,
-                        block=[tier, domain],
-                        trace=prov,
-                        by=f"teacher:{teacher.model}",
-                    )
-                )
-    return records
-
-
-def moves(tree: Tree) -> dict[str, str]:
-    """Where each moved card went, from the audit log: ``{old path: current path}`` (chains followed)."""
-    if not tree.exists(AUDIT_PATH):
-        return {}
-    step: dict[str, str] = {}
-    for line in tree.read_bytes(AUDIT_PATH).decode("utf-8", "replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if rec.get("op") in ("relocate", "demote") and rec.get("to"):
-            step[rec["path"]] = rec["to"]
-        elif rec.get("op") == "merge" and rec.get("demoted") and rec.get("to"):
-            step[rec["demoted"]] = rec["to"]
-    out = {}
-    for src in step:
-        dst, seen = src, {src}
-        while dst in step and step[dst] not in seen:
-            dst = step[dst]
-            seen.add(dst)
-        out[src] = dst
-    return out
-
-
-def score(traces: list[dict[str, Any]], moved: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
-    """How the solver used each card, by the path it was read at:
-    ``{path: {"uses", "helped", "hurt", "domains": {d: n}}}``.
-
-    ``moved`` maps paths read in old traces to the cards' current paths (:func:`moves`).
-    One use per (trace, card). Helped: the trace was correct (gold known) or, without gold, the tier that
-    read the card exited on agreement. Hurt: otherwise.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for t in traces:
-        seen = set()
-        for rec in t.get("tiers", []):
-            for p in rec.get("cards", []):
-                p = (moved or {}).get(p, p)
-                if p in seen:
-                    continue
-                seen.add(p)
-                ok = t["correct"] if t.get("correct") is not None else t.get("exit_tier") == rec.get("tier")
-                s = out.setdefault(p, {"uses": 0, "helped": 0, "hurt": 0, "domains": defaultdict(int)})
-                s["uses"] += 1
-                s["helped" if ok else "hurt"] += 1
-                s["domains"][t.get("domain", "")] += 1
-    return out
-
-
-def refine(
-    tree: Tree,
-    traces: list[dict[str, Any]],
-    curator: ChatLLM | None = None,
-    min_uses: int = 3,
-    demote_below: float = 0.34,
-    relocate_share: float = 0.8,
-) -> list[dict[str, Any]]:
-    """REFINE: re-score every live card from ``traces`` (counts replace the old ones), then
-
-    1. merge near-duplicates within a block (the better-scored card keeps both provenances, the other is
-       demoted);
-    2. demote cards read ≥ ``min_uses`` times whose helped share is < ``demote_below`` (moved to the attic);
-    3. relocate a universal card when ≥ ``relocate_share`` of its ≥ ``min_uses`` uses come from one
-       domain, to the hard block of that domain;
-    4. with a ``curator`` LLM, rewrite the remaining weak cards (helped share < 0.5, ≥ ``min_uses`` uses).
-
-    Returns the audit records written.
-    """
-    stats = score(traces, moves(tree))
-    records: list[dict[str, Any]] = []
-    cards = []
-    for p in all_card_paths(tree):
-        try:
-            cards.append(read_card(tree, p))
-        except (OSError, UnicodeDecodeError, CardFormatError) as e:
-            records.append(audit(tree, "skip", path=p, reason=f"unreadable card: {e}"))
-    for c in cards:
-        s = stats.get(c.path, {"uses": 0, "helped": 0, "hurt": 0})
-        if (c.uses, c.helped, c.hurt) != (s["uses"], s["helped"], s["hurt"]):
-            old = [c.uses, c.helped, c.hurt]
-            c.uses, c.helped, c.hurt = s["uses"], s["helped"], s["hurt"]
-            write_card(tree, c)
-            records.append(audit(tree, "rescore", path=c.path, old=old, new=[c.uses, c.helped, c.hurt]))
-    gone: set[str] = set()
-    rank = sorted(cards, key=lambda c: (-(c.helped - c.hurt), c.id))
-    for i, keep in enumerate(rank):
-        if keep.path in gone:
-            continue
-        for other in rank[i + 1 :]:
-            if other.path in gone or (other.tier, other.domain) != (keep.tier, keep.domain):
-                continue
-            if similarity(keep, other) >= DUPLICATE_JACCARD:
-                keep.provenance += [p for p in other.provenance if p not in keep.provenance]
-                write_card(tree, keep)
-                tree.rename(other.path, attic_path(other))
-                gone.add(other.path)
-                records.append(audit(tree, "merge", path=keep.path, demoted=other.path, to=attic_path(other)))
-    for c in cards:
-        if c.path in gone:
-            continue
-        if c.uses >= min_uses and c.helped / c.uses < demote_below:
-            tree.rename(c.path, attic_path(c))
-            gone.add(c.path)
-            records.append(audit(tree, "demote", path=c.path, to=attic_path(c), uses=c.uses, helped=c.helped))
-            continue
-        doms = stats.get(c.path, {}).get("domains", {})
-        if c.tier == UNIVERSAL and c.uses >= min_uses and doms:
-            dom, n = max(sorted(doms.items()), key=lambda kv: kv[1])
-            if n / c.uses >= relocate_share and dom:
-                src = c.path
-                c.tier, c.domain = "hard", dom
-                if tree.exists(card_path("hard", dom, c.id)):
-                    c.tier = c.domain = UNIVERSAL
-                else:
-                    write_card(tree, c)
-                    tree.remove(src)
-                    gone.add(src)
-                    records.append(audit(tree, "relocate", path=src, to=c.path, share=round(n / c.uses, 3)))
-                    continue
-        if curator is not None and c.uses >= min_uses and c.helped / c.uses < 0.5:
-            got = _ask(
-                curator,
-                CURATOR_PROMPT.format(
-                    uses=c.uses, helped=c.helped, hurt=c.hurt, type=c.type, title=c.title, body=c.body
-                ),
-                lambda o: (str(o["title"]).strip()[:120], str(o["body"]).strip()[:MAX_BODY_CHARS]),
-            )
-            if got and all(got) and got != (c.title, c.body):
-                c.title, c.body = got
-                write_card(tree, c)
-                records.append(audit(tree, "edit", path=c.path, by=f"curator:{curator.model}"))
+                records.append(_place(tree, log, card, existing, by))
     return records
