@@ -15,6 +15,7 @@ from libraryfs.cli.main import cli
 from libraryfs.features.cards.audit import RevertConflict, RevertError, moves, records, revert
 from libraryfs.features.cards.cards import Card, all_card_paths, block_paths, read_card, write_card
 from libraryfs.features.cards.evidence import card_evidence, readings
+from libraryfs.features.cards.learn import DUPLICATE_JACCARD, similarity
 from libraryfs.features.cards.refine import refine
 from libraryfs.fs.tree import DirTree
 from libraryfs_bench.cards.replay import seed_champ
@@ -127,10 +128,13 @@ def test_merge_needs_interchangeable_use_not_word_overlap(tmp_path):
     tree = DirTree(tmp_path)
     # near-identical wording, always read together: no evidence they are interchangeable
     amgm2 = mk(tree, "am-gm-2", "For nonnegative reals a, b: (a + b) / 2 >= sqrt(ab), equality iff a = b.")
-    amhm2 = mk(tree, "am-hm-2", "For positive reals a, b: (a + b) / 2 >= 2ab / (a + b), equality iff a = b.")
+    amhm2 = mk(
+        tree, "am-hm-2", "For nonnegative reals a, b: (a + b) / 2 >= 2ab / (a + b), equality iff a = b."
+    )
     # no shared words, but each alone solves the same problems and without both they fail
     sub_a = mk(tree, "stars-and-bars", "Distribute n identical balls into k boxes: C(n+k-1, k-1) ways.")
     sub_b = mk(tree, "gen-function", "Coefficient of x^n in (1-x)^(-k) counts multisets of size n.")
+    assert similarity(read_card(tree, amgm2), read_card(tree, amhm2)) >= DUPLICATE_JACCARD  # old rule: merged
     traces = []
     for i in range(3):
         pid = f"S{i}"
