@@ -26,7 +26,6 @@ from libraryfs.features.code.budget import (
     Budget,
     BudgetTracker,
     Contract,
-    ReadBudget,
     make_contract,
     verify_plan,
 )
@@ -35,6 +34,7 @@ from libraryfs.features.code.index import CodeIndex
 from libraryfs.features.code.render import Renderer
 from libraryfs.features.code.retrieve import Retriever
 from libraryfs.features.code.router import route
+from libraryfs.fs.budget import ReadBudget
 from libraryfs.fs.tree import DirTree
 
 DEFAULT_SRC = os.path.dirname(os.__file__)  # the Python standard library of this interpreter

@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     m = settings["mount"]
     budget = None
     if m["budget"]:
-        from libraryfs.features.code.budget import ReadBudget, parse_budget_spec
+        from libraryfs.fs.budget import ReadBudget, parse_budget_spec
 
         budget = ReadBudget(parse_budget_spec(m["budget"]))
     mountpoint = os.path.abspath(a.mountpoint)

@@ -94,9 +94,20 @@ class CrossDevice(LibraryError):
 
 
 class QuotaExceeded(LibraryError):
-    """A read budget given to the mount is spent (EDQUOT)."""
+    """A read budget given to the mount is spent (EDQUOT).
+
+    Raised by :class:`libraryfs.fs.budget.ReadBudget` before anything is consumed. Optional facts of the
+    refused charge: ``dimension`` (``"reads"`` or ``"tokens"``), ``used`` (before the charge),
+    ``requested`` and ``limit``.
+    """
 
     errno = errno.EDQUOT
+
+    def __init__(
+        self, message: str = "", *, dimension: str = "", used: int = 0, requested: int = 0, limit: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.dimension, self.used, self.requested, self.limit = dimension, used, requested, limit
 
 
 class FileTooBig(LibraryError):

@@ -137,7 +137,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if not s:
                 return None
             try:
-                from libraryfs.features.code.budget import parse_budget_spec
+                from libraryfs.fs.budget import parse_budget_spec
             except ImportError:  # pragma: no cover - the budget module ships with the package
                 return s
             parse_budget_spec(s)

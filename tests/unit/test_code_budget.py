@@ -1,7 +1,8 @@
-"""VERIFYCONSERVATION (hypothesis properties), the runtime tracker, ReadBudget, and ``libraryfs budget verify``."""
+"""VERIFYCONSERVATION (hypothesis properties), the runtime tracker, the core ReadBudget, and ``libraryfs budget verify``."""
 
 from __future__ import annotations
 
+import errno
 import json
 
 import pytest
@@ -11,17 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libraryfs.cli.main import cli
+from libraryfs.errors import QuotaExceeded, to_errno
 from libraryfs.features.code.budget import (
     DIMENSIONS,
     Budget,
     BudgetExceeded,
     BudgetTracker,
     ContractViolation,
-    ReadBudget,
     make_contract,
-    parse_budget_spec,
     verify_plan,
 )
+from libraryfs.fs.budget import ReadBudget, parse_budget_spec
 
 vec = st.fixed_dictionaries({d: st.integers(0, 50) for d in DIMENSIONS})
 
@@ -183,9 +184,11 @@ def test_read_budget():
             parse_budget_spec(bad)
     rb = ReadBudget({"reads": 2, "tokens": 100})
     rb.charge(reads=1, tokens=60)
-    with pytest.raises(BudgetExceeded) as e:
+    with pytest.raises(QuotaExceeded) as e:
         rb.charge(reads=1, tokens=41)
     assert not isinstance(e.value, OSError) and e.value.dimension == "tokens"
+    assert (e.value.used, e.value.requested, e.value.limit) == (60, 41, 100)
+    assert to_errno(e.value) == errno.EDQUOT  # through the one errno table, not by class name
     assert rb.remaining() == {"reads": 1, "tokens": 40}  # a refused charge consumes nothing
     child = rb.child({"reads": 1, "tokens": 30})
     assert rb.remaining() == {"reads": 0, "tokens": 10}

@@ -16,14 +16,13 @@ If a plan carries a top-level ``budget``, the roots' budgets together must fit i
 Under deterministic tool costs this gives the paper's theorem: the whole delegation forest never consumes
 more than its root budget. :class:`BudgetTracker` enforces a contract at run time (a charge that would
 pass a limit raises :class:`BudgetExceeded` before anything is consumed; spawning a child reserves its
-whole budget from the parent and closing it refunds what it did not use), and :class:`ReadBudget` is the
-small two-dimensional (reads, tokens) budget a mount enforces.
+whole budget from the parent and closing it refunds what it did not use). The small two-dimensional
+(reads, tokens) budget a mount enforces is core: :class:`libraryfs.fs.budget.ReadBudget`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,8 +35,8 @@ _SECONDS = _DIM_INDEX["seconds"]
 
 class BudgetExceeded(Exception):
     """A charge would pass a limit. Attributes: ``node`` (tracker/plan node name, or ``""``), ``dimension``,
-    ``used`` (before the charge), ``requested``, ``limit``. Not an ``OSError``: the FUSE view maps it
-    to EDQUOT itself."""
+    ``used`` (before the charge), ``requested``, ``limit``. Not an ``OSError`` and not a domain error: it
+    never reaches a mount (a mount's read budget raises :class:`libraryfs.errors.QuotaExceeded`)."""
 
     def __init__(self, dimension: str, used: float, requested: float, limit: float, node: str = "") -> None:
         self.node, self.dimension, self.used, self.requested, self.limit = (
@@ -373,87 +372,3 @@ class BudgetTracker:
         left = {d: self.limits[i] - self.used[i] for i, d in enumerate(DIMENSIONS)}
         left["seconds"] = max(0.0, self.limits[_SECONDS] - self.elapsed_s())
         return left
-
-
-READ_DIMENSIONS = ("reads", "tokens")
-
-
-def parse_budget_spec(spec: str) -> dict[str, int]:
-    """``"reads=100,tokens=5000"`` → ``{"reads": 100, "tokens": 5000}``. Raises ``ValueError`` on an unknown
-    dimension, a repeated one, or a value that is not a non-negative integer."""
-    out: dict[str, int] = {}
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        key, sep, val = part.partition("=")
-        key = key.strip()
-        if not sep or key not in READ_DIMENSIONS:
-            raise ValueError(
-                f"bad budget item {part!r}: expected one of {', '.join(READ_DIMENSIONS)} as key=N"
-            )
-        if key in out:
-            raise ValueError(f"budget {key} given twice")
-        if not val.strip().isdigit():
-            raise ValueError(f"budget {key} must be a non-negative integer, got {val.strip()!r}")
-        out[key] = int(val)
-    if not out:
-        raise ValueError("empty budget spec")
-    return out
-
-
-class ReadBudget:
-    """A mount's read budget: limits on ``reads`` (read operations) and ``tokens`` (tokens returned).
-    A dimension without a limit is unlimited. Thread-safe (one lock; a charge is a few µs).
-
-    The FUSE view calls :meth:`charge` *before* returning data; on :class:`BudgetExceeded` it fails the read
-    with EDQUOT and nothing is consumed."""
-
-    def __init__(self, limits: Mapping[str, int], parent: ReadBudget | None = None) -> None:
-        bad = set(limits) - set(READ_DIMENSIONS)
-        if bad:
-            raise ValueError(f"unknown read budget dimension(s): {', '.join(sorted(bad))}")
-        self.limits = {k: int(v) for k, v in limits.items()}
-        self.used = {d: 0 for d in READ_DIMENSIONS}
-        self.refused = 0
-        self.parent = parent
-        self._lock = threading.Lock()
-
-    def charge(self, reads: int = 0, tokens: int = 0) -> None:
-        """Consume ``reads`` and ``tokens`` together, or neither: raises :class:`BudgetExceeded` (and counts a
-        refusal) if either would pass its limit."""
-        with self._lock:
-            for dim, amount in (("reads", reads), ("tokens", tokens)):
-                limit = self.limits.get(dim)
-                if limit is not None and self.used[dim] + amount > limit:
-                    self.refused += 1
-                    raise BudgetExceeded(dim, self.used[dim], amount, limit)
-            self.used["reads"] += reads
-            self.used["tokens"] += tokens
-
-    def remaining(self) -> dict[str, int | None]:
-        """Left per dimension (``None`` = unlimited)."""
-        with self._lock:
-            return {d: (self.limits[d] - self.used[d] if d in self.limits else None) for d in READ_DIMENSIONS}
-
-    def child(self, limits: Mapping[str, int]) -> ReadBudget:
-        """A sub-agent's budget carved out of this one (conservation: the child's limits are charged here
-        first; raises :class:`BudgetExceeded` if they do not fit, ``ValueError`` if the child is unlimited in
-        a dimension this budget limits)."""
-        for d in self.limits:
-            if d not in limits:
-                raise ValueError(f"child budget must limit {d} (the parent does)")
-        self.charge(reads=int(limits.get("reads", 0)), tokens=int(limits.get("tokens", 0)))
-        return ReadBudget(limits, parent=self)
-
-    def to_json(self) -> str:
-        """What ``.libraryfs/budget`` shows: limits, used, remaining, refused (count of failed charges)."""
-        with self._lock:
-            doc = {
-                "limits": dict(self.limits),
-                "used": dict(self.used),
-                "remaining": {
-                    d: (self.limits[d] - self.used[d] if d in self.limits else None) for d in READ_DIMENSIONS
-                },
-                "refused": self.refused,
-            }
-        return json.dumps(doc, indent=2) + "\n"
