@@ -154,11 +154,9 @@ class Lifecycle:
     def _exit_loop(self) -> None:
         if self._fuse_ptr is None:
             return
-        import ctypes
+        from libraryfs.fs.fuse_adapter import exit_session
 
-        from libraryfs.fs.fuse_adapter import _libfuse
-
-        _libfuse.fuse_exit(ctypes.c_void_p(self._fuse_ptr))
+        exit_session(self._fuse_ptr)
         if self._main_ident is not None:
             signal.pthread_kill(self._main_ident, signal.SIGUSR2)
 
@@ -203,7 +201,9 @@ def run(
     last stop was unclean → purge orphans → clean flag off → serve → (unmount / ``lifecycle`` stop)
     STOPPING=1 → sync → clean flag on. ``lifecycle`` (from :func:`main`) turns signals into that stop.
     """
-    from libraryfs.fs.fuse_adapter import _libfuse, serve  # imports mfusepy (libfuse) only in the server
+    # imports mfusepy (libfuse) only in the server
+    from libraryfs.fs.fuse_adapter import current_session
+    from libraryfs.fs.mount import serve
 
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
@@ -282,7 +282,7 @@ def run(
 
         def on_init() -> None:
             if lifecycle is not None:  # inside FUSE init: the context names our session
-                lifecycle.attach(_libfuse.fuse_get_context().contents.fuse)
+                lifecycle.attach(current_session())
 
             def waiter() -> None:
                 if wait_until_mounted(mountpoint, 30.0):

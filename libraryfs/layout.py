@@ -14,10 +14,10 @@ import re
 
 from libraryfs.errors import Exists, IsADir, LibraryError, NotFound
 from libraryfs.fs import schema as S
+from libraryfs.fs.generated import is_reserved
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree, Tree
 from libraryfs.fs.view import LibraryView
-from libraryfs.fs.virtual import INDEX_NAME
 
 
 def mount_info(libdir: str) -> dict | None:
@@ -209,7 +209,7 @@ class StoreTree:
             return sorted(
                 n
                 for n, mode, _ino, _o in self.view.readdir(fh, 0)
-                if n not in (b".", b"..") and n != INDEX_NAME and not _virtual(n, p)
+                if n not in (b".", b"..") and not _virtual(n, p)
             )
         finally:
             self.view.releasedir(fh)
@@ -246,7 +246,8 @@ class StoreTree:
 
 
 def _virtual(name: bytes, parent: bytes) -> bool:
-    return name == b".index" or (parent == b"/" and name in (b".libraryfs", b".find"))
+    """Whether ``name`` listed in the directory at path ``parent`` is generated (INDEX.md, .index, …)."""
+    return is_reserved(name, S.ROOT_INO if parent == b"/" else 0)
 
 
 __all__ = ["open_tree", "mount_info", "StoreTree", "IsADir"]

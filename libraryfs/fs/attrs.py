@@ -1,31 +1,37 @@
-"""The metadata operations of :class:`~libraryfs.fs.view.LibraryView`: an inode's attributes and the volume's.
+"""The metadata operations of the view: ``stat``, an inode's attributes and the volume's.
 
-:class:`AttrOps` holds chmod/chown/utimens, the extended attributes (get/list/set/removexattr) and statfs.
-They are one group because they change or report metadata only: no dirent, no link count, no file data and no
-journal record, so the indexer never sees them (names are in :mod:`libraryfs.fs.nameops`, data in
-:mod:`libraryfs.fs.view`). Generated files answer the read side through
+:class:`AttrOps` holds getattr, chmod/chown/utimens, the extended attributes (get/list/set/removexattr) and
+statfs. They are one group because they change or report metadata only: no dirent, no link count, no file
+data and no journal record, so the indexer never sees them (names are in :mod:`libraryfs.fs.nameops`, data
+in :mod:`libraryfs.fs.filedata`). Generated files answer the read side through
 :class:`~libraryfs.fs.virtual.VirtualNamespace` (``user.libraryfs.*`` freshness xattrs) and refuse the write
 side with EACCES. Extended attribute names must be in a Linux namespace (``user.``, ``trusted.``,
 ``security.``, ``system.``; others are ENOTSUP as on ext4), and POSIX ACLs are ENOTSUP.
 
-``AttrOps`` is a mixin: it has no state of its own and runs on the :class:`~libraryfs.fs.view.LibraryView` it
-is mixed into (the attributes and methods it needs are listed in its class body). Paths are absolute bytes,
-xattr names and values raw bytes, times ns since the epoch; errors are :mod:`libraryfs.errors` classes.
+Paths are absolute bytes, xattr names and values raw bytes, times ns since the epoch; errors are
+:mod:`libraryfs.errors` classes.
 """
 
 from __future__ import annotations
 
 import shutil
 import stat as _stat
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from libraryfs.errors import AccessDenied, Exists, InvalidArgument, NameTooLong, NoAttr, NotSupported
+from libraryfs.errors import (
+    AccessDenied,
+    BadHandle,
+    Exists,
+    InvalidArgument,
+    NameTooLong,
+    NoAttr,
+    NotFound,
+    NotSupported,
+)
 from libraryfs.fs import schema as S
+from libraryfs.fs.nodes import real_stat
+from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.store import Store, Txn, now_ns
-
-if TYPE_CHECKING:
-    from libraryfs.fs.view import Handle
-    from libraryfs.fs.virtual import Resolved, VirtualNamespace
 
 UTIME_NOW = "now"  #: sentinel for utimens: set to the current time (POSIX UTIME_NOW)
 UTIME_OMIT = None  #: sentinel for utimens: leave unchanged (POSIX UTIME_OMIT)
@@ -45,28 +51,49 @@ def check_namespace(name: bytes) -> None:
         raise NotSupported("extended attribute names must start with user., trusted., security. or system.")
 
 
-class AttrOps:
-    """chmod/chown/utimens, xattrs and statfs for :class:`~libraryfs.fs.view.LibraryView`."""
+class AttrOps(ViewService):
+    """getattr, chmod/chown/utimens, xattrs and statfs over the store (module doc).
 
-    # Supplied by LibraryView, the class this is mixed into.
-    store: Store
-    handles: dict[int, Handle]  #: open-file handles by number (fchmod/fchown/futimens work after unlink)
-    virtual: VirtualNamespace
-    security_xattrs: bool  #: a security.* xattr was stored at some point (config flag)
+    State: :class:`~libraryfs.fs.resolve.ViewService`'s (the handle table makes ``fstat``, ``fchmod``…
+    work after unlink), and ``security_xattrs``: whether any ``security.*`` xattr was ever stored (config
+    flag :data:`~libraryfs.fs.schema.CFG_SECURITY_XATTRS`); until one is, the kernel's per-write ``security.capability`` query
+    is answered ENODATA without a store lookup.
+    """
 
-    if TYPE_CHECKING:
+    def __init__(self, store: Store, resolver: Resolver, *, read_only: bool = False) -> None:
+        super().__init__(store, resolver, read_only=read_only)
+        with store.read() as t:
+            self.security_xattrs = t.cfg(S.CFG_SECURITY_XATTRS) == b"1"
 
-        def resolve(self, t: Txn, path: bytes) -> Resolved: ...
-        def _writable(self) -> None: ...
-        def _node_for(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode: ...
+    def getattr(self, path: bytes | None, fh: int | None = None) -> dict:
+        """``stat`` of a path, or of an open handle (works after unlink; stat(2)/fstat(2)).
+
+        Raises NotFound, NotADir, BadHandle (neither path nor a known handle).
+        """
+        with self.store.read() as t:
+            h = self.handles.file(fh)
+            if h is not None and (path is None or h.virtual is None):
+                if h.virtual is not None:
+                    return self.virtual.stat_snapshot(fh, len(h.virtual))  # type: ignore[arg-type]
+                node = t.inode(h.ino)
+                if node is None:
+                    raise NotFound("stale handle")
+                return real_stat(node)
+            if path is None:
+                raise BadHandle("no path and no handle")
+            r = self.resolver.resolve(t, path)
+            if r.is_real:
+                return real_stat(r.node)  # type: ignore[arg-type]
+            return self.virtual.getattr(t, r)
 
     # ------------------------------------------------------------------------------------------------
     # chmod/chown/utimens
-    def _modify(self, path: bytes | None, fh: int | None, change) -> None:
-        self._writable()
+    def _modify(self, path: bytes | None, fh: int | None, change: Callable[[S.Inode], None]) -> None:
+        """Apply ``change`` to the inode of ``path`` or ``fh`` and set its ctime, in one write."""
+        require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            node = self._node_for(t, path, fh)
+            node = self.resolver.node_for(t, path, fh)
             change(node)
             node.ctime_ns = now_ns()
             t.put_inode(node)
@@ -132,9 +159,6 @@ class AttrOps:
 
     # ------------------------------------------------------------------------------------------------
     # xattrs
-    def _xattr_node(self, t: Txn, path: bytes) -> Resolved:
-        return self.resolve(t, path)
-
     def getxattr(self, path: bytes, name: bytes) -> bytes:
         """Value of an extended attribute; generated files expose ``user.libraryfs.*`` freshness facts."""
         if name == b"security.capability" and not self.security_xattrs:
@@ -142,8 +166,8 @@ class AttrOps:
             raise NoAttr("no such attribute")
         check_namespace(name)
         with self.store.read() as t:
-            r = self.resolve(t, path)
-            if r.kind != "real":
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
                 return self.virtual.getxattr(t, r, name)
             v = t.getxattr(r.ino, name)
             if v is None:
@@ -154,8 +178,8 @@ class AttrOps:
         """Names of the extended attributes (a name outside the Linux namespaces, stored before they were
         checked, is not listed: it could be neither read nor removed)."""
         with self.store.read() as t:
-            r = self.resolve(t, path)
-            if r.kind != "real":
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
                 return self.virtual.listxattr(t, r)
             return [n for n in t.listxattr(r.ino) if n.startswith(XATTR_NAMESPACES)]
 
@@ -166,7 +190,7 @@ class AttrOps:
         empty name or a value over 64 KiB, NameTooLong for a name over 255 bytes, AccessDenied on generated
         files.
         """
-        self._writable()
+        require_writable(self.read_only)
         check_namespace(name)
         if name.startswith(ACL_XATTR_PREFIX):
             # No POSIX ACL support: storing the ACL as opaque bytes would ignore it for permission checks and
@@ -181,8 +205,8 @@ class AttrOps:
             raise InvalidArgument("attribute value too large")
 
         def fn(t: Txn) -> None:
-            r = self.resolve(t, path)
-            if r.kind != "real":
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
                 raise AccessDenied("generated files are read-only")
             cur = t.getxattr(r.ino, name)
             if flags & XATTR_CREATE and cur is not None:
@@ -202,12 +226,12 @@ class AttrOps:
 
     def removexattr(self, path: bytes, name: bytes) -> None:
         """Remove an extended attribute (ENODATA if absent, ENOTSUP outside the Linux namespaces)."""
-        self._writable()
+        require_writable(self.read_only)
         check_namespace(name)
 
         def fn(t: Txn) -> None:
-            r = self.resolve(t, path)
-            if r.kind != "real":
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
                 raise AccessDenied("generated files are read-only")
             if not t.delxattr(r.ino, name):
                 raise NoAttr("no such attribute")

@@ -15,7 +15,10 @@ looks like (borg's ``hlfuse.py``). Known mfusepy 3.1 traps handled here (../shar
   :func:`libraryfs.errors.to_errno`; anything unknown is logged and becomes EIO.
 
 Threading: single-threaded FUSE loop (``nothreads``; ARCHITECTURE §7: lowest CPU per request, faster with
-concurrent clients). Two helper threads only read the store: TOC invalidation and the periodic sync.
+concurrent clients). The background work of a mount (TOC cache invalidation through
+:meth:`FuseOps.invalidate`, the periodic sync) is :mod:`libraryfs.fs.mount`'s, which runs this module's
+:func:`run`. Process control that needs libfuse itself (ending the loop from a signal handler thread) goes
+through :func:`current_session` and :func:`exit_session`, so no other module touches mfusepy.
 """
 
 from __future__ import annotations
@@ -25,8 +28,6 @@ import errno
 import functools
 import logging
 import os
-import threading
-import time
 from collections.abc import Callable
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfuse2 if both exist
@@ -34,11 +35,8 @@ os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfus
 import mfusepy  # noqa: E402
 
 from libraryfs.errors import LibraryError, to_errno  # noqa: E402
-from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.fs.attrs import UTIME_NOW, UTIME_OMIT
 from libraryfs.fs.view import LibraryView
-from libraryfs.fs.virtual import PAGES_DIR
-from libraryfs.fs.virtual import page_name as _page_name
 
 log = logging.getLogger("libraryfs.fuse")
 
@@ -50,8 +48,24 @@ _libfuse.fuse_invalidate_path.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _libfuse.fuse_invalidate_path.restype = ctypes.c_int
 
 
+def current_session() -> int:
+    """The libfuse session (``struct fuse *``, as an int) of the request being served.
+
+    Valid only inside a FUSE callback on the loop's thread, e.g. in ``init`` (``fuse_get_context(3)``).
+    """
+    return _libfuse.fuse_get_context().contents.fuse
+
+
+def exit_session(session: int) -> None:
+    """``fuse_exit(3)`` on ``session``: its loop returns once the request in flight is answered (the caller
+    interrupts the loop's blocking read of /dev/fuse if it must return at once). Safe from any thread."""
+    _libfuse.fuse_exit(ctypes.c_void_p(session))
+
+
 def _op(fn: Callable) -> Callable:
-    """Wrap one FUSE operation: domain error → errno, unknown exception → logged EIO."""
+    """Declare one FUSE operation: its name must be an mfusepy operation (checked at import), and it is
+    wrapped so that a domain error becomes its errno and an unknown exception a logged EIO."""
+    fn = mfusepy.overrides(mfusepy.Operations)(fn)
 
     @functools.wraps(fn)
     def wrapper(self, *args):
@@ -118,15 +132,14 @@ class FuseOps(mfusepy.Operations):
             config_3.hard_remove = 0  # see the module docstring: hidden names keep fstat working
             config_3.nullpath_ok = 1
             config_3.auto_cache = 1
-        ctx = _libfuse.fuse_get_context()
-        self.fuse_ptr = ctx.contents.fuse
+        self.fuse_ptr = current_session()
         if self.on_init is not None:
             self.on_init()
 
     @mfusepy.overrides(mfusepy.Operations)
     def destroy(self, path) -> None:
         """libfuse destroy (unmount): sync the store so every commit survives an OS crash."""
-        self.view.store.sync()
+        self.view.fsync()
 
     def invalidate(self, path: bytes) -> int:
         """Drop the kernel's cached attributes/pages of ``path`` (``fuse_invalidate_path``, libfuse ≥ 3.1)."""
@@ -135,27 +148,23 @@ class FuseOps(mfusepy.Operations):
         return _libfuse.fuse_invalidate_path(self.fuse_ptr, path)
 
     # -- attributes ---------------------------------------------------------------------------------------
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def getattr(self, path, fh=None):
         """stat(2)/fstat(2) → :meth:`LibraryView.getattr`; ENOENT, ENOTDIR."""
         return self.view.getattr(_b(path), _fh(fh))
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def chmod(self, path, mode, fh=None):
         """chmod(2)/fchmod(2) → :meth:`LibraryView.chmod`; EACCES on generated files, EROFS read-only."""
         self.view.chmod(_b(path), mode, _fh(fh))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def chown(self, path, uid, gid, fh=None):
         """chown(2)/fchown(2) → :meth:`LibraryView.chown` (-1 keeps a value)."""
         self.view.chown(_b(path), uid, gid, _fh(fh))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def utimens(self, path, times=None, fh=None):
         """utimensat(2) with UTIME_NOW/UTIME_OMIT decoded → :meth:`LibraryView.utimens`."""
@@ -166,20 +175,17 @@ class FuseOps(mfusepy.Operations):
         self.view.utimens(_b(path), atime, mtime, _fh(fh))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def statfs(self, path):
         """statvfs(2) → :meth:`LibraryView.statfs`: LMDB pages in use plus the disk's free space."""
         return self.view.statfs()
 
     # -- directories ----------------------------------------------------------------------------------------
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def opendir(self, path):
         """opendir(3) → a handle on a snapshot of the listing (stable readdir offsets)."""
         return self.view.opendir(_b(path))
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def readdir_with_offset(self, path, offset, fh):
         """getdents(2) from ``offset``: ``(name, {st_mode, st_ino}, next offset)`` tuples."""
@@ -189,14 +195,12 @@ class FuseOps(mfusepy.Operations):
             (os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries
         )
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def releasedir(self, path, fh):
         """closedir(3): forget the directory handle."""
         self.view.releasedir(fh)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def mkdir(self, path, mode):
         """mkdir(2) → :meth:`LibraryView.mkdir`; EEXIST, ENOENT, ENAMETOOLONG."""
@@ -204,7 +208,6 @@ class FuseOps(mfusepy.Operations):
         self.view.mkdir(_b(path), mode, uid, gid)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def mknod(self, path, mode, dev):
         """mknod(2) of FIFOs, sockets and device nodes (stored as inode + rdev)."""
@@ -212,14 +215,12 @@ class FuseOps(mfusepy.Operations):
         self.view.mknod(_b(path), mode, dev, uid, gid)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def rmdir(self, path):
         """rmdir(2) → :meth:`LibraryView.rmdir`; ENOTEMPTY, ENOTDIR."""
         self.view.rmdir(_b(path))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def fsyncdir(self, path, datasync, fh):
         """fsync(2) on a directory: sync the store."""
@@ -227,7 +228,6 @@ class FuseOps(mfusepy.Operations):
         return 0
 
     # -- files -----------------------------------------------------------------------------------------------
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def create(self, path, mode, fi=None):
         """open(2) with O_CREAT → :meth:`LibraryView.create`; EEXIST with O_EXCL."""
@@ -235,7 +235,6 @@ class FuseOps(mfusepy.Operations):
         fi.fh = self.view.create(_b(path), mode, fi.flags, uid, gid)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def open(self, path, fi):
         """open(2) → :meth:`LibraryView.open`; generated files get direct_io (never a stale page cache)."""
@@ -245,34 +244,29 @@ class FuseOps(mfusepy.Operations):
             fi.direct_io = 1
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def read(self, path, size, offset, fi):
         """read(2) → :meth:`LibraryView.read` (counted per calling pid in stats.json; EDQUOT past a budget)."""
         _uid, _gid, pid = mfusepy.fuse_get_context()
         return self.view.read(fi.fh, size, offset, pid)
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def write(self, path, data, offset, fi):
         """write(2) → :meth:`LibraryView.write` (O_APPEND honoured at the store's end of file)."""
         return self.view.write(fi.fh, data, offset)
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def truncate(self, path, length, fh=None):
         """truncate(2)/ftruncate(2) (the handle is passed on for unlinked files) → :meth:`LibraryView.truncate`."""
         self.view.truncate(_b(path), length, _fh(fh))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def release(self, path, fi):
         """close(2) of the last reference → :meth:`LibraryView.release` (frees unlinked files)."""
         self.view.release(fi.fh)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def fsync(self, path, datasync, fi):
         """fsync(2)/fdatasync(2): sync the store (durable against an OS crash)."""
@@ -280,21 +274,18 @@ class FuseOps(mfusepy.Operations):
         return 0
 
     # -- names -------------------------------------------------------------------------------------------------
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def unlink(self, path):
         """unlink(2) → :meth:`LibraryView.unlink` (open files keep their data)."""
         self.view.unlink(_b(path))
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def rename(self, old, new, flags=0):
         """renameat2(2) with NOREPLACE/EXCHANGE flags → :meth:`LibraryView.rename`."""
         self.view.rename(_b(old), _b(new), flags)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def symlink(self, target, source):
         """symlink(2): mfusepy passes (path of the new link, link content) → :meth:`LibraryView.symlink`."""
@@ -303,13 +294,11 @@ class FuseOps(mfusepy.Operations):
         self.view.symlink(_b(target), _b(source), uid, gid)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def readlink(self, path):
         """readlink(2) → :meth:`LibraryView.readlink`; EINVAL if not a link."""
         return os.fsdecode(self.view.readlink(_b(path)))
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def link(self, target, source):
         """link(2): mfusepy passes (new name, existing path) → :meth:`LibraryView.link`; EPERM for directories."""
@@ -320,26 +309,22 @@ class FuseOps(mfusepy.Operations):
         return 0
 
     # -- xattrs -------------------------------------------------------------------------------------------------
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def getxattr(self, path, name, position=0):
         """getxattr(2) → :meth:`LibraryView.getxattr`; ENODATA if absent, ENOTSUP outside user/trusted/security/system."""
         return self.view.getxattr(_b(path), _b(name))
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def listxattr(self, path):
         """listxattr(2) → :meth:`LibraryView.listxattr`."""
         return [os.fsdecode(n) for n in self.view.listxattr(_b(path))]
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def setxattr(self, path, name, value, options, position=0):
         """setxattr(2) → :meth:`LibraryView.setxattr` (XATTR_CREATE/XATTR_REPLACE)."""
         self.view.setxattr(_b(path), _b(name), value, options)
         return 0
 
-    @mfusepy.overrides(mfusepy.Operations)
     @_op
     def removexattr(self, path, name):
         """removexattr(2) → :meth:`LibraryView.removexattr`; ENODATA if absent."""
@@ -395,72 +380,22 @@ class LibraryFUSE(mfusepy.FUSE):
         return self.operations.chown(self._p(path), uid, gid, self._fh_of(fip))
 
 
-class Invalidator(threading.Thread):
-    """Watches the indexer's TOC generation and drops stale kernel caches of the TOC files it rewrote.
-
-    Polls one config key every ``interval_s`` seconds (an LMDB read, a few µs). Also syncs the store every
-    ``sync_interval_s`` seconds so committed data survives an OS crash within that window.
-    """
-
-    def __init__(self, ops: FuseOps, interval_s: float = 0.2, sync_interval_s: float = 1.0) -> None:
-        super().__init__(name="libraryfs-invalidator", daemon=True)
-        self.ops = ops
-        self.interval_s = interval_s
-        self.sync_interval_s = sync_interval_s
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        """Poll every ``interval_s``; invalidate rewritten TOC files; sync every ``sync_interval_s``."""
-        store = self.ops.view.store
-        last_gen = -1
-        last_sync = time.monotonic()
-        while not self.stop.wait(self.interval_s):
-            try:
-                with store.read() as t:
-                    gen = t.cfg_int(S.CFG_TOC_GEN)
-                    if gen == last_gen:
-                        dirty_paths: list[tuple[bytes, int]] = []
-                    else:
-                        dirty = S.loads(t.cfg(S.CFG_TOC_DIRTY), [])
-                        dirty_paths = []
-                        for ino in dirty if last_gen >= 0 else []:  # type: ignore[union-attr]
-                            p = t.path_of(ino)
-                            if p is not None:
-                                dirty_paths.append((p, t.toc_page_count(ino)))
-                if gen != last_gen:
-                    for p, npages in dirty_paths:
-                        base = p.rstrip(b"/")
-                        self.ops.invalidate(base + b"/INDEX.md")
-                        for k in range(1, npages):
-                            self.ops.invalidate(base + b"/" + PAGES_DIR + b"/" + _page_name(k))
-                    last_gen = gen
-                if time.monotonic() - last_sync >= self.sync_interval_s:
-                    store.sync()
-                    last_sync = time.monotonic()
-            except Exception:  # keep serving; a failed invalidation only delays freshness
-                log.exception("TOC invalidation pass failed")
-
-
-def serve(
-    view: LibraryView,
+def run(
+    ops: FuseOps,
     mountpoint: str,
     *,
     foreground: bool = True,
     allow_other: bool = False,
     read_only: bool = False,
-    timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
-    on_init: Callable[[], None] | None = None,
     debug: bool = False,
     fsname: str = "libraryfs",
 ) -> None:
-    """Mount ``view`` at ``mountpoint`` and serve until unmounted (blocks). SIGTERM/SIGINT unmount cleanly.
+    """Mount ``ops`` at ``mountpoint`` and run the single-threaded FUSE loop until unmounted (blocks).
 
-    Options: ``default_permissions`` (the kernel checks modes), ``allow_other`` only when asked
-    (private to the owner by default), ``ro`` for read-only mounts.
+    SIGTERM/SIGINT unmount cleanly (libfuse's handlers, unless the caller installed its own). Options:
+    ``default_permissions`` (the kernel checks modes), ``allow_other`` only when asked (private to the owner
+    by default), ``ro`` for read-only mounts. Raises ``RuntimeError`` when libfuse cannot mount.
     """
-    ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
-    inval = Invalidator(ops)
-    inval.start()
     kwargs = dict(
         foreground=foreground, nothreads=True, fsname=fsname, subtype="libraryfs", default_permissions=True
     )
@@ -468,7 +403,4 @@ def serve(
         kwargs["allow_other"] = True
     if read_only:
         kwargs["ro"] = True
-    try:
-        LibraryFUSE(ops, mountpoint, raw_fi=True, debug=debug, **kwargs)
-    finally:
-        inval.stop.set()
+    LibraryFUSE(ops, mountpoint, raw_fi=True, debug=debug, **kwargs)

@@ -1,24 +1,23 @@
-"""The name operations of :class:`~libraryfs.fs.view.LibraryView`: every change to a directory's dirents.
+"""The name operations of the view: every change to a directory's dirents.
 
 :class:`NameOps` holds mkdir/rmdir, mknod, symlink/readlink, link, unlink and rename, and libfuse's
 ``.fuse_hidden`` rename (C11). They are one group because they share one shape: resolve the parent, check the
 new name against the generated ones, add or drop a dirent, adjust ``nlink``, touch the parent directory (its
 mtime and TOC generation, so the indexer sees the change) and write one journal record per name changed.
-They change names and link counts, never file data (:mod:`libraryfs.fs.view`) or an inode's metadata
-(:mod:`libraryfs.fs.attrs`). ``create`` stays in the view because it also opens a handle; it uses
-:func:`check_new_name` and :func:`touch_dir` from here.
+They change names and link counts, never file data (:mod:`libraryfs.fs.filedata`) or an inode's metadata
+(:mod:`libraryfs.fs.attrs`). ``create`` lives with the file data because it also opens a handle; it uses
+:func:`check_new_name` and :func:`add_child` from here.
 
-``NameOps`` is a mixin: it has no state of its own and runs on the :class:`~libraryfs.fs.view.LibraryView` it
-is mixed into (the attributes and methods it needs are listed in its class body). Paths are absolute bytes,
-names raw bytes, times ns since the epoch; errors are :mod:`libraryfs.errors` classes, whose errno follows
-the POSIX page named in each docstring. Behaviour against POSIX and pjdfstest: ``docs/posix.md``.
+Paths are absolute bytes, names raw bytes, times ns since the epoch; errors are :mod:`libraryfs.errors`
+classes, whose errno follows the POSIX page named in each docstring. Behaviour against POSIX and pjdfstest:
+``docs/posix.md``.
 """
 
 from __future__ import annotations
 
 import os
 import stat as _stat
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from libraryfs.errors import (
     AccessDenied,
@@ -32,11 +31,10 @@ from libraryfs.errors import (
     NotPermitted,
 )
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Store, Txn, now_ns
-from libraryfs.fs.virtual import is_reserved, reserved_exists
-
-if TYPE_CHECKING:
-    from libraryfs.fs.virtual import Resolved
+from libraryfs.fs.generated import is_reserved
+from libraryfs.fs.resolve import ViewService, require_writable
+from libraryfs.fs.store import Txn, now_ns
+from libraryfs.fs.virtual import reserved_exists
 
 RENAME_NOREPLACE = 1  #: renameat2 flag: fail with EEXIST if the new name exists
 RENAME_EXCHANGE = 2  #: renameat2 flag: swap the two names atomically
@@ -111,28 +109,22 @@ def add_child(
     return ino
 
 
-class NameOps:
-    """mkdir/rmdir/mknod/unlink/rename/link/symlink/readlink for :class:`~libraryfs.fs.view.LibraryView`."""
+class NameOps(ViewService):
+    """mkdir/rmdir/mknod/unlink/rename/link/symlink/readlink over the store (module doc).
 
-    # Supplied by LibraryView, the class this is mixed into.
-    store: Store
-    open_count: dict[int, int]  #: inode → open handles (an unlinked inode lives until the last close)
-    hidden: dict[tuple[int, bytes], int]  #: (parent ino, .fuse_hidden name) → ino, in memory only
-
-    if TYPE_CHECKING:
-
-        def resolve(self, t: Txn, path: bytes) -> Resolved: ...
-        def _parent_and_name(self, t: Txn, path: bytes) -> tuple[int, S.Inode, bytes]: ...
-        def _writable(self) -> None: ...
+    State (:class:`~libraryfs.fs.resolve.ViewService`): the handle table says which inodes are open (an
+    unlinked inode lives until its last close) and keeps libfuse's hidden names; the generated namespace
+    answers for generated names.
+    """
 
     # ------------------------------------------------------------------------------------------------
     # directories
     def mkdir(self, path: bytes, mode: int, uid: int, gid: int) -> None:
-        """Create a directory. Raises Exists, NotFound (parent), NotADir, NameTooLong."""
-        self._writable()
+        """Create a directory (mkdir(2)). Raises Exists, NotFound (parent), NotADir, NameTooLong."""
+        require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            pino, pnode, name = self._parent_and_name(t, path)
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
             check_new_name(t, name, pino)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
@@ -141,13 +133,13 @@ class NameOps:
         self.store.run_write(fn)
 
     def rmdir(self, path: bytes) -> None:
-        """Remove an empty directory. Raises NotEmpty, NotADir, NotFound, Busy (root)."""
-        self._writable()
+        """Remove an empty directory (rmdir(2)). Raises NotEmpty, NotADir, NotFound, Busy (root)."""
+        require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            if self._is_generated_toc(t, path, want_dir=True):
+            if self._removal_is_noop(t, path, want_dir=True):
                 return  # like unlinking INDEX.md: nothing to remove, lets `rm -r` finish (C05)
-            pino, pnode, name = self._parent_and_name(t, path)
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
             if name in (b".", b".."):
                 raise InvalidArgument("cannot remove . or ..")
             child = t.lookup(pino, name)
@@ -175,7 +167,7 @@ class NameOps:
     def mknod(self, path: bytes, mode: int, rdev: int, uid: int, gid: int) -> None:
         """``mknod(2)``: a regular file, FIFO, socket or device node (the kernel serves FIFOs, sockets and
         devices itself; the store keeps only the inode and ``rdev``). Raises Exists, InvalidArgument."""
-        self._writable()
+        require_writable(self.read_only)
         kind = mode & S.S_IFMT
         if kind == 0:
             kind = S.S_IFREG
@@ -185,7 +177,7 @@ class NameOps:
             raise InvalidArgument("device number does not fit the inode record")
 
         def fn(t: Txn) -> None:
-            pino, pnode, name = self._parent_and_name(t, path)
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
             check_new_name(t, name, pino)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
@@ -195,55 +187,50 @@ class NameOps:
         self.store.run_write(fn)
 
     def symlink(self, path: bytes, target: bytes, uid: int, gid: int) -> None:
-        """Create a symbolic link at ``path`` pointing to ``target`` (stored verbatim, never followed)."""
-        self._writable()
+        """Create a symbolic link at ``path`` pointing to ``target`` (stored verbatim, never followed;
+        symlink(2)). Raises Exists, NameTooLong (a target over 4096 bytes)."""
+        require_writable(self.read_only)
         if len(target) > 4096:
             raise NameTooLong("symlink target too long")
 
         def fn(t: Txn) -> None:
-            pino, pnode, name = self._parent_and_name(t, path)
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
             check_new_name(t, name, pino)
+            mode = S.S_IFLNK | 0o777
             ino = add_child(
-                t,
-                pino,
-                pnode,
-                name,
-                S.S_IFLNK | 0o777,
-                uid,
-                gid,
-                size=len(target),
-                op=S.OP_SYMLINK,
-                inherit_gid=False,
+                t, pino, pnode, name, mode, uid, gid, size=len(target), op=S.OP_SYMLINK, inherit_gid=False
             )
             t.write_data(ino, 0, target)
 
         self.store.run_write(fn)
 
     def readlink(self, path: bytes) -> bytes:
-        """Target of a symbolic link. Raises InvalidArgument if not a link."""
+        """Target of a symbolic link (readlink(2)). Raises InvalidArgument if not a link."""
         with self.store.read() as t:
-            r = self.resolve(t, path)
-            if r.kind == "findlink":
-                return r.extra
-            if r.kind != "real" or not r.node.is_lnk:  # type: ignore[union-attr]
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
+                return self.virtual.readlink(r)
+            node = r.node
+            assert node is not None
+            if not node.is_lnk:
                 raise InvalidArgument("not a symbolic link")
-            return t.read_data(r.ino, 0, r.node.size, r.node.size)  # type: ignore[union-attr]
+            return t.read_data(r.ino, 0, node.size, node.size)
 
     def link(self, existing: bytes, new: bytes) -> None:
         """Hard link ``new`` to the file at ``existing``. Directories: EPERM (POSIX link(2))."""
-        self._writable()
+        require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            r = self.resolve(t, existing)
-            if r.kind != "real":
+            r = self.resolver.resolve(t, existing)
+            if not r.is_real:
                 raise NotPermitted("cannot link generated files")
             node = r.node
             assert node is not None
             if node.is_dir:
                 raise NotPermitted("hard links to directories are not allowed")
-            pino, pnode, name = self._parent_and_name(t, new)
+            pino, pnode, name = self.resolver.parent_and_name(t, new)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
             check_new_name(t, name, pino)
@@ -259,27 +246,27 @@ class NameOps:
         self.store.run_write(fn)
 
     # ------------------------------------------------------------------------------------------------
-    # removal and rename
+    # removal
     def unlink(self, path: bytes) -> None:
-        """Remove a name; an open file keeps its data until the last close (POSIX unlink).
+        """Remove a name; an open file keeps its data until the last close (POSIX unlink(2)).
 
         Removing a generated TOC file (``INDEX.md``, a page of ``.index/``) succeeds and changes nothing: it
         is derived from the directory and comes back. Refusing it would make ``rm -r DIR`` fail (C05).
         """
-        self._writable()
+        require_writable(self.read_only)
         gone: list[tuple[int, bytes]] = []
 
         def fn(t: Txn) -> None:
             gone.clear()
-            if self._is_generated_toc(t, path, want_dir=False):
+            if self._removal_is_noop(t, path, want_dir=False):
                 return
-            pino, pnode, name = self._parent_and_name(t, path)
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
             child = t.lookup(pino, name)
             if child is None:
-                hino = self.hidden.get((pino, name))
+                hino = self.handles.hidden.get((pino, name))
                 if hino is not None:  # libfuse removes a hidden name after the last close
                     node = t.inode(hino)
-                    if node is not None and node.nlink <= 0 and self.open_count.get(hino, 0) == 0:
+                    if node is not None and node.nlink <= 0 and self.handles.open_count(hino) == 0:
                         t.del_inode(hino)
                     gone.append((pino, name))
                     return
@@ -296,7 +283,7 @@ class NameOps:
 
         self.store.run_write(fn)
         for k in gone:
-            self.hidden.pop(k, None)
+            self.handles.hidden.pop(k, None)
 
     def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
         """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open."""
@@ -304,7 +291,7 @@ class NameOps:
         t.del_dirent(pino, name)
         node.nlink -= 1
         node.ctime_ns = now
-        if node.nlink <= 0 and self.open_count.get(node.ino, 0) == 0:
+        if node.nlink <= 0 and self.handles.open_count(node.ino) == 0:
             t.del_inode(node.ino)
         else:
             t.put_inode(node)
@@ -312,24 +299,26 @@ class NameOps:
         t.put_inode(pnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, pino, name, now))
 
-    def _is_generated_toc(self, t: Txn, path: bytes, want_dir: bool) -> bool:
-        """Whether ``path`` is a generated TOC file (``want_dir``: the ``.index/`` directory)."""
+    def _removal_is_noop(self, t: Txn, path: bytes, want_dir: bool) -> bool:
+        """Whether removing ``path`` is removing a generated TOC file (``want_dir``: ``.index/``)."""
         try:
-            r = self.resolve(t, path)
+            r = self.resolver.resolve(t, path)
         except (NotFound, NotADir):
             return False
-        return r.kind == "pages" if want_dir else r.kind in ("toc", "page")
+        return not r.is_real and self.virtual.removal_is_noop(r, want_dir)
 
+    # ------------------------------------------------------------------------------------------------
+    # rename
     def _hide(self, old: bytes, new: bytes) -> bool:
         """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
         the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
         close). Returns False when ``old`` is not an open regular file (then it is an ordinary rename)."""
 
         def fn(t: Txn) -> tuple[int, bytes, int] | None:
-            sp, spn, sname = self._parent_and_name(t, old)
-            dp, _dpn, dname = self._parent_and_name(t, new)
+            sp, spn, sname = self.resolver.parent_and_name(t, old)
+            dp, _dpn, dname = self.resolver.parent_and_name(t, new)
             src = t.lookup(sp, sname)
-            if src is None or not self.open_count.get(src) or t.lookup(dp, dname) is not None:
+            if src is None or not self.handles.open_count(src) or t.lookup(dp, dname) is not None:
                 return None
             node = t.inode(src)
             if node is None or node.is_dir:
@@ -340,7 +329,7 @@ class NameOps:
         res = self.store.run_write(fn)
         if res is None:
             return False
-        self.hidden[(res[0], res[1])] = res[2]
+        self.handles.hidden[(res[0], res[1])] = res[2]
         return True
 
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
@@ -353,7 +342,7 @@ class NameOps:
             flags & RENAME_NOREPLACE and flags & RENAME_EXCHANGE
         ):
             raise InvalidArgument("unsupported rename flags")
-        self._writable()
+        require_writable(self.read_only)
         last = new.rstrip(b"/").rsplit(b"/", 1)[-1]
         if (
             not flags
@@ -364,8 +353,8 @@ class NameOps:
             return
 
         def fn(t: Txn) -> None:
-            sp, spn, sname = self._parent_and_name(t, old)
-            dp, dpn, dname = self._parent_and_name(t, new)
+            sp, spn, sname = self.resolver.parent_and_name(t, old)
+            dp, dpn, dname = self.resolver.parent_and_name(t, new)
             src = t.lookup(sp, sname)
             if src is None:
                 if is_reserved(sname, sp):
@@ -377,87 +366,125 @@ class NameOps:
             dst = t.lookup(dp, dname)
             if dst is None:
                 check_new_name(t, dname, dp)
-            if snode.is_dir and self._is_ancestor(t, src, dp):
+            if snode.is_dir and _is_ancestor(t, src, dp):
                 raise InvalidArgument("cannot move a directory into itself")
             now = now_ns()
+            src_end = _End(sp, spn, sname, src, snode)
             if flags & RENAME_EXCHANGE:
-                if dst is None:
-                    raise NotFound("no such file or directory")
-                dnode = t.inode(dst)
-                if dnode is None:
-                    raise NotFound("dangling dirent")
-                if dnode.is_dir and self._is_ancestor(t, dst, sp):
-                    raise InvalidArgument("cannot move a directory into itself")
-                t.add_dirent(sp, sname, dst, dnode.is_dir)
-                t.add_dirent(dp, dname, src, snode.is_dir)
-                if sp != dp:
-                    delta = int(snode.is_dir) - int(dnode.is_dir)
-                    spn.nlink -= delta
-                    dpn.nlink += delta
-                for n in (snode, dnode):
-                    n.ctime_ns = now
-                    t.put_inode(n)
-                self._touch_parents(t, spn, dpn, sp, dp, now)
-                t.journal(S.JournalRecord(S.OP_RENAME, src, dp, dname, now, sp, sname))
-                t.journal(S.JournalRecord(S.OP_RENAME, dst, sp, sname, now, dp, dname))
+                self._exchange(t, src_end, _End(dp, dpn, dname, dst, None), now)
                 return
             if dst is not None:
                 if flags & RENAME_NOREPLACE:
                     raise Exists("file exists")
                 if dst == src:
                     return  # POSIX: both names refer to the same file → nothing happens
-                dnode = t.inode(dst)
-                if dnode is not None:
-                    if snode.is_dir and not dnode.is_dir:
-                        raise NotADir("not a directory")
-                    if not snode.is_dir and dnode.is_dir:
-                        raise IsADir("is a directory")
-                    if dnode.is_dir:
-                        if not t.dir_is_empty(dst):
-                            raise NotEmpty("directory not empty")
-                        t.del_inode(dst)
-                        dpn.nlink -= 1
-                    else:
-                        dnode.nlink -= 1
-                        dnode.ctime_ns = now
-                        if dnode.nlink <= 0 and self.open_count.get(dst, 0) == 0:
-                            t.del_inode(dst)
-                        else:
-                            t.put_inode(dnode)
-                    t.journal(S.JournalRecord(S.OP_UNLINK, dst, dp, dname, now))
-            t.del_dirent(sp, sname)
-            t.add_dirent(dp, dname, src, snode.is_dir)
-            if snode.is_dir and sp != dp:
-                spn.nlink -= 1
-                dpn.nlink += 1
-            snode.ctime_ns = now
-            t.put_inode(snode)
-            self._touch_parents(t, spn, dpn, sp, dp, now)
-            t.journal(S.JournalRecord(S.OP_RENAME, src, dp, dname, now, sp, sname))
+                self._replace_target(t, snode, _End(dp, dpn, dname, dst, None), now)
+            self._move(t, src_end, dp, dpn, dname, now)
 
         self.store.run_write(fn)
 
-    def _touch_parents(self, t: Txn, spn: S.Inode, dpn: S.Inode, sp: int, dp: int, now: int) -> None:
-        if sp == dp:
-            # the same directory resolved twice: merge the two copies' nlink changes
-            base = t.inode(sp)
-            assert base is not None
-            base.nlink += (spn.nlink - base.nlink) + (dpn.nlink - base.nlink)
-            touch_dir(base, now)
-            t.put_inode(base)
-        else:
-            touch_dir(spn, now)
-            touch_dir(dpn, now)
-            t.put_inode(spn)
-            t.put_inode(dpn)
+    def _exchange(self, t: Txn, a: _End, b: _End, now: int) -> None:
+        """RENAME_EXCHANGE at ``now`` (ns): swap the inodes named by ``a`` and ``b``. Raises NotFound,
+        InvalidArgument."""
+        if b.ino is None:
+            raise NotFound("no such file or directory")
+        bnode = t.inode(b.ino)
+        if bnode is None:
+            raise NotFound("dangling dirent")
+        anode = a.node
+        assert anode is not None and a.ino is not None
+        if bnode.is_dir and _is_ancestor(t, b.ino, a.parent):
+            raise InvalidArgument("cannot move a directory into itself")
+        t.add_dirent(a.parent, a.name, b.ino, bnode.is_dir)
+        t.add_dirent(b.parent, b.name, a.ino, anode.is_dir)
+        if a.parent != b.parent:
+            delta = int(anode.is_dir) - int(bnode.is_dir)
+            a.pnode.nlink -= delta
+            b.pnode.nlink += delta
+        for n in (anode, bnode):
+            n.ctime_ns = now
+            t.put_inode(n)
+        _touch_parents(t, a.pnode, b.pnode, a.parent, b.parent, now)
+        t.journal(S.JournalRecord(S.OP_RENAME, a.ino, b.parent, b.name, now, a.parent, a.name))
+        t.journal(S.JournalRecord(S.OP_RENAME, b.ino, a.parent, a.name, now, b.parent, b.name))
 
-    def _is_ancestor(self, t: Txn, anc: int, ino: int) -> bool:
-        while True:
-            if ino == anc:
-                return True
-            if ino == S.ROOT_INO:
-                return False
-            link = t.dirparent(ino)
-            if link is None:
-                return False
-            ino = link[0]
+    def _replace_target(self, t: Txn, snode: S.Inode, dst: _End, now: int) -> None:
+        """Drop the inode that the rename target ``dst`` names before ``snode`` replaces it (an open file
+        lives on). Raises NotADir, IsADir, NotEmpty (POSIX rename(2))."""
+        assert dst.ino is not None
+        dnode = t.inode(dst.ino)
+        if dnode is None:
+            return
+        if snode.is_dir and not dnode.is_dir:
+            raise NotADir("not a directory")
+        if not snode.is_dir and dnode.is_dir:
+            raise IsADir("is a directory")
+        if dnode.is_dir:
+            if not t.dir_is_empty(dst.ino):
+                raise NotEmpty("directory not empty")
+            t.del_inode(dst.ino)
+            dst.pnode.nlink -= 1
+        else:
+            dnode.nlink -= 1
+            dnode.ctime_ns = now
+            if dnode.nlink <= 0 and self.handles.open_count(dst.ino) == 0:
+                t.del_inode(dst.ino)
+            else:
+                t.put_inode(dnode)
+        t.journal(S.JournalRecord(S.OP_UNLINK, dst.ino, dst.parent, dst.name, now))
+
+    def _move(self, t: Txn, src: _End, dp: int, dpn: S.Inode, dname: bytes, now: int) -> None:
+        """Move the dirent ``src`` to ``dname`` in directory ``dp`` at ``now`` (ns; its old target is
+        already dropped)."""
+        snode = src.node
+        assert snode is not None and src.ino is not None
+        t.del_dirent(src.parent, src.name)
+        t.add_dirent(dp, dname, src.ino, snode.is_dir)
+        if snode.is_dir and src.parent != dp:
+            src.pnode.nlink -= 1
+            dpn.nlink += 1
+        snode.ctime_ns = now
+        t.put_inode(snode)
+        _touch_parents(t, src.pnode, dpn, src.parent, dp, now)
+        t.journal(S.JournalRecord(S.OP_RENAME, src.ino, dp, dname, now, src.parent, src.name))
+
+
+@dataclass(slots=True)
+class _End:
+    """One end of a rename: the dirent ``name`` in directory ``parent`` (inode record ``pnode``), naming
+    inode ``ino`` (None: no such dirent) whose record is ``node`` (when fetched)."""
+
+    parent: int
+    pnode: S.Inode
+    name: bytes
+    ino: int | None
+    node: S.Inode | None
+
+
+def _touch_parents(t: Txn, spn: S.Inode, dpn: S.Inode, sp: int, dp: int, now: int) -> None:
+    """Touch both parent directories of a rename (once when they are the same directory)."""
+    if sp == dp:
+        # the same directory resolved twice: merge the two copies' nlink changes
+        base = t.inode(sp)
+        assert base is not None
+        base.nlink += (spn.nlink - base.nlink) + (dpn.nlink - base.nlink)
+        touch_dir(base, now)
+        t.put_inode(base)
+    else:
+        touch_dir(spn, now)
+        touch_dir(dpn, now)
+        t.put_inode(spn)
+        t.put_inode(dpn)
+
+
+def _is_ancestor(t: Txn, anc: int, ino: int) -> bool:
+    """Whether directory ``anc`` is ``ino`` or one of its ancestors (following ``dirparent``)."""
+    while True:
+        if ino == anc:
+            return True
+        if ino == S.ROOT_INO:
+            return False
+        link = t.dirparent(ino)
+        if link is None:
+            return False
+        ino = link[0]

@@ -4,12 +4,18 @@ A *TOC page read* is the first read of an ``INDEX.md`` or ``.index/NNNN.md`` han
 first read of an ordinary file handle. Tokens: exact o200k_base counts for TOC pages; for entries, the
 indexer's token count of the file scaled by the fraction of bytes served (``bytes/4`` before the indexer has
 counted it).
+
+:class:`ReadAccounting` is what the view charges on every read: it meters the mount's read budget
+(:class:`~libraryfs.fs.budget.ReadBudget`, EDQUOT past it) and then counts the read in :class:`ReadStats`.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Protocol
+
+from libraryfs.fs.store import Txn
 
 
 @dataclass
@@ -69,6 +75,57 @@ class ReadStats:
     def to_json(self) -> dict:
         """``{"total": {...}, "by_pid": {"<pid>": {...}}}``."""
         return {"total": asdict(self.total), "by_pid": {str(p): asdict(c) for p, c in self.by_pid.items()}}
+
+
+class Budget(Protocol):
+    """What the view needs of a read budget (:class:`libraryfs.fs.budget.ReadBudget`)."""
+
+    def charge(self, reads: int = 0, tokens: int = 0) -> None:
+        """Consume both or neither; raises :class:`~libraryfs.errors.QuotaExceeded` past a limit."""
+        ...
+
+    def to_json(self) -> str:
+        """The JSON document ``/.libraryfs/budget`` shows."""
+        ...
+
+
+class ReadAccounting:
+    """Charges reads to the mount's read budget (if any), then counts them per pid (``stats.json``).
+
+    A charge the budget refuses raises :class:`~libraryfs.errors.QuotaExceeded` (EDQUOT) and nothing is
+    counted. Token units: o200k_base tokens (PAPERS.md §1: the Library Theorem's cost).
+    """
+
+    def __init__(self, budget: Budget | None = None) -> None:
+        self.budget = budget
+        self.stats = ReadStats()
+
+    def charge_toc(self, pid: int, nbytes: int, toc_tokens: int) -> None:
+        """Count the first read of a TOC page handle: one read and ``toc_tokens``. Raises QuotaExceeded."""
+        if self.budget is not None:
+            self.budget.charge(reads=1, tokens=toc_tokens)
+        self.stats.toc_page(pid, nbytes, toc_tokens)
+
+    def charge_entry(self, t: Txn, ino: int, size: int, nbytes: int, pid: int, first: bool) -> None:
+        """Count ``nbytes`` read from entry ``ino`` of ``size`` bytes (``first``: the handle's first read
+        costs one read). Raises QuotaExceeded when the budget is spent (nothing is counted then)."""
+        tokens = entry_tokens(t, ino, size, nbytes)
+        if self.budget is not None:
+            self.budget.charge(reads=1 if first else 0, tokens=tokens)
+        self.stats.entry(pid, nbytes, tokens, first)
+
+    def count_bytes(self, pid: int, nbytes: int) -> None:
+        """Count bytes read from a control file (no tokens, no budget)."""
+        self.stats.bytes_only(pid, nbytes)
+
+
+def entry_tokens(t: Txn, ino: int, size: int, nbytes: int) -> int:
+    """Tokens of ``nbytes`` read from entry ``ino`` of ``size`` bytes: its share of the indexer's count
+    (meta ``tokens``, when counted at this size), else ``ceil(nbytes / 4)``; at least 1 when counted."""
+    m = t.entry_meta(ino)
+    if m is None or m.tokens is None or m.size != size or not size:
+        return (nbytes + 3) // 4
+    return max(1, round(m.tokens * nbytes / size))
 
 
 def _comm(pid: int) -> str:

@@ -54,13 +54,13 @@ def test_the_table_covers_every_domain_error_class():
 
 
 def test_subclasses_inherit_or_refine_the_errno():
-    from libraryfs.fs.view import _ReadOnlyFS
+    from libraryfs.fs.resolve import ReadOnlyFS
 
     class Sub(E.NotFound):
         pass
 
     assert to_errno(Sub("x")) == errno.ENOENT
-    assert to_errno(_ReadOnlyFS("read-only mount")) == errno.EROFS
+    assert to_errno(ReadOnlyFS("read-only mount")) == errno.EROFS
 
 
 def test_os_errors_keep_their_errno_and_anything_else_is_unknown():

@@ -1,0 +1,237 @@
+"""File data I/O of the view: create/open/read/write/truncate/release/fsync, and orphans.
+
+:class:`FileData` is the one service that moves bytes. A write commits one LMDB transaction and journals
+the first write of each handle (later ones are journaled once more at release), so the indexer sees every
+changed file without one record per ``write(2)``. Generated files are opened as snapshots (consistent reads;
+the adapter serves them with ``direct_io``) and every read is charged to the mount's read accounting
+(``stats.json``, the read budget: EDQUOT past it). Paths are absolute bytes; sizes and offsets bytes; errors
+:mod:`libraryfs.errors` classes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as _stat
+
+from libraryfs.errors import AccessDenied, BadHandle, Exists, FileTooBig, InvalidArgument, IsADir, NotFound
+from libraryfs.fs import schema as S
+from libraryfs.fs.handles import Handle
+from libraryfs.fs.nameops import add_child, check_new_name
+from libraryfs.fs.resolve import Resolver, ViewService, require_writable
+from libraryfs.fs.stats import ReadAccounting
+from libraryfs.fs.store import Store, Txn, now_ns
+
+
+def truncate_node(t: Txn, node: S.Inode, length: int, parent: int, name: bytes) -> None:
+    """Set ``node``'s size to ``length`` bytes in write transaction ``t`` (growing makes a hole): mtime,
+    ctime, one more generation, and a WRITE journal record naming ``parent``/``name`` (0/``b""``: none)."""
+    t.truncate_data(node.ino, node.size, length)
+    now = now_ns()
+    node.size = length
+    node.mtime_ns = node.ctime_ns = now
+    node.generation += 1
+    t.put_inode(node)
+    t.journal(S.JournalRecord(S.OP_WRITE, node.ino, parent, name, now))
+
+
+class FileData(ViewService):
+    """Open files and their bytes over the store (module doc).
+
+    State: :class:`~libraryfs.fs.resolve.ViewService`'s, and ``accounting``, which charges every read
+    (``stats.json``, the read budget).
+    """
+
+    def __init__(
+        self, store: Store, resolver: Resolver, accounting: ReadAccounting, *, read_only: bool = False
+    ) -> None:
+        super().__init__(store, resolver, read_only=read_only)
+        self.accounting = accounting
+
+    def create(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int:
+        """``open(O_CREAT)``: create (or, without O_EXCL, open) a regular file; returns a handle.
+
+        Raises Exists (O_EXCL), IsADir, NotFound/NotADir (parent), AccessDenied (a generated name), EROFS.
+        """
+        require_writable(self.read_only)
+
+        def fn(t: Txn) -> int:
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
+            existing = t.lookup(pino, name)
+            if existing is not None:
+                if flags & os.O_EXCL:
+                    raise Exists("file exists")
+                node = t.inode(existing)
+                if node is None:
+                    raise NotFound("dangling dirent")
+                if node.is_dir:
+                    raise IsADir("is a directory")
+                if flags & os.O_TRUNC and node.size:
+                    truncate_node(t, node, 0, pino, name)
+                return existing
+            check_new_name(t, name, pino)
+            return add_child(t, pino, pnode, name, S.S_IFREG | (mode & 0o7777), uid, gid)
+
+        ino = self.store.run_write(fn)
+        return self.handles.open_file(ino, flags)
+
+    def open(self, path: bytes, flags: int) -> tuple[int, bool]:
+        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files.
+
+        O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
+        AccessDenied; opening a directory for writing raises IsADir.
+        """
+        acc = flags & os.O_ACCMODE
+        with self.store.read() as t:
+            r = self.resolver.resolve(t, path)
+            if not r.is_real:
+                snap = self.virtual.open(t, r, flags)
+                fh = self.handles.open_snapshot(
+                    snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens
+                )
+                return fh, True
+            node = r.node
+            assert node is not None
+            if node.is_dir and acc != os.O_RDONLY:
+                raise IsADir("is a directory")
+        if acc != os.O_RDONLY or flags & os.O_TRUNC:
+            require_writable(self.read_only)
+        if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
+
+            def fn(t: Txn) -> None:
+                n = t.inode(node.ino)
+                if n is not None:
+                    truncate_node(t, n, 0, 0, b"")
+
+            self.store.run_write(fn)
+        return self.handles.open_file(node.ino, flags), False
+
+    def read(self, fh: int, size: int, offset: int, pid: int = 0) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json).
+
+        Raises BadHandle, IsADir (not a regular file), QuotaExceeded (EDQUOT: the read budget is spent).
+        """
+        h = self.handles.file(fh)
+        if h is None:
+            raise BadHandle("bad file handle")
+        if h.virtual is not None:
+            return self._read_snapshot(h, size, offset, pid)
+        with self.store.read() as t:
+            node = t.inode(h.ino)
+            if node is None:
+                raise BadHandle("file vanished")
+            if node.is_lnk or node.is_dir:
+                raise IsADir("not a regular file")
+            data = t.read_data(h.ino, offset, size, node.size)
+            if data:
+                self.accounting.charge_entry(t, h.ino, node.size, len(data), pid, first=not h.read_any)
+                h.read_any = True
+        return data
+
+    def _read_snapshot(self, h: Handle, size: int, offset: int, pid: int) -> bytes:
+        """Read a generated file's snapshot; the first read of a TOC page is charged as a TOC page read."""
+        assert h.virtual is not None
+        data = h.virtual[offset : offset + size]
+        if h.is_toc and not h.read_any and data:
+            h.read_any = True
+            self.accounting.charge_toc(pid, len(data), h.toc_tokens)
+        elif data:
+            self.accounting.count_bytes(pid, len(data))
+        return data
+
+    def write(self, fh: int, data: bytes, offset: int) -> int:
+        """Write at ``offset`` (at the store's end of file when the handle has O_APPEND); returns bytes.
+
+        Raises BadHandle (unknown or read-only handle), AccessDenied (generated file), FileTooBig, EROFS.
+        """
+        h = self.handles.file(fh)
+        if h is None:
+            raise BadHandle("bad file handle")
+        if h.virtual is not None:
+            raise AccessDenied("generated files are read-only")
+        if h.flags & os.O_ACCMODE == os.O_RDONLY:
+            raise BadHandle("file not open for writing")
+        require_writable(self.read_only)
+
+        def fn(t: Txn) -> int:
+            node = t.inode(h.ino)
+            if node is None:
+                raise BadHandle("file vanished")
+            off = node.size if h.flags & os.O_APPEND else offset
+            end = off + len(data)
+            if end > S.MAX_FILE_SIZE:
+                raise FileTooBig("file too large")
+            t.write_data(h.ino, off, data)
+            now = now_ns()
+            node.size = max(node.size, end)
+            node.mtime_ns = node.ctime_ns = now
+            node.generation += 1
+            if node.mode & (_stat.S_ISUID | _stat.S_ISGID):
+                node.mode &= ~(_stat.S_ISUID | _stat.S_ISGID)  # POSIX: writing clears set-id bits
+            t.put_inode(node)
+            if not h.journaled:
+                t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now))
+                h.journaled = True
+            else:
+                h.wrote_after_journal = True
+            return len(data)
+
+        return self.store.run_write(fn)
+
+    def truncate(self, path: bytes | None, length: int, fh: int | None = None) -> None:
+        """Set a file's size (``truncate``/``ftruncate``); growing makes a hole. Raises IsADir, AccessDenied,
+        InvalidArgument (negative length, not a regular file), FileTooBig."""
+        if length < 0:
+            raise InvalidArgument("negative length")
+        if length > S.MAX_FILE_SIZE:
+            raise FileTooBig("file too large")
+        require_writable(self.read_only)
+
+        def fn(t: Txn) -> None:
+            node = self.resolver.node_for(t, path, fh)
+            if node.is_dir:
+                raise IsADir("is a directory")
+            if not node.is_reg:
+                raise InvalidArgument("not a regular file")
+            truncate_node(t, node, length, 0, b"")
+
+        self.store.run_write(fn)
+
+    def release(self, fh: int) -> None:
+        """Close a handle; the last close of an unlinked file frees its inode."""
+        closed = self.handles.close_file(fh)
+        if closed is None or closed[0].virtual is not None:
+            return
+        h, n = closed
+        unlinked = False
+        if n <= 0 and not h.wrote_after_journal:
+            # the last close frees an unlinked file; only then is a write transaction needed
+            with self.store.read() as t:
+                node = t.inode(h.ino)
+                unlinked = node is not None and node.nlink == 0
+        if (h.wrote_after_journal or unlinked) and not self.read_only:
+
+            def fn(t: Txn) -> None:
+                node = t.inode(h.ino)
+                if node is None:
+                    return
+                if node.nlink == 0 and n <= 0:
+                    t.del_inode(h.ino)
+                elif h.wrote_after_journal:
+                    t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
+
+            self.store.run_write(fn)
+
+    def fsync(self, fh: int | None = None) -> None:
+        """Make every committed change durable against an OS crash (LMDB fsync; fsync(2))."""
+        self.store.sync()
+
+    def purge_orphans(self) -> int:
+        """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
+
+        def fn(t: Txn) -> int:
+            dead = [n.ino for n in t.iter_inodes() if n.nlink == 0 and not n.is_dir]
+            for ino in dead:
+                t.del_inode(ino)
+            return len(dead)
+
+        return self.store.run_write(fn)

@@ -1,0 +1,91 @@
+"""The one owner of the names libraryfs generates in every mount (ARCHITECTURE §2).
+
+Every other module (the view, the adapter and mount lifecycle, the TOC renderer, the indexer, ingest, the CLI,
+features and benchmarks) takes these names from here instead of spelling them:
+
+* ``INDEX.md`` in every directory: TOC page 0, the root of the directory's tree of TOC pages;
+* ``.index/`` in a directory whose TOC needs more than one page, holding pages ``0001.md``, ``0002.md``, …
+  (the page-name scheme: four decimal digits, from 1; page 0 is ``INDEX.md``);
+* at the root only: the control plane ``.libraryfs/`` (``status.json``, ``stats.json``, ``journal``, and
+  ``budget`` when the mount has a read budget) and the finder ``.find/<term>/``.
+
+A user can create none of them (:func:`is_reserved`). Virtual objects (everything above except stored TOC
+bytes) get inode numbers from :data:`VIRT_BASE` up, far above any stored inode.
+
+Names come in two spellings: bytes for the view and the store (names are raw bytes there), and ``str``
+(``*_FILE``/``*_DIRNAME``) for code that builds paths with :mod:`os.path` or renders Markdown links. Both
+spell the same ASCII names.
+"""
+
+from __future__ import annotations
+
+from libraryfs.fs.schema import ROOT_INO
+
+INDEX_FILE = "INDEX.md"  #: a directory's generated TOC (page 0)
+PAGES_DIRNAME = ".index"  #: the directory of further TOC pages (1, 2, …)
+CTL_DIRNAME = ".libraryfs"  #: the read-only control plane, at the root only
+FIND_DIRNAME = ".find"  #: the deterministic finder, at the root only
+
+INDEX_NAME = INDEX_FILE.encode()
+PAGES_DIR = PAGES_DIRNAME.encode()
+CTL_DIR = CTL_DIRNAME.encode()
+FIND_DIR = FIND_DIRNAME.encode()
+
+#: Names the user cannot create in any directory (they are generated there).
+RESERVED_NAMES = frozenset({INDEX_NAME, PAGES_DIR})
+#: Names the user cannot create at the root.
+RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR})
+#: Every generated name, as ``str`` (for checks on relative paths outside the view, e.g. ingest).
+GENERATED_NAMES = frozenset(n.decode() for n in RESERVED_NAMES | RESERVED_ROOT)
+
+# Files of the control plane (``/.libraryfs/<name>``).
+STATUS_FILE = b"status.json"  #: indexer status, journal backlog, TOC generation, mount facts (JSON)
+STATS_FILE = b"stats.json"  #: read counters per process (JSON, :mod:`libraryfs.fs.stats`)
+JOURNAL_FILE = b"journal"  #: the last journal records (JSON lines)
+BUDGET_FILE = b"budget"  #: the read budget: limits, used, remaining (JSON; only with a budget)
+CTL_FILES = (STATUS_FILE, STATS_FILE, JOURNAL_FILE)  #: always present, in listing order
+
+VIRT_BASE = 1 << 60  #: virtual inode numbers start above this (``use_ino``; stored inodes are far below)
+
+
+def page_file(page: int) -> str:
+    """File name (``str``) of TOC page ``page`` (>= 1) in ``.index/``: ``"0001.md"``."""
+    return f"{page:04d}.md"
+
+
+def page_name(page: int) -> bytes:
+    """File name (bytes) of TOC page ``page`` (>= 1) in ``.index/``: ``b"0001.md"``."""
+    return b"%04d.md" % page
+
+
+def page_number(name: bytes | str) -> int:
+    """Page number of a ``.index/`` file name (``b"0001.md"`` → 1); 0 when ``name`` is not one."""
+    b = name.encode("utf-8", "surrogateescape") if isinstance(name, str) else name
+    if len(b) == 7 and b.endswith(b".md") and b[:4].isdigit():
+        return int(b[:4])
+    return 0
+
+
+def page_relpath(page: int) -> str:
+    """Path of TOC page ``page`` relative to its directory: ``INDEX.md`` for 0, ``.index/0001.md`` after."""
+    return INDEX_FILE if page == 0 else f"{PAGES_DIRNAME}/{page_file(page)}"
+
+
+def toc_page_paths(dir_path: bytes, npages: int) -> list[bytes]:
+    """Absolute paths (bytes) of the ``npages`` TOC pages of the directory at ``dir_path`` (``INDEX.md``
+    first; at least that one even when ``npages`` is 0)."""
+    base = dir_path.rstrip(b"/")
+    out = [base + b"/" + INDEX_NAME]
+    out.extend(base + b"/" + PAGES_DIR + b"/" + page_name(k) for k in range(1, npages))
+    return out
+
+
+def is_reserved(name: bytes, parent: int) -> bool:
+    """Whether ``name`` in directory inode ``parent`` is generated (so the user cannot create it there)."""
+    return name in RESERVED_NAMES or (parent == ROOT_INO and name in RESERVED_ROOT)
+
+
+def is_generated(name: str, at_root: bool) -> bool:
+    """``str`` form of :func:`is_reserved` for a path component: ``at_root`` says whether its directory is
+    the library's root (``.libraryfs`` and ``.find`` are generated only there)."""
+    return is_reserved(name.encode("utf-8", "surrogateescape"), ROOT_INO if at_root else 0)

@@ -1,0 +1,109 @@
+"""The open-file and directory-handle table of one mount (in memory only; never stored).
+
+A *file handle* names an open real inode, or a snapshot of a generated file's bytes taken at ``open`` (so
+every read of one handle sees one version of a TOC page). A *directory handle* holds a snapshot of a
+listing, so ``readdir`` offsets stay stable while the directory changes (ARCHITECTURE C05). Handle numbers
+are positive ints, never reused while the mount lives.
+
+The table also counts the open handles of each inode (an unlinked inode lives until its last close, POSIX
+unlink(2)) and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
+``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
+(C11); the view unlinks it for real and remembers the hidden name here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Handle:
+    """An open file: a real inode, or a snapshot of a generated file's bytes."""
+
+    ino: int  #: the real inode (0 for a snapshot)
+    flags: int  #: the ``open(2)`` flags
+    virtual: bytes | None = None  #: content of a generated file, fixed at open (consistent reads)
+    is_toc: bool = False  #: the snapshot is a TOC page (its first read counts as a TOC page read)
+    toc_tokens: int = 0  #: tokens charged for the first read of a TOC page snapshot
+    journaled: bool = False  #: a WRITE record for this handle is already in the journal
+    wrote_after_journal: bool = False  #: written again since that record (release journals once more)
+    read_any: bool = False  #: the handle has returned data (its first read costs one read)
+
+
+@dataclass(slots=True)
+class DirHandle:
+    """An open directory: a snapshot of its listing, ``(name, type bits, ino)`` per entry."""
+
+    entries: list[tuple[bytes, int, int]] = field(default_factory=list)
+
+
+class HandleTable:
+    """File handles, directory handles, open counts per inode, and libfuse's hidden names (module doc).
+
+    Not thread-safe: the FUSE loop is single-threaded (``nothreads``, ARCHITECTURE §7).
+    """
+
+    def __init__(self) -> None:
+        self._files: dict[int, Handle] = {}
+        self._dirs: dict[int, DirHandle] = {}
+        self._open: dict[int, int] = {}  # inode → open file handles
+        #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
+        self.hidden: dict[tuple[int, bytes], int] = {}
+        self._next_fh = 1
+
+    def _new_fh(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def open_file(self, ino: int, flags: int) -> int:
+        """A new handle on real inode ``ino``; counts it as open. Returns the handle number."""
+        fh = self._new_fh()
+        self._files[fh] = Handle(ino, flags)
+        self._open[ino] = self._open.get(ino, 0) + 1
+        return fh
+
+    def open_snapshot(self, content: bytes, flags: int, *, is_toc: bool, toc_tokens: int) -> int:
+        """A new handle on the ``content`` bytes of a generated file. Returns the handle number."""
+        fh = self._new_fh()
+        self._files[fh] = Handle(0, flags, content, is_toc, toc_tokens)
+        return fh
+
+    def file(self, fh: int | None) -> Handle | None:
+        """The open file ``fh``, or None (unknown number or None)."""
+        return self._files.get(fh) if fh is not None else None
+
+    def close_file(self, fh: int) -> tuple[Handle, int] | None:
+        """Forget file handle ``fh``: ``(its handle, handles still open on its inode)``, or None if unknown.
+        A snapshot handle reports 0 open handles."""
+        h = self._files.pop(fh, None)
+        if h is None:
+            return None
+        if h.virtual is not None:
+            return h, 0
+        n = self._open.get(h.ino, 1) - 1
+        if n <= 0:
+            self._open.pop(h.ino, None)
+        else:
+            self._open[h.ino] = n
+        return h, n
+
+    def open_count(self, ino: int) -> int:
+        """Number of open file handles on real inode ``ino``."""
+        return self._open.get(ino, 0)
+
+    # -- directories ------------------------------------------------------------------------------------------
+    def open_dir(self, entries: list[tuple[bytes, int, int]]) -> int:
+        """A new directory handle on the listing ``entries``. Returns the handle number."""
+        fh = self._new_fh()
+        self._dirs[fh] = DirHandle(entries)
+        return fh
+
+    def dir(self, fh: int) -> DirHandle | None:
+        """The open directory ``fh``, or None."""
+        return self._dirs.get(fh)
+
+    def close_dir(self, fh: int) -> None:
+        """Forget directory handle ``fh`` (unknown numbers are ignored)."""
+        self._dirs.pop(fh, None)

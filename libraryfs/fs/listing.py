@@ -1,0 +1,69 @@
+"""Directory listings of the view: opendir/readdir/releasedir.
+
+``opendir`` snapshots the whole listing into a directory handle: the generated names first (``INDEX.md``,
+``.index`` when the TOC has pages, and at the root ``.libraryfs`` and ``.find``), then the stored dirents in
+name-byte order. ``readdir`` walks the snapshot from an offset, so offsets stay stable while the directory
+changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
+``st_mode``, ino)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from libraryfs.errors import BadHandle, NotADir
+from libraryfs.fs import schema as S
+from libraryfs.fs.resolve import ViewService
+from libraryfs.fs.store import Txn
+
+
+class DirListing(ViewService):
+    """opendir/readdir/releasedir over the store (:class:`~libraryfs.fs.resolve.ViewService`'s state:
+    directory handles in the handle table, generated names from the namespace)."""
+
+    def opendir(self, path: bytes) -> int:
+        """Snapshot a directory listing; returns a directory handle. Raises NotFound/NotADir."""
+        with self.store.read() as t:
+            r = self.resolver.resolve(t, path)
+            entries: list[tuple[bytes, int, int]] = [(b".", S.S_IFDIR, 0), (b"..", S.S_IFDIR, 0)]
+            if r.is_real:
+                if not r.node.is_dir:  # type: ignore[union-attr]
+                    raise NotADir("not a directory")
+                entries.extend(self.virtual.dir_entries(t, r.ino))
+                entries.extend(_stored_entries(t, r.ino))
+            else:
+                entries.extend(self.virtual.listdir(t, r))
+        return self.handles.open_dir(entries)
+
+    def readdir(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int]]:
+        """Entries ``(name, type bits, ino, next offset)`` from ``offset`` of an open directory handle.
+
+        Raises BadHandle at once for an unknown handle; the entries themselves are produced lazily.
+        """
+        d = self.handles.dir(fh)
+        if d is None:
+            raise BadHandle("bad directory handle")
+        entries = d.entries
+
+        def gen() -> Iterator[tuple[bytes, int, int, int]]:
+            # lazy: the kernel's buffer fills after ~100 entries; a listing costs O(entries consumed)
+            for k in range(offset, len(entries)):
+                n, m, i = entries[k]
+                yield n, m, i, k + 1
+
+        return gen()
+
+    def releasedir(self, fh: int) -> None:
+        """Forget a directory handle (closedir(3))."""
+        self.handles.close_dir(fh)
+
+
+def _stored_entries(t: Txn, dir_ino: int) -> Iterator[tuple[bytes, int, int]]:
+    """The stored dirents of ``dir_ino`` as ``(name, type bits, child ino)``."""
+    for name, child, ftype in t.iter_dir_typed(dir_ino):
+        if ftype is None:  # a dirent written before file types were recorded
+            node = t.inode(child)
+            if node is None:
+                continue
+            ftype = node.mode & S.S_IFMT
+        yield name, ftype, child

@@ -1,0 +1,161 @@
+"""Mount lifecycle: the background work of a serving mount, started and stopped around the FUSE loop.
+
+:func:`serve` is what the mount server (:mod:`libraryfs.daemon.mountd`) calls. In order:
+
+1. build the adapter's :class:`~libraryfs.fs.fuse_adapter.FuseOps` over the view;
+2. :meth:`MountTasks.start`: one thread that (a) watches the indexer's TOC generation and drops the kernel's
+   cached attributes and pages of every TOC file the indexer rewrote (through
+   :meth:`FuseOps.invalidate <libraryfs.fs.fuse_adapter.FuseOps.invalidate>`, libfuse's
+   ``fuse_invalidate_path``), and (b) syncs the store every ``sync_interval_s`` so committed data survives
+   an OS crash within that window (ARCHITECTURE §7: unsynced commits survive a process crash only);
+3. :func:`fuse_adapter.run <libraryfs.fs.fuse_adapter.run>` mounts and serves until unmounted (libfuse's
+   ``destroy`` syncs the store);
+4. :meth:`MountTasks.stop`: the thread is told to stop and joined, so nothing reads the store after
+   :func:`serve` returns and the caller may close it.
+
+The caller (mountd) owns what surrounds this: the library lock, the clean flag, signals and readiness.
+Only :mod:`libraryfs.fs.fuse_adapter` imports mfusepy; this module reads the store's config keys
+(:data:`~libraryfs.fs.schema.CFG_TOC_GEN`, :data:`~libraryfs.fs.schema.CFG_TOC_DIRTY`) and the names of
+:mod:`libraryfs.fs.generated`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.fuse_adapter import FuseOps, run
+from libraryfs.fs.generated import toc_page_paths
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
+
+log = logging.getLogger("libraryfs.mount")
+
+POLL_S = 0.2  #: how often (seconds) the TOC generation is read (one LMDB read, a few µs)
+SYNC_INTERVAL_S = 1.0  #: how often (seconds) the store is synced while serving
+STOP_TIMEOUT_S = 5.0  #: how long :meth:`MountTasks.stop` waits for the thread
+
+
+class TocWatcher:
+    """Finds the TOC files to invalidate after the indexer commits (one :meth:`poll` per tick).
+
+    The indexer bumps ``CFG_TOC_GEN`` and lists the directories it re-rendered in ``CFG_TOC_DIRTY``. The
+    first poll only records the generation (nothing cached can be stale before the mount served it).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.last_gen = -1
+
+    def poll(self) -> list[bytes]:
+        """Absolute paths of the TOC pages rewritten since the last poll (``INDEX.md`` and ``.index/NNNN.md``
+        of each re-rendered directory that still exists); ``[]`` when the generation did not move."""
+        with self.store.read() as t:
+            gen = t.cfg_int(S.CFG_TOC_GEN)
+            if gen == self.last_gen:
+                return []
+            paths: list[bytes] = []
+            if self.last_gen >= 0:
+                for ino in S.loads(t.cfg(S.CFG_TOC_DIRTY), []) or []:
+                    p = t.path_of(ino)
+                    if p is not None:
+                        paths.extend(toc_page_paths(p, t.toc_page_count(ino)))
+        self.last_gen = gen
+        return paths
+
+
+class MountTasks:
+    """The background thread of a mount: TOC cache invalidation and the periodic sync (module doc).
+
+    ``invalidate(path bytes) -> int`` drops the kernel's caches of one path (0, or a negative errno: a
+    failure only delays freshness). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
+    and the next pass runs.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        invalidate: Callable[[bytes], int],
+        *,
+        poll_s: float = POLL_S,
+        sync_interval_s: float = SYNC_INTERVAL_S,
+    ) -> None:
+        self.store = store
+        self.invalidate = invalidate
+        self.poll_s = poll_s
+        self.sync_interval_s = sync_interval_s
+        self.watcher = TocWatcher(store)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the thread (once). Raises ``RuntimeError`` if already started."""
+        if self._thread is not None:
+            raise RuntimeError("mount tasks already started")
+        self._thread = threading.Thread(target=self._run, name="libraryfs-mount-tasks", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> bool:
+        """Stop the thread and wait up to ``timeout_s`` for it; True when it has ended (or never started)."""
+        self._stop.set()
+        if self._thread is None:
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def tick(self, last_sync_s: float) -> float:
+        """One pass: invalidate rewritten TOC files; sync when ``sync_interval_s`` has passed since
+        ``last_sync_s`` (monotonic s). Returns the time of the last sync."""
+        for path in self.watcher.poll():
+            self.invalidate(path)
+        if time.monotonic() - last_sync_s >= self.sync_interval_s:
+            self.store.sync()
+            return time.monotonic()
+        return last_sync_s
+
+    def _run(self) -> None:
+        last_sync_s = time.monotonic()
+        while not self._stop.wait(self.poll_s):
+            try:
+                last_sync_s = self.tick(last_sync_s)
+            except Exception:  # keep serving; a failed invalidation only delays freshness
+                log.exception("mount background pass failed")
+
+
+def serve(
+    view: LibraryView,
+    mountpoint: str,
+    *,
+    foreground: bool = True,
+    allow_other: bool = False,
+    read_only: bool = False,
+    timeouts_s: tuple[float, float, float] = (1.0, 1.0, 1.0),
+    on_init: Callable[[], None] | None = None,
+    debug: bool = False,
+    fsname: str = "libraryfs",
+) -> None:
+    """Mount ``view`` at ``mountpoint`` and serve until unmounted (blocks), with its background work.
+
+    ``timeouts_s``: the kernel's entry, attribute and negative-lookup cache timeouts in seconds;
+    ``on_init()`` runs inside libfuse's ``init`` (the loop is live). Options as
+    :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
+    """
+    ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
+    tasks = MountTasks(view.store, ops.invalidate)
+    tasks.start()
+    try:
+        run(
+            ops,
+            mountpoint,
+            foreground=foreground,
+            allow_other=allow_other,
+            read_only=read_only,
+            debug=debug,
+            fsname=fsname,
+        )
+    finally:
+        if not tasks.stop():
+            log.warning("mount background thread did not stop within %.0f s", STOP_TIMEOUT_S)
