@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from libraryfs.fs import generated as G
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
@@ -48,10 +50,10 @@ def copy_source(dst: str) -> list[str]:
 def toc_pages(mnt: str, d: str) -> list[tuple[str, str]]:
     """``[(directory of the page, text)]``: INDEX.md of directory ``d`` in the mount and every page under its
     ``.index/`` (their links are relative to ``.index/``)."""
-    pages = [(d, os.path.join(mnt, d, "INDEX.md"))]
-    idx = os.path.join(mnt, d, ".index")
+    pages = [(d, os.path.join(mnt, d, G.INDEX_FILE))]
+    idx = os.path.join(mnt, d, G.PAGES_DIRNAME)
     if os.path.isdir(idx):
-        pages += [(os.path.join(d, ".index"), os.path.join(idx, n)) for n in sorted(os.listdir(idx))]
+        pages += [(os.path.join(d, G.PAGES_DIRNAME), os.path.join(idx, n)) for n in sorted(os.listdir(idx))]
     out = []
     for where, p in pages:
         try:
@@ -105,7 +107,7 @@ def navigate(mnt: str, repo: str, rel: str, qualname: str) -> list[str]:
         if text not in links:
             raise SystemExit(f"{here or '/'}: no link {text!r} in its INDEX.md")
         target = links[text]
-        target = target[: -len("INDEX.md")] if target.endswith("INDEX.md") else target
+        target = target.removesuffix(G.INDEX_FILE)
         here = os.path.normpath(target.rstrip("/"))
         path.append(here)
     return path

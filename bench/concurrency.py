@@ -33,6 +33,8 @@ import tempfile
 import time
 import zlib
 
+from libraryfs.fs import generated as G
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
@@ -102,7 +104,7 @@ def worker(mnt: str, wid: int, duration_s: float, out_path: str, seed: int) -> i
             else:
                 d = rng.choice([os.path.join(mnt, f"w{rng.randrange(8)}"), os.path.join(mnt, "mix")])
                 try:
-                    names = [x for x in os.listdir(d) if x != ".index"]  # a TOC page directory
+                    names = [x for x in os.listdir(d) if x != G.PAGES_DIRNAME]  # a TOC page directory
                     if names:
                         with open(os.path.join(d, rng.choice(names)), "rb") as f:
                             f.read()
@@ -169,7 +171,9 @@ def readers_phase(libdir: str, mnt: str, rounds: int, per_round: int) -> dict:
     ok = full = other = mount_errors = 0
     samples = [os.path.join(mnt, "shared", "log.txt")]
     for d in ("mix", "w0", "w1"):
-        samples += [os.path.join(mnt, d, x) for x in os.listdir(os.path.join(mnt, d))[:6] if x != ".index"]
+        samples += [
+            os.path.join(mnt, d, x) for x in os.listdir(os.path.join(mnt, d))[:6] if x != G.PAGES_DIRNAME
+        ]
     t0 = time.monotonic()
     for rnd in range(rounds):
         kids = []
@@ -284,7 +288,7 @@ def run(a: argparse.Namespace) -> dict:
                     lost += 1
         for d in ["mix"] + [f"w{i}" for i in range(a.procs)]:
             full = os.path.join(mnt, d)
-            names = {x for x in os.listdir(full) if x not in ("INDEX.md", ".index")}
+            names = {x for x in os.listdir(full) if x not in (G.INDEX_FILE, G.PAGES_DIRNAME)}
             extra += len(names - want_names.get(full, set()))
         out["own_files"] = {
             "files": sum(len(r["files"]) for r in results),

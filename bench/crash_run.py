@@ -41,6 +41,8 @@ import sys
 import tempfile
 import time
 
+from libraryfs.fs import generated as G
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
@@ -377,7 +379,7 @@ def verify(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
                     f"{sha(content)})",
                 )
     for d, names in want_names.items():
-        seen = set(os.listdir(os.path.join(mnt, d))) - {"INDEX.md", ".index"}
+        seen = set(os.listdir(os.path.join(mnt, d))) - {G.INDEX_FILE, G.PAGES_DIRNAME}
         if seen != names:
             stats.inc("unexpected_names", len(seen - names))
             stats.fail(it, f"{d}: extra {sorted(seen - names)[:5]}, missing {sorted(names - seen)[:5]}")
@@ -393,18 +395,17 @@ def verify_tocs(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
             want = {os.fsencode(os.path.basename(p)) for p in m.files if os.path.dirname(p) == d}
             want = {n for n in want if not is_hidden(n)}
             base = os.path.join(mnt, d)
-            pages = [open(os.path.join(base, "INDEX.md"), "rb").read()]
-            idx = os.path.join(base, ".index")
+            pages = [open(os.path.join(base, G.INDEX_FILE), "rb").read()]
+            idx = os.path.join(base, G.PAGES_DIRNAME)
             if os.path.isdir(idx):
                 pages += [open(os.path.join(idx, n), "rb").read() for n in sorted(os.listdir(idx))]
             got = set()
             for page in pages:
                 for target in links(page):
                     if (
-                        target.startswith(b".index/")
-                        or target.endswith(b".md")
-                        and target[:4].isdigit()
-                        or target.endswith(b"INDEX.md")
+                        target.startswith(G.PAGES_DIR + b"/")
+                        or G.page_number(target)
+                        or target.endswith(G.INDEX_NAME)
                     ):
                         continue
                     got.add(target.removeprefix(b"../"))

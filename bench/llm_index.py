@@ -36,6 +36,7 @@ from llm_server import Delay, IndexModel, LLMServer, Reply, Request  # noqa: E40
 
 from libraryfs.daemon.indexer import Indexer  # noqa: E402
 from libraryfs.daemon.ingest import ingest_tree  # noqa: E402
+from libraryfs.fs import generated as G  # noqa: E402
 from libraryfs.fs import schema as S  # noqa: E402
 from libraryfs.fs.store import Store  # noqa: E402
 from libraryfs.index.jobs import DeterministicBuilder  # noqa: E402
@@ -202,7 +203,7 @@ def latency(lib: str, root: str, samples: int, delay_s: float) -> dict:
         paths = []
         for dp, _dn, fns in os.walk(os.path.join(mnt, "pydoc")):
             if "/." not in dp:  # entries only: not the generated .index/ pages
-                paths += [os.path.join(dp, f) for f in fns if f != "INDEX.md"]
+                paths += [os.path.join(dp, f) for f in fns if f != G.INDEX_FILE]
             if len(paths) > 200:
                 break
         runs = {"idle": probe(paths, samples, 60)}

@@ -10,6 +10,7 @@ import click
 from libraryfs.cli.common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
 from libraryfs.cli.config_cmds import llm_options, llm_overrides
 from libraryfs.errors import Busy
+from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check as run_check
 from libraryfs.fs.check import describe
@@ -110,7 +111,8 @@ def status(libdir: str, as_json: bool) -> None:
         try:
             import json
 
-            with open(os.path.join(minfo["mountpoint"], ".libraryfs", "stats.json")) as f:
+            stats_path = os.path.join(minfo["mountpoint"], G.CTL_DIRNAME, os.fsdecode(G.STATS_FILE))
+            with open(stats_path) as f:
                 out["stats"] = json.load(f).get("total", {})
         except (OSError, ValueError):
             pass

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from libraryfs.daemon import launcher
 from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
+from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, is_library
 from libraryfs.fs.tree import DirTree
@@ -105,22 +106,22 @@ def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines:
         echo("")
         return data
 
-    root = show(os.path.join(mountpoint, "INDEX.md"), lines)
+    root = show(os.path.join(mountpoint, G.INDEX_FILE), lines)
     sect_link = next(
-        (ln for ln in links(root) if ln.endswith(b"/INDEX.md") and b"python" in ln), None
-    ) or next((ln for ln in links(root) if ln.endswith(b"/INDEX.md")), None)
+        (ln for ln in links(root) if ln.endswith(b"/" + G.INDEX_NAME) and b"python" in ln), None
+    ) or next((ln for ln in links(root) if ln.endswith(b"/" + G.INDEX_NAME)), None)
     if sect_link is None:
         return
     sect_path = os.path.join(mountpoint, os.fsdecode(sect_link))
     sect = show(sect_path, lines)
     page_dir = os.path.dirname(sect_path)
     entry = next(
-        (ln for ln in links(sect) if not ln.endswith(b"INDEX.md") and not ln.startswith(b".index")), None
+        (ln for ln in links(sect) if not ln.endswith(G.INDEX_NAME) and not ln.startswith(G.PAGES_DIR)), None
     )
     if entry is None:
         return
     show(os.path.normpath(os.path.join(page_dir, os.fsdecode(entry))), 8)
     echo(
         f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find LIBDIR asyncio` "
-        f"or `ls {mountpoint}/.find/asyncio/`"
+        f"or `ls {mountpoint}/{G.FIND_DIRNAME}/asyncio/`"
     )

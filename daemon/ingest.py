@@ -13,12 +13,13 @@ import logging
 import os
 import threading
 
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME, is_generated
 from libraryfs.fs.tree import Tree
 from libraryfs.layout import open_tree
 
 log = logging.getLogger("libraryfs.ingest")
 
-_RENAME = {"INDEX.md": "INDEX.source.md", ".index": "_index"}
+_RENAME = {INDEX_FILE: "INDEX.source.md", PAGES_DIRNAME: "_index"}
 
 
 def _dest_name(name: str) -> str:
@@ -33,8 +34,12 @@ def check_section(section: str) -> str:
     from libraryfs.errors import InvalidArgument
 
     comps = [c for c in section.split("/") if c]
-    bad = [c for c in comps if c in (".", "..") or c in ("INDEX.md", ".index") or len(c.encode()) > 255]
-    if bad or (comps[:1] and comps[0] in (".libraryfs", ".find")):
+    bad = [
+        c
+        for k, c in enumerate(comps)
+        if c in (".", "..") or is_generated(c, at_root=k == 0) or len(c.encode()) > 255
+    ]
+    if bad:
         raise InvalidArgument(f"invalid --into {section!r}: use a relative path of plain names")
     return "/".join(comps)
 

@@ -16,6 +16,8 @@ import os
 import shutil
 from typing import Protocol
 
+from libraryfs.fs.generated import INDEX_FILE
+
 
 class Tree(Protocol):
     """The file operations a builder needs. Errors are the usual ``OSError`` subclasses
@@ -114,7 +116,7 @@ class DirTree:
 
     def listdir(self, rel: str) -> list[str]:
         """Sorted names of a directory, generated files excluded; see :class:`~libraryfs.fs.tree.Tree`."""
-        return sorted(n for n in os.listdir(self._p(rel)) if n != "INDEX.md")
+        return sorted(n for n in os.listdir(self._p(rel)) if n != INDEX_FILE)
 
     def exists(self, rel: str) -> bool:
         """Whether the path exists (a dangling symlink counts); see :class:`~libraryfs.fs.tree.Tree`."""

@@ -24,6 +24,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from libraryfs.fs.generated import GENERATED_NAMES
+
 SUMMARY_MAX_WORDS = 20
 SAMPLE_BYTES = 8192  #: bytes of an entry's content given to a builder
 
@@ -187,6 +189,9 @@ def _ext(name: str) -> str:
 SAFE_SECTION = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
+_GENERATED_LOWER = frozenset(n.lower() for n in GENERATED_NAMES)  #: never a section name, in any case
+
+
 def safe_section_name(name: str) -> str | None:
     """A proposed section path made safe: lower-case ``[a-z0-9._-]`` components (≤ 64 bytes), ≤ 3 levels.
 
@@ -198,7 +203,7 @@ def safe_section_name(name: str) -> str | None:
         if not comp or comp in (".", "..", "inbox") or not SAFE_SECTION.match(comp):
             return None
         parts.append(comp)
-    if not parts or len(parts) > 3 or parts[0].lower() in ("index.md", ".index", ".libraryfs", ".find"):
+    if not parts or len(parts) > 3 or parts[0].lower() in _GENERATED_LOWER:
         return None
     return "/".join(parts)
 

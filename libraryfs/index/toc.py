@@ -20,6 +20,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index.jobs import Group
 
 DEFAULT_MAX_TOKENS = 2000
@@ -41,7 +42,8 @@ class Item:
 
 @dataclass
 class Rendered:
-    """The pages of one directory: ``pages[0]`` is ``INDEX.md``, ``pages[k]`` is ``.index/%04d.md``."""
+    """The pages of one directory: ``pages[k]`` is the page at :func:`~libraryfs.fs.generated.page_relpath`
+    ``(k)`` (``INDEX.md``, then ``.index/0001.md`` …)."""
 
     pages: list[bytes]
     page_tokens: list[int]
@@ -77,7 +79,7 @@ def _fmt_tokens(n: int, approx: bool = False) -> str:
 def entry_line(item: Item, prefix: str = "") -> str:
     """``- [name](link) — summary (N tok)``; a section links to its own INDEX.md."""
     if item.is_dir:
-        target = link_target(item.name, prefix) + "/INDEX.md"
+        target = link_target(item.name, prefix) + "/" + INDEX_FILE
         facts = f"{item.entries:,} entr{'y' if item.entries == 1 else 'ies'}, {_fmt_tokens(item.tokens)}"
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
@@ -100,26 +102,16 @@ def render(
 ) -> Rendered:
     """Render the pages of one directory. ``items`` must be sorted by name bytes.
 
-    ``groups`` (from a builder) are used only if they cover every item exactly once; each group then
-    starts a new run of leaf pages titled by the group name. Raises ``ValueError`` if a single entry line
-    alone exceeds the bound (cannot happen with sanitised summaries and C ≥ 200).
+    ``pages[0]`` is ``INDEX.md``; ``pages[k]`` is ``.index/`` + :func:`~libraryfs.fs.generated.page_file`
+    ``(k)`` (names from :mod:`libraryfs.fs.generated`). Every page is at most ``max_tokens`` tokens of
+    ``count_tokens`` (o200k_base in the indexer). ``groups`` (from a builder) are used only if they cover every
+    item exactly once; each group then starts a new run of leaf pages titled by the group name. Raises
+    ``ValueError`` if ``max_tokens`` < 200 or a single entry line alone exceeds the bound (cannot happen with
+    sanitised summaries and C ≥ 200).
     """
     if max_tokens < 200:
         raise ValueError("max_tokens must be at least 200")
-    title = sanitize(dir_title, 120) or "/"
-    desc = sanitize(description)
-    total_tokens = sum(i.tokens for i in items)
-    n = len(items)
-
-    def head(page_no: int, npages: int, subtitle: str = "") -> list[str]:
-        comment = f"<!-- libraryfs toc: page={page_no}/{npages} {header_facts} -->"
-        lines = [comment, f"# {title}" + (f" — {subtitle}" if subtitle else "")]
-        if page_no == 0:
-            if desc:
-                lines.append(desc)
-            lines.append(f"{n:,} entr{'y' if n == 1 else 'ies'} · {total_tokens:,} tokens")
-        lines.append("")
-        return lines
+    head = _Head(sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts)
 
     # one page?
     lines0 = [entry_line(i) for i in items]
@@ -129,20 +121,59 @@ def render(
         text = "\n".join(head(0, 1) + lines0) + "\n"
         return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
 
-    # leaf runs: builder groups (validated) or one contiguous run
-    runs: list[tuple[str, list[int]]] = []
+    budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
+    leaves = _leaf_pages(items, _runs(items, groups), budget, count_tokens)
+    root_lines, all_pages, page_titles, levels = _index_levels(leaves, budget, count_tokens)
+    npages = len(all_pages) + 1
+    out = ["\n".join(head(0, npages) + root_lines) + "\n"]
+    for k, lines in enumerate(all_pages, start=1):
+        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", _UP_LINE]) + "\n")
+    return Rendered(
+        [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
+    )
+
+
+#: the last line of every page below ``INDEX.md``: back to the directory's root page
+_UP_LINE = f"- [↑ up](../{INDEX_FILE})"
+
+
+class _Head:
+    """The head lines of a page: header comment, title (with a subtitle below the root), and on the root the
+    description and the totals."""
+
+    def __init__(self, title: str, desc: str, items: list[Item], header_facts: str) -> None:
+        self.title, self.desc, self.header_facts = title, desc, header_facts
+        self.n = len(items)
+        self.total_tokens = sum(i.tokens for i in items)
+
+    def __call__(self, page_no: int, npages: int, subtitle: str = "") -> list[str]:
+        comment = f"<!-- libraryfs toc: page={page_no}/{npages} {self.header_facts} -->"
+        lines = [comment, f"# {self.title}" + (f" — {subtitle}" if subtitle else "")]
+        if page_no == 0:
+            if self.desc:
+                lines.append(self.desc)
+            n = self.n
+            lines.append(f"{n:,} entr{'y' if n == 1 else 'ies'} · {self.total_tokens:,} tokens")
+        lines.append("")
+        return lines
+
+
+def _runs(items: list[Item], groups: list[Group] | None) -> list[tuple[str, list[int]]]:
+    """Leaf runs ``(group title, item indexes)``: the builder's groups (when valid) or one contiguous run."""
     if groups and _valid_groups(groups, items):
         pos = {os.fsdecode(i.name): k for k, i in enumerate(items)}
-        for g in groups:
-            runs.append((sanitize(g.title, 60), sorted(pos[nm] for nm in g.names)))
-    else:
-        runs.append(("", list(range(n))))
+        return [(sanitize(g.title, 60), sorted(pos[nm] for nm in g.names)) for g in groups]
+    return [("", list(range(len(items))))]
 
-    budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
-    # leaf pages: lines link to ../name
+
+def _leaf_pages(
+    items: list[Item], runs: list[tuple[str, list[int]]], budget: int, count_tokens: Callable[[str], int]
+) -> list[tuple[str, list[str], str]]:
+    """Cut each run into leaf pages of at most ``budget`` tokens of lines (links ``../name`` from inside
+    ``.index/``): ``(group title, lines, range label)`` per page. Raises ValueError for a line over budget."""
     leaf_lines = [entry_line(i, "../") for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
-    pages: list[tuple[str, list[str], str]] = []  # (title, lines, range label)
+    pages: list[tuple[str, list[str], str]] = []
     for gtitle, idxs in runs:
         cur: list[int] = []
         cost = 0
@@ -156,42 +187,39 @@ def render(
             cost += leaf_cost[k]
         if cur:
             pages.append(_leaf(gtitle, cur, items, leaf_lines))
+    return pages
 
-    # build index levels until the root fits: a level's entries are (label, page_index, count)
+
+def _index_levels(
+    leaves: list[tuple[str, list[str], str]], budget: int, count_tokens: Callable[[str], int]
+) -> tuple[list[str], list[list[str]], list[str], int]:
+    """Build index levels above the leaf pages until the root's lines fit ``budget`` tokens.
+
+    Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
+    ``(label, page number, entries below)``; links from the root go into ``.index/``, links between pages
+    inside ``.index/`` are siblings. Raises ValueError past 12 levels.
+    """
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
     level: list[tuple[str, int, int]] = []
-    for gtitle, lines, label in pages:
+    for gtitle, lines, label in leaves:
         all_pages.append(lines)
         page_titles.append(gtitle or label)
         level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
     levels = 2
     while True:
         idx_lines = [
-            f"- [{lab}](.index/{p:04d}.md) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}"
+            f"- [{lab}]({page_relpath(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}"
             for lab, p, cnt in level
         ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
         if sum(cost) <= budget:
-            root_lines = idx_lines
-            break
-        # group this level into index pages (links from inside .index/ are siblings: NNNN.md)
+            return idx_lines, all_pages, page_titles, levels
         nxt: list[tuple[str, int, int]] = []
-        cur, c = [], 0
-        groups_of_level: list[list[int]] = []
-        for k in range(len(level)):
-            if cur and c + cost[k] > budget:
-                groups_of_level.append(cur)
-                cur, c = [], 0
-            cur.append(k)
-            c += cost[k]
-        if cur:
-            groups_of_level.append(cur)
-        for g in groups_of_level:
-            sib = [f"- [{level[k][0]}]({level[k][1]:04d}.md) — {level[k][2]:,} entries" for k in g]
+        for g in _pack(cost, budget):
+            sib = [f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries" for k in g]
             all_pages.append(sib)
-            first_lab, last_lab = level[g[0]][0], level[g[-1]][0]
-            lab = f"{_range_start(first_lab)} … {_range_end(last_lab)}"
+            lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)
             nxt.append((lab, len(all_pages), sum(level[k][2] for k in g)))
         level = nxt
@@ -199,14 +227,22 @@ def render(
         if levels > 12:
             raise ValueError("TOC tree too deep")
 
-    npages = len(all_pages) + 1
-    out = ["\n".join(head(0, npages) + root_lines) + "\n"]
-    for k, lines in enumerate(all_pages, start=1):
-        up = "- [↑ up](../INDEX.md)"
-        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", up]) + "\n")
-    return Rendered(
-        [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
-    )
+
+def _pack(cost: list[int], budget: int) -> list[list[int]]:
+    """Consecutive indexes of ``cost`` grouped so that each group's sum stays within ``budget`` (a single
+    item over it forms its own group)."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    c = 0
+    for k, x in enumerate(cost):
+        if cur and c + x > budget:
+            out.append(cur)
+            cur, c = [], 0
+        cur.append(k)
+        c += x
+    if cur:
+        out.append(cur)
+    return out
 
 
 def _leaf(gtitle: str, idxs: list[int], items: list[Item], lines: list[str]) -> tuple[str, list[str], str]:

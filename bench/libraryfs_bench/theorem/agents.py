@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from urllib.parse import unquote
 
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 from libraryfs_bench.theorem.accounting import Call, Trace
 from libraryfs_bench.theorem.stores import PaperStore
 
@@ -254,7 +255,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
     """
     trace = Trace()
     root = Path(store_dir)
-    page = "INDEX.md"
+    page = INDEX_FILE
     for _ in range(max_depth):
         try:
             text = _read(root / page)
@@ -282,7 +283,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
         ranged = []
         for label, href, rest in links:
             bounds = parse_range(label)
-            if bounds is None and (href.endswith((".md", "/")) or ".index" in href):
+            if bounds is None and (href.endswith((".md", "/")) or PAGES_DIRNAME in href):
                 bounds = parse_range(rest.split("(")[0].strip(" —-:"))
             if bounds:
                 ranged.append((bounds[0], bounds[1], href))
@@ -295,7 +296,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
             chosen = starts[-1]
         nxt = posixpath.normpath(posixpath.join(here, chosen))
         if (root / nxt).is_dir():
-            nxt = posixpath.join(nxt, "INDEX.md")
+            nxt = posixpath.join(nxt, INDEX_FILE)
         page = nxt
     trace.error = "TOC deeper than max_depth"
     return _submit(trace, None)

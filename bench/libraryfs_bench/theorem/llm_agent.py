@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 from libraryfs_bench.theorem import protocol
 from libraryfs_bench.theorem.accounting import TrialRecord, score
 from libraryfs_bench.theorem.stores import ItemStore, PaperStore
@@ -73,14 +74,14 @@ class ToolServer:
             return f"Section {args.get('section_num')} not found. Valid sections: {valid}."
 
     def _file(self, args: dict) -> str:
-        rel = posixpath.normpath(str(args.get("path", "INDEX.md")).lstrip("/"))
+        rel = posixpath.normpath(str(args.get("path", INDEX_FILE)).lstrip("/"))
         if rel.startswith(".."):
             return f"{rel}: outside the store"
         path = self.store.dir / rel
         if path.is_dir():
-            path = path / "INDEX.md"
+            path = path / INDEX_FILE
         name = path.name
-        is_toc = name == "INDEX.md" or path.parent.name == ".index"
+        is_toc = name == INDEX_FILE or path.parent.name == PAGES_DIRNAME
         try:
             text = _read(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):

@@ -8,6 +8,7 @@ are libraryfs's own conditions, offer ``read_file(path)`` over the mounted direc
 
 from __future__ import annotations
 
+from libraryfs.fs.generated import INDEX_FILE
 from libraryfs_bench.theorem.stores import PAGE_ITEMS
 
 MAX_TURNS = 120  # paper default; its DEEP-INDEXED runs at N ≥ 1000 used 300–500
@@ -42,8 +43,8 @@ SUBMIT = _fn(
 )
 READ_FILE = _fn(
     "read_file",
-    "Read a file of the library (a path relative to the store directory, e.g. INDEX.md).",
-    {"path": {"type": "string", "description": "Relative path, as written in an INDEX.md link"}},
+    f"Read a file of the library (a path relative to the store directory, e.g. {INDEX_FILE}).",
+    {"path": {"type": "string", "description": f"Relative path, as written in an {INDEX_FILE} link"}},
 )
 
 TOOLS: dict[str, list[dict]] = {
@@ -87,7 +88,9 @@ SYSTEM: dict[str, str] = {
     + _TASK
     + "Read the file named after the key with read_file, then give the value with submit_answer.",
     "AUTO": "You are looking up a key in a library directory holding one file per key ({num_pages} "
-    "files). " + _TASK + "Start with read_file('INDEX.md'): it lists files, or index pages covering ranges "
+    "files). "
+    + _TASK
+    + f"Start with read_file('{INDEX_FILE}'): it lists files, or index pages covering ranges "
     "of names. Follow the link whose range covers the key until you reach the file, then give the value "
     "with submit_answer.",
 }

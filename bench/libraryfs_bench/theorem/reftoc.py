@@ -2,10 +2,13 @@
 
 Used only when the benchmark runs on an ordinary directory (``--dir``, development, unit tests); through a
 mount the library's own indexer writes INDEX.md and the ``.index/`` pages and this module is not used.
-It renders the format the architecture specifies (ARCHITECTURE §2): one line per entry
-``- [name](name) — summary (N tok)``; when the lines exceed one page of ``budget_tokens``, contiguous runs
-go to leaf pages under ``.index/`` and INDEX.md becomes the root of a tree of pages whose lines read
-``- [first … last](.index/L1-0001.md) — N entries`` (a B-tree over names with fan-out set by the budget).
+The pages are rendered by the library's own renderer (:func:`libraryfs.index.toc.render`: the format and
+page-name scheme of ARCHITECTURE §2, from :mod:`libraryfs.fs.generated`), so an agent walks the same pages
+here as through a mount: one line per entry ``- [name](name) — summary (N tok)``; when the lines exceed
+one page of ``budget_tokens``, contiguous runs go to leaf pages ``.index/0001.md`` … and INDEX.md becomes
+the root of a tree of pages whose lines read ``- [first … last](.index/0001.md) — N entries`` (a B-tree
+over names with fan-out set by the budget). What differs from the indexer is the summary: the entry's
+first line (≤ 60 characters), with no model and no stored metadata.
 """
 
 from __future__ import annotations
@@ -15,10 +18,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from libraryfs.fs.generated import PAGES_DIRNAME, is_generated, page_number, page_relpath
+from libraryfs.index.toc import Item, render
 from libraryfs_bench.theorem.accounting import count_tokens as _count_tokens
-
-INDEX_NAME = "INDEX.md"
-INDEX_DIR = ".index"
 
 
 @dataclass
@@ -37,109 +39,81 @@ def count_tokens(text: str) -> int:
     return _count_tokens(text)
 
 
-_SUMMARIES: dict[tuple[str, int, int], str] = {}
-_WRITTEN: dict[str, str] = {}
+_ENTRIES: dict[tuple[str, int, int], tuple[str, int]] = {}
+_WRITTEN: dict[str, bytes] = {}
 
 
-def _write_page(path: Path, text: str) -> None:
-    """Write a TOC page unless this process already wrote the same text there (overwriting a file costs
+def _write_page(path: Path, data: bytes) -> None:
+    """Write a TOC page unless this process already wrote the same bytes there (overwriting a file costs
     ~2 ms on ext4; re-renders mostly leave pages unchanged)."""
     key = str(path)
-    if _WRITTEN.get(key) == text and path.exists():
+    if _WRITTEN.get(key) == data and path.exists():
         return
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(data)
     if len(_WRITTEN) > 500_000:
         _WRITTEN.clear()
-    _WRITTEN[key] = text
+    _WRITTEN[key] = data
 
 
-def _summary(path: Path) -> str:
+def _item(path: Path, name: str) -> Item:
+    """The TOC facts of one directory entry: a section for a directory, else summary and token count
+    (cached by path, mtime and size)."""
     try:
         st = path.stat()
     except OSError:
-        return ""
+        return Item(os.fsencode(name), "", 0)
+    if path.is_dir():
+        return Item(os.fsencode(name), "directory", 0, is_dir=True)
     key = (str(path), st.st_mtime_ns, st.st_size)
-    if key not in _SUMMARIES:
-        if len(_SUMMARIES) > 2_000_000:
-            _SUMMARIES.clear()
-        _SUMMARIES[key] = _read_summary(path)
-    return _SUMMARIES[key]
+    if key not in _ENTRIES:
+        if len(_ENTRIES) > 2_000_000:
+            _ENTRIES.clear()
+        _ENTRIES[key] = _read_entry(path)
+    summary, tokens = _ENTRIES[key]
+    return Item(os.fsencode(name), summary, tokens)
 
 
-def _read_summary(path: Path) -> str:
+def _read_entry(path: Path) -> tuple[str, int]:
+    """``(first line ≤ 60 characters, o200k_base tokens of the whole file)``."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            head = f.read(200)
+        text = path.read_text(encoding="utf-8", errors="replace")
     except (IsADirectoryError, PermissionError):
-        return "directory"
-    line = head.strip().splitlines()[0] if head.strip() else ""
-    return line[:60]
-
-
-Row = tuple[str, str, str, str, str]  # (first name, last name, label, target relative to the dir, suffix)
-
-
-def _line(row: Row, in_index_dir: bool) -> str:
-    href = row[3]
-    if in_index_dir:
-        href = href[len(INDEX_DIR) + 1 :] if href.startswith(INDEX_DIR + "/") else "../" + href
-    return f"- [{row[2]}]({href}) — {row[4]}"
-
-
-def _pack(rows: list[Row], header: str, budget_tokens: int) -> list[list[Row]]:
-    """Cut rows into runs whose rendered page (links as seen from ``.index/``) stays within the budget."""
-    runs: list[list[Row]] = [[]]
-    header_tokens = count_tokens(header) + 12  # room for the page's own title
-    used = header_tokens
-    for row in rows:
-        cost = count_tokens(_line(row, True)) + 1
-        if runs[-1] and used + cost > budget_tokens:
-            runs.append([])
-            used = header_tokens
-        runs[-1].append(row)
-        used += cost
-    return runs
+        return "directory", 0
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:60], _count_tokens(text)
 
 
 def render_dir(directory: str | os.PathLike[str], budget_tokens: int = 2000) -> TocStats:
     """(Re)write ``INDEX.md`` (and ``.index/`` pages when needed) for one directory, not recursive.
 
-    Entries are the directory's names in sorted order, INDEX.md and ``.index`` excluded. Every page
-    written is at most ``budget_tokens`` tokens (o200k_base) unless a single line alone exceeds it.
-    Returns :class:`TocStats`. Raises OSError from the filesystem.
+    Entries are the directory's names in byte order, the generated names (INDEX.md, ``.index``) excluded.
+    Every page written is at most ``budget_tokens`` tokens (o200k_base; at least 200). Pages of a previous,
+    larger render are removed. Returns :class:`TocStats`. Raises OSError from the filesystem, ValueError
+    for a budget under 200 tokens.
     """
     base = Path(directory)
-    names = sorted(n for n in os.listdir(base) if n not in (INDEX_NAME, INDEX_DIR))
-    rows: list[Row] = []
-    for name in names:
-        summary = _summary(base / name)
-        rows.append((name, name, name, name, f"{summary} ({count_tokens(summary)} tok)"))
-    title = f"# {base.name}\n\n"
-    pages_written = 0
-    max_tokens = 0
-    level = 0
-    idx = base / INDEX_DIR
-    while True:
-        runs = _pack(rows, title, budget_tokens)
-        if len(runs) == 1:
-            text = title + "".join(_line(r, False) + "\n" for r in runs[0])
-            _write_page(base / INDEX_NAME, text)
-            max_tokens = max(max_tokens, count_tokens(text))
-            return TocStats(pages_written + 1, level, max_tokens, len(names))
-        level += 1
+    names = sorted((n for n in os.listdir(base) if not is_generated(n, at_root=False)), key=os.fsencode)
+    items = [_item(base / n, n) for n in names]
+    out = render(base.name, "", items, max_tokens=budget_tokens, count_tokens=count_tokens)
+    idx = base / PAGES_DIRNAME
+    if len(out.pages) > 1:
         idx.mkdir(exist_ok=True)
-        parent_rows: list[Row] = []
-        for i, run in enumerate(runs, 1):
-            page_name = f"L{level}-{i:05d}.md"
-            first, last = run[0][0], run[-1][1]
-            text = f"# {base.name}: {first} … {last}\n\n" + "".join(_line(r, True) + "\n" for r in run)
-            _write_page(idx / page_name, text)
-            pages_written += 1
-            max_tokens = max(max_tokens, count_tokens(text))
-            parent_rows.append(
-                (first, last, f"{first} … {last}", f"{INDEX_DIR}/{page_name}", f"{len(run)} entries")
-            )
-        rows = parent_rows
+    for k, page in enumerate(out.pages):
+        _write_page(base / page_relpath(k), page)
+    _remove_stale_pages(idx, len(out.pages))
+    return TocStats(len(out.pages), out.levels - 1, max(out.page_tokens), len(names))
+
+
+def _remove_stale_pages(idx: Path, npages: int) -> None:
+    """Remove the pages ``.index/NNNN.md`` with NNNN ≥ ``npages`` (and the directory when it is empty)."""
+    if not idx.is_dir():
+        return
+    for n in os.listdir(idx):
+        if page_number(n) >= npages:
+            (idx / n).unlink()
+            _WRITTEN.pop(str(idx / n), None)
+    if npages <= 1 and not os.listdir(idx):
+        idx.rmdir()
 
 
 def render_tree(root: str | os.PathLike[str], budget_tokens: int = 2000) -> int:
@@ -147,7 +121,10 @@ def render_tree(root: str | os.PathLike[str], budget_tokens: int = 2000) -> int:
     number of directories rendered."""
     count = 0
     for dirpath, dirnames, _files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != INDEX_DIR]
+        dirnames[:] = [d for d in dirnames if d != PAGES_DIRNAME]
         render_dir(dirpath, budget_tokens)
         count += 1
     return count
+
+
+__all__ = ["TocStats", "count_tokens", "render_dir", "render_tree"]

@@ -31,6 +31,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from libraryfs.fs.generated import INDEX_FILE
 from libraryfs_bench.theorem.content import Item, items_for, sorted_items, target_position
 
 PAPER_CONDITIONS = ("FLAT", "FLAT-SORTED", "INDEXED", "DEEP-INDEXED", "INDEXED-CORRUPTED")
@@ -229,7 +230,7 @@ def write_item_store(root: str | os.PathLike[str], spec: StoreSpec, skip_existin
     ordered = sorted_items(items)
     store.names = [store.name_of(k) for k, _ in ordered]
     if skip_existing and base.is_dir():
-        present = sum(1 for e in os.scandir(base) if e.is_file() and e.name != "INDEX.md")
+        present = sum(1 for e in os.scandir(base) if e.is_file() and e.name != INDEX_FILE)
         if present == spec.n:
             return store
     base.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import re
 
+from libraryfs.fs.generated import INDEX_FILE
 from libraryfs.fs.tree import Tree
 
 ROOT = "cards"
@@ -196,7 +197,7 @@ def _card_files(tree: Tree, directory: str) -> list[str]:
     return [
         f"{directory}/{n}"
         for n in tree.listdir(directory)
-        if n.endswith(".md") and not n.startswith(".") and n != "INDEX.md"
+        if n.endswith(".md") and not n.startswith(".") and n != INDEX_FILE
     ]
 
 
