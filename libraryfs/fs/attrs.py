@@ -29,7 +29,7 @@ from libraryfs.errors import (
     NotSupported,
 )
 from libraryfs.fs import schema as S
-from libraryfs.fs.nodes import real_stat
+from libraryfs.fs.nodes import inode_stat
 from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.store import Store, Txn, now_ns
 
@@ -71,19 +71,19 @@ class AttrOps(ViewService):
         Raises NotFound, NotADir, BadHandle (neither path nor a known handle).
         """
         with self.store.read() as t:
-            h = self.handles.file(fh)
+            h = self.handles.file(fh) if fh is not None else None  # a lookup by path: no handle
             if h is not None and (path is None or h.virtual is None):
                 if h.virtual is not None:
                     return self.virtual.stat_snapshot(fh, len(h.virtual))  # type: ignore[arg-type]
                 node = t.inode(h.ino)
                 if node is None:
                     raise NotFound("stale handle")
-                return real_stat(node)
+                return inode_stat(node)
             if path is None:
                 raise BadHandle("no path and no handle")
             r = self.resolver.resolve(t, path)
             if r.is_real:
-                return real_stat(r.node)  # type: ignore[arg-type]
+                return inode_stat(r.node)  # type: ignore[arg-type]
             return self.virtual.getattr(t, r)
 
     # ------------------------------------------------------------------------------------------------

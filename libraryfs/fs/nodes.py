@@ -64,47 +64,21 @@ class Resolved:
         return self.kind is Kind.REAL
 
 
-def stat_dict(
-    ino: int,
-    mode: int,
-    nlink: int,
-    uid: int,
-    gid: int,
-    size: int,
-    atime_ns: int,
-    mtime_ns: int,
-    ctime_ns: int,
-    rdev: int = 0,
-) -> dict:
-    """The ``stat`` dict the adapter hands to libfuse: sizes in bytes, times in ns, 512-byte ``st_blocks``,
-    ``st_blksize`` = :data:`BLKSIZE` (stat(2) / ``struct stat``)."""
+def inode_stat(node: S.Inode) -> dict:
+    """The ``stat`` dict the adapter hands to libfuse for inode record ``node`` (stored, or built in memory for
+    a generated object): sizes in bytes, times in ns, 512-byte ``st_blocks``, ``st_blksize`` =
+    :data:`BLKSIZE` (stat(2) / ``struct stat``)."""
     return {
-        "st_ino": ino,
-        "st_mode": mode,
-        "st_nlink": nlink,
-        "st_uid": uid,
-        "st_gid": gid,
-        "st_size": size,
-        "st_atime": atime_ns,
-        "st_mtime": mtime_ns,
-        "st_ctime": ctime_ns,
-        "st_blocks": (size + 511) // 512,
+        "st_ino": node.ino,
+        "st_mode": node.mode,
+        "st_nlink": node.nlink,
+        "st_uid": node.uid,
+        "st_gid": node.gid,
+        "st_size": node.size,
+        "st_atime": node.atime_ns,
+        "st_mtime": node.mtime_ns,
+        "st_ctime": node.ctime_ns,
+        "st_blocks": (node.size + 511) // 512,
         "st_blksize": BLKSIZE,
-        "st_rdev": rdev,
+        "st_rdev": node.rdev,
     }
-
-
-def real_stat(node: S.Inode) -> dict:
-    """:func:`stat_dict` of a stored inode."""
-    return stat_dict(
-        node.ino,
-        node.mode,
-        node.nlink,
-        node.uid,
-        node.gid,
-        node.size,
-        node.atime_ns,
-        node.mtime_ns,
-        node.ctime_ns,
-        node.rdev,
-    )

@@ -25,8 +25,8 @@ from libraryfs.errors import AccessDenied, InvalidArgument, IsADir, NoAttr, NotA
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.control import ControlPlane
-from libraryfs.fs.nodes import Kind, Resolved, stat_dict
-from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.fs.nodes import Kind, Resolved, inode_stat
+from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.tocpages import TocPages
 
 #: Longest ``/.find`` symlink target in bytes: PATH_MAX - 1. The kernel refuses a longer READLINK reply
@@ -80,11 +80,6 @@ class VirtualNamespace:
         self.finder = finder
         self._vino: dict[tuple, int] = {}
 
-    @property
-    def store(self) -> Store:
-        """The store the generated objects are computed from."""
-        return self.toc.store
-
     def vino(self, key: tuple) -> int:
         """Stable inode number (> :data:`~libraryfs.fs.generated.VIRT_BASE`) of virtual object ``key``."""
         v = self._vino.get(key)
@@ -135,8 +130,10 @@ class VirtualNamespace:
     # -- attributes ---------------------------------------------------------------------------------------------
     def stat(self, key: tuple, mode: int, size: int, times_ns: int, nlink: int = 1) -> dict:
         """``stat`` dict of a virtual object (owned by the mounting user; sizes in bytes, times in ns)."""
-        uid, gid = os.getuid(), os.getgid()
-        return stat_dict(self.vino(key), mode, nlink, uid, gid, size, times_ns, times_ns, times_ns)
+        node = S.Inode(
+            self.vino(key), mode, os.getuid(), os.getgid(), nlink, size, times_ns, times_ns, times_ns
+        )
+        return inode_stat(node)
 
     def stat_snapshot(self, fh: int, size: int) -> dict:
         """``fstat`` of open handle ``fh`` on a generated file: its snapshot of ``size`` bytes."""
