@@ -144,49 +144,57 @@ def _node_list(plan: Mapping) -> list[dict]:
     raise ValueError("a plan is {'nodes': [...]} or {'nodes': {id: node}}")
 
 
-def verify_plan(plan: Mapping) -> VerifyResult:
-    """VERIFYCONSERVATION over a plan: ``{"budget": {...}?, "nodes": [{"id", "budget", "cost", "children",
-    "parallel"?, "inputs"?, "tools"?, "outputs"?}, ...]}`` (or ``nodes`` as a mapping id → node).
+@dataclass(slots=True)
+class _Nodes:
+    """A plan's nodes by id: budget and direct cost vectors, child ids, whether children run in parallel."""
 
-    O(|V| + |E|); collects every violation rather than stopping at the first. Raises ``ValueError`` only
-    for a plan whose shape is unreadable."""
-    raw = _node_list(plan)
-    out: list[Violation] = []
-    budgets: dict[str, Budget] = {}
-    costs: dict[str, Budget] = {}
-    children: dict[str, list[str]] = {}
-    parallel: dict[str, bool] = {}
+    budgets: dict[str, Budget]
+    costs: dict[str, Budget]
+    children: dict[str, list[str]]
+    parallel: dict[str, bool]
+
+
+def _read_nodes(raw: list[dict], out: list[Violation]) -> _Nodes:
+    """Read the node list; a node without an id, a duplicate id or an unreadable vector is a violation."""
+    nodes = _Nodes({}, {}, {}, {})
     for n in raw:
         nid = str(n.get("id", ""))
         if not nid:
             out.append(Violation("bad-node", "?", detail="node without an id"))
             continue
-        if nid in budgets:
+        if nid in nodes.budgets:
             out.append(Violation("duplicate", nid, detail="id used twice"))
             continue
         try:
-            budgets[nid] = Budget.from_mapping(n.get("budget"))
-            costs[nid] = Budget.from_mapping(n.get("cost"))
+            nodes.budgets[nid] = Budget.from_mapping(n.get("budget"))
+            nodes.costs[nid] = Budget.from_mapping(n.get("cost"))
         except ValueError as e:
             out.append(Violation("bad-node", nid, detail=str(e)))
-            budgets[nid], costs[nid] = Budget(), Budget()
-        children[nid] = [str(c) for c in n.get("children") or ()]
-        parallel[nid] = bool(n.get("parallel", False))
+            nodes.budgets[nid], nodes.costs[nid] = Budget(), Budget()
+        nodes.children[nid] = [str(c) for c in n.get("children") or ()]
+        nodes.parallel[nid] = bool(n.get("parallel", False))
+    return nodes
 
+
+def _link_parents(nodes: _Nodes, out: list[Violation]) -> tuple[dict[str, str], int]:
+    """``(child → its one parent, number of edges)``; an unknown child or a second parent is a violation."""
     parent: dict[str, str] = {}
     n_edges = 0
-    for nid, kids in children.items():
+    for nid, kids in nodes.children.items():
         for c in kids:
             n_edges += 1
-            if c not in budgets:
+            if c not in nodes.budgets:
                 out.append(Violation("unknown-child", nid, detail=f"child {c!r} is not a node"))
             elif c in parent:
                 out.append(Violation("two-parents", c, detail=f"child of both {parent[c]!r} and {nid!r}"))
             else:
                 parent[c] = nid
-    roots = [n for n in budgets if n not in parent]
+    return parent, n_edges
 
-    # reachability from roots along the (single) parent links; whatever is not reached hangs off a cycle
+
+def _find_cycles(nodes: _Nodes, parent: dict[str, str], roots: list[str], out: list[Violation]) -> None:
+    """Report each cycle of parent links once (its members named): whatever the roots do not reach along
+    the parent links hangs off a cycle."""
     reached: set[str] = set()
     stack = list(roots)
     while stack:
@@ -194,9 +202,9 @@ def verify_plan(plan: Mapping) -> VerifyResult:
         if v in reached:
             continue
         reached.add(v)
-        stack.extend(c for c in children[v] if parent.get(c) == v)
+        stack.extend(c for c in nodes.children[v] if parent.get(c) == v)
     reported: set[str] = set()
-    for v in budgets:
+    for v in nodes.budgets:
         if v in reached or v in reported:
             continue
         path: list[str] = []
@@ -211,20 +219,24 @@ def verify_plan(plan: Mapping) -> VerifyResult:
             out.append(Violation("cycle", cyc[0], detail=" → ".join(cyc + [cyc[0]])))
         reported.update(path)
 
+
+def _check_conservation(nodes: _Nodes, out: list[Violation]) -> None:
+    """``cost(v) + combine(children's budgets) ≤ budget(v)`` per node and dimension (module doc)."""
     zero = Budget()
+    budgets = nodes.budgets
     for nid, b in budgets.items():
-        kids = [c for c in children[nid] if c in budgets]
-        cost = costs[nid]
+        kids = [c for c in nodes.children[nid] if c in budgets]
+        cost = nodes.costs[nid]
         if not kids:
             if cost == zero or all(c <= x for c, x in zip(cost, b, strict=False)):
                 continue  # leaf within budget: the common case, one tuple comparison
-        elif not parallel[nid]:
+        elif not nodes.parallel[nid]:
             agg = [sum(col) for col in zip(*(budgets[c] for c in kids), strict=False)]
             if all(c + a <= x for c, a, x in zip(cost, agg, b, strict=False)):
                 continue
         for i, d in enumerate(DIMENSIONS):
             vals = [budgets[c][i] for c in kids]
-            if i == _SECONDS and parallel[nid]:
+            if i == _SECONDS and nodes.parallel[nid]:
                 combined, how = (max(vals) if vals else 0), "max"
             else:
                 combined, how = sum(vals), "sum"
@@ -232,22 +244,28 @@ def verify_plan(plan: Mapping) -> VerifyResult:
             if need > b[i]:
                 detail = f"direct cost {cost[i]:g} + {how} of {len(kids)} children's {d} {combined:g}"
                 out.append(Violation("overspend", nid, d, need, b[i], detail))
+
+
+def verify_plan(plan: Mapping) -> VerifyResult:
+    """VERIFYCONSERVATION over a plan: ``{"budget": {...}?, "nodes": [{"id", "budget", "cost", "children",
+    "parallel"?, "inputs"?, "tools"?, "outputs"?}, ...]}`` (or ``nodes`` as a mapping id → node).
+
+    O(|V| + |E|); collects every violation rather than stopping at the first. Raises ``ValueError`` only
+    for a plan whose shape is unreadable."""
+    out: list[Violation] = []
+    nodes = _read_nodes(_node_list(plan), out)
+    parent, n_edges = _link_parents(nodes, out)
+    roots = [n for n in nodes.budgets if n not in parent]
+    _find_cycles(nodes, parent, roots, out)
+    _check_conservation(nodes, out)
     if isinstance(plan, Mapping) and plan.get("budget") is not None:
         total = Budget.from_mapping(plan["budget"])
         for i, d in enumerate(DIMENSIONS):
-            need = sum(budgets[r][i] for r in roots)
+            need = sum(nodes.budgets[r][i] for r in roots)
             if need > total[i]:
-                out.append(
-                    Violation(
-                        "forest-overspend",
-                        "(plan)",
-                        d,
-                        need,
-                        total[i],
-                        f"sum of {len(roots)} root budgets' {d}",
-                    )
-                )
-    return VerifyResult(not out, out, roots, len(budgets), n_edges)
+                detail = f"sum of {len(roots)} root budgets' {d}"
+                out.append(Violation("forest-overspend", "(plan)", d, need, total[i], detail))
+    return VerifyResult(not out, out, roots, len(nodes.budgets), n_edges)
 
 
 def load_plan(path: str) -> dict:
