@@ -21,6 +21,8 @@ import posixpath
 import re
 from typing import Any
 
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
+
 from ..theorem.llm_agent import make_client  # noqa: F401  (re-exported: the one client factory)
 from .navigators import Outcome
 from .reader import INDEX_NAME, Lookup, is_toc_path
@@ -33,15 +35,16 @@ def _tool(name: str, description: str) -> dict:
 
 
 TOOLS = [
-    _tool("read_toc", "Read a table-of-contents page (INDEX.md or .index/NNNN.md)."),
+    _tool("read_toc", f"Read a table-of-contents page ({INDEX_FILE} or {PAGES_DIRNAME}/NNNN.md)."),
     _tool("read_entry", "Read an entry (a document) of the library."),
     _tool("answer", "Give the path of the entry that answers the request; ends the task."),
 ]
 
 SYSTEM = (
-    "You find one entry in a library of files. Every directory has a table of contents, INDEX.md: one line "
-    "per entry or section, '- [name](link) — summary (size)'. A large directory's INDEX.md links to further "
-    "TOC pages under .index/. Links are relative to the page that holds them. Start at INDEX.md, follow the "
+    f"You find one entry in a library of files. Every directory has a table of contents, {INDEX_FILE}: one "
+    f"line per entry or section, '- [name](link) — summary (size)'. A large directory's {INDEX_FILE} links to "
+    f"further TOC pages under {PAGES_DIRNAME}/. Links are relative to the page that holds them. Start at "
+    f"{INDEX_FILE}, follow the "
     "lines that match the request, read an entry if you need to check it, then answer with the entry's "
     "path. Read as little as you can."
 )

@@ -18,6 +18,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from libraryfs.fs.generated import FIND_DIRNAME
+
 from .reader import INDEX_NAME, Lookup, TocLine, is_hit, parse_toc
 from .text import query_terms, stem, terms
 
@@ -194,7 +196,7 @@ class FindNavigator:
             and len(os.fsencode(term)) <= 255
             and term not in (".", "..")
         ):
-            d = os.path.join(root, ".find", term)
+            d = os.path.join(root, FIND_DIRNAME, term)
             try:
                 names = sorted(os.listdir(d))
             except OSError:
@@ -202,8 +204,8 @@ class FindNavigator:
             out = []
             for n in names:
                 target = os.readlink(os.path.join(d, n))
-                out.append(os.path.normpath(os.path.join(".find", term, target)).lstrip("./"))
-            lookup.charge(f".find/{term}/", "\n".join(names))
+                out.append(os.path.normpath(os.path.join(FIND_DIRNAME, term, target)).lstrip("./"))
+            lookup.charge(f"{FIND_DIRNAME}/{term}/", "\n".join(names))
             return [p for p in out if p]
         from .corpora import run_cli
 

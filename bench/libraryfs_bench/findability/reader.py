@@ -14,9 +14,10 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 from libraryfs.index.tokens import count_tokens
 
-INDEX_NAME = "INDEX.md"
+INDEX_NAME = INDEX_FILE
 #: ``- [label](target) rest``: a TOC line; ``\\]`` inside the label is an escaped bracket
 _LINK_LINE = re.compile(r"^\s*[-*]\s+\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)(.*)$")
 
@@ -36,7 +37,7 @@ class TocLine:
 def is_toc_path(rel: str) -> bool:
     """Whether a library-relative path names a TOC page."""
     base = posixpath.basename(rel)
-    return base == INDEX_NAME or posixpath.basename(posixpath.dirname(rel)) == ".index"
+    return base == INDEX_NAME or posixpath.basename(posixpath.dirname(rel)) == PAGES_DIRNAME
 
 
 def parse_toc(text: str, page_rel: str) -> list[TocLine]:
@@ -141,8 +142,8 @@ def list_toc_pages(root: str) -> list[str]:
         rel_d = "" if rel_d == "." else rel_d.replace(os.sep, "/")
         if INDEX_NAME in files:
             out.append(posixpath.join(rel_d, INDEX_NAME))
-        if ".index" in dirs:
-            for fn in sorted(os.listdir(os.path.join(d, ".index"))):
-                out.append(posixpath.join(rel_d, ".index", fn))
+        if PAGES_DIRNAME in dirs:
+            for fn in sorted(os.listdir(os.path.join(d, PAGES_DIRNAME))):
+                out.append(posixpath.join(rel_d, PAGES_DIRNAME, fn))
         dirs[:] = sorted(x for x in dirs if not x.startswith("."))
     return out

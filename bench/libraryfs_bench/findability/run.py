@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from libraryfs.fs.generated import INDEX_FILE
 from libraryfs.index.tokens import count_tokens
 
 from . import corpora, report
@@ -172,7 +173,7 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
                 records.append(_record(q, nav_name, nav.run(q["query"], lk), lk, facts))
                 if nav_name == "toc" and not records[-1]["hit"]:
                     records[-1]["target_lines"] = [
-                        line_of.get(t.rstrip("/") + "/INDEX.md" if t.endswith("/") else t)
+                        line_of.get(t.rstrip("/") + "/" + INDEX_FILE if t.endswith("/") else t)
                         for t in q["targets"][:3]
                     ]
             facts.setdefault("seconds", {})[nav_name] = round(time.perf_counter() - t0, 2)
