@@ -70,24 +70,14 @@ def toc_text(mnt: str, d: str) -> str:
 
 
 def wait_indexed(lib: str, timeout_s: float = 300.0) -> None:
-    """Wait until the indexer has consumed every journal record and is idle (as tests/conftest.py does)."""
-    from libraryfs.fs import schema as S
-    from libraryfs.fs.store import Store
+    """Wait until the indexer has consumed every journal record and is idle (:func:`wait_until_idle`)."""
+    from libraryfs.layout import wait_until_idle
 
-    deadline = time.monotonic() + timeout_s
-    st = Store(lib, readonly=True)
     try:
-        while time.monotonic() < deadline:
-            with st.read() as t:
-                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
-            if pending <= 0 and status.get("state") == "idle":
-                time.sleep(0.3)
-                return
-            time.sleep(0.05)
-    finally:
-        st.close()
-    raise SystemExit("indexer did not become idle")
+        wait_until_idle(lib, timeout_s)
+    except TimeoutError as e:
+        raise SystemExit(str(e)) from None
+    time.sleep(0.3)  # let the mount's invalidation thread (0.2 s poll) see the new generation
 
 
 def navigate(mnt: str, repo: str, rel: str, qualname: str) -> list[str]:
@@ -121,6 +111,7 @@ def main() -> int:
     a = ap.parse_args()
     from libraryfs.daemon import launcher
     from libraryfs.fs.store import Store
+    from libraryfs.layout import pid_alive, wait_exit
 
     tmp = tempfile.mkdtemp(prefix="code_mount_")
     src, lib, mnt = (os.path.join(tmp, n) for n in ("libraryfs", "lib", "mnt"))
@@ -235,12 +226,9 @@ def main() -> int:
         subprocess.run(["fusermount3", "-u", mnt], capture_output=True)
         for key in ("indexer_pid", "server_pid"):
             pid = info.get(key)
-            deadline = time.monotonic() + 10
-            if key == "indexer_pid" and launcher._pid_alive(pid):
+            if key == "indexer_pid" and pid_alive(pid):
                 os.kill(pid, signal.SIGTERM)
-            while launcher._pid_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if launcher._pid_alive(pid):
+            if not wait_exit(pid, 10):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)

@@ -320,22 +320,10 @@ def run(a: argparse.Namespace) -> dict:
 
 
 def _wait_indexed(libdir: str, timeout_s: float = 120) -> None:
-    from libraryfs.fs import schema as S
-    from libraryfs.fs.store import Store
+    """Until the indexer has consumed the journal and is idle (:func:`libraryfs.layout.wait_until_idle`)."""
+    from libraryfs.layout import wait_until_idle
 
-    st = Store(libdir, readonly=True)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with st.read() as t:
-                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                state = (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state")
-            if pending <= 0 and state == "idle":
-                return
-            time.sleep(0.1)
-        raise TimeoutError("indexer did not catch up")
-    finally:
-        st.close()
+    wait_until_idle(libdir, timeout_s)
 
 
 def table(o: dict) -> str:

@@ -387,7 +387,7 @@ def verify(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
 
 def verify_tocs(models: list[Model], mnt: str, stats: Stats, it: int) -> None:
     """Each directory's TOC pages name exactly its visible, non-hidden entries."""
-    from libraryfs.daemon.indexer import is_hidden
+    from libraryfs.daemon.filing import is_hidden
     from libraryfs.index.toc import links
 
     for m in models:
@@ -431,22 +431,9 @@ def store_check(libdir: str) -> list:
 
 def wait_indexed(libdir: str, timeout_s: float = 60.0) -> float:
     """Seconds until the indexer consumed the journal and is idle; raises TimeoutError."""
-    from libraryfs.fs import schema as S
-    from libraryfs.fs.store import Store
+    from libraryfs.layout import wait_until_idle
 
-    t0 = time.monotonic()
-    st = Store(libdir, readonly=True)
-    try:
-        while time.monotonic() - t0 < timeout_s:
-            with st.read() as t:
-                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
-            if pending <= 0 and status.get("state") == "idle":
-                return time.monotonic() - t0
-            time.sleep(0.05)
-    finally:
-        st.close()
-    raise TimeoutError("indexer did not catch up")
+    return wait_until_idle(libdir, timeout_s)
 
 
 def _reap() -> None:
@@ -463,9 +450,9 @@ def _kill9(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    from libraryfs.daemon.launcher import _pid_alive
+    from libraryfs.layout import pid_alive
 
-    while _pid_alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:  # reaping as it goes: not layout.wait_exit
         _reap()
         time.sleep(0.005)
 
@@ -491,8 +478,8 @@ def _restart_mount(launcher, libdir: str, mnt: str, stats: Stats, it: int, attem
 def run(args: argparse.Namespace) -> dict:
     """The fault-injection loop; returns the JSON result."""
     from libraryfs.daemon import launcher
-    from libraryfs.daemon.launcher import _pid_alive
     from libraryfs.fs.store import Store
+    from libraryfs.layout import pid_alive
 
     rng = random.Random(args.seed)
     work = tempfile.mkdtemp(prefix="lfs-crash-", dir=args.tmp)
@@ -567,7 +554,7 @@ def run(args: argparse.Namespace) -> dict:
             t0 = time.monotonic()
             if victim == "mount":
                 server = _restart_mount(launcher, libdir, mnt, stats, it)
-            if not _pid_alive(indexer):
+            if not pid_alive(indexer):
                 indexer = launcher.start_indexer(libdir, mnt, llm=False)
             stats.restart_s.append(time.monotonic() - t0)
             for m, lp in zip(models, logs, strict=False):
@@ -619,7 +606,7 @@ def run(args: argparse.Namespace) -> dict:
         with contextlib.suppress(Exception):
             launcher.stop(mnt)
         for pid in (indexer, server):
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
         _reap()
     out = {

@@ -265,8 +265,9 @@ def timed_server(argv: list[str]) -> int:
 
         return memfs.main([mnt, "--populate", str(n), "--timeouts", timeouts])
     from libraryfs.daemon import mountd
+    from libraryfs.settings import parse_timeouts
 
-    return mountd.main([target, mnt, "--timeouts", timeouts])
+    return mountd.run_process(target, mnt, parse_timeouts(timeouts))
 
 
 def breakdown(

@@ -1,107 +1,44 @@
 """Commands of the card tree (KACE, PAPERS.md §2): ``libraryfs solve`` and ``libraryfs cards
 add|refine|revert|log|seed|block|sim|replay|bench``.
 
-The tree is a library's (``--library DIR`` / ``LIBRARYFS_LIBRARY`` → ``libraryfs.layout.open_tree``) or a
-plain directory (``--tree DIR``: a mountpoint, or any directory).
+The tree is a library's (``--library DIR`` / ``LIBRARYFS_LIBRARY`` → :func:`libraryfs.fs.tree.open_tree`) or a
+plain directory (``--tree DIR``: a mountpoint, or any directory). The model is reached through the shared
+chat client (:func:`libraryfs.llm.client_for`; flags ``--llm-base-url``, ``--llm-model``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from libraryfs.cli.common import close_tree, needs_feature, open_tree
+from libraryfs.cli.options import llm_field_overrides, llm_options, setting_overrides, tree_options
 from libraryfs.errors import LibraryError
 from libraryfs.features.cards import cards as cardsmod
-from libraryfs.fs.tree import DirTree, Tree
+from libraryfs.llm import client_for
 
-_LLM_ENV = {
-    "base_url": "LIBRARYFS_LLM_BASE_URL",
-    "model": "LIBRARYFS_LLM_MODEL",
-    "api_key": "LIBRARYFS_LLM_API_KEY",
-}
+if TYPE_CHECKING:
+    from libraryfs.llm.client import ChatClient
 
-
-def _tree_options(f):
-    f = click.option(
-        "--tree",
-        "tree_dir",
-        type=click.Path(file_okay=False),
-        help="A plain directory holding cards/ (e.g. a mountpoint).",
-    )(f)
-    f = click.option(
-        "--library",
-        "library_dir",
-        envvar="LIBRARYFS_LIBRARY",
-        type=click.Path(file_okay=False),
-        help="Library directory (env LIBRARYFS_LIBRARY).",
-    )(f)
-    return f
+#: What the card solver prefers where the user set nothing: sampled answers (self-consistency) and long
+#: worked solutions (a longer request timeout than the indexer's one-line summaries).
+CARD_LLM_DEFAULTS = {"temperature": 0.7, "timeout_s": 120.0}
 
 
-def _llm_options(prefix: str = ""):
-    def deco(f):
-        f = click.option(
-            f"--{prefix}api-key",
-            f"{prefix.replace('-', '_')}api_key",
-            default=None,
-            help="API key (env LIBRARYFS_LLM_API_KEY).",
-        )(f)
-        f = click.option(
-            f"--{prefix}model",
-            f"{prefix.replace('-', '_')}model",
-            default=None,
-            help="Model name (env LIBRARYFS_LLM_MODEL).",
-        )(f)
-        f = click.option(
-            f"--{prefix}base-url",
-            f"{prefix.replace('-', '_')}base_url",
-            default=None,
-            help="OpenAI-compatible base URL (env LIBRARYFS_LLM_BASE_URL).",
-        )(f)
-        return f
-
-    return deco
-
-
-def open_tree(library_dir: str | None, tree_dir: str | None, required: bool = True) -> Tree | None:
-    """The card tree: ``--tree`` as a plain directory, else the library's tree via
-    ``libraryfs.layout.open_tree``. Raises ``click.ClickException`` when neither is usable."""
-    if tree_dir:
-        os.makedirs(tree_dir, exist_ok=True)
-        return DirTree(tree_dir)
-    if library_dir:
-        try:
-            lib = importlib.import_module("libraryfs.layout")
-            return lib.open_tree(library_dir)
-        except (ImportError, AttributeError):
-            raise click.ClickException(
-                "this build cannot open a library directly: use --tree MOUNTPOINT"
-            ) from None
-        except (OSError, ValueError, LibraryError) as e:
-            raise click.ClickException(f"cannot open library {library_dir}: {e}") from None
-    if required:
-        raise click.ClickException("no card tree: give --library DIR (or LIBRARYFS_LIBRARY) or --tree DIR")
-    return None
-
-
-def _close(tree: Tree | None) -> None:
-    """Close a store-backed tree (``StoreTree.close``); a DirTree needs nothing."""
-    close = getattr(tree, "close", None)
-    if close is not None:
-        close()
-
-
-def _llm(base_url, model, api_key, **kw):
-    from libraryfs.features.cards.llm import ChatLLM, LLMConfigError
-
+def card_client(
+    library_dir: str | None, kwargs: dict[str, Any], temperature: float | None = None
+) -> ChatClient:
+    """The shared chat client for the card commands from their ``--llm-*`` flags (popped from ``kwargs``),
+    the environment and the library's ``config.toml``; :data:`CARD_LLM_DEFAULTS` where nothing is set.
+    Raises ``click.ClickException`` (one line) when no endpoint is configured or a setting is bad."""
+    fields = llm_field_overrides(setting_overrides(kwargs))
+    if temperature is not None:
+        fields["temperature"] = temperature
     try:
-        return ChatLLM(base_url, model, api_key, **kw)
-    except LLMConfigError as e:
+        return client_for(library_dir, fields, defaults=CARD_LLM_DEFAULTS, required=True)
+    except LibraryError as e:
         raise click.ClickException(str(e)) from None
 
 
@@ -117,14 +54,6 @@ def _read_traces(paths: tuple[str, ...]) -> list[dict[str, Any]]:
     return out
 
 
-def _write_json(path: str | None, obj: Any) -> None:
-    if path:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-        click.echo(f"wrote {path}")
-
-
 @click.command("solve")
 @click.argument("problem")
 @click.option("--domain", default=None, help="Block domain (default: the keyword classifier's).")
@@ -133,10 +62,11 @@ def _write_json(path: str | None, obj: Any) -> None:
 @click.option(
     "--trace-out", type=click.Path(dir_okay=False), default=None, help="Append the JSONL trace here."
 )
-@click.option("--temperature", type=float, default=0.7, show_default=True)
+@click.option("--temperature", type=float, default=None, help="Sampling temperature [default: 0.7].")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole trace as JSON.")
-@_tree_options
-@_llm_options()
+@tree_options
+@llm_options
+@needs_feature("cards")
 def solve_cmd(
     problem,
     domain,
@@ -147,9 +77,7 @@ def solve_cmd(
     as_json,
     library_dir,
     tree_dir,
-    base_url,
-    model,
-    api_key,
+    **kwargs,
 ):
     """Solve PROBLEM with tiered self-consistency, reading only its (tier, domain) block of cards."""
     from libraryfs.features.cards.solver import solve
@@ -159,18 +87,18 @@ def solve_cmd(
             cardsmod.check_slug(domain, "domain")
         except cardsmod.CardFormatError as e:
             raise click.ClickException(str(e)) from None
-    tree = open_tree(library_dir, tree_dir, required=False)
+    tree = open_tree(library_dir, tree_dir, required=False, what="card tree")
     try:
         trace = solve(
             problem,
             tree,
-            _llm(base_url, model, api_key, temperature=temperature),
+            card_client(library_dir, kwargs, temperature),
             domain=domain,
             problem_id=problem_id,
             gold=gold,
         )
     finally:
-        _close(tree)
+        close_tree(tree)
     if trace_out:
         with open(trace_out, "a", encoding="utf-8") as f:
             f.write(json.dumps(trace, ensure_ascii=False) + "\n")
@@ -194,17 +122,18 @@ def cards_group():
 
 @cards_group.command("add")
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@_tree_options
-@_llm_options()
-def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
+@tree_options
+@llm_options
+@needs_feature("cards")
+def add_cmd(traces, library_dir, tree_dir, **kwargs):
     """ADD: a teacher model distils failed TRACES (JSONL) into new cards, per block."""
     from libraryfs.features.cards.learn import add
 
-    tree = open_tree(library_dir, tree_dir)
+    tree = open_tree(library_dir, tree_dir, what="card tree")
     try:
-        recs = add(tree, _read_traces(traces), _llm(base_url, model, api_key))
+        recs = add(tree, _read_traces(traces), card_client(library_dir, kwargs))
     finally:
-        _close(tree)
+        close_tree(tree)
     _summary(recs)
 
 
@@ -220,18 +149,19 @@ def add_cmd(traces, library_dir, tree_dir, base_url, model, api_key):
 @click.option(
     "--curator/--no-curator", default=False, help="Let the LLM rewrite cards with some hurt evidence."
 )
-@_tree_options
-@_llm_options()
-def refine_cmd(traces, min_evidence, curator, library_dir, tree_dir, base_url, model, api_key):
+@tree_options
+@llm_options
+@needs_feature("cards")
+def refine_cmd(traces, min_evidence, curator, library_dir, tree_dir, **kwargs):
     """REFINE: re-score the cards TRACES read; merge, demote, relocate only on trace evidence."""
     from libraryfs.features.cards.refine import refine
 
-    tree = open_tree(library_dir, tree_dir)
+    tree = open_tree(library_dir, tree_dir, what="card tree")
     try:
-        llm = _llm(base_url, model, api_key) if curator else None
+        llm = card_client(library_dir, kwargs) if curator else None
         recs = refine(tree, _read_traces(traces), llm, min_evidence=min_evidence)
     finally:
-        _close(tree)
+        close_tree(tree)
     _summary(recs)
 
 
@@ -240,7 +170,8 @@ def refine_cmd(traces, min_evidence, curator, library_dir, tree_dir, base_url, m
 @click.option(
     "--last", type=click.IntRange(min=1), default=None, help="Revert the last N changes (reverts excluded)."
 )
-@_tree_options
+@tree_options
+@needs_feature("cards")
 def revert_cmd(change_ids, last, library_dir, tree_dir):
     """Undo CHANGE_IDS (ids from `libraryfs cards log`; a run id undoes its whole run) or the last N changes,
     restoring each file's exact bytes. Nothing is written if a file changed since (exit 1)."""
@@ -254,7 +185,7 @@ def revert_cmd(change_ids, last, library_dir, tree_dir):
     except RevertError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        _close(tree)
+        close_tree(tree)
     for r in recs:
         click.echo(
             f"reverted {r['reverts']} ({r['reverted_op']}): " + ", ".join(f["path"] for f in r["files"])
@@ -264,7 +195,8 @@ def revert_cmd(change_ids, last, library_dir, tree_dir):
 
 @cards_group.command("log")
 @click.option("--last", type=int, default=20, show_default=True, help="Show the last N records (0: all).")
-@_tree_options
+@tree_options
+@needs_feature("cards")
 def log_cmd(last, library_dir, tree_dir):
     """List the audit log's changes: id, op, path, and whether a revert undid them."""
     from libraryfs.features.cards.audit import active_ids, records
@@ -273,7 +205,7 @@ def log_cmd(last, library_dir, tree_dir):
     try:
         recs = records(tree)
     finally:
-        _close(tree)
+        close_tree(tree)
     active = active_ids(recs)
     for r in recs[-last:] if last > 0 else recs:
         state = "" if not r.get("id") or r["id"] in active else "  [reverted]"
@@ -301,21 +233,19 @@ def _summary(recs: list[dict[str, Any]]) -> None:
 @cards_group.command("block")
 @click.argument("tier", type=click.Choice(cardsmod.TIERS))
 @click.argument("domain")
-@_tree_options
+@tree_options
+@needs_feature("cards")
 def block_cmd(tier, domain, library_dir, tree_dir):
     """Print the exact card paths block (TIER, DOMAIN) reads, in order."""
-    tree = open_tree(library_dir, tree_dir)
+    tree = open_tree(library_dir, tree_dir, what="card tree")
     try:
         paths = cardsmod.block_paths(tree, tier, cardsmod.check_slug(domain, "domain"))
     except cardsmod.CardFormatError as e:
         raise click.ClickException(str(e)) from None
     finally:
-        _close(tree)
+        close_tree(tree)
     for p in paths:
         click.echo(p)
 
 
 commands: list = [solve_cmd, cards_group]
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(cards_group())

@@ -1,6 +1,6 @@
 """``libraryfs code add/route/eval`` and ``libraryfs budget verify`` (issue 9; PAPERS.md §3).
 
-The library is opened with :func:`libraryfs.layout.open_tree` (``--library DIR``, env
+The library is opened with :func:`libraryfs.fs.tree.open_tree` (``--library DIR``, env
 ``LIBRARYFS_LIBRARY``); ``--tree DIR`` writes into a plain directory instead (a mountpoint, or any
 directory).
 """
@@ -13,39 +13,8 @@ import time
 
 import click
 
-from libraryfs.fs.tree import DirTree, Tree
-
-
-def _open_tree(library: str | None, tree_dir: str | None) -> Tree:
-    if tree_dir:
-        os.makedirs(tree_dir, exist_ok=True)
-        return DirTree(tree_dir)
-    if not library:
-        raise click.ClickException("no library: give --library DIR (or LIBRARYFS_LIBRARY) or --tree DIR")
-    try:
-        from libraryfs.layout import open_tree
-    except ImportError as e:
-        raise click.ClickException(f"cannot open a library here ({e}); use --tree DIR") from e
-    try:
-        return open_tree(library)
-    except Exception as e:  # noqa: BLE001 - any failure to open is one user-facing line
-        raise click.ClickException(f"cannot open library {library}: {e}") from e
-
-
-def _tree_options(f):
-    f = click.option(
-        "--tree",
-        "tree_dir",
-        type=click.Path(file_okay=False),
-        help="Write into this plain directory instead of a library.",
-    )(f)
-    f = click.option(
-        "--library",
-        envvar="LIBRARYFS_LIBRARY",
-        type=click.Path(file_okay=False),
-        help="Library directory (env LIBRARYFS_LIBRARY).",
-    )(f)
-    return f
+from libraryfs.cli.common import needs_feature, open_tree
+from libraryfs.cli.options import tree_options
 
 
 @click.group("code")
@@ -60,15 +29,16 @@ def code_group() -> None:
 @click.option(
     "--debounce", "debounce_s", default=0.2, show_default=True, help="Quiet time before applying changes (s)."
 )
-@_tree_options
+@tree_options
+@needs_feature("code")
 def code_add(
-    repo: str, name: str | None, watch: bool, debounce_s: float, library: str | None, tree_dir: str | None
+    repo: str, name: str | None, watch: bool, debounce_s: float, library_dir: str | None, tree_dir: str | None
 ) -> None:
     """Index REPO into code/<name>/ of the library (incremental on re-add)."""
     from libraryfs.features.code.index import CodeIndex
     from libraryfs.features.code.render import Renderer, load_index, repo_dir
 
-    tree = _open_tree(library, tree_dir)
+    tree = open_tree(library_dir, tree_dir)
     root = os.path.abspath(repo)
     name = name or os.path.basename(root.rstrip("/"))
     if not name or "/" in name or name in (".", ".."):
@@ -121,16 +91,17 @@ def code_add(
 @click.option("--repo", required=True, help="Repository name under code/.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
 @click.option("--limit", default=10, show_default=True, help="Hits to show.")
-@_tree_options
+@tree_options
+@needs_feature("code")
 def code_route(
-    task: str, repo: str, as_json: bool, limit: int, library: str | None, tree_dir: str | None
+    task: str, repo: str, as_json: bool, limit: int, library_dir: str | None, tree_dir: str | None
 ) -> None:
     """Retrieve the code TASK touches, measure it, and name the topology that fits."""
     from libraryfs.features.code.render import load_index
     from libraryfs.features.code.retrieve import Retriever
     from libraryfs.features.code.router import regex_route, route
 
-    tree = _open_tree(library, tree_dir)
+    tree = open_tree(library_dir, tree_dir)
     try:
         index = load_index(tree, repo)
     except FileNotFoundError:

@@ -1,20 +1,43 @@
-"""Shared CLI plumbing: the library option, domain errors as one-line messages, output helpers."""
+"""Shared CLI plumbing: domain errors as one-line messages, output helpers (options: :mod:`.options`)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import os
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from libraryfs.errors import LibraryError
 from libraryfs.fs.store import StoreError
 
+if TYPE_CHECKING:
+    from libraryfs.fs.tree import Tree
 
-def library_argument(f):
-    """``LIBDIR`` argument (defaults to ``$LIBRARYFS_LIBRARY``)."""
-    return click.argument("libdir", type=click.Path(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)
+
+#: Exit status of a feature command whose pip extra is not installed (docs/architecture.md).
+EXIT_MISSING_EXTRA = 3
+
+
+def needs_feature(name: str):
+    """Decorator of a feature command: when the feature's extra is missing, say which one to install in one
+    line on stderr and exit with :data:`EXIT_MISSING_EXTRA` before anything runs (:mod:`libraryfs.hooks`)."""
+
+    def deco(f):
+        @functools.wraps(f)
+        def wrapper(*args, **kwargs):
+            from libraryfs.hooks import missing_extra
+
+            why = missing_extra(name)
+            if why:
+                click.echo(f"libraryfs: {why}", err=True)
+                raise SystemExit(EXIT_MISSING_EXTRA)
+            return f(*args, **kwargs)
+
+        return wrapper
+
+    return deco
 
 
 def handle_errors(f):
@@ -56,14 +79,52 @@ def resolve_libdir(arg: str) -> str:
 
     Raises :class:`~libraryfs.errors.LibraryMissing` (one line) otherwise.
     """
-    from libraryfs.daemon.launcher import _libdir_of_mount
     from libraryfs.errors import LibraryMissing
     from libraryfs.fs.store import is_library
+    from libraryfs.layout import libdir_of_mount
 
     path = os.path.abspath(arg)
     if is_library(path):
         return path
-    lib = _libdir_of_mount(path)
+    lib = libdir_of_mount(path)
     if lib:
         return lib
     raise LibraryMissing(f"{path} is neither a libraryfs library nor the mountpoint of one")
+
+
+def open_tree(
+    library_dir: str | None, tree_dir: str | None, required: bool = True, what: str = "library"
+) -> Tree | None:
+    """The tree a feature command writes into: ``--tree`` as a plain directory, else the library's tree
+    (:func:`libraryfs.fs.tree.open_tree`); None when neither is given and not ``required``. Raises
+    ``click.ClickException`` (``no <what>: give --library …``) when neither is usable."""
+    from libraryfs.fs.tree import DirTree
+    from libraryfs.fs.tree import open_tree as open_library_tree
+
+    if tree_dir:
+        os.makedirs(tree_dir, exist_ok=True)
+        return DirTree(tree_dir)
+    if library_dir:
+        try:
+            return open_library_tree(library_dir)
+        except (OSError, ValueError, LibraryError) as e:
+            raise click.ClickException(f"cannot open library {library_dir}: {e}") from None
+    if required:
+        raise click.ClickException(f"no {what}: give --library DIR (or LIBRARYFS_LIBRARY) or --tree DIR")
+    return None
+
+
+def close_tree(tree: Tree | None) -> None:
+    """Close a store-backed tree (``StoreTree.close``); a DirTree needs nothing."""
+    close = getattr(tree, "close", None)
+    if close is not None:
+        close()
+
+
+def write_json(path: str | None, obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` (parents created) and say so; nothing when ``path`` is None."""
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2)
+        click.echo(f"wrote {path}")

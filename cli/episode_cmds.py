@@ -8,19 +8,11 @@ import time
 
 import click
 
-from libraryfs.cli.common import echo_json
+from libraryfs.cli.common import echo_json, needs_feature
+from libraryfs.cli.options import library_option
 from libraryfs.errors import LibraryError
 
-
-def _library_option(f):
-    return click.option(
-        "--library",
-        "libdir",
-        envvar="LIBRARYFS_LIBRARY",
-        required=True,
-        type=click.Path(file_okay=False),
-        help="Library directory (or $LIBRARYFS_LIBRARY).",
-    )(f)
+_library_option = library_option(required=True)
 
 
 @contextlib.contextmanager
@@ -28,8 +20,8 @@ def _builder(libdir: str, llm: bool = True):
     """An EpisodeBuilder writing through the mount when mounted, else into the store directly."""
     from libraryfs.features.episodes.builder import EpisodeBuilder
     from libraryfs.fs.store import Store
-    from libraryfs.fs.tree import DirTree
-    from libraryfs.layout import StoreTree, mount_info
+    from libraryfs.fs.tree import DirTree, StoreTree
+    from libraryfs.layout import mount_info
 
     try:
         info = mount_info(libdir)
@@ -38,10 +30,15 @@ def _builder(libdir: str, llm: bool = True):
         raise click.ClickException(str(e)) from None
     tree = DirTree(info["mountpoint"]) if info else StoreTree(store)
     extractor = None
-    if llm:
-        from libraryfs.features.episodes.llm import make_extractor
+    try:
+        if llm:
+            from libraryfs.features.episodes.llm import make_extractor
+            from libraryfs.llm import client_for
 
-        extractor = make_extractor(libdir, store)
+            extractor = make_extractor(client_for(libdir), store)
+    except LibraryError as e:
+        store.close()
+        raise click.ClickException(str(e)) from None
     try:
         yield EpisodeBuilder(tree, store, extractor)
     finally:
@@ -66,6 +63,7 @@ def episode_group() -> None:
 @click.argument("episode")
 @click.argument("jsonline")
 @_library_option
+@needs_feature("episodes")
 def episode_append(episode: str, jsonline: str, libdir: str) -> None:
     """Append one step (a JSON object) to episodes/EPISODE/steps.jsonl and build its unit."""
     _check_ep(episode)
@@ -82,6 +80,7 @@ def episode_append(episode: str, jsonline: str, libdir: str) -> None:
 @click.option("--rebuild", is_flag=True, help="Drop the units and views and build from the first line.")
 @click.option("--no-llm", is_flag=True, help="Deterministic extraction only.")
 @_library_option
+@needs_feature("episodes")
 def episode_build(episode: str | None, rebuild: bool, no_llm: bool, libdir: str) -> None:
     """Build new steps of EPISODE (all episodes if omitted) and answer ask/ files."""
     with _builder(libdir, llm=not no_llm) as b:
@@ -102,6 +101,7 @@ def episode_build(episode: str | None, rebuild: bool, no_llm: bool, libdir: str)
 @click.option("--interval", "interval_s", default=0.5, show_default=True, help="Seconds between polls.")
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @_library_option
+@needs_feature("episodes")
 def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
     """Tail every episodes/*/steps.jsonl into units and views; answer ask/ question files."""
     with _builder(libdir) as b:
@@ -126,6 +126,7 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
 @click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
 @_library_option
+@needs_feature("episodes")
 def recall_cmd(
     episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str
 ) -> None:

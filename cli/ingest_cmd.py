@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from libraryfs.cli.common import handle_errors, library_argument
+from libraryfs.cli.common import handle_errors
+from libraryfs.cli.options import library_argument
 
 
 @click.command()

@@ -7,8 +7,14 @@ import time
 
 import click
 
-from libraryfs.cli.common import display_path, echo_json, handle_errors, library_argument, resolve_libdir
-from libraryfs.cli.config_cmds import llm_options, llm_overrides
+from libraryfs.cli.common import display_path, echo_json, handle_errors, resolve_libdir
+from libraryfs.cli.options import (
+    library_argument,
+    llm_field_overrides,
+    llm_options,
+    llm_switch,
+    setting_overrides,
+)
 from libraryfs.errors import Busy
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
@@ -17,7 +23,7 @@ from libraryfs.fs.check import describe
 from libraryfs.fs.store import Store, is_library
 from libraryfs.index.find import find as run_find
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import mount_info
+from libraryfs.layout import INDEXER_LOCK, acquire_lock, mount_info, mount_state, pid_alive, read_run
 
 
 @click.command()
@@ -79,8 +85,6 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 def status(libdir: str, as_json: bool) -> None:
     """Is it mounted, what is the indexer doing, what went wrong last."""
     libdir = resolve_libdir(libdir)
-    from libraryfs.daemon.launcher import _pid_alive, probe, read_run
-
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
@@ -104,7 +108,7 @@ def status(libdir: str, as_json: bool) -> None:
     out["mounted"] = bool(minfo)
     out["mount"] = minfo or {}
     ipid = (idx or {}).get("pid")  # type: ignore[union-attr]
-    out["indexer_running"] = bool(ipid and _pid_alive(ipid) and idx.get("state") != "stopped")  # type: ignore[union-attr]
+    out["indexer_running"] = bool(ipid and pid_alive(ipid) and idx.get("state") != "stopped")  # type: ignore[union-attr]
     out["stale_mount"] = None
     if minfo:
         out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
@@ -116,10 +120,10 @@ def status(libdir: str, as_json: bool) -> None:
                 out["stats"] = json.load(f).get("total", {})
         except (OSError, ValueError):
             pass
-    elif last_mount.get("mountpoint") and not _pid_alive(last_mount.get("pid")):  # type: ignore[union-attr]
+    elif last_mount.get("mountpoint") and not pid_alive(last_mount.get("pid")):  # type: ignore[union-attr]
         mp = last_mount["mountpoint"]  # type: ignore[index]
         try:
-            state = probe(mp)
+            state = mount_state(mp)
         except OSError:
             state = "unknown"
         out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}  # type: ignore[union-attr]
@@ -238,20 +242,21 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
 @click.command()
 @library_argument
 @click.option("--full", is_flag=True, help="Re-examine every entry and directory.")
-@click.option("--llm/--no-llm", default=None, help="Use (or not) the configured LLM endpoint.")
+@llm_switch
 @llm_options
 @handle_errors
 def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     """Run one indexing pass now, then exit (refused while an indexer daemon is running)."""
-    from libraryfs.daemon.indexer import Indexer, make_builder
-    from libraryfs.daemon.mountd import acquire_lock
+    from libraryfs.daemon.indexer import Indexer
+    from libraryfs.daemon.indexerd import make_builder
 
     libdir = resolve_libdir(libdir)
-    lock = acquire_lock(libdir, "indexer.lock")
+    overrides = llm_field_overrides(setting_overrides(kwargs))
+    lock = acquire_lock(libdir, INDEXER_LOCK)
     try:
         st = Store(libdir)
         try:
-            builder = make_builder(libdir, st, use_llm=llm, overrides=llm_overrides(kwargs) or None)
+            builder = make_builder(libdir, st, use_llm=llm, overrides=overrides or None)
             minfo = mount_info(libdir)
             idx = Indexer(
                 libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None

@@ -1,11 +1,52 @@
-"""``libraryfs mount | umount | indexer``: the library's processes."""
+"""``libraryfs mount | umount | indexer``: the library's processes; and the process entries of the mount server
+and the indexer (``python -m libraryfs.daemon.mountd|indexer …``), which parse the same shared flags.
+
+A process entry's errors are one line on stderr prefixed with the program (``libraryfs-mountd: library … is
+already mounted by pid 1234``) and exit status 1 — what systemd's journal and the launcher's log show.
+"""
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
 import click
 
-from libraryfs.cli.common import handle_errors, library_argument
+from libraryfs.cli.common import handle_errors
+from libraryfs.cli.options import (
+    library_argument,
+    llm_options,
+    llm_switch,
+    setting_options,
+    setting_overrides,
+    timeouts_option,
+)
 from libraryfs.daemon import launcher
+from libraryfs.errors import LibraryError
+
+MOUNT_KEYS = ("mount.read_only", "mount.allow_other", "mount.budget", "log.level")
+INDEX_KEYS = ("index.poll_s", "index.toc_max_tokens", "log.level")
+
+
+def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., None]]:
+    """Run a process body returning an exit status; a domain error becomes ``<prog>: <message>`` on stderr
+    and exit status 1 (no traceback)."""
+
+    def deco(f: Callable[..., int]) -> Callable[..., None]:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            try:
+                status = f(*args, **kwargs)
+            except LibraryError as e:
+                click.echo(f"{prog}: {e}", err=True)
+                status = 1
+            sys.exit(status)
+
+        return wrapper
+
+    return deco
 
 
 @click.command()
@@ -13,55 +54,35 @@ from libraryfs.daemon import launcher
 @click.argument("mountpoint", type=click.Path(file_okay=False))
 @click.option("--foreground", "-f", is_flag=True, help="Serve in this process (systemd, debugging).")
 @click.option("--no-indexer", is_flag=True, help="Do not start the indexer daemon.")
-@click.option("--read-only", is_flag=True, help="Mount read-only (agents that should only read).")
-@click.option("--allow-other", is_flag=True, help="Let other users access the mount (off by default).")
-@click.option(
-    "--timeouts",
-    default=None,
-    metavar="E,A,N",
-    help="Kernel cache timeouts in seconds: entry, attribute, negative lookup "
-    "[default: config.toml / 1,1,1].",
-)
-@click.option(
-    "--budget",
-    default=None,
-    metavar="reads=N,tokens=M",
-    help="Read budget: reads past it fail with EDQUOT; .libraryfs/budget shows what is left.",
-)
-@click.option("--llm/--no-llm", default=None, help="Indexer uses (or not) the configured LLM endpoint.")
+@setting_options(*MOUNT_KEYS)
+@timeouts_option
+@llm_switch
 @click.option("--nonempty", is_flag=True, help="Allow mounting over a non-empty directory.")
 @handle_errors
-def mount(
-    libdir, mountpoint, foreground, no_indexer, read_only, allow_other, timeouts, budget, llm, nonempty
-) -> None:
+def mount(libdir, mountpoint, foreground, no_indexer, llm, nonempty, **kwargs) -> None:
     """Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground)."""
+    overrides = setting_overrides(kwargs)
     if foreground:
-        raise SystemExit(
-            launcher.run_foreground(
-                libdir,
-                mountpoint,
-                indexer=not no_indexer,
-                read_only=read_only,
-                allow_other=allow_other,
-                timeouts=timeouts,
-                budget=budget,
-                llm=llm,
-                allow_nonempty=nonempty,
-            )
+        _serve_foreground(
+            libdir, mountpoint, indexer=not no_indexer, overrides=overrides, llm=llm, nonempty=nonempty
         )
     info = launcher.start(
-        libdir,
-        mountpoint,
-        indexer=not no_indexer,
-        read_only=read_only,
-        allow_other=allow_other,
-        timeouts=timeouts,
-        budget=budget,
-        llm=llm,
-        allow_nonempty=nonempty,
+        libdir, mountpoint, indexer=not no_indexer, llm=llm, allow_nonempty=nonempty, overrides=overrides
     )
     extra = f", indexer pid {info['indexer_pid']}" if info.get("indexer_pid") else ", no indexer"
     click.echo(f"mounted {info['libdir']} at {info['mountpoint']} (server pid {info['server_pid']}{extra})")
+
+
+@process_errors("libraryfs-mountd")
+def _serve_foreground(libdir: str, mountpoint: str, **kw: Any) -> int:
+    return launcher.run_foreground(
+        libdir,
+        mountpoint,
+        indexer=kw["indexer"],
+        overrides=kw["overrides"],
+        llm=kw["llm"],
+        allow_nonempty=kw["nonempty"],
+    )
 
 
 @click.command()
@@ -77,18 +98,41 @@ def umount(target: str, lazy: bool) -> None:
 @click.command()
 @library_argument
 @click.option("--mountpoint", default=None, help="Where the library is mounted (inbox moves go through it).")
-@click.option("--llm/--no-llm", default=None, help="Use (or not) the configured LLM endpoint.")
-@handle_errors
-def indexer(libdir: str, mountpoint: str | None, llm: bool | None) -> None:
+@click.option("--once", is_flag=True, help="One pass, then exit.")
+@click.option("--full", is_flag=True, help="Re-examine every entry and directory.")
+@llm_switch
+@setting_options(*INDEX_KEYS)
+@llm_options
+@process_errors("libraryfs-indexer")
+def indexer(libdir: str, mountpoint: str | None, once: bool, full: bool, llm: bool | None, **kwargs) -> int:
     """Run the indexer daemon in the foreground (normally started by `libraryfs mount`)."""
-    from libraryfs.daemon.indexer import main
+    from libraryfs.daemon.indexerd import run_process
 
-    args = [libdir] + (["--mountpoint", mountpoint] if mountpoint else [])
-    if llm is True:
-        args.append("--llm")
-    elif llm is False:
-        args.append("--no-llm")
-    raise SystemExit(main(args))
+    overrides = setting_overrides(kwargs)
+    return run_process(libdir, mountpoint=mountpoint, once=once, full=full, use_llm=llm, overrides=overrides)
+
+
+@click.command("mountd")
+@click.argument("libdir", type=click.Path(file_okay=False))
+@click.argument("mountpoint", type=click.Path(file_okay=False))
+@setting_options(*MOUNT_KEYS)
+@timeouts_option
+@process_errors("libraryfs-mountd")
+def mountd(libdir: str, mountpoint: str, **kwargs) -> int:
+    """The mount server process, in the foreground (what `libraryfs mount` spawns)."""
+    from libraryfs.daemon.mountd import run_process
+
+    return run_process(libdir, mountpoint, setting_overrides(kwargs))
+
+
+def mountd_main() -> None:
+    """Entry of ``python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]``."""
+    mountd.main(prog_name="libraryfs-mountd")
+
+
+def indexer_main() -> None:
+    """Entry of ``python -m libraryfs.daemon.indexer LIBDIR [options]``."""
+    indexer.main(prog_name="libraryfs-indexer")
 
 
 commands = [mount, umount, indexer]

@@ -10,38 +10,16 @@ indexer to file, wait until the indexer is idle, then show the Library Theorem's
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 
 from libraryfs.daemon import launcher
 from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
 from libraryfs.fs import generated as G
-from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, is_library
 from libraryfs.fs.tree import DirTree
 from libraryfs.index.toc import links
-from libraryfs.layout import mount_info
-
-
-def wait_idle(libdir: str, timeout_s: float = 120.0) -> bool:
-    """Wait until the indexer has consumed the journal, filed the inbox and is idle; False on timeout."""
-    deadline = time.monotonic() + timeout_s
-    st = Store(libdir, readonly=True)
-    try:
-        while time.monotonic() < deadline:
-            with st.read() as t:
-                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                state = (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state")  # type: ignore[union-attr]
-                inbox = t.lookup(S.ROOT_INO, b"inbox")
-                inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
-            if pending <= 0 and state == "idle" and not inbox_busy:
-                time.sleep(0.5)
-                return True
-            time.sleep(0.2)
-        return False
-    finally:
-        st.close()
+from libraryfs.layout import mount_info, wait_until_idle
 
 
 def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[str], None] = print) -> dict:
@@ -86,9 +64,10 @@ def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[
     else:
         echo("dict-gcide not installed: skipping the dictionary")
     echo("waiting for the indexer …")
-    if not wait_idle(libdir):
+    try:
+        wait_until_idle(libdir, 120.0, inbox=True)
+    except TimeoutError:
         echo("the indexer is still busy; INDEX.md files will catch up")
-    wait_idle(libdir, 10)
     echo("")
     show_navigation(mountpoint, echo)
     return counts

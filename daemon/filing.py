@@ -18,7 +18,7 @@ from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
-from libraryfs.layout import proc_mount
+from libraryfs.layout import is_live
 
 if TYPE_CHECKING:
     from libraryfs.daemon.indexer import PassReport
@@ -124,7 +124,7 @@ class InboxFiler:
         """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
         from libraryfs.fs.view import LibraryView
 
-        mounted = self.mountpoint and _is_live(self.mountpoint)
+        mounted = self.mountpoint and is_live(self.mountpoint)
         with self.store.read() as t:
             final = name
             ino = S.ROOT_INO
@@ -154,15 +154,6 @@ class InboxFiler:
                         raise
             view.rename(b"/" + src_rel, path + b"/" + final, 0)
         return section + b"/" + final
-
-
-def _is_live(mountpoint: str) -> bool:
-    """Whether something answers at ``mountpoint`` and ``/proc/mounts`` lists a mount there."""
-    try:
-        os.statvfs(mountpoint)
-    except OSError:
-        return False
-    return proc_mount(mountpoint) is not None
 
 
 def _line(m: S.EntryMeta | S.SectionMeta | None) -> str:

@@ -27,18 +27,14 @@ import os
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from libraryfs.daemon.filing import (  # noqa: F401 (re-exported)
-    INBOX,
-    UNSORTED,
-    InboxFiler,
-    _is_live,
-    is_hidden,
-)
+from libraryfs.daemon.filing import InboxFiler, is_hidden
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.hooks import IndexerHook
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS, Item, render
 from libraryfs.index.tokens import count_tokens
@@ -81,6 +77,9 @@ class Indexer(InboxFiler):
 
     ``mountpoint``: when the library is mounted there, inbox moves go through the mount.
     ``toc_max_tokens``: the page bound C (default: the library setting, else 2,000).
+    ``hooks``: the features' indexer hooks (:mod:`libraryfs.hooks`), run by :meth:`run_forever` after each
+    pass. ``heartbeat``: called at every step of a pass and of the idle loop (each read of the journal,
+    each builder call, each TOC written, each hook) — the daemon's watchdog counts these as progress.
     """
 
     def __init__(
@@ -93,6 +92,8 @@ class Indexer(InboxFiler):
         store: Store | None = None,
         settle_s: float = 1.0,
         batch: int = 32,
+        hooks: list[IndexerHook] | None = None,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         self.libdir = os.path.abspath(libdir)
         self.store = store or Store(self.libdir)
@@ -107,7 +108,9 @@ class Indexer(InboxFiler):
         self.last_error: str | None = None
         self.last_report: PassReport | None = None
         self.state = "starting"
-        self._episodes = None  # the episode builder, created when an episodes/ section appears
+        self.hooks = list(hooks or [])
+        self.beat = heartbeat or (lambda: None)
+        self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
 
     # ------------------------------------------------------------------------------------------------
     def pending(self) -> int:
@@ -118,34 +121,32 @@ class Indexer(InboxFiler):
     def run_forever(
         self, stop: threading.Event | None = None, poll_s: float = 0.2, debounce_s: float = 0.25, on_pass=None
     ) -> None:
-        """Loop until ``stop`` is set: wait for journal records, debounce, run a pass."""
+        """Loop until ``stop`` is set: wait for journal records (polling every ``poll_s`` seconds), debounce
+        (``debounce_s``, at most 2 s), run a pass, then the hooks. The state is published ``idle`` only when
+        the pass and every hook are done (:func:`libraryfs.layout.wait_until_idle` relies on it)."""
         stop = stop or threading.Event()
         self._write_status()
         first = True
         while not stop.is_set():
             try:
+                self.beat()
                 with self.store.read() as t:
                     tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
                     never = t.cfg(S.CFG_TOC_GEN) is None
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
                 if tail > cursor or never or first or inbox_busy:
-                    # debounce: let a burst of writes finish (bounded)
-                    deadline = time.monotonic() + 2.0
-                    while time.monotonic() < deadline and not stop.is_set():
-                        stop.wait(debounce_s)
-                        with self.store.read() as t:
-                            t2 = t.journal_tail()
-                        if t2 == tail:
-                            break
-                        tail = t2
-                    report = self.run_once(full=never)
-                    self._run_hooks()
+                    self._debounce(stop, tail, debounce_s)
+                    report = self.run_once(full=never, final_state="hooks" if self.hooks else "idle")
                     first = False
+                    self._after_pass()
                     if on_pass:
                         on_pass(report)
                     if inbox_busy and not report.filed and report.records == 0:
                         stop.wait(self.settle_s)
+                elif self._hooks_again:
+                    stop.wait(poll_s)
+                    self._after_pass()
                 else:
                     stop.wait(poll_s)
             except Exception as e:  # the indexer never dies on one bad pass; the last good TOC stays
@@ -156,56 +157,83 @@ class Indexer(InboxFiler):
         self.state = "stopped"
         self._write_status()
 
+    def _debounce(self, stop: threading.Event, tail: int, debounce_s: float) -> None:
+        """Let a burst of writes finish: wait while the journal tail still moves (at most 2 s)."""
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not stop.is_set():
+            stop.wait(debounce_s)
+            self.beat()
+            with self.store.read() as t:
+                t2 = t.journal_tail()
+            if t2 == tail:
+                return
+            tail = t2
+
     # ------------------------------------------------------------------------------------------------
-    def run_once(self, full: bool = False) -> PassReport:
-        """One indexing pass (see module docstring); ``full`` re-examines every entry and directory."""
+    def run_once(self, full: bool = False, final_state: str = "idle") -> PassReport:
+        """One indexing pass (see module docstring); ``full`` re-examines every entry and directory.
+        ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run)."""
         t0 = time.monotonic()
         self.state = "indexing"
         rep = PassReport()
+        self.beat()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
         rep.records = len(records)
         upto = records[-1][0] if records else cursor
-        dirty_dirs: set[int] = set()
-        dirty_entries: dict[int, tuple[int, bytes]] = {}
-        dead_names: list[tuple[bytes, int]] = []
-        for _seq, r in records:
-            if r.parent:
-                dirty_dirs.add(r.parent)
-            if r.old_parent:
-                dirty_dirs.add(r.old_parent)
-            if r.op in (S.OP_CREATE, S.OP_WRITE, S.OP_SYMLINK, S.OP_LINK, S.OP_RENAME):
-                if r.op == S.OP_WRITE and not r.parent:
-                    dirty_entries.setdefault(r.ino, (0, b""))
-                else:
-                    dirty_entries[r.ino] = (r.parent, r.name)
-            if r.op in (S.OP_MKDIR, S.OP_RENAME):
-                dirty_dirs.add(r.ino)
-            if r.op == S.OP_RENAME and r.old_name:
-                dead_names.append((r.old_name, r.ino))
-            if r.op in (S.OP_UNLINK, S.OP_RMDIR):
-                dead_names.append((r.name, r.ino))
+        dirty_dirs, dirty_entries, dead_names = _changes(records)
         if full:
-            with self.store.read() as t:
-                for k, v in t.kv.range(S.DB_DIRENTS):
-                    parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
-                    node = t.inode(child)
-                    if node is None:
-                        continue
-                    if node.is_dir:
-                        dirty_dirs.add(child)
-                    else:
-                        dirty_entries[child] = (parent, name)
-            dirty_dirs.add(S.ROOT_INO)
-
+            self._add_everything(dirty_dirs, dirty_entries)
         # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
         dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
         self._file_inbox(rep)
         # 4. TOCs: changed dirs and their ancestors, deepest first
+        rendered: list[int] = []
+        for d in self._deepest_first(dirty_dirs):
+            if self._render_dir(d, rep, upto):
+                rendered.append(d)
+            self.beat()
+        rep.dirs_rendered = len(rendered)
+        # 5. commit
+        self._commit(upto, rendered)
+        rep.cursor = upto
+        rep.seconds = time.monotonic() - t0
+        self.passes += 1
+        self.last_report = rep
+        self.state = final_state
+        self._write_status()
+        if rep.records or rep.dirs_rendered or rep.filed:
+            log.info(
+                "pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s",
+                rep.records,
+                rep.summarized,
+                rep.dirs_rendered,
+                len(rep.filed),
+                rep.seconds,
+            )
+        return rep
+
+    def _add_everything(self, dirty_dirs: set[int], dirty_entries: dict[int, tuple[int, bytes]]) -> None:
+        """A full pass: every directory and every entry of the library counts as changed."""
         with self.store.read() as t:
-            expanded: dict[int, int] = {}
+            for k, v in t.kv.range(S.DB_DIRENTS):
+                parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
+                node = t.inode(child)
+                if node is None:
+                    continue
+                if node.is_dir:
+                    dirty_dirs.add(child)
+                else:
+                    dirty_entries[child] = (parent, name)
+        dirty_dirs.add(S.ROOT_INO)
+
+    def _deepest_first(self, dirty_dirs: set[int]) -> list[int]:
+        """The changed directories and all their ancestors, deepest first (a section's line in its parent
+        carries its description and totals). Directories no longer reachable from the root are dropped."""
+        expanded: dict[int, int] = {}
+        with self.store.read() as t:
             for d in dirty_dirs:
                 ino = d
                 depth_path = []
@@ -223,14 +251,12 @@ class Indexer(InboxFiler):
                     ino = link[0]
                 for k, a in enumerate(depth_path):
                     expanded[a] = len(depth_path) - 1 - k
-        order = sorted(expanded, key=lambda i: -expanded[i])
-        rendered: list[int] = []
-        for d in order:
-            if self._render_dir(d, rep, upto):
-                rendered.append(d)
-        rep.dirs_rendered = len(rendered)
+        return sorted(expanded, key=lambda i: -expanded[i])
 
-        # 5. commit
+    def _commit(self, upto: int, rendered: list[int]) -> None:
+        """End of a pass in one write transaction: TOC generation + 1, the list of rewritten directories (the
+        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed."""
+
         def fin(t: Txn) -> None:
             gen = t.cfg_int(S.CFG_TOC_GEN) + 1
             t.put_cfg(S.CFG_TOC_GEN, S.u64(gen))
@@ -240,46 +266,36 @@ class Indexer(InboxFiler):
             t.journal_trim(upto)
 
         self.store.run_write(fin)
-        rep.cursor = upto
-        rep.seconds = time.monotonic() - t0
-        self.passes += 1
-        self.last_report = rep
-        self.state = "idle"
-        self._write_status()
-        if rep.records or rep.dirs_rendered or rep.filed:
-            log.info(
-                "pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s",
-                rep.records,
-                rep.summarized,
-                rep.dirs_rendered,
-                len(rep.filed),
-                rep.seconds,
-            )
-        return rep
 
     # ------------------------------------------------------------------------------------------------
-    def _run_hooks(self) -> None:
-        """Builders of other memory kinds that react to the journal: episodes (``episodes/<id>/steps.jsonl``
-        appended through the mount become units and anchor views; ``ask/`` questions get answers).
-
-        Only while mounted: their views are written through the mount so the kernel and the journal see
-        them (the next pass indexes them). A failing hook is logged and never stops the indexer."""
-        if not self.mountpoint or not _is_live(self.mountpoint):
+    def _after_pass(self) -> None:
+        """Run the hooks, then publish ``idle`` (or ``hooks`` while one has work left)."""
+        if not self.hooks:
             return
-        with self.store.read() as t:
-            if t.lookup(S.ROOT_INO, b"episodes") is None:
-                return
-        try:
-            if self._episodes is None:
-                from libraryfs.features.episodes.builder import EpisodeBuilder
-                from libraryfs.fs.tree import DirTree
+        self._hooks_again = self._run_hooks()
+        self.state = "hooks" if self._hooks_again else "idle"
+        self._write_status()
 
-                self._episodes = EpisodeBuilder(DirTree(self.mountpoint), self.store)
-            for line in self._episodes.poll():
-                log.info("episodes: %s", line)
-        except Exception as e:
-            self.last_error = f"episodes: {type(e).__name__}: {e}"
-            log.warning("episode builder failed: %s", e)
+    def _run_hooks(self) -> bool:
+        """Each feature hook once (:meth:`libraryfs.hooks.IndexerHook.after_pass`); True if one has work left.
+
+        A hook writes its derived view through the mount, so the kernel and the journal see it (the next
+        pass indexes it). A failing hook is logged and recorded in ``last_error``; it never stops the indexer.
+        """
+        again = False
+        for hook in self.hooks:
+            self.beat()
+            try:
+                result = hook.after_pass()
+            except Exception as e:
+                self.last_error = f"{hook.name}: {type(e).__name__}: {e}"
+                log.warning("%s hook failed: %s", hook.name, e)
+                continue
+            for line in result.lines:
+                log.info("%s: %s", hook.name, line)
+            again = again or result.again
+        self.beat()
+        return again
 
     def _update_entries(
         self,
@@ -388,6 +404,7 @@ class Indexer(InboxFiler):
 
     def _call(self, job: str, *args):
         """Call a builder job; on any exception use the deterministic result (and record the error)."""
+        self.beat()
         try:
             out = getattr(self.builder, job)(*args)
             if job != "group" and (not isinstance(out, list) or len(out) != len(args[0])):
@@ -397,42 +414,17 @@ class Indexer(InboxFiler):
             self.last_error = f"{job}: {type(e).__name__}: {e}"
             log.warning("builder %s failed (%s); using the deterministic result", job, e)
             return getattr(self.fallback, job)(*args)
+        finally:
+            self.beat()  # a builder call that returned, however long it took, was progress
 
     # ------------------------------------------------------------------------------------------------
     def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
-        with self.store.read() as t:
-            node = t.inode(ino)
-            if node is None or not node.is_dir:
-                return False
-            path = t.path_of(ino)
-            if path is None:
-                return False
-            items: list[Item] = []
-            missing: dict[int, tuple[int, bytes]] = {}
-            for name, child in t.iter_dir(ino):
-                if is_hidden(name):
-                    continue
-                cn = t.inode(child)
-                if cn is None:
-                    continue
-                if cn.is_dir:
-                    sm = t.section_meta(child) or S.SectionMeta()
-                    desc = sm.description if sm.description is not None else "section"
-                    items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
-                else:
-                    em = t.entry_meta(child) or S.EntryMeta()
-                    if em.summary is None or em.size != cn.size:
-                        missing[child] = (ino, name)
-                    items.append(
-                        Item(
-                            name,
-                            em.summary or "",
-                            em.tokens or 0,
-                            False,
-                            is_link=cn.is_lnk,
-                            approx=em.approx,
-                        )
-                    )
+        """Re-render the TOC pages of directory ``ino`` from its entries' meta; False if it is gone.
+        Entries without a current summary (never journaled to us) are examined first, once."""
+        listed = self._toc_items(ino)
+        if listed is None:
+            return False
+        node, path, items, missing = listed
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
             self._update_entries(missing, [], rep)
             return self._render_dir(ino, rep, upto, _retry=False)
@@ -481,6 +473,44 @@ class Indexer(InboxFiler):
         rep.pages_written += len(out.pages)
         return True
 
+    def _toc_items(self, ino: int) -> tuple[S.Inode, bytes, list[Item], dict[int, tuple[int, bytes]]] | None:
+        """``(node, path, TOC items, entries missing a current summary)`` of directory ``ino``, None if it
+        is no longer a reachable directory. One read transaction."""
+        with self.store.read() as t:
+            node = t.inode(ino)
+            if node is None or not node.is_dir:
+                return None
+            path = t.path_of(ino)
+            if path is None:
+                return None
+            items: list[Item] = []
+            missing: dict[int, tuple[int, bytes]] = {}
+            for name, child in t.iter_dir(ino):
+                if is_hidden(name):
+                    continue
+                cn = t.inode(child)
+                if cn is None:
+                    continue
+                if cn.is_dir:
+                    sm = t.section_meta(child) or S.SectionMeta()
+                    desc = sm.description if sm.description is not None else "section"
+                    items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
+                else:
+                    em = t.entry_meta(child) or S.EntryMeta()
+                    if em.summary is None or em.size != cn.size:
+                        missing[child] = (ino, name)
+                    items.append(
+                        Item(
+                            name,
+                            em.summary or "",
+                            em.tokens or 0,
+                            False,
+                            is_link=cn.is_lnk,
+                            approx=em.approx,
+                        )
+                    )
+        return node, path, items, missing
+
     # ------------------------------------------------------------------------------------------------
     def _write_status(self) -> None:
         rep = self.last_report
@@ -505,6 +535,32 @@ class Indexer(InboxFiler):
             log.warning("could not write indexer status: %s", e)
 
 
+def _changes(records: list) -> tuple[set[int], dict[int, tuple[int, bytes]], list[tuple[bytes, int]]]:
+    """What journal ``records`` (``[(seq, record)]``) changed: directories to re-render, entries to
+    re-examine (``{ino: (parent, name)}``; ``(0, b"")`` for a content-only write) and names that died
+    (``[(name, ino)]``, to drop from the ``names`` DB)."""
+    dirty_dirs: set[int] = set()
+    dirty_entries: dict[int, tuple[int, bytes]] = {}
+    dead_names: list[tuple[bytes, int]] = []
+    for _seq, r in records:
+        if r.parent:
+            dirty_dirs.add(r.parent)
+        if r.old_parent:
+            dirty_dirs.add(r.old_parent)
+        if r.op in (S.OP_CREATE, S.OP_WRITE, S.OP_SYMLINK, S.OP_LINK, S.OP_RENAME):
+            if r.op == S.OP_WRITE and not r.parent:
+                dirty_entries.setdefault(r.ino, (0, b""))
+            else:
+                dirty_entries[r.ino] = (r.parent, r.name)
+        if r.op in (S.OP_MKDIR, S.OP_RENAME):
+            dirty_dirs.add(r.ino)
+        if r.op == S.OP_RENAME and r.old_name:
+            dead_names.append((r.old_name, r.ino))
+        if r.op in (S.OP_UNLINK, S.OP_RMDIR):
+            dead_names.append((r.name, r.ino))
+    return dirty_dirs, dirty_entries, dead_names
+
+
 def _mostly_binary(sample: bytes) -> bool:
     """Binary if more than 2.5% of the sample does not decode as UTF-8 (one stray byte is still text)."""
     if not sample:
@@ -513,189 +569,7 @@ def _mostly_binary(sample: bytes) -> bool:
     return bad * 10 > len(sample) // 4 + 1
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry of the indexer process (``python -m libraryfs.daemon.indexer LIBDIR``).
+if __name__ == "__main__":  # the process entry: `python -m libraryfs.daemon.indexer LIBDIR [options]`
+    from libraryfs.cli.mount_cmds import indexer_main
 
-    Settings: flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml`` > defaults
-    (:mod:`libraryfs.settings`). Under systemd: ``READY=1`` once the store is open and the indexer lock is
-    held, a ``STATUS=`` line after each pass, ``WATCHDOG=1`` every ``WatchdogSec/2`` while the loop makes
-    progress (a store transaction or a builder call within ``index.stall_s`` seconds), ``STOPPING=1`` on
-    SIGTERM/SIGINT (the pass in progress finishes first). SIGHUP reloads the settings and the builder
-    (the LLM endpoint) between passes. Errors: one line on stderr, exit status 1.
-    """
-    import argparse
-    import signal
-    import sys
-
-    from libraryfs import notify
-    from libraryfs.daemon.mountd import acquire_lock
-    from libraryfs.settings import configure_logging, load_settings
-
-    ap = argparse.ArgumentParser(prog="libraryfs-indexer")
-    ap.add_argument("libdir")
-    ap.add_argument("--mountpoint", default=None)
-    ap.add_argument("--once", action="store_true", help="one pass, then exit")
-    ap.add_argument("--full", action="store_true", help="re-examine every entry and directory")
-    ap.add_argument("--llm", action="store_true", help="use the configured LLM endpoint (see docs/llm.md)")
-    ap.add_argument("--no-llm", action="store_true", help="deterministic builder only")
-    ap.add_argument("--poll-s", type=float, default=None, help="idle journal poll interval, seconds")
-    ap.add_argument("--toc-max-tokens", type=int, default=None, help="TOC page bound C, tokens")
-    ap.add_argument("--log-level", default=None)
-    a = ap.parse_args(argv)
-    overrides = {"log.level": a.log_level, "index.poll_s": a.poll_s, "index.toc_max_tokens": a.toc_max_tokens}
-    use_llm = None if not (a.llm or a.no_llm) else a.llm
-    try:
-        settings = load_settings(a.libdir, overrides)
-    except LibraryError as e:
-        print(f"libraryfs-indexer: {e}", file=sys.stderr)
-        return 1
-    configure_logging(settings)
-    # background work: the single-threaded mount server must win the CPU when both want it (2 cores)
-    try:
-        os.nice(int(os.environ.get("LIBRARYFS_INDEXER_NICE", "10")))
-    except (OSError, ValueError):
-        pass
-    try:
-        lock = acquire_lock(os.path.abspath(a.libdir), "indexer.lock")
-    except LibraryError as e:
-        print(f"libraryfs-indexer: {e}", file=sys.stderr)
-        return 1
-    try:
-        store = Store(a.libdir)
-        builder = make_builder(a.libdir, store, use_llm=use_llm)
-        idx = Indexer(
-            a.libdir,
-            builder=builder,
-            mountpoint=a.mountpoint,
-            store=store,
-            toc_max_tokens=settings["index"]["toc_max_tokens"],
-        )
-    except LibraryError as e:
-        os.close(lock)
-        print(f"libraryfs-indexer: {e}", file=sys.stderr)
-        return 1
-
-    # liveness for the watchdog: every store transaction and builder call is a beat
-    beat = notify.Heartbeat()
-    orig_read, orig_write, orig_call = store.read, store.run_write, idx._call
-
-    def read(*args, **kw):
-        beat.beat()
-        return orig_read(*args, **kw)
-
-    def run_write(*args, **kw):
-        beat.beat()
-        return orig_write(*args, **kw)
-
-    def call(*args, **kw):
-        beat.beat()
-        try:
-            return orig_call(*args, **kw)
-        finally:
-            beat.beat()
-
-    store.read, store.run_write, idx._call = read, run_write, call  # type: ignore[method-assign]
-    current: dict = {"settings": settings, "stop": threading.Event(), "reload": False, "quit": False}
-    dog = notify.Watchdog(lambda: beat.age_s() < current["settings"]["index"]["stall_s"])
-
-    def on_pass(rep: PassReport) -> None:
-        with store.read() as t:
-            gen, pending = t.cfg_int(S.CFG_TOC_GEN), max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
-        notify.status(
-            f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
-            f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
-            + (f"; last error: {idx.last_error}" if idx.last_error else "")
-        )
-
-    def on_stop(signum, _frame) -> None:
-        current["quit"] = True
-        notify.stopping(f"stopping ({signal.Signals(signum).name})")
-        current["stop"].set()
-
-    def on_hup(_signum, _frame) -> None:
-        current["reload"] = True
-        current["stop"].set()
-
-    try:
-        if a.once:
-            idx.run_once(full=a.full)
-            return 0
-        signal.signal(signal.SIGTERM, on_stop)
-        signal.signal(signal.SIGINT, on_stop)
-        signal.signal(signal.SIGHUP, on_hup)
-        dog.start()
-        notify.ready(f"indexing {idx.libdir}")
-        full = a.full
-        while True:
-            if full:
-                idx.run_once(full=True)
-                full = False
-            idx.run_forever(current["stop"], poll_s=current["settings"]["index"]["poll_s"], on_pass=on_pass)
-            if current["quit"] or not current["reload"]:
-                break
-            current["reload"] = False
-            current["stop"] = threading.Event()
-            notify.reloading("reloading settings")
-            try:
-                new = load_settings(a.libdir, overrides)
-                configure_logging(new)
-                bound = int(
-                    new["index"]["toc_max_tokens"]
-                    or store.settings().get("toc_max_tokens")
-                    or DEFAULT_MAX_TOKENS
-                )
-                new_builder = make_builder(a.libdir, store, use_llm=use_llm)
-            except LibraryError as e:
-                log.error("reload failed, keeping the current settings: %s", e)
-                notify.notify(f"READY=1\nSTATUS=reload failed: {e}")
-                continue
-            old_builder, idx.builder = idx.builder, new_builder
-            close = getattr(old_builder, "close", None)
-            if close is not None and old_builder is not new_builder:
-                close()
-            full = bound != idx.max_tokens  # a new page bound re-renders every TOC
-            idx.max_tokens = bound
-            current["settings"] = new
-            log.info(
-                "settings reloaded (SIGHUP): builder %s, TOC bound %d tokens, poll %.2f s",
-                getattr(new_builder, "name", "?"),
-                bound,
-                new["index"]["poll_s"],
-            )
-            notify.notify(f"READY=1\nSTATUS=indexing {idx.libdir} (settings reloaded)")
-        return 0
-    finally:
-        dog.stop()
-        close = getattr(idx.builder, "close", None)
-        if close is not None:
-            close()
-        store.close()
-        os.close(lock)
-
-
-def make_builder(
-    libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
-) -> IndexBuilder:
-    """The builder for a library: the LLM builder when an endpoint is configured (and ``use_llm`` is not
-    False), else the deterministic one. ``use_llm=True`` without an endpoint raises :class:`LibraryError`."""
-    if use_llm is False:
-        return DeterministicBuilder()
-    try:
-        from libraryfs.llm import make_builder as llm_make_builder
-    except ImportError:
-        if use_llm:
-            raise LibraryError("the LLM builder is not available in this installation") from None
-        return DeterministicBuilder()
-    builder = llm_make_builder(libdir, store, overrides)
-    if use_llm and isinstance(builder, DeterministicBuilder):
-        raise LibraryError(
-            "no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; "
-            "see docs/llm.md)"
-        )
-    return builder
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
+    indexer_main()

@@ -1,6 +1,6 @@
 """Import outside directory trees into a library, and keep them mirrored with watchdog.
 
-Writes go through :func:`libraryfs.layout.open_tree`: through the mount when the library is mounted,
+Writes go through :func:`libraryfs.fs.tree.open_tree`: through the mount when the library is mounted,
 directly into the store otherwise — journaled either way, so the indexer summarises what arrives.
 Symbolic links are skipped (an outside link target is never read), as are dotfiles unless asked.
 Names the library generates itself are renamed on the way in: ``INDEX.md`` → ``INDEX.source.md``,
@@ -14,8 +14,7 @@ import os
 import threading
 
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME, is_generated
-from libraryfs.fs.tree import Tree
-from libraryfs.layout import open_tree
+from libraryfs.fs.tree import Tree, open_tree
 
 log = logging.getLogger("libraryfs.ingest")
 

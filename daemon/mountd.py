@@ -5,75 +5,30 @@ store (after any fork) → if the last stop was unclean, run the consistency che
 a crash → mark the library unclean → mount and serve → on unmount/SIGTERM/SIGINT: sync, mark clean, close.
 Readiness: ``on_ready`` runs once the kernel has completed FUSE INIT and the mountpoint answers ``statvfs``.
 
-Run as ``python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]`` (what ``libraryfs mount`` spawns).
+:func:`run_process` is the whole process (settings, logging, signals, :func:`run`); it runs as
+``python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]`` (what ``libraryfs mount`` spawns; the flags
+are parsed by the click command :func:`libraryfs.cli.mount_cmds.mountd_main`) and in-process for
+``libraryfs mount --foreground``.
 """
 
 from __future__ import annotations
 
-import argparse
-import fcntl
 import logging
 import os
 import signal
-import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from libraryfs.errors import Busy, InvalidArgument, LibraryError
+from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import find
-from libraryfs.layout import proc_mount
+from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted
 
 log = logging.getLogger("libraryfs.mount")
-
-LOCK_NAME = "mount.lock"
-
-
-def acquire_lock(libdir: str, name: str = LOCK_NAME) -> int:
-    """Take the exclusive lock file of a library; raises :class:`Busy` naming the holder's pid."""
-    path = os.path.join(libdir, name)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            holder = os.pread(fd, 64, 0).decode().strip() or "?"
-        finally:
-            os.close(fd)
-        what = "mounted" if name == LOCK_NAME else "indexed"
-        raise Busy(f"library {libdir} is already {what} by pid {holder}") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
-def wait_until_mounted(mountpoint: str, timeout_s: float = 10.0) -> bool:
-    """Poll until ``mountpoint`` is a live FUSE mount of ours (``/proc/mounts`` + ``statvfs``)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if is_mounted(mountpoint):
-            try:
-                os.statvfs(mountpoint)
-                return True
-            except OSError:
-                pass
-        time.sleep(0.02)
-    return False
-
-
-def mount_entry(mountpoint: str) -> str | None:
-    """The fstype of what ``/proc/mounts`` lists at ``mountpoint``, or None."""
-    m = proc_mount(mountpoint)
-    return None if m is None else m[1]
-
-
-def is_mounted(mountpoint: str) -> bool:
-    """Whether a libraryfs FUSE mount sits at ``mountpoint`` according to ``/proc/mounts``."""
-    fs = mount_entry(mountpoint)
-    return fs is not None and fs.startswith("fuse")
 
 
 class Lifecycle:
@@ -183,6 +138,48 @@ def notify_mod():
     return notify
 
 
+def check_paths(libdir: str, mountpoint: str) -> None:
+    """Refuse a mountpoint inside the library directory or the reverse (the server would serve its own
+    store through itself and deadlock, cases C25): raises :class:`~libraryfs.errors.InvalidArgument`."""
+    for inner, outer, what in (
+        (mountpoint, libdir, "mountpoint {m} is inside the library directory {l}"),
+        (libdir, mountpoint, "library directory {l} is inside the mountpoint {m}"),
+    ):
+        r_in, r_out = os.path.realpath(inner), os.path.realpath(outer)
+        if r_in == r_out or r_in.startswith(r_out.rstrip("/") + "/"):
+            raise InvalidArgument(what.format(m=mountpoint, l=libdir))
+
+
+def recover(store: Store, *, check_on_unclean: bool, read_only: bool) -> str:
+    """After an unclean stop (clean flag not set) run the consistency check with repair (s3ql's needs-check
+    flag); returns the phrase the "mounted" log line ends with ("" after a clean stop)."""
+    with store.read() as t:
+        clean = t.cfg(S.CFG_CLEAN) != b"0"
+    if clean or not check_on_unclean or read_only:
+        return ""
+    from libraryfs.fs.check import check
+
+    notify_mod().status("checking the store after an unclean stop")
+    report = check(store, repair=True)
+    log.warning(
+        "unclean shutdown detected: check found %d problem(s), repaired %d",
+        len(report.problems),
+        report.repaired,
+    )
+    return f" after an unclean stop (check: {len(report.problems)} problem(s), {report.repaired} repaired)"
+
+
+def _set_mounted(store: Store, status: dict | None) -> None:
+    """Clean flag off and the mount's status on (``status``), or back (None) — synced either way."""
+
+    def mark(t):
+        t.put_cfg(S.CFG_CLEAN, b"0" if status is not None else b"1")
+        t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps(status or {}))
+
+    store.run_write(mark)
+    store.sync()
+
+
 def run(
     libdir: str,
     mountpoint: str,
@@ -199,99 +196,34 @@ def run(
 
     Order: lock → clear a stale mountpoint (ENOTCONN, left by a killed server) → consistency check if the
     last stop was unclean → purge orphans → clean flag off → serve → (unmount / ``lifecycle`` stop)
-    STOPPING=1 → sync → clean flag on. ``lifecycle`` (from :func:`main`) turns signals into that stop.
+    STOPPING=1 → sync → clean flag on. ``lifecycle`` (from :func:`run_process`) turns signals into that stop.
     """
-    # imports mfusepy (libfuse) only in the server
-    from libraryfs.fs.fuse_adapter import current_session
-    from libraryfs.fs.mount import serve
+    from libraryfs.fs.mount import serve  # imports mfusepy (libfuse) only in the server
 
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
-    for inner, outer, what in (
-        (mountpoint, libdir, "mountpoint {m} is inside the library directory {l}"),
-        (libdir, mountpoint, "library directory {l} is inside the mountpoint {m}"),
-    ):
-        r_in, r_out = os.path.realpath(inner), os.path.realpath(outer)
-        if r_in == r_out or r_in.startswith(r_out.rstrip("/") + "/"):
-            # the server would serve its own store through itself and deadlock (cases C25)
-            raise InvalidArgument(what.format(m=mountpoint, l=libdir))
-    lock_fd = acquire_lock(libdir)
+    check_paths(libdir, mountpoint)
+    lock_fd = acquire_lock(libdir, MOUNT_LOCK)
     store = Store(libdir)
-    notify = notify_mod()
     try:
-        from libraryfs.daemon.launcher import clear_stale, probe
+        from libraryfs.daemon.launcher import clear_stale
 
-        if probe(mountpoint) == "stale":
+        if mount_state(mountpoint) == "stale":
             clear_stale(mountpoint)
             log.warning("cleared a stale mount at %s (its server had died)", mountpoint)
-        with store.read() as t:
-            clean = t.cfg(S.CFG_CLEAN) != b"0"
-        recovered = ""
-        if not clean and check_on_unclean and not read_only:
-            from libraryfs.fs.check import check
-
-            notify.status("checking the store after an unclean stop")
-            report = check(store, repair=True)
-            log.warning(
-                "unclean shutdown detected: check found %d problem(s), repaired %d",
-                len(report.problems),
-                report.repaired,
-            )
-            recovered = (
-                f" after an unclean stop (check: {len(report.problems)} problem(s), "
-                f"{report.repaired} repaired)"
-            )
+        recovered = recover(store, check_on_unclean=check_on_unclean, read_only=read_only)
         if lifecycle is not None and lifecycle.stop_requested.is_set():
             return 0  # stopped before mounting: nothing was changed
-        started = time.time()
-
-        unit = systemd_unit()
-
-        def status_provider() -> dict:
-            return {
-                "pid": os.getpid(),
-                "mountpoint": mountpoint,
-                "started": started,
-                "uptime_s": round(time.time() - started, 3),
-                "read_only": read_only,
-                "allow_other": allow_other,
-                "timeouts_s": list(timeouts_s),
-                "systemd_unit": unit,
-            }
-
+        status = _status_provider(mountpoint, read_only, allow_other, timeouts_s)
         # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
         view = LibraryView(
-            store,
-            read_only=read_only,
-            finder=find,
-            status_provider=status_provider,
-            budget=budget,
-            count_tokens=None,
+            store, read_only=read_only, finder=find, status_provider=status, budget=budget, count_tokens=None
         )
         if not read_only:
             n = view.purge_orphans()
             if n:
                 log.info("removed %d orphaned inode(s) left by a crash", n)
-
-            def mark(t):
-                t.put_cfg(S.CFG_CLEAN, b"0")
-                t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps(status_provider()))
-
-            store.run_write(mark)
-            store.sync()
-
-        def on_init() -> None:
-            if lifecycle is not None:  # inside FUSE init: the context names our session
-                lifecycle.attach(current_session())
-
-            def waiter() -> None:
-                if wait_until_mounted(mountpoint, 30.0):
-                    log.info("mounted %s at %s%s", libdir, mountpoint, recovered)
-                    if on_ready is not None and not (lifecycle and lifecycle.stop_requested.is_set()):
-                        on_ready()
-
-            threading.Thread(target=waiter, name="libraryfs-ready", daemon=True).start()
-
+            _set_mounted(store, status())
         try:
             serve(
                 view,
@@ -299,7 +231,7 @@ def run(
                 read_only=read_only,
                 allow_other=allow_other,
                 timeouts_s=timeouts_s,
-                on_init=on_init,
+                on_init=_on_init(libdir, mountpoint, recovered, on_ready, lifecycle),
                 fsname="libraryfs:" + libdir.replace(",", "\\,"),
             )
         finally:
@@ -308,13 +240,7 @@ def run(
                 lifecycle.send_stopping("unmounted")  # no-op if a signal already said so
         log.info("unmounted %s; flushing", mountpoint)
         if not read_only:
-
-            def unmark(t):
-                t.put_cfg(S.CFG_CLEAN, b"1")
-                t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps({}))
-
-            store.run_write(unmark)
-            store.sync()
+            _set_mounted(store, None)
         log.info("clean shutdown of %s", libdir)
         return 0
     finally:
@@ -322,51 +248,89 @@ def run(
         os.close(lock_fd)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry of the server process (foreground; logs to stderr, journald-style under systemd).
+def _status_provider(
+    mountpoint: str, read_only: bool, allow_other: bool, timeouts_s: tuple[float, float, float]
+) -> Callable[[], dict]:
+    """The mount's facts for ``.libraryfs/status.json`` and ``libraryfs status`` (uptime in seconds)."""
+    started = time.time()
+    unit = systemd_unit()
 
-    Settings: flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml`` > defaults
-    (:mod:`libraryfs.settings`). Under systemd (``NOTIFY_SOCKET``): ``READY=1`` once the mountpoint answers,
-    ``STOPPING=1`` as soon as shutdown begins, ``RELOADING=1``/``READY=1`` around a SIGHUP reload (log
-    levels apply at once; mount options at the next mount). Errors: one line on stderr, exit status 1.
+    def status() -> dict:
+        return {
+            "pid": os.getpid(),
+            "mountpoint": mountpoint,
+            "started": started,
+            "uptime_s": round(time.time() - started, 3),
+            "read_only": read_only,
+            "allow_other": allow_other,
+            "timeouts_s": list(timeouts_s),
+            "systemd_unit": unit,
+        }
+
+    return status
+
+
+def _on_init(
+    libdir: str,
+    mountpoint: str,
+    recovered: str,
+    on_ready: Callable[[], None] | None,
+    lifecycle: Lifecycle | None,
+) -> Callable[[], None]:
+    """The FUSE ``init`` callback: attach the lifecycle to the session, then (in a thread, since the
+    kernel completes INIT only after ``init`` returns) wait until the mountpoint answers and call
+    ``on_ready``."""
+    from libraryfs.fs.fuse_adapter import current_session
+
+    def on_init() -> None:
+        if lifecycle is not None:  # inside FUSE init: the context names our session
+            lifecycle.attach(current_session())
+
+        def waiter() -> None:
+            if wait_until_mounted(mountpoint, 30.0):
+                log.info("mounted %s at %s%s", libdir, mountpoint, recovered)
+                if on_ready is not None and not (lifecycle and lifecycle.stop_requested.is_set()):
+                    on_ready()
+
+        threading.Thread(target=waiter, name="libraryfs-ready", daemon=True).start()
+
+    return on_init
+
+
+def _read_budget(spec: str | None):
+    """The mount's :class:`ReadBudget` for a ``reads=N,tokens=M`` spec, None without one."""
+    if not spec:
+        return None
+    from libraryfs.fs.budget import ReadBudget, parse_budget_spec
+
+    return ReadBudget(parse_budget_spec(spec))
+
+
+def run_process(libdir: str, mountpoint: str, overrides: Mapping[str, Any] | None = None) -> int:
+    """The mount server process (foreground; logs to stderr, journald-style under systemd); returns its exit
+    status.
+
+    ``overrides``: flag values by dotted setting key (``mount.*``, ``log.*``). Settings: flags >
+    ``LIBRARYFS_*`` environment > ``<libdir>/config.toml`` > defaults (:mod:`libraryfs.settings`). Under
+    systemd (``NOTIFY_SOCKET``): ``READY=1`` once the mountpoint answers, ``STOPPING=1`` as soon as shutdown
+    begins, ``RELOADING=1``/``READY=1`` around a SIGHUP reload (log levels apply at once; mount options at the
+    next mount). Raises :class:`~libraryfs.errors.LibraryError` when it cannot start (bad setting, the
+    library already mounted — :class:`~libraryfs.errors.Busy` names the pid —, the mount failing).
     """
     from libraryfs import notify
-    from libraryfs.settings import configure_logging, load_settings, parse_timeouts, rows, timeouts_s
+    from libraryfs.settings import configure_logging, load_settings, rows, timeouts_s
 
-    ap = argparse.ArgumentParser(prog="libraryfs-mountd")
-    ap.add_argument("libdir")
-    ap.add_argument("mountpoint")
-    ap.add_argument("--read-only", action="store_true", default=None)
-    ap.add_argument("--allow-other", action="store_true", default=None)
-    ap.add_argument("--timeouts", default=None, help="entry,attr,negative cache timeouts in seconds")
-    ap.add_argument("--budget", default=None, help="reads=N,tokens=M (EDQUOT past it)")
-    ap.add_argument("--log-level", default=None)
-    a = ap.parse_args(argv)
-    try:
-        overrides = {
-            "mount.read_only": a.read_only,
-            "mount.allow_other": a.allow_other,
-            "mount.budget": a.budget,
-            "log.level": a.log_level,
-            **parse_timeouts(a.timeouts),
-        }
-        settings = load_settings(a.libdir, overrides)
-    except LibraryError as e:
-        print(f"libraryfs-mountd: {e}", file=sys.stderr)
-        return 1
+    overrides = dict(overrides or {})
+    settings = load_settings(libdir, overrides)
     configure_logging(settings)
     m = settings["mount"]
-    budget = None
-    if m["budget"]:
-        from libraryfs.fs.budget import ReadBudget, parse_budget_spec
-
-        budget = ReadBudget(parse_budget_spec(m["budget"]))
-    mountpoint = os.path.abspath(a.mountpoint)
+    budget = _read_budget(m["budget"])
+    mountpoint = os.path.abspath(mountpoint)
     current = {"settings": settings}
 
     def reload() -> None:
         notify.reloading("reloading settings")
-        new = load_settings(a.libdir, overrides)
+        new = load_settings(libdir, overrides)
         configure_logging(new)
         old = {k: v for k, v, _src in rows(current["settings"])}
         changed = [k for k, v, _src in rows(new) if old.get(k) != v]
@@ -381,28 +345,24 @@ def main(argv: list[str] | None = None) -> int:
 
     lifecycle = Lifecycle(on_reload=reload)
     lifecycle.install()
-
-    def on_ready() -> None:
-        notify.ready(f"mounted at {mountpoint}")
-
     try:
         return run(
-            a.libdir,
+            libdir,
             mountpoint,
             read_only=m["read_only"],
             allow_other=m["allow_other"],
             timeouts_s=timeouts_s(settings),
             budget=budget,
-            on_ready=on_ready,
+            on_ready=lambda: notify.ready(f"mounted at {mountpoint}"),
             lifecycle=lifecycle,
         )
-    except LibraryError as e:
-        print(f"libraryfs-mountd: {e}", file=sys.stderr)
-        return 1
-    except RuntimeError as e:
-        print(f"libraryfs-mountd: mount failed: {e}", file=sys.stderr)
-        return 1
+    except RuntimeError as e:  # mfusepy: the kernel refused the mount
+        raise LibraryError(f"mount failed: {e}") from None
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if (
+    __name__ == "__main__"
+):  # the process entry: `python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]`
+    from libraryfs.cli.mount_cmds import mountd_main
+
+    mountd_main()

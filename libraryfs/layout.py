@@ -1,66 +1,153 @@
-"""A library as a whole: where it is mounted, and a :class:`~libraryfs.fs.tree.Tree` to write into it.
+"""The library directory: where its files are, its locks, and the state of the processes serving it.
 
-:func:`open_tree` returns a :class:`~libraryfs.fs.tree.DirTree` over the mountpoint when the library is mounted
-(writes then go through the kernel, so its caches stay coherent), else a :class:`StoreTree` that applies the
-same POSIX operations to the store in-process (one write transaction per operation, journaled like the
-mount's, so the indexer sees them).
+One owner for everything a process needs to know about another one::
+
+    <libdir>/
+      store/            the LMDB environment (:mod:`libraryfs.fs.store`)
+      config.toml       settings (:mod:`libraryfs.settings`)
+      logs/mount.log    stderr of a background mount server (``libraryfs mount``)
+      logs/indexer.log  stderr of a background indexer
+      mount.lock        flock(LOCK_EX) held by the mount server; holds its pid
+      indexer.lock      held by the indexer daemon or ``libraryfs index``; holds its pid
+      <view>.lock       held while a derived view is written (``episodes.lock``): one writer per view
+      run.json          pids and mountpoint recorded by ``libraryfs mount``
+
+A lock is an exclusive ``flock(2)`` on its file, taken without blocking by a process (:func:`acquire_lock`,
+:class:`~libraryfs.errors.Busy` names the holder's pid) or, for a derived view, waited for
+(:func:`view_writer`). Whether a process runs is read from its lock, never from a pid file alone: a lock
+dies with its process. Mount state comes from ``/proc/mounts`` (:func:`proc_mounts`, the one parser) and a
+``statvfs(2)`` probe (ENOTCONN: a stale mount left by a killed server, ARCHITECTURE §7).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
+import json
 import os
 import re
+import time
+from collections.abc import Iterator
 
-from libraryfs.errors import Exists, IsADir, LibraryError, NotFound
+from libraryfs.errors import Busy, LibraryError
 from libraryfs.fs import schema as S
-from libraryfs.fs.generated import is_reserved
-from libraryfs.fs.store import Store
-from libraryfs.fs.tree import DirTree, Tree
-from libraryfs.fs.view import LibraryView
+from libraryfs.fs.store import Store, is_library
+
+CONFIG_FILE = "config.toml"
+LOGS_DIR = "logs"
+RUN_FILE = "run.json"
+MOUNT_LOCK = "mount.lock"  #: held by the mount server (``libraryfs.daemon.mountd``)
+INDEXER_LOCK = "indexer.lock"  #: held by the indexer daemon and by ``libraryfs index``
+DEVICE_PREFIX = "libraryfs:"  #: ``/proc/mounts`` device field of our mounts: ``libraryfs:<libdir>``
+_LOCK_VERBS = {MOUNT_LOCK: "mounted", INDEXER_LOCK: "indexed"}
 
 
-def mount_info(libdir: str) -> dict | None:
-    """``{"pid", "mountpoint", ...}`` of the live mount server of ``libdir``, or None if not mounted.
+# -- paths -------------------------------------------------------------------------------------------------
+def config_path(libdir: str) -> str:
+    """``<libdir>/config.toml`` (absolute)."""
+    return os.path.join(os.path.abspath(libdir), CONFIG_FILE)
 
-    Live means: the server holds ``mount.lock``, ``/proc/mounts`` lists a libraryfs mount at the recorded
-    mountpoint, and it answers ``statvfs``.
+
+def log_path(libdir: str, process: str) -> str:
+    """``<libdir>/logs/<process>.log`` (``process``: ``"mount"`` or ``"indexer"``); creates ``logs/`` (0700)."""
+    logs = os.path.join(os.path.abspath(libdir), LOGS_DIR)
+    os.makedirs(logs, mode=0o700, exist_ok=True)
+    return os.path.join(logs, f"{process}.log")
+
+
+def lock_path(libdir: str, name: str) -> str:
+    """Path of the lock file ``name`` (:data:`MOUNT_LOCK`, :data:`INDEXER_LOCK`, ``"<view>.lock"``)."""
+    return os.path.join(os.path.abspath(libdir), name)
+
+
+# -- locks -------------------------------------------------------------------------------------------------
+def acquire_lock(libdir: str, name: str) -> int:
+    """Take the lock ``name`` of a library without waiting; returns its fd (close it to release).
+
+    The file gets the holder's pid. Raises :class:`~libraryfs.errors.Busy` naming the holder's pid
+    (``library /…/notes is already mounted by pid 1234``) when another process holds it, ``OSError`` when
+    the file cannot be created (e.g. a read-only library directory).
     """
-    libdir = os.path.abspath(libdir)
-    lock = os.path.join(libdir, "mount.lock")
-    if not os.path.exists(lock):
+    fd = os.open(lock_path(libdir, name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+        finally:
+            os.close(fd)
+        what = _LOCK_VERBS.get(name, f"locked ({name})")
+        raise Busy(f"library {os.path.abspath(libdir)} is already {what} by pid {holder}") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def lock_holder(libdir: str, name: str) -> int | None:
+    """pid of the process holding the lock ``name`` of ``libdir``, or None when nobody holds it.
+
+    Raises ``OSError`` when the lock file exists but cannot be probed (e.g. permissions); a held lock
+    whose file names no pid gives ``-1``.
+    """
+    try:
+        fd = os.open(lock_path(libdir, name), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
         return None
-    fd = os.open(lock, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None  # nobody holds it
         except BlockingIOError:
-            pass
+            raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            return int(raw) if raw.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
     finally:
         os.close(fd)
+
+
+def indexer_pid(libdir: str) -> int | None:
+    """pid of the indexer running for ``libdir`` (it holds :data:`INDEXER_LOCK`), or None."""
     try:
-        st = Store(libdir, readonly=True)
-    except LibraryError:
-        return None
-    try:
-        with st.read() as t:
-            info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
-    finally:
-        st.close()
-    mp = info.get("mountpoint")  # type: ignore[union-attr]
-    if not mp:
-        return None
-    try:
-        os.statvfs(mp)
+        pid = lock_holder(libdir, INDEXER_LOCK)
     except OSError:
         return None
-    if not _in_proc_mounts(mp):
-        return None  # e.g. lazily unmounted while files stay open: the server runs, nothing is mounted
-    return info  # type: ignore[return-value]
+    return pid if pid and pid > 0 else None
 
 
+def indexer_running(libdir: str) -> bool:
+    """Whether an indexer holds ``<libdir>/indexer.lock``. No lock file: not running. A lock that cannot
+    be probed counts as running (the mount then claims no staleness it cannot see)."""
+    try:
+        return lock_holder(libdir, INDEXER_LOCK) is not None
+    except OSError:
+        return True
+
+
+@contextlib.contextmanager
+def view_writer(libdir: str, view: str, *, wait: bool = True) -> Iterator[bool]:
+    """Hold ``<libdir>/<view>.lock`` while writing the derived view ``view`` (``"episodes"``): one writer
+    at a time across processes and threads (each call opens its own file description, flock(2)).
+
+    ``wait=True`` blocks until the lock is free and yields True; ``wait=False`` yields False at once when
+    another writer holds it (the caller retries later). Raises ``OSError`` when the lock file cannot be
+    created.
+    """
+    fd = os.open(lock_path(libdir, f"{view}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield True
+    finally:
+        os.close(fd)  # releases the flock
+
+
+# -- mount state -------------------------------------------------------------------------------------------
 def proc_mounts() -> list[tuple[str, str, str]]:
     """``(device, mountpoint, fstype)`` of every line of ``/proc/mounts``, octal escapes (``\\040``)
     decoded byte-exactly. The device of a libraryfs mount is ``libraryfs:<library directory>``."""
@@ -90,164 +177,176 @@ def proc_mount(mountpoint: str) -> tuple[str, str] | None:
     return found
 
 
-def _in_proc_mounts(mountpoint: str) -> bool:
-    """Whether ``/proc/mounts`` lists a libraryfs FUSE mount at ``mountpoint``."""
+def is_libraryfs_mount(mountpoint: str) -> bool:
+    """Whether ``/proc/mounts`` lists a libraryfs FUSE mount at ``mountpoint`` (live or stale)."""
     m = proc_mount(mountpoint)
-    return m is not None and m[0].startswith("libraryfs:")
+    return m is not None and m[0].startswith(DEVICE_PREFIX)
 
 
-def open_tree(libdir: str) -> Tree:
-    """A Tree over the library: through its mount if mounted, else directly over the store."""
-    info = mount_info(libdir)
-    if info:
-        return DirTree(info["mountpoint"])
-    return StoreTree(Store(libdir))
+def libdir_of_mount(mountpoint: str) -> str | None:
+    """The library directory served at ``mountpoint`` (from the device field), or None."""
+    m = proc_mount(mountpoint)
+    if m is None or not m[0].startswith(DEVICE_PREFIX):
+        return None
+    cand = m[0][len(DEVICE_PREFIX) :].replace("\\,", ",")
+    return cand if is_library(cand) else None
 
 
-def _b(rel: str) -> bytes:
-    rel = rel.strip("/")
-    parts = rel.split("/") if rel else []
-    if any(p in ("", ".", "..") for p in parts):
-        raise ValueError(f"not a clean library-relative path: {rel!r}")
-    return b"/" + os.fsencode(rel) if rel else b"/"
+def mount_state(mountpoint: str) -> str:
+    """State of a mountpoint: ``"live"`` (a FUSE mount that answers), ``"stale"`` (ENOTCONN: its server
+    died), ``"other"`` (another filesystem is mounted there) or ``"none"``. Raises ``OSError`` on any other
+    ``statvfs`` failure."""
+    m = proc_mount(mountpoint)
+    if m is None:
+        return "none"
+    if not m[1].startswith("fuse"):
+        return "other"
+    try:
+        os.statvfs(mountpoint)
+        return "live"
+    except OSError as e:
+        if e.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
+            return "stale"
+        raise
 
 
-class StoreTree:
-    """:class:`~libraryfs.fs.tree.Tree` applied directly to a store (the library must not be mounted)."""
+def is_live(mountpoint: str) -> bool:
+    """Whether ``/proc/mounts`` lists a FUSE mount at ``mountpoint`` and it answers ``statvfs``."""
+    try:
+        return mount_state(mountpoint) == "live"
+    except OSError:
+        return False
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.view = LibraryView(store)
-        self.uid, self.gid = os.getuid(), os.getgid()
 
-    def close(self) -> None:
-        """Close the store."""
-        self.store.close()
-
-    def _errno(self, e: LibraryError, rel: str) -> OSError:
-        return OSError(e.errno, str(e), rel)
-
-    def read_bytes(self, rel: str) -> bytes:
-        """Whole content of a regular file (bytes); see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            fh, _ = self.view.open(_b(rel), os.O_RDONLY)
-            try:
-                out = bytearray()
-                while True:
-                    chunk = self.view.read(fh, 1 << 20, len(out))
-                    if not chunk:
-                        return bytes(out)
-                    out += chunk
-            finally:
-                self.view.release(fh)
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-
-    def write_bytes(self, rel: str, data: bytes) -> None:
-        """Create or replace a file (parents created); see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            self.makedirs(os.path.dirname(rel.strip("/")))
-            fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_TRUNC, self.uid, self.gid)
-            try:
-                for off in range(0, len(data), 1 << 20):
-                    self.view.write(fh, data[off : off + (1 << 20)], off)
-            finally:
-                self.view.release(fh)
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-
-    def append_bytes(self, rel: str, data: bytes) -> None:
-        """Append to a file, creating it and its parents; see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            self.makedirs(os.path.dirname(rel.strip("/")))
-            fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_APPEND, self.uid, self.gid)
-            try:
-                self.view.write(fh, data, 0)
-            finally:
-                self.view.release(fh)
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-
-    def makedirs(self, rel: str) -> None:
-        """Create a directory and its parents (existing is fine); see :class:`~libraryfs.fs.tree.Tree`."""
-        rel = rel.strip("/")
-        if not rel:
-            return
-        path = b""
-        for comp in os.fsencode(rel).split(b"/"):
-            path += b"/" + comp
-            try:
-                self.view.mkdir(path, 0o755, self.uid, self.gid)
-            except Exists:
-                if not self.isdir(os.fsdecode(path)):
-                    raise OSError(20, "not a directory", os.fsdecode(path)) from None
-            except LibraryError as e:
-                raise self._errno(e, rel) from None
-
-    def remove(self, rel: str) -> None:
-        """Remove a file or a directory subtree (missing is fine); see :class:`~libraryfs.fs.tree.Tree`."""
-        p = _b(rel)
-        try:
-            st = self.view.getattr(p)
-        except NotFound:
-            return
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-        try:
-            if st["st_mode"] & S.S_IFMT == S.S_IFDIR:
-                for name in self._names(p):
-                    self.remove(os.fsdecode((p.rstrip(b"/") + b"/" + name).lstrip(b"/")))
-                self.view.rmdir(p)
-            else:
-                self.view.unlink(p)
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-
-    def _names(self, p: bytes) -> list[bytes]:
-        fh = self.view.opendir(p)
-        try:
-            return sorted(
-                n
-                for n, mode, _ino, _o in self.view.readdir(fh, 0)
-                if n not in (b".", b"..") and not _virtual(n, p)
-            )
-        finally:
-            self.view.releasedir(fh)
-
-    def rename(self, src: str, dst: str) -> None:
-        """Rename, replacing an existing file atomically; see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            self.makedirs(os.path.dirname(dst.strip("/")))
-            self.view.rename(_b(src), _b(dst), 0)
-        except LibraryError as e:
-            raise self._errno(e, src) from None
-
-    def listdir(self, rel: str) -> list[str]:
-        """Sorted names of a directory, generated files excluded; see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            return [os.fsdecode(n) for n in self._names(_b(rel))]
-        except LibraryError as e:
-            raise self._errno(e, rel) from None
-
-    def exists(self, rel: str) -> bool:
-        """Whether the path exists (a dangling symlink counts); see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            self.view.getattr(_b(rel))
+def wait_until_mounted(mountpoint: str, timeout_s: float = 10.0, poll_s: float = 0.02) -> bool:
+    """Poll (every ``poll_s`` seconds) until ``mountpoint`` is a live FUSE mount; False after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if is_live(mountpoint):
             return True
-        except LibraryError:
+        if time.monotonic() >= deadline:
             return False
+        time.sleep(poll_s)
 
-    def isdir(self, rel: str) -> bool:
-        """Whether the path is a directory; see :class:`~libraryfs.fs.tree.Tree`."""
-        try:
-            return self.view.getattr(_b(rel))["st_mode"] & S.S_IFMT == S.S_IFDIR
-        except LibraryError:
+
+def mount_info(libdir: str) -> dict | None:
+    """``{"pid", "mountpoint", "started", ...}`` of the live mount server of ``libdir``, or None.
+
+    Live means: a process holds ``mount.lock``, ``/proc/mounts`` lists a libraryfs mount at the mountpoint
+    it recorded in the store, and that mount answers ``statvfs`` (a mount detached lazily while files
+    stay open does not count).
+    """
+    libdir = os.path.abspath(libdir)
+    try:
+        if lock_holder(libdir, MOUNT_LOCK) is None:
+            return None
+    except OSError:
+        return None
+    try:
+        st = Store(libdir, readonly=True)
+    except LibraryError:
+        return None
+    try:
+        with st.read() as t:
+            info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
+    finally:
+        st.close()
+    mp = info.get("mountpoint")  # type: ignore[union-attr]
+    if not mp or not is_live(mp) or not is_libraryfs_mount(mp):
+        return None
+    return info  # type: ignore[return-value]
+
+
+# -- processes ---------------------------------------------------------------------------------------------
+def pid_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (a zombie child of ours counts as dead)."""
+    if not pid or pid < 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def wait_exit(pid: int | None, timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Poll until process ``pid`` is gone (:func:`pid_alive`); True if it exited within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
             return False
+        time.sleep(poll_s)
+    return True
 
 
-def _virtual(name: bytes, parent: bytes) -> bool:
-    """Whether ``name`` listed in the directory at path ``parent`` is generated (INDEX.md, .index, …)."""
-    return is_reserved(name, S.ROOT_INO if parent == b"/" else 0)
+def read_run(libdir: str) -> dict:
+    """``run.json`` of ``libdir``: ``{"libdir", "mountpoint", "server_pid", "indexer_pid", "started"}``
+    recorded by ``libraryfs mount`` (``{}`` when absent or unreadable)."""
+    try:
+        with open(os.path.join(os.path.abspath(libdir), RUN_FILE)) as f:
+            out = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
-__all__ = ["open_tree", "mount_info", "StoreTree", "IsADir"]
+def write_run(libdir: str, info: dict) -> None:
+    """Replace ``run.json`` atomically (write to a temporary file, then rename)."""
+    path = os.path.join(os.path.abspath(libdir), RUN_FILE)
+    with open(path + ".tmp", "w") as f:
+        json.dump(info, f)
+    os.replace(path + ".tmp", path)
+
+
+def remove_run(libdir: str) -> None:
+    """Delete ``run.json`` (missing is fine)."""
+    with contextlib.suppress(OSError):
+        os.unlink(os.path.join(os.path.abspath(libdir), RUN_FILE))
+
+
+# -- the indexer's progress --------------------------------------------------------------------------------
+def index_backlog(t) -> dict:
+    """What the indexer still has to do, read in the transaction ``t``: ``{"pending_records", "state",
+    "inbox_entries"}`` — journal records after its cursor, its last published state (``"idle"``,
+    ``"indexing"``, ``"stopped"``; None before it ever ran) and whether ``/inbox`` holds entries."""
+    inbox = t.lookup(S.ROOT_INO, b"inbox")
+    return {
+        "pending_records": max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR)),
+        "state": (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"),  # type: ignore[union-attr]
+        "inbox_entries": inbox is not None and not t.dir_is_empty(inbox),
+    }
+
+
+def wait_until_idle(
+    libdir: str, timeout_s: float = 60.0, *, inbox: bool = False, poll_s: float = 0.05
+) -> float:
+    """Wait until the indexer of ``libdir`` has consumed every journal record and says it is idle (and,
+    with ``inbox=True``, has filed every ``/inbox`` entry); returns the seconds waited.
+
+    Polls one read transaction every ``poll_s`` seconds. Raises ``TimeoutError`` after ``timeout_s`` seconds
+    naming what is still pending (records, state, inbox); :class:`~libraryfs.errors.LibraryError` when
+    ``libdir`` holds no readable library. Nothing here starts an indexer: without one the wait times out.
+    """
+    t0 = time.monotonic()
+    st = Store(libdir, readonly=True)
+    try:
+        while True:
+            with st.read() as t:
+                b = index_backlog(t)
+            if b["pending_records"] == 0 and b["state"] == "idle" and not (inbox and b["inbox_entries"]):
+                return time.monotonic() - t0
+            if time.monotonic() - t0 >= timeout_s:
+                raise TimeoutError(
+                    f"the indexer of {libdir} did not become idle within {timeout_s:g} s "
+                    f"({b['pending_records']} record(s) pending, state {b['state']}"
+                    f"{', inbox not empty' if inbox and b['inbox_entries'] else ''})"
+                )
+            time.sleep(poll_s)
+    finally:
+        st.close()

@@ -27,9 +27,9 @@ import pytest
 from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401  (fixtures)
 from helpers.local_llm import local_llm  # noqa: F401  (session fixture: the real local model)
 
-from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
+from libraryfs.layout import pid_alive, wait_exit, wait_until_idle
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -82,21 +82,10 @@ class Mounted:
         return Store(self.libdir, readonly=readonly)
 
     def wait_indexed(self, timeout_s: float = 15.0) -> None:
-        """Wait until the indexer has consumed every journal record and is idle."""
-        deadline = time.monotonic() + timeout_s
-        st = Store(self.libdir, readonly=True)
-        try:
-            while time.monotonic() < deadline:
-                with st.read() as t:
-                    pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                    status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
-                if pending <= 0 and status.get("state") == "idle" and t is not None:
-                    time.sleep(0.3)  # let the mount's invalidation thread see the new generation
-                    return
-                time.sleep(0.05)
-        finally:
-            st.close()
-        raise TimeoutError("indexer did not become idle")
+        """Wait until the indexer has consumed every journal record, run its hooks and is idle
+        (:func:`libraryfs.layout.wait_until_idle`); raises TimeoutError."""
+        wait_until_idle(self.libdir, timeout_s)
+        time.sleep(0.3)  # let the mount's invalidation thread (0.2 s poll) see the new generation
 
     @property
     def server_pid(self) -> int:
@@ -139,17 +128,13 @@ def mounted(request, libdir: Path, tmp_path: Path):
         yield m
     finally:
         _unmount(str(mnt))
-        deadline = time.monotonic() + 10
-        while launcher._pid_alive(info.get("server_pid")) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_exit(info.get("server_pid"), 10)
         for key in ("indexer_pid", "server_pid"):
             pid = m.info.get(key)
-            if key == "indexer_pid" and launcher._pid_alive(pid):
+            if key == "indexer_pid" and pid_alive(pid):
                 os.kill(pid, signal.SIGTERM)
-                d2 = time.monotonic() + 5
-                while launcher._pid_alive(pid) and time.monotonic() < d2:
-                    time.sleep(0.05)
-            _kill(pid if launcher._pid_alive(pid) else None)
+                wait_exit(pid, 5)
+            _kill(pid if pid_alive(pid) else None)
     st = Store(libdir)
     try:
         report = check(st)

@@ -18,16 +18,18 @@ from pathlib import Path
 
 import click
 
-from libraryfs.cli.cards_cmds import (
-    _close,
-    _llm,
-    _llm_options,
-    _tree_options,
-    _write_json,
-    cardsmod,
-    open_tree,
+from libraryfs.cli.cards_cmds import card_client
+from libraryfs.cli.common import close_tree, open_tree, write_json
+from libraryfs.cli.options import (
+    api_key_option,
+    llm_field_overrides,
+    llm_options,
+    setting_options,
+    setting_overrides,
+    tree_options,
 )
 from libraryfs.errors import LibraryError
+from libraryfs.features.cards import cards as cardsmod
 
 
 @click.group()
@@ -136,10 +138,8 @@ def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
     envvar="LIBRARYFS_THEOREM_MODEL",
     help="Run the paper's LLM agent with this model instead of the scripted agents.",
 )
-@click.option(
-    "--base-url", default=None, envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint (LLM agent)."
-)
-@click.option("--api-key", default=None, envvar="OPENAI_API_KEY", help="API key (LLM agent).")
+@setting_options("llm.base_url", "llm.timeout_s")
+@api_key_option
 def theorem(
     mount,
     library,
@@ -153,12 +153,13 @@ def theorem(
     out_dir,
     no_plots,
     llm_model,
-    base_url,
-    api_key,
+    **kwargs,
 ) -> None:
     """The Library Theorem benchmark (Mainen 2026) through a mounted library, beside the paper's logs.
 
-    Without --mount/--library/--dir a temporary library is created and mounted for the run.
+    Without --mount/--library/--dir a temporary library is created and mounted for the run. The LLM agent's
+    endpoint is the shared LLM setting (--llm-base-url, LIBRARYFS_LLM_BASE_URL; unset: OPENAI_BASE_URL, else
+    OpenAI's), its key LIBRARYFS_LLM_API_KEY or OPENAI_API_KEY.
     """
     from libraryfs_bench.theorem.bench import BenchOptions, parse_conditions, parse_ns, run_benchmark
 
@@ -180,9 +181,7 @@ def theorem(
         raise click.ClickException(str(exc)) from None
     llm = None
     if llm_model:
-        from libraryfs_bench.theorem.llm_agent import make_client
-
-        llm = (make_client(base_url, api_key), llm_model)
+        llm = (_theorem_client(setting_overrides(kwargs)), llm_model)
     out = Path(out_dir)
     try:
         if mount is not None:
@@ -203,20 +202,38 @@ def theorem(
         raise click.ClickException(str(exc)) from None
 
 
+def _theorem_client(overrides: dict):
+    """The shared chat client for the paper's agent: flags > environment (``LIBRARYFS_LLM_*``) > default;
+    one try per request, as the paper's protocol records an API failure and stops the trial."""
+    from libraryfs.llm.config import load_config
+    from libraryfs_bench.theorem.llm_agent import make_client
+
+    try:
+        cfg = load_config(None, llm_field_overrides(overrides))
+    except LibraryError as e:
+        raise click.ClickException(str(e)) from None
+    extra = (
+        {"transport_attempts": cfg.transport_attempts}
+        if cfg.sources["transport_attempts"] != "default"
+        else {}
+    )
+    return make_client(cfg.base_url, cfg.api_key, cfg.timeout_s, extra)
+
+
 @click.command("seed")
 @click.option("--champ", is_flag=True, required=True, help="Seed from champ-dataset's concepts.")
-@_tree_options
+@tree_options
 def seed_cmd(champ, library_dir, tree_dir):
     """Seed the tree with champ-dataset's concepts (needs `pip install champ-dataset`)."""
     from libraryfs_bench.cards.replay import seed_champ
 
-    tree = open_tree(library_dir, tree_dir)
+    tree = open_tree(library_dir, tree_dir, what="card tree")
     try:
         paths = seed_champ(tree)
     except ImportError:
         raise click.ClickException("champ-dataset is not installed: pip install champ-dataset") from None
     finally:
-        _close(tree)
+        close_tree(tree)
     click.echo(f"wrote {len(paths)} cards under {cardsmod.ROOT}/")
 
 
@@ -238,7 +255,7 @@ def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
         raise click.ClickException("need 0 < spread < 1, problems >= 2, seeds >= 1")
     res = simulate(SimConfig(problems, seeds, alpha, beta, card_lift, spread))
     click.echo(format_table(res))
-    _write_json(out, res)
+    write_json(out, res)
 
 
 @click.command("replay")
@@ -283,7 +300,7 @@ def replay_cmd(problems, seeds, workers, cache, out, blocks, traces_out):
         with open(traces_out, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(t) + "\n" for t in champ_traces(recs))
         click.echo(f"wrote {traces_out}")
-    _write_json(out, res)
+    write_json(out, res)
 
 
 @click.command("bench")
@@ -291,23 +308,23 @@ def replay_cmd(problems, seeds, workers, cache, out, blocks, traces_out):
 @click.option("--best-of", type=int, default=5, show_default=True, help="N of the Best-of-N baseline.")
 @click.option("--trace-out", type=click.Path(dir_okay=False), default=None, help="Append JSONL traces here.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
-@_tree_options
-@_llm_options()
-def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, base_url, model, api_key):
+@tree_options
+@llm_options
+def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, **kwargs):
     """Solve PROBLEMS_FILE (JSONL: {"id", "problem", "answer", "domain"?}) with the LLM: tiered vs Best-of-N."""
     from libraryfs_bench.cards.bench import format_table, load_problems, run_bench
 
-    tree = open_tree(library_dir, tree_dir, required=False)
+    tree = open_tree(library_dir, tree_dir, required=False, what="card tree")
     try:
         probs = load_problems(problems_file)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     try:
-        res = run_bench(probs, tree, _llm(base_url, model, api_key), best_of=best_of, trace_out=trace_out)
+        res = run_bench(probs, tree, card_client(library_dir, kwargs), best_of=best_of, trace_out=trace_out)
     finally:
-        _close(tree)
+        close_tree(tree)
     click.echo(format_table(res))
-    _write_json(out, res)
+    write_json(out, res)
 
 
 @click.command("eval")

@@ -5,9 +5,12 @@ non-UTF-8 bytes (``os.fsdecode``). Two implementations share one small interface
 
 * :class:`DirTree` — a plain directory: the mountpoint of a mounted library (every write goes through the
   FUSE mount, so the kernel's caches and the journal see it), or any directory in unit tests.
-* :class:`libraryfs.layout.StoreTree` — the LMDB store directly, for a library that is not mounted.
+* :class:`StoreTree` — the LMDB store directly, for a library that is not mounted: the same POSIX
+  operations applied in-process (one write transaction per operation, journaled like the mount's, so the
+  indexer sees them).
 
-:func:`libraryfs.layout.open_tree` picks the right one for a library directory.
+:func:`open_tree` picks the right one for a library directory (the mount when it is mounted, so the kernel's
+caches stay coherent).
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import os
 import shutil
 from typing import Protocol
 
-from libraryfs.fs.generated import INDEX_FILE
+from libraryfs.errors import Exists, LibraryError, NotFound
+from libraryfs.fs import schema as S
+from libraryfs.fs.generated import INDEX_FILE, is_reserved
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
+from libraryfs.layout import mount_info
 
 
 class Tree(Protocol):
@@ -125,3 +133,157 @@ class DirTree:
     def isdir(self, rel: str) -> bool:
         """Whether the path is a directory; see :class:`~libraryfs.fs.tree.Tree`."""
         return os.path.isdir(self._p(rel))
+
+
+def open_tree(libdir: str) -> Tree:
+    """A Tree over the library: through its mount if mounted, else directly over the store."""
+    info = mount_info(libdir)
+    if info:
+        return DirTree(info["mountpoint"])
+    return StoreTree(Store(libdir))
+
+
+def _b(rel: str) -> bytes:
+    rel = rel.strip("/")
+    parts = rel.split("/") if rel else []
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"not a clean library-relative path: {rel!r}")
+    return b"/" + os.fsencode(rel) if rel else b"/"
+
+
+class StoreTree:
+    """:class:`~libraryfs.fs.tree.Tree` applied directly to a store (the library must not be mounted)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.view = LibraryView(store)
+        self.uid, self.gid = os.getuid(), os.getgid()
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def _errno(self, e: LibraryError, rel: str) -> OSError:
+        return OSError(e.errno, str(e), rel)
+
+    def read_bytes(self, rel: str) -> bytes:
+        """Whole content of a regular file (bytes); see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            fh, _ = self.view.open(_b(rel), os.O_RDONLY)
+            try:
+                out = bytearray()
+                while True:
+                    chunk = self.view.read(fh, 1 << 20, len(out))
+                    if not chunk:
+                        return bytes(out)
+                    out += chunk
+            finally:
+                self.view.release(fh)
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Create or replace a file (parents created); see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            self.makedirs(os.path.dirname(rel.strip("/")))
+            fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_TRUNC, self.uid, self.gid)
+            try:
+                for off in range(0, len(data), 1 << 20):
+                    self.view.write(fh, data[off : off + (1 << 20)], off)
+            finally:
+                self.view.release(fh)
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+
+    def append_bytes(self, rel: str, data: bytes) -> None:
+        """Append to a file, creating it and its parents; see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            self.makedirs(os.path.dirname(rel.strip("/")))
+            fh = self.view.create(_b(rel), 0o644, os.O_WRONLY | os.O_APPEND, self.uid, self.gid)
+            try:
+                self.view.write(fh, data, 0)
+            finally:
+                self.view.release(fh)
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+
+    def makedirs(self, rel: str) -> None:
+        """Create a directory and its parents (existing is fine); see :class:`~libraryfs.fs.tree.Tree`."""
+        rel = rel.strip("/")
+        if not rel:
+            return
+        path = b""
+        for comp in os.fsencode(rel).split(b"/"):
+            path += b"/" + comp
+            try:
+                self.view.mkdir(path, 0o755, self.uid, self.gid)
+            except Exists:
+                if not self.isdir(os.fsdecode(path)):
+                    raise OSError(20, "not a directory", os.fsdecode(path)) from None
+            except LibraryError as e:
+                raise self._errno(e, rel) from None
+
+    def remove(self, rel: str) -> None:
+        """Remove a file or a directory subtree (missing is fine); see :class:`~libraryfs.fs.tree.Tree`."""
+        p = _b(rel)
+        try:
+            st = self.view.getattr(p)
+        except NotFound:
+            return
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+        try:
+            if st["st_mode"] & S.S_IFMT == S.S_IFDIR:
+                for name in self._names(p):
+                    self.remove(os.fsdecode((p.rstrip(b"/") + b"/" + name).lstrip(b"/")))
+                self.view.rmdir(p)
+            else:
+                self.view.unlink(p)
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+
+    def _names(self, p: bytes) -> list[bytes]:
+        fh = self.view.opendir(p)
+        try:
+            return sorted(
+                n
+                for n, mode, _ino, _o in self.view.readdir(fh, 0)
+                if n not in (b".", b"..") and not _virtual(n, p)
+            )
+        finally:
+            self.view.releasedir(fh)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename, replacing an existing file atomically; see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            self.makedirs(os.path.dirname(dst.strip("/")))
+            self.view.rename(_b(src), _b(dst), 0)
+        except LibraryError as e:
+            raise self._errno(e, src) from None
+
+    def listdir(self, rel: str) -> list[str]:
+        """Sorted names of a directory, generated files excluded; see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            return [os.fsdecode(n) for n in self._names(_b(rel))]
+        except LibraryError as e:
+            raise self._errno(e, rel) from None
+
+    def exists(self, rel: str) -> bool:
+        """Whether the path exists (a dangling symlink counts); see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            self.view.getattr(_b(rel))
+            return True
+        except LibraryError:
+            return False
+
+    def isdir(self, rel: str) -> bool:
+        """Whether the path is a directory; see :class:`~libraryfs.fs.tree.Tree`."""
+        try:
+            return self.view.getattr(_b(rel))["st_mode"] & S.S_IFMT == S.S_IFDIR
+        except LibraryError:
+            return False
+
+
+def _virtual(name: bytes, parent: bytes) -> bool:
+    """Whether ``name`` listed in the directory at path ``parent`` is generated (INDEX.md, .index, …)."""
+    return is_reserved(name, S.ROOT_INO if parent == b"/" else 0)

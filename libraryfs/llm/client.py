@@ -1,7 +1,20 @@
-"""Chat completions returning JSON over any OpenAI-compatible endpoint. The only module importing ``openai``.
+"""The one chat client over any OpenAI-compatible endpoint: the only module that builds an ``openai.OpenAI``.
 
-:meth:`ChatClient.complete_json` sends one job request and returns the parsed JSON answer with its token
-usage. It owns everything about the wire:
+Everything that talks to a model receives a :class:`ChatClient` (the indexer's LLM builder, episode
+extraction, the card solver and curator, the benchmark's agent) instead of building its own. It owns the
+wire, with one retry policy for all of them:
+
+- **Transport faults, bounded:** 429 (waits ``Retry-After``/``retry-after-ms``, capped), 5xx, timeouts
+  (a hung endpoint costs ``timeout_s`` per try), connection refused/reset, truncated or non-completion bodies
+  are retried up to ``transport_attempts`` times (setting ``llm.transport_attempts``, default 3) with capped
+  exponential backoff (``max_backoff_s``), then :class:`Unavailable`. The ``openai`` client's own retries are
+  off (``max_retries=0``) so every try is counted here. 401/403/404 are not retried.
+- **Spending:** with a :class:`~libraryfs.llm.spend.SpendLimiter` (the index builder's hourly limit) every
+  request is admitted first; when the limit is reached nothing is sent and
+  :class:`~libraryfs.llm.spend.SpendLimitReached` propagates.
+
+Three ways to ask: :meth:`ChatClient.create` (a raw completion: tools, any parameter), :meth:`ChatClient.chat`
+(the text of one reply) and :meth:`ChatClient.complete_json` (one index job answered as JSON):
 
 - **Structured output, degrading:** ``response_format`` ``json_schema`` (strict) first; when the server
   rejects it (HTTP 400/422) the client falls back to ``json_object`` and then to a plain prompt (the schema is
@@ -9,14 +22,8 @@ usage. It owns everything about the wire:
   "json_object_schema"`` (never chosen by ``auto``) sends ``{"type": "json_object", "schema": …}``, which
   llama-cpp-python's server turns into a grammar (it answers ``json_schema`` with HTTP 500). ``max_tokens`` is swapped for
   ``max_completion_tokens`` and ``temperature`` dropped when a server rejects them.
-- **Transport faults, bounded:** 429 (waits ``Retry-After``/``retry-after-ms``, capped), 5xx, timeouts
-  (a hung endpoint costs ``timeout_s`` per try), connection refused/reset, truncated or non-JSON bodies are
-  retried up to ``transport_attempts`` times with capped exponential backoff, then :class:`Unavailable`.
-  The ``openai`` client's own retries are off (``max_retries=0``) so every try is counted here.
 - **Answers that are not JSON** (prose, fences, truncated by the length limit) raise :class:`BadAnswer`;
   the caller decides whether to ask again (bounded) — see :mod:`libraryfs.llm.builder`.
-- **Spending:** every request is admitted by the :class:`~libraryfs.llm.spend.SpendLimiter` first; when
-  the limit is reached nothing is sent and :class:`~libraryfs.llm.spend.SpendLimitReached` propagates.
 """
 
 from __future__ import annotations
@@ -37,7 +44,16 @@ from libraryfs.llm.config import LLMConfig
 from libraryfs.llm.prompts import Job
 from libraryfs.llm.spend import SpendLimiter, SpendLimitReached
 
-__all__ = ["ChatClient", "LLMError", "Unavailable", "BadAnswer", "SpendLimitReached", "Usage"]
+__all__ = [
+    "ChatClient",
+    "LLMError",
+    "Unavailable",
+    "Rejected",
+    "BadAnswer",
+    "SpendLimitReached",
+    "Usage",
+    "Reply",
+]
 
 _MODES = ("json_schema", "json_object", "prompt")
 
@@ -133,16 +149,38 @@ def retry_after_s(headers: Any) -> float | None:
         return None
 
 
+@dataclass
+class Reply:
+    """The text of one chat completion and its token usage as the server reported it (tokens)."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Rejected(Unavailable):
+    """The server refused the request itself (HTTP 400/422): not retried by the transport policy; callers
+    that can adapt the request (:meth:`ChatClient.complete_json`) catch it. ``status`` is the HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message, f"http_{status}")
+        self.status = status
+
+
 class ChatClient:
-    """JSON chat completions for the index jobs. Thread-safe; counters are read by the builder's status.
+    """Chat completions over one endpoint with the retry policy above. Thread-safe; ``counters`` are read
+    by the LLM builder's status.
 
     ``config`` supplies base URL, model, key, ``timeout_s``, ``transport_attempts``, ``max_backoff_s``,
-    ``structured_output`` and ``temperature``; ``limiter`` enforces the hourly spend.
+    ``structured_output`` and ``temperature``; ``limiter`` enforces an hourly spend (the index builder passes
+    one built from ``max_requests_per_hour``/``max_tokens_per_hour`` and persisted in the library; default:
+    no limit). A ``base_url`` of None means the ``openai`` package's own default (``OPENAI_BASE_URL``, else
+    OpenAI).
     """
 
-    def __init__(self, config: LLMConfig, limiter: SpendLimiter) -> None:
+    def __init__(self, config: LLMConfig, limiter: SpendLimiter | None = None) -> None:
         self.config = config
-        self.limiter = limiter
+        self.limiter = limiter or SpendLimiter(0, 0)
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key or "sk-no-key",
@@ -162,19 +200,86 @@ class ChatClient:
             "downgrades": 0,
         }
 
+    @property
+    def model(self) -> str | None:
+        """The model requests go to by default (``llm.model``)."""
+        return self.config.model
+
     def _count(self, **inc: int) -> None:
         with self._lock:
             for k, v in inc.items():
                 self.counters[k] += v
 
-    def _kwargs(
-        self, job: Job, messages: list[dict[str, str]], max_output_tokens: int, mode: str
-    ) -> dict[str, Any]:
-        kw: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": messages,
-            self._tokens_param: max_output_tokens,
-        }
+    # -- one request, the retry policy ------------------------------------------------------------------
+    def create(self, messages: list[dict[str, Any]], est_tokens: int = 0, **params: Any) -> tuple[Any, Usage]:
+        """One chat completion for ``messages`` with ``params`` (``model`` defaults to the config's; tools,
+        ``max_tokens``, ``temperature``, ``response_format``, … as the ``openai`` client takes them).
+
+        ``est_tokens`` is what the spend limiter reserves per try (prompt + completion, tokens). Returns the
+        completion object and its :class:`Usage` (estimated with o200k_base when the server gives none).
+        Raises :class:`Rejected` on HTTP 400/422 (at once), :class:`Unavailable` on 401/403/404 (at once)
+        and after ``transport_attempts`` tries of a transport fault, :class:`SpendLimitReached` (nothing
+        sent) when the hourly limit would be exceeded.
+        """
+        params.setdefault("model", self.config.model)
+        failures = 0
+        while True:
+            self.limiter.reserve(est_tokens)
+            spent = 0
+            try:
+                self._count(requests=1)
+                resp = self._client.chat.completions.create(messages=messages, **params)  # type: ignore[arg-type]
+                usage = _usage(resp, messages)
+                spent = usage.total_tokens
+                self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
+                return resp, usage
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as e:
+                self._count(http_errors=1)
+                raise Rejected(f"HTTP {e.status_code}: {_short(e)}", e.status_code) from e
+            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
+                self._count(http_errors=1)
+                raise Unavailable(f"HTTP {e.status_code}: {_short(e)}", f"http_{e.status_code}") from e
+            except openai.RateLimitError as e:
+                self._count(http_errors=1)
+                last, kind, hint = e, "http_429", retry_after_s(e.response.headers)
+            except openai.APIStatusError as e:  # 5xx and other statuses
+                self._count(http_errors=1)
+                last, kind, hint = e, f"http_{e.status_code}", retry_after_s(e.response.headers)
+            except openai.APITimeoutError as e:
+                last, kind, hint = e, "timeout", None
+            except openai.APIConnectionError as e:
+                last, kind, hint = e, "connection", None
+            except (
+                ValueError,
+                TypeError,
+                AttributeError,
+                IndexError,
+                openai.APIResponseValidationError,
+            ) as e:
+                last, kind, hint = e, "garbage_body", None  # 200 with a body that is not a completion
+            finally:
+                self.limiter.settle(est_tokens, spent)
+            failures += 1
+            if failures >= self.config.transport_attempts:
+                raise Unavailable(f"{kind} after {failures} tries: {_short(last)}", kind, hint) from last
+            self._count(transport_retries=1)
+            wait = hint if hint is not None else 0.25 * 2 ** (failures - 1) * (1 + random.random())
+            time.sleep(min(wait, self.config.max_backoff_s))
+
+    def chat(
+        self, messages: list[dict[str, Any]], temperature: float | None = None, max_tokens: int = 4096
+    ) -> Reply:
+        """The text of one completion of ``messages`` (``temperature`` default: the config's; ``max_tokens``
+        bounds the reply). Raises :class:`LLMError` subclasses as :meth:`create` does."""
+        est = sum(count_tokens(str(m.get("content") or "")) + 8 for m in messages) + max_tokens
+        temp = self.config.temperature if temperature is None else temperature
+        resp, usage = self.create(messages, est, temperature=temp, max_tokens=max_tokens)
+        text = (resp.choices[0].message.content or "") if resp.choices else ""
+        return Reply(text, usage.prompt_tokens, usage.completion_tokens)
+
+    # -- JSON jobs ----------------------------------------------------------------------------------------
+    def _kwargs(self, job: Job, max_output_tokens: int, mode: str) -> dict[str, Any]:
+        kw: dict[str, Any] = {self._tokens_param: max_output_tokens}
         if self._send_temperature:
             kw["temperature"] = self.config.temperature
         if mode == "json_schema":
@@ -206,87 +311,60 @@ class ChatClient:
             return nxt
         return None
 
-    def complete_json(self, job: Job, user: str, max_output_tokens: int) -> tuple[dict[str, Any], Usage]:
+    def complete_json(
+        self, job: Job, user: str, max_output_tokens: int, mode: str | None = None
+    ) -> tuple[dict[str, Any], Usage]:
         """Send ``job``'s system prompt and the ``user`` message; return the answer object and its usage.
 
-        ``max_output_tokens`` bounds the completion (tokens). Raises :class:`Unavailable` after the
-        bounded transport retries, :class:`BadAnswer` when the reply is not a JSON object, and
-        :class:`SpendLimitReached` (nothing sent) when the hourly limit would be exceeded.
+        ``max_output_tokens`` bounds the completion (tokens). ``mode`` forces a structured-output mode for
+        this job (``"json_object"`` for a schema strict mode cannot express); default: the client's.
+        Raises :class:`Unavailable` after the bounded transport retries or when no request form is
+        accepted, :class:`BadAnswer` when the reply is not a JSON object, and :class:`SpendLimitReached`
+        (nothing sent) when the hourly limit would be exceeded.
         """
         messages = [{"role": "system", "content": job.system_prompt()}, {"role": "user", "content": user}]
-        est_prompt = count_tokens(messages[0]["content"]) + count_tokens(user) + 8 * len(messages)
-        mode = self.mode
-        failures = 0
-        adjustments = 0
-        last: Exception | None = None
-        while True:
-            est = est_prompt + max_output_tokens
-            self.limiter.reserve(est)  # raises SpendLimitReached: nothing is sent
-            spent = 0
+        est = (
+            count_tokens(messages[0]["content"]) + count_tokens(user) + 8 * len(messages) + max_output_tokens
+        )
+        mode = mode or self.mode
+        for _adjustment in range(5):
             try:
-                self._count(requests=1)
-                resp = self._client.chat.completions.create(
-                    **self._kwargs(job, messages, max_output_tokens, mode)
-                )
-                obj, usage = self._read(resp, est_prompt)
-                spent = usage.total_tokens
-                self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-                return obj, usage
-            except BadAnswer as e:
-                spent = getattr(e, "tokens", 0)
-                raise
-            except (openai.BadRequestError, openai.UnprocessableEntityError) as e:
-                self._count(http_errors=1)
-                adjustments += 1
-                nxt = self._adjust_for_rejection(str(e), mode) if adjustments <= 4 else None
+                resp, usage = self.create(messages, est, **self._kwargs(job, max_output_tokens, mode))
+            except Rejected as e:
+                nxt = self._adjust_for_rejection(str(e), mode)
                 if nxt is None:
-                    raise Unavailable(f"HTTP {e.status_code}: {_short(e)}", f"http_{e.status_code}") from e
+                    raise
                 mode = nxt
                 continue
-            except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
-                self._count(http_errors=1)
-                raise Unavailable(f"HTTP {e.status_code}: {_short(e)}", f"http_{e.status_code}") from e
-            except openai.RateLimitError as e:
-                self._count(http_errors=1)
-                last, kind, hint = e, "http_429", retry_after_s(e.response.headers)
-            except openai.APIStatusError as e:  # 5xx and other statuses
-                self._count(http_errors=1)
-                last, kind, hint = e, f"http_{e.status_code}", retry_after_s(e.response.headers)
-            except openai.APITimeoutError as e:
-                last, kind, hint = e, "timeout", None
-            except openai.APIConnectionError as e:
-                last, kind, hint = e, "connection", None
-            except (ValueError, TypeError, AttributeError, openai.APIResponseValidationError) as e:
-                last, kind, hint = e, "garbage_body", None  # 200 with a body that is not a completion
-            finally:
-                self.limiter.settle(est, spent)
-            failures += 1
-            if failures >= self.config.transport_attempts:
-                raise Unavailable(f"{kind} after {failures} tries: {_short(last)}", kind, hint) from last
-            self._count(transport_retries=1)
-            wait = hint if hint is not None else 0.25 * 2 ** (failures - 1) * (1 + random.random())
-            time.sleep(min(wait, self.config.max_backoff_s))
+            return _json_answer(resp, usage), usage
+        raise Unavailable("the endpoint rejected every form of the request", "rejected")
 
-    def _read(self, resp: Any, est_prompt: int) -> tuple[dict[str, Any], Usage]:
-        """Parse a completion object; raises ``AttributeError``/``TypeError`` on a non-completion body."""
-        if isinstance(resp, str | bytes):
-            raise TypeError(f"body is not a completion: {resp[:60]!r}")
-        choice = resp.choices[0]
-        content = choice.message.content or ""
-        u = getattr(resp, "usage", None)
-        if u is not None and (u.prompt_tokens or u.completion_tokens):
-            usage = Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
-        else:
-            usage = Usage(est_prompt, count_tokens(content))
-        try:
-            return parse_json_object(content), usage
-        except BadAnswer as bad:
-            err = bad
-            if choice.finish_reason == "length":
-                err = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
-            err.tokens = usage.total_tokens  # type: ignore[attr-defined]
-            self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)
-            raise err from None
+
+def _usage(resp: Any, messages: list[dict[str, Any]]) -> Usage:
+    """Token usage of a completion: the server's, else estimated (o200k_base). Raises ``TypeError`` /
+    ``AttributeError`` / ``IndexError`` when ``resp`` is not a completion (a garbage body)."""
+    if isinstance(resp, str | bytes):
+        raise TypeError(f"body is not a completion: {resp[:60]!r}")
+    content = resp.choices[0].message.content or ""
+    u = getattr(resp, "usage", None)
+    if u is not None and (u.prompt_tokens or u.completion_tokens):
+        return Usage(int(u.prompt_tokens or 0), int(u.completion_tokens or 0))
+    prompt = sum(count_tokens(str(m.get("content") or "")) + 8 for m in messages)
+    return Usage(prompt, count_tokens(content))
+
+
+def _json_answer(resp: Any, usage: Usage) -> dict[str, Any]:
+    """The JSON object of a completion; raises :class:`BadAnswer` (``truncated`` at the length limit)."""
+    choice = resp.choices[0]
+    content = choice.message.content or ""
+    try:
+        return parse_json_object(content)
+    except BadAnswer as bad:
+        err = bad
+        if choice.finish_reason == "length":
+            err = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
+        err.tokens = usage.total_tokens  # type: ignore[attr-defined]
+        raise err from None
 
 
 def _short(e: BaseException | None, n: int = 160) -> str:

@@ -75,3 +75,13 @@ class ScriptedLLMServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(5)
+
+
+def chat_client(base_url: str, model: str):
+    """The shared chat client (:class:`libraryfs.llm.client.ChatClient`) over ``base_url`` with the card
+    commands' defaults (temperature 0.7, 120 s requests): what ``libraryfs solve`` hands the solver."""
+    from libraryfs.cli.cards_cmds import CARD_LLM_DEFAULTS
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import LLMConfig
+
+    return ChatClient(LLMConfig(base_url=base_url, model=model, **CARD_LLM_DEFAULTS))

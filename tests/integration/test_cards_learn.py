@@ -3,7 +3,7 @@
 import json
 
 from click.testing import CliRunner
-from helpers.cards_llm_server import ScriptedLLMServer
+from helpers.cards_llm_server import ScriptedLLMServer, chat_client
 
 from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import (
@@ -15,7 +15,6 @@ from libraryfs.features.cards.cards import (
     write_card,
 )
 from libraryfs.features.cards.learn import add
-from libraryfs.features.cards.llm import ChatLLM
 from libraryfs.features.cards.refine import refine, score
 from libraryfs.fs.tree import DirTree
 
@@ -87,7 +86,7 @@ def test_add_distils_per_block_and_deduplicates(tmp_path):
         trace("P6", "medium", correct=True),
     ]
     with ScriptedLLMServer(teacher) as srv:
-        recs = add(tree, traces, ChatLLM(srv.base_url, "teach"))
+        recs = add(tree, traces, chat_client(srv.base_url, "teach"))
         assert len(srv.requests) == 5  # P1 P2 P3, P4 twice (retry); P5 easy and P6 solved: no call
     ops = [(r["op"], r.get("trace")) for r in recs]
     assert ops == [
@@ -169,7 +168,7 @@ def test_refine_curator_edits_cards_with_some_hurt_evidence(tmp_path):
     with ScriptedLLMServer(
         lambda req: json.dumps({"title": "Sharper", "body": "A better statement."})
     ) as srv:
-        recs = refine(tree, traces, ChatLLM(srv.base_url, "cur"))
+        recs = refine(tree, traces, chat_client(srv.base_url, "cur"))
         assert len(srv.requests) == 1  # only the card with hurt evidence (1 < 3: not demoted)
     assert [r["op"] for r in recs] == ["rescore", "rescore", "edit"]
     c = read_card(tree, weak)
@@ -201,12 +200,12 @@ def test_add_and_refine_on_a_library_store_keep_check_clean_and_tocs_current(lib
     from libraryfs.daemon.indexer import Indexer
     from libraryfs.fs.check import check, describe
     from libraryfs.fs.store import Store
-    from libraryfs.layout import open_tree
+    from libraryfs.fs.tree import open_tree
 
     tree = open_tree(str(libdir))
     try:
         with ScriptedLLMServer(teacher) as srv:
-            add(tree, [trace("P1", "medium"), trace("P3", "hard")], ChatLLM(srv.base_url, "t"))
+            add(tree, [trace("P1", "medium"), trace("P3", "hard")], chat_client(srv.base_url, "t"))
         med = block_paths(tree, "medium", "combinatorics")
         # on three problems the block failed with the card and succeeded without it: demoted
         refine(

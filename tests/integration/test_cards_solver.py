@@ -5,11 +5,10 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from helpers.cards_llm_server import ScriptedLLMServer
+from helpers.cards_llm_server import ScriptedLLMServer, chat_client
 
 from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import Card, write_card
-from libraryfs.features.cards.llm import ChatLLM
 from libraryfs.features.cards.solver import solve
 from libraryfs.fs.tree import DirTree
 
@@ -65,7 +64,7 @@ def card_titles(req):
 
 def test_easy_exit_reads_no_cards(tree):
     with ScriptedLLMServer(scripted({"easy": ["239", "239"], "medium": [], "hard": []})) as srv:
-        t = solve(PROBLEM, tree, ChatLLM(srv.base_url, "m"), domain="combinatorics", gold="239")
+        t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="combinatorics", gold="239")
         assert len(srv.requests) == 2
         assert all(card_titles(r) == [] for r in srv.requests)
     assert (t["exit_tier"], t["answer"], t["correct"], t["calls"]) == ("easy", "239", True, 2)
@@ -76,7 +75,7 @@ def test_easy_exit_reads_no_cards(tree):
 def test_escalation_reads_exactly_its_block(tree):
     script = {"easy": ["1", "2"], "medium": ["3", "4", "5"], "hard": ["239", "7", "239", "8", "9"]}
     with ScriptedLLMServer(scripted(script)) as srv:
-        t = solve(PROBLEM, tree, ChatLLM(srv.base_url, "m"), domain="combinatorics", gold="239")
+        t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="combinatorics", gold="239")
         seen = [card_titles(r) for r in srv.requests]
     assert (t["exit_tier"], t["answer"], t["correct"], t["calls"]) == ("hard", "239", True, 10)
     assert seen[:2] == [[], []]
@@ -98,8 +97,8 @@ def test_failed_calls_count_and_unparsable_answers(tree):
         return 400 if calls["n"] == 1 else "The answer is 5."
 
     with ScriptedLLMServer(respond) as srv:
-        t = solve(PROBLEM, tree, ChatLLM(srv.base_url, "m"), domain="number-theory")
-    assert t["tiers"][0]["attempts"][0]["error"].startswith("BadRequestError")
+        t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="number-theory")
+    assert t["tiers"][0]["attempts"][0]["error"].startswith("Rejected: HTTP 400")
     assert (t["exit_tier"], t["answer"], t["calls"], t["correct"]) == ("medium", "5", 5, None)
 
 
@@ -159,9 +158,9 @@ def test_cli_block_and_bench(tree, tmp_path, monkeypatch):
                 str(probs),
                 "--tree",
                 tree.root,
-                "--base-url",
+                "--llm-base-url",
                 srv.base_url,
-                "--model",
+                "--llm-model",
                 "m",
                 "--out",
                 str(tmp_path / "res.json"),
@@ -179,7 +178,7 @@ def test_cli_block_and_bench(tree, tmp_path, monkeypatch):
 
 
 def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
-    from libraryfs.layout import open_tree
+    from libraryfs.fs.tree import open_tree
 
     t = open_tree(str(libdir))
     try:
@@ -208,9 +207,9 @@ def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
                 PROBLEM,
                 "--domain",
                 "combinatorics",
-                "--base-url",
+                "--llm-base-url",
                 srv.base_url,
-                "--model",
+                "--llm-model",
                 "m",
                 "--json",
             ],

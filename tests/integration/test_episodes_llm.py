@@ -10,7 +10,8 @@ from helpers.episodes_llm_server import EpisodeLLMServer
 from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.features.episodes.llm import make_extractor
 from libraryfs.fs.store import Store
-from libraryfs.layout import StoreTree
+from libraryfs.fs.tree import StoreTree
+from libraryfs.llm import client_for
 
 MODEL_ANSWER = {
     "action": "chop",
@@ -36,7 +37,7 @@ def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
         _env(monkeypatch, srv)
         store = Store(libdir)
         try:
-            ex = make_extractor(str(libdir), store)
+            ex = make_extractor(client_for(str(libdir)), store)
             assert ex is not None
             b = EpisodeBuilder(StoreTree(store), store, ex)
             b.append("walk", {"t": 0, "text": TEXT})
@@ -65,4 +66,4 @@ def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
 def test_no_endpoint_no_extractor(libdir, monkeypatch):
     monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL", raising=False)
     monkeypatch.delenv("LIBRARYFS_LLM_MODEL", raising=False)
-    assert make_extractor(str(libdir), None) is None
+    assert client_for(str(libdir)) is None and make_extractor(None, None) is None

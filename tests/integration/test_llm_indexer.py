@@ -17,6 +17,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
+from libraryfs.layout import pid_alive, wait_exit
 from libraryfs.llm import make_builder
 
 
@@ -128,17 +129,13 @@ def llm_mounted(libdir, tmp_path):
             yield m, srv
         finally:
             _unmount(str(mnt))
-            deadline = time.monotonic() + 10
-            while launcher._pid_alive(info.get("server_pid")) and time.monotonic() < deadline:
-                time.sleep(0.05)
+            wait_exit(info.get("server_pid"), 10)
             pid = info.get("indexer_pid")
-            if launcher._pid_alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGTERM)
-                d2 = time.monotonic() + 5
-                while launcher._pid_alive(pid) and time.monotonic() < d2:
-                    time.sleep(0.05)
+                wait_exit(pid, 5)
             for key in ("indexer_pid", "server_pid"):
-                _kill(info.get(key) if launcher._pid_alive(info.get(key)) else None)
+                _kill(info.get(key) if pid_alive(info.get(key)) else None)
     st = Store(libdir)
     try:
         report = check(st)

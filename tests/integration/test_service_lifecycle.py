@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 from conftest import unavailable
 
-from libraryfs.daemon.launcher import probe
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
+from libraryfs.layout import mount_state
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TIMEOUT_S = 30.0
@@ -93,7 +93,7 @@ def procs(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait(10)
-        if mnt and probe(mnt) in ("live", "stale"):
+        if mnt and mount_state(mnt) in ("live", "stale"):
             subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
 
 
@@ -133,7 +133,7 @@ def assert_checked_clean(libdir) -> None:
 
 
 def live(mnt: str) -> bool:
-    return probe(mnt) == "live" and "INDEX.md" in os.listdir(mnt)
+    return mount_state(mnt) == "live" and "INDEX.md" in os.listdir(mnt)
 
 
 def test_ready_after_mount_answers_stopping_on_sigterm_then_clean(libdir, tmp_path, listener, procs):
@@ -162,7 +162,7 @@ def test_ready_after_mount_answers_stopping_on_sigterm_then_clean(libdir, tmp_pa
         os.close(fd)  # the server is gone: the kernel may report ENOTCONN for the flush
     except OSError:
         pass
-    assert probe(str(mnt)) == "none"  # unmounted
+    assert mount_state(str(mnt)) == "none"  # unmounted
     assert clean_flag(libdir) == b"1"
     assert not [m for m in listener.messages if "READY" in m and m is not ready]
     text = log.read_text()
@@ -223,7 +223,7 @@ def test_kill9_then_restart_recovers_and_checks(libdir, tmp_path, listener, proc
     (mnt / "notes" / "a.md").write_text("survives a crash\n")
     os.kill(p.pid, signal.SIGKILL)
     p.wait(TIMEOUT_S)
-    assert probe(str(mnt)) == "stale"
+    assert mount_state(str(mnt)) == "stale"
     assert clean_flag(libdir) == b"0"
     r = run_cli("status", str(libdir))
     assert r.returncode == 0 and f"server pid {p.pid} died without unmounting" in r.stdout
@@ -262,7 +262,7 @@ def test_bare_server_clears_stale_mount_itself(libdir, tmp_path, listener, procs
     listener.wait_for("READY")
     os.kill(p.pid, signal.SIGKILL)
     p.wait(TIMEOUT_S)
-    assert probe(str(mnt)) == "stale"
+    assert mount_state(str(mnt)) == "stale"
     log = tmp_path / "b.log"
     p2 = spawn(procs, mountd(libdir, mnt), log, listener.address, str(mnt))
     listener.wait_for("READY")
@@ -283,7 +283,7 @@ def test_second_server_on_same_library_fails_with_one_line(libdir, tmp_path, lis
     r = run_cli("mount", "--foreground", "--no-indexer", str(libdir), str(mnt2))
     assert r.returncode == 1
     assert r.stderr.strip().count("\n") == 0 and f"already mounted by pid {p.pid}" in r.stderr
-    assert probe(str(mnt2)) == "none" and live(str(mnt))
+    assert mount_state(str(mnt2)) == "none" and live(str(mnt))
     p.send_signal(signal.SIGTERM)
     assert p.wait(TIMEOUT_S) == 0
 

@@ -5,11 +5,11 @@ import signal
 import subprocess
 import time
 
-from libraryfs.daemon import launcher
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
 from libraryfs.index.toc import links
 from libraryfs.index.tokens import count_tokens
+from libraryfs.layout import read_run
 
 
 def wait_for(pred, timeout_s=10.0, step_s=0.05):
@@ -68,7 +68,7 @@ def test_kill_9_then_mount_again_recovers(mounted, run_cli):
         assert e.errno == 107  # ENOTCONN: transport endpoint is not connected
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
-    mounted.info["server_pid"] = launcher.read_run(mounted.libdir)["server_pid"]
+    mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]
     for i in range(20):
         assert read(mounted.p(f"f{i}.md")) == (f"note {i}\n" * (i + 1)).encode()
     log = read(os.path.join(mounted.libdir, "logs", "mount.log"))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from libraryfs.daemon import launcher
+from libraryfs.layout import indexer_pid, mount_state, pid_alive, read_run, wait_exit
 
 
 def one_line_error(r, needle):
@@ -23,15 +23,13 @@ def test_killed_server_then_mount_adopts_the_running_indexer(mounted, run_cli):
     os.kill(mounted.server_pid, signal.SIGKILL)
     time.sleep(0.3)
     r = run_cli("mount", mounted.libdir, mounted.mnt, check_rc=True)
-    run = launcher.read_run(mounted.libdir)
+    run = read_run(mounted.libdir)
     mounted.info["server_pid"] = run["server_pid"]
     assert run["indexer_pid"] == old_indexer, r.stdout
-    assert launcher.indexer_holder(mounted.libdir) == old_indexer
+    assert indexer_pid(mounted.libdir) == old_indexer
     run_cli("umount", mounted.mnt, check_rc=True)
-    deadline = time.monotonic() + 10
-    while launcher._pid_alive(old_indexer) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not launcher._pid_alive(old_indexer)
+    wait_exit(old_indexer, 10)
+    assert not pid_alive(old_indexer)
 
 
 def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
@@ -43,11 +41,11 @@ def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
     )
     try:
         deadline = time.monotonic() + 15
-        while launcher.probe(str(mnt)) != "live" and time.monotonic() < deadline:
+        while mount_state(str(mnt)) != "live" and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert launcher.probe(str(mnt)) == "live"
+        assert mount_state(str(mnt)) == "live"
         one_line_error(run_cli("umount", str(mnt)), "not a libraryfs mount")
-        assert launcher.probe(str(mnt)) == "live"
+        assert mount_state(str(mnt)) == "live"
     finally:
         subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
         p.terminate()
@@ -118,7 +116,7 @@ def test_init_creates_the_inbox(tmp_path, run_cli):
     lib = tmp_path / "lib2"
     run_cli("init", str(lib), check_rc=True)
     from libraryfs.fs.store import Store
-    from libraryfs.layout import StoreTree
+    from libraryfs.fs.tree import StoreTree
 
     tree = StoreTree(Store(lib))
     try:

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from libraryfs.fs.store import Store
-from libraryfs.layout import open_tree
+from libraryfs.fs.tree import open_tree
+from libraryfs.layout import pid_alive, wait_exit
 
 pytestmark = pytest.mark.mount
 
@@ -265,8 +266,6 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
         pid = info.get("server_pid")
-        deadline = time.monotonic() + 10
-        while launcher._pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if launcher._pid_alive(pid):
+        wait_exit(pid, 10)
+        if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)

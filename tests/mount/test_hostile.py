@@ -30,6 +30,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
+from libraryfs.layout import pid_alive, wait_exit, wait_until_idle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = int(os.environ.get("LIBRARYFS_HYPOTHESIS_EXAMPLES", "200"))
@@ -60,12 +61,9 @@ def mount_library(libdir: str, mnt: str, **kw):
                 break
         for key in ("indexer_pid", "server_pid"):
             pid = info.get(key)
-            deadline = time.monotonic() + 10
-            while launcher._pid_alive(pid) and time.monotonic() < deadline:
-                if key == "indexer_pid":
-                    os.kill(pid, signal.SIGTERM)
-                time.sleep(0.05)
-            if launcher._pid_alive(pid):
+            if key == "indexer_pid" and pid_alive(pid):
+                os.kill(pid, signal.SIGTERM)
+            if not wait_exit(pid, 10):
                 os.kill(pid, signal.SIGKILL)
     st_ = Store(libdir)
     try:
@@ -76,21 +74,9 @@ def mount_library(libdir: str, mnt: str, **kw):
 
 
 def wait_idle(libdir: str, timeout_s: float = 30.0) -> None:
-    """Until the indexer has consumed the journal and is idle."""
-    deadline = time.monotonic() + timeout_s
-    st_ = Store(libdir, readonly=True)
-    try:
-        while time.monotonic() < deadline:
-            with st_.read() as t:
-                pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
-                state = (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state")
-            if pending <= 0 and state == "idle":
-                time.sleep(0.3)
-                return
-            time.sleep(0.05)
-    finally:
-        st_.close()
-    raise TimeoutError("indexer did not become idle")
+    """Until the indexer has consumed the journal and is idle (:func:`libraryfs.layout.wait_until_idle`)."""
+    wait_until_idle(libdir, timeout_s)
+    time.sleep(0.3)  # let the mount's invalidation thread (0.2 s poll) see the new generation
 
 
 # =====================================================================================================
@@ -673,7 +659,7 @@ def test_remount_after_server_killed(mounted, run_cli):
     time.sleep(1.5)  # past attr_timeout (1 s): the kernel no longer answers stat of the root from its cache
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
-    from libraryfs.daemon.launcher import read_run
+    from libraryfs.layout import read_run
 
     mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]
     assert open(mounted.p("kept.txt")).read() == "kept\n"

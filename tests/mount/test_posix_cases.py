@@ -31,6 +31,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
+from libraryfs.layout import pid_alive, wait_exit
 
 TOOLS = (
     "bash",
@@ -81,22 +82,16 @@ def out(script: str, m: str, **kw) -> str:
 
 
 def _teardown(m: Mounted) -> None:
-    from libraryfs.daemon import launcher
-
     for args in (["-u"], ["-uz"]):
         if subprocess.run(["fusermount3", *args, m.mnt], capture_output=True).returncode == 0:
             break
-    deadline = time.monotonic() + 10
-    while launcher._pid_alive(m.info.get("server_pid")) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_exit(m.info.get("server_pid"), 10)
     for key in ("indexer_pid", "server_pid"):
         pid = m.info.get(key)
-        if launcher._pid_alive(pid):
+        if pid_alive(pid):
             os.kill(pid, signal.SIGTERM if key == "indexer_pid" else signal.SIGKILL)
-            d2 = time.monotonic() + 5
-            while launcher._pid_alive(pid) and time.monotonic() < d2:
-                time.sleep(0.05)
-            if launcher._pid_alive(pid):
+            wait_exit(pid, 5)
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -606,9 +601,7 @@ def test_c25_killed_server_leaves_dead_mount_then_remount(mounted):
             f.write(text)
     mounted.wait_indexed()
     os.kill(mounted.server_pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while launcher._pid_alive(mounted.server_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_exit(mounted.server_pid, 5)
     assert out("ls $M 2>&1 | grep -c 'not connected'", M) == "1\n"
     # <start daemon>: the launcher finds the stale mount in /proc/mounts, clears it, remounts; the indexer
     # of the first start is still running and keeps indexing

@@ -17,7 +17,6 @@ from helpers.view import cat, mkfile  # noqa: F401 (shared helpers)
 from helpers.view import names as view_names
 
 from libraryfs.daemon.indexer import Indexer
-from libraryfs.daemon.mountd import acquire_lock
 from libraryfs.errors import AccessDenied, Exists, NoAttr, NotFound, NotSupported, to_errno
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
@@ -25,6 +24,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.fs.virtual import LINK_TARGET_MAX
 from libraryfs.index.find import find
+from libraryfs.layout import acquire_lock
 
 UID, GID = os.getuid(), os.getgid()
 STALE = b"> **Stale index**"

@@ -7,7 +7,7 @@ import pytest
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
-from libraryfs.layout import StoreTree
+from libraryfs.fs.tree import StoreTree
 
 
 @pytest.fixture

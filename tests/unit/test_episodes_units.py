@@ -13,7 +13,7 @@ from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.features.episodes.recall import EpisodeIndex
 from libraryfs.features.episodes.units import EpisodeState, extract_text, unit_from_line
 from libraryfs.fs.store import Store
-from libraryfs.layout import StoreTree
+from libraryfs.fs.tree import StoreTree
 from libraryfs_bench.episodes import crafter_data, questions
 from libraryfs_bench.episodes.bench import build_units
 

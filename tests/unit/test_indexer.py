@@ -6,10 +6,10 @@ from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.toc import links
 from libraryfs.index.tokens import count_tokens
-from libraryfs.layout import StoreTree
 
 
 def toc(st: Store, path: str, page: int = 0) -> bytes:

@@ -10,9 +10,9 @@ from typing import Any
 
 from libraryfs.features.cards import answers
 from libraryfs.features.cards.controller import majority_vote
-from libraryfs.features.cards.llm import CallError, ChatLLM
 from libraryfs.features.cards.solver import build_messages, solve
 from libraryfs.fs.tree import Tree
+from libraryfs.llm.client import ChatClient, LLMError
 
 
 def load_problems(path: str) -> list[dict[str, Any]]:
@@ -34,7 +34,7 @@ def load_problems(path: str) -> list[dict[str, Any]]:
     return out
 
 
-def best_of_n(problem: str, llm: ChatLLM, n: int) -> tuple[str | None, int, int]:
+def best_of_n(problem: str, llm: ChatClient, n: int) -> tuple[str | None, int, int]:
     """Plain self-consistency: ``n`` calls without cards, plurality answer. Returns (answer, calls, tokens)."""
     msgs = build_messages(problem, "", "easy", "")
     got, tokens = [], 0
@@ -43,7 +43,7 @@ def best_of_n(problem: str, llm: ChatLLM, n: int) -> tuple[str | None, int, int]
             r = llm.chat(msgs)
             got.append(answers.extract_answer(r.text))
             tokens += r.prompt_tokens + r.completion_tokens
-        except CallError:
+        except LLMError:
             got.append(None)
     return majority_vote(got, answers.equivalent), n, tokens
 
@@ -51,7 +51,7 @@ def best_of_n(problem: str, llm: ChatLLM, n: int) -> tuple[str | None, int, int]
 def run_bench(
     problems: list[dict[str, Any]],
     tree: Tree | None,
-    llm: ChatLLM,
+    llm: ChatClient,
     best_of: int = 5,
     trace_out: str | None = None,
 ) -> dict[str, Any]:

@@ -1,10 +1,11 @@
-"""The paper's LLM agent over the ``openai`` client, its tools served from the store files.
+"""The paper's LLM agent over the shared chat client (:class:`libraryfs.llm.client.ChatClient`), its tools
+served from the store files.
 
 Protocol (Mainen 2026, ``experiment.py``; PAPERS.md §1): a system prompt and one user message, the
 condition's tools (``read_page``, ``get_index``, ``get_section_index``, ``submit_answer``; PATH/AUTO:
 ``read_file``), temperature 0, ``max_tokens`` 256 per reply, and the whole history re-sent on every call.
-Stop rules: an API error (recorded in ``error``), a reply without tool calls, ``submit_answer``, or
-``max_turns`` calls. Scoring: :func:`libraryfs_bench.theorem.accounting.score` (hash: ``strip().upper()[:4]``).
+Stop rules: an API error (recorded in ``error``; the client used for the protocol tries once:
+:data:`PROTOCOL_TRANSPORT_ATTEMPTS`), a reply without tool calls, ``submit_answer``, or ``max_turns`` calls. Scoring: :func:`libraryfs_bench.theorem.accounting.score` (hash: ``strip().upper()[:4]``).
 Tokens: the API's ``usage.total_tokens`` summed over calls. Every tool result is the text of a file read
 at call time under the store directory (through the mount when the store lives in one).
 """
@@ -22,15 +23,31 @@ from libraryfs_bench.theorem import protocol
 from libraryfs_bench.theorem.accounting import TrialRecord, score
 from libraryfs_bench.theorem.stores import ItemStore, PaperStore
 
-if TYPE_CHECKING:  # the openai import stays in this module and the CLI (ARCHITECTURE §5)
-    from openai import OpenAI
+if TYPE_CHECKING:
+    from libraryfs.llm.client import ChatClient
+
+#: The paper records an API failure and stops the trial: the protocol's client does not retry.
+PROTOCOL_TRANSPORT_ATTEMPTS = 1
 
 
-def make_client(base_url: str | None, api_key: str | None, timeout_s: float = 60.0) -> OpenAI:
-    """An ``openai.OpenAI`` client for any OpenAI-compatible endpoint (``base_url`` None: OpenAI's)."""
-    from openai import OpenAI
+def make_client(
+    base_url: str | None, api_key: str | None, timeout_s: float = 60.0, overrides: dict | None = None
+) -> ChatClient:
+    """The shared chat client for the paper's agent: ``base_url`` None means the ``openai`` package's
+    default (``OPENAI_BASE_URL``, else OpenAI's); one try per request (:data:`PROTOCOL_TRANSPORT_ATTEMPTS`)
+    unless ``overrides`` (LLM setting fields, e.g. from ``--llm-timeout-s``) say otherwise."""
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import LLMConfig
 
-    return OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=0)
+    cfg = LLMConfig(
+        base_url=base_url,
+        api_key=api_key,
+        timeout_s=timeout_s,
+        transport_attempts=PROTOCOL_TRANSPORT_ATTEMPTS,
+    )
+    for field, value in (overrides or {}).items():
+        setattr(cfg, field, value)
+    return ChatClient(cfg)
 
 
 def _read(path: Path) -> str:
@@ -106,7 +123,7 @@ class ToolServer:
 
 
 def run_llm_trial(
-    client: OpenAI,
+    client: ChatClient,
     model: str,
     condition: str,
     store: PaperStore | ItemStore,
@@ -120,8 +137,9 @@ def run_llm_trial(
 ) -> TrialRecord:
     """Run one trial with the paper's agent loop and return its record (paper's field names).
 
-    ``target`` is (key, value); PATH/AUTO address the entry by :meth:`ItemStore.name_of`. API errors are
-    caught and recorded in ``error`` (the trial stops), as the paper does.
+    ``client`` is the shared chat client (its model is ``model``, given per request). ``target`` is (key,
+    value); PATH/AUTO address the entry by :meth:`ItemStore.name_of`. API errors are caught and recorded in
+    ``error`` (the trial stops), as the paper does.
     """
     num_pages = store.num_pages if isinstance(store, PaperStore) else n
     key = target[0] if isinstance(store, PaperStore) else store.name_of(target[0])
@@ -147,12 +165,8 @@ def run_llm_trial(
     start = time.perf_counter()
     for turn in range(max_turns):
         try:
-            resp = client.chat.completions.create(
-                model=model,
-                messages=messages,
-                tools=tools,
-                max_tokens=max_tokens,
-                temperature=0,
+            resp, _usage = client.create(
+                messages, model=model, tools=tools, max_tokens=max_tokens, temperature=0
             )
         except Exception as exc:  # noqa: BLE001 - the paper records any API failure and stops
             rec.error = str(exc)

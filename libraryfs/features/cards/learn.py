@@ -29,8 +29,8 @@ from libraryfs.features.cards.cards import (
     read_card,
     write_card,
 )
-from libraryfs.features.cards.llm import CallError, ChatLLM
 from libraryfs.fs.tree import Tree
+from libraryfs.llm.client import ChatClient, LLMError
 
 #: A card ADD proposes whose words overlap a card of its block at least this much (Jaccard) is not written
 #: (its provenance joins the existing card): a guard against the teacher repeating itself, never a merge of
@@ -88,12 +88,12 @@ def _json_reply(text: str) -> Any:
     return json.loads(m.group(0))
 
 
-def _ask(llm: ChatLLM, prompt: str, check) -> Any:
+def _ask(llm: ChatClient, prompt: str, check) -> Any:
     """One JSON request with one retry on invalid output; ``None`` if both fail."""
     for _ in range(2):
         try:
             return check(_json_reply(llm.chat([{"role": "user", "content": prompt}], temperature=0.2).text))
-        except (ValueError, KeyError, TypeError, CardFormatError, CallError):
+        except (ValueError, KeyError, TypeError, CardFormatError, LLMError):
             continue
     return None
 
@@ -155,7 +155,7 @@ def _place(tree: Tree, log: ChangeLog, card: Card, existing: list[Card], by: str
     )
 
 
-def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatLLM) -> list[dict[str, Any]]:
+def add(tree: Tree, traces: list[dict[str, Any]], teacher: ChatClient) -> list[dict[str, Any]]:
     """ADD: per block, distil failed traces into new cards, de-duplicated within the block.
 
     Returns the audit records written. A proposed card that repeats one of its block

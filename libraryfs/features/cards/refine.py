@@ -46,8 +46,8 @@ from libraryfs.features.cards.evidence import (
     trace_key,
 )
 from libraryfs.features.cards.learn import MAX_BODY_CHARS, _ask
-from libraryfs.features.cards.llm import ChatLLM
 from libraryfs.fs.tree import Tree
+from libraryfs.llm.client import ChatClient
 
 #: Net evidence (in problems; see evidence.py) a merge, demotion or relocation needs.
 MIN_EVIDENCE = 3.0
@@ -227,7 +227,7 @@ def _relocate(tree, log, cards, ev, min_evidence) -> list[dict[str, Any]]:
     return out
 
 
-def _edit(tree, log, cards, ev, curator: ChatLLM, min_evidence) -> list[dict[str, Any]]:
+def _edit(tree, log, cards, ev, curator: ChatClient, min_evidence) -> list[dict[str, Any]]:
     out = []
     for path in sorted(cards):
         c, e = cards[path], ev.get(path)
@@ -268,7 +268,7 @@ def evidence_of(
 def refine(
     tree: Tree,
     traces: list[dict[str, Any]],
-    curator: ChatLLM | None = None,
+    curator: ChatClient | None = None,
     min_evidence: float = MIN_EVIDENCE,
 ) -> list[dict[str, Any]]:
     """REFINE the tree from ``traces`` (see module docstring); returns the audit records written, in order.

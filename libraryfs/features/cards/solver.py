@@ -20,9 +20,9 @@ from libraryfs.features.cards import answers
 from libraryfs.features.cards.cards import CardFormatError, block_paths, read_card, render_context
 from libraryfs.features.cards.classify import classify
 from libraryfs.features.cards.controller import DEFAULT_SCHEDULE, Schedule, run
-from libraryfs.features.cards.llm import CallError, ChatLLM
 from libraryfs.fs.tree import Tree
 from libraryfs.index.tokens import count_tokens
+from libraryfs.llm.client import ChatClient, LLMError
 
 SYSTEM_PROMPT = (
     "You are an expert mathematician. Solve the problem step by step, then give the final answer "
@@ -46,7 +46,7 @@ def build_messages(problem: str, context: str, tier: str, domain: str) -> list[d
 def solve(
     problem: str,
     tree: Tree | None,
-    llm: ChatLLM,
+    llm: ChatClient,
     domain: str | None = None,
     schedule: Schedule = DEFAULT_SCHEDULE,
     problem_id: str | None = None,
@@ -91,7 +91,7 @@ def solve(
                     prompt_tokens=reply.prompt_tokens,
                     completion_tokens=reply.completion_tokens,
                 )
-            except CallError as e:
+            except LLMError as e:
                 att["error"] = f"{type(e).__name__}: {e}"[:300]
             rec["attempts"].append(att)
             out.append(att["answer"])

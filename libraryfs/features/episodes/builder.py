@@ -6,6 +6,12 @@ new lines. Only complete lines (ending in ``\\n``) are consumed; a line that is 
 skipped and recorded in the meta's ``errors`` (the last 20). A ``steps.jsonl`` shorter than what was
 consumed (truncated or replaced) triggers a full rebuild.
 
+One writer per library: every method that writes units or views (:meth:`EpisodeBuilder.append`,
+:meth:`~EpisodeBuilder.build`, :meth:`~EpisodeBuilder.clear`, :meth:`~EpisodeBuilder.answer_asks`,
+:meth:`~EpisodeBuilder.poll`) holds ``<libdir>/episodes.lock`` (:func:`libraryfs.layout.view_writer`) for
+its whole run and reads the episode's meta under it, so ``libraryfs episode build``, ``episode watch`` and
+the indexer's hook never build the same steps or write the same files at once.
+
 Question files (the shell route to recall): an agent writes a question into ``episodes/<id>/ask/<name>``
 (optionally a first line ``budget: N``); :meth:`EpisodeBuilder.answer_asks` — run by ``libraryfs episode
 watch`` and ``build`` — writes the packed evidence to ``episodes/<id>/recall/<name>.md`` (``<name>``
@@ -14,12 +20,13 @@ without a ``.md``/``.txt`` suffix) and rewrites it whenever the question or the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +35,12 @@ from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
 from libraryfs.features.episodes.views import ViewWriter
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree, Tree
+from libraryfs.layout import view_writer
 
 log = logging.getLogger(__name__)
 
 EPISODES_DIR = "episodes"
+VIEW = "episodes"  #: name of the derived view's writer lock (``<libdir>/episodes.lock``)
 STEPS_FILE = "steps.jsonl"
 DEFAULT_ASK_BUDGET_TOKENS = 200
 
@@ -120,6 +129,28 @@ class EpisodeBuilder:
         self.db = UnitDB(store)
         self.extractor = extractor
         self._index_cache: dict[str, tuple[int, Any]] = {}
+        self._held = 0  # depth of nested writing() calls of this builder
+
+    @contextlib.contextmanager
+    def writing(self, wait: bool = True) -> Iterator[bool]:
+        """Hold the library's episodes writer lock (re-entrant within this builder). Yields False only with
+        ``wait=False`` when another writer holds it."""
+        if self._held:
+            self._held += 1
+            try:
+                yield True
+            finally:
+                self._held -= 1
+            return
+        with view_writer(self.store.libdir, VIEW, wait=wait) as got:
+            if not got:
+                yield False
+                return
+            self._held = 1
+            try:
+                yield True
+            finally:
+                self._held = 0
 
     # -- write -------------------------------------------------------------------------------------------
     def append(self, ep: str, record: str | dict) -> BuildReport:
@@ -131,13 +162,18 @@ class EpisodeBuilder:
         if not isinstance(rec, dict):
             raise ValueError("a step must be a JSON object")
         line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self.tree.append_bytes(f"{episode_root(ep)}/{STEPS_FILE}", line.encode())
-        return self.build(ep)
+        with self.writing():
+            self.tree.append_bytes(f"{episode_root(ep)}/{STEPS_FILE}", line.encode())
+            return self.build(ep)
 
     def build(self, ep: str, rebuild: bool = False) -> BuildReport:
         """Consume the new complete lines of ``episodes/<ep>/steps.jsonl``: units into the store, views
         into the tree. ``rebuild`` drops the units and views first. Raises ``FileNotFoundError`` when the
         episode has no ``steps.jsonl``."""
+        with self.writing():
+            return self._build(ep, rebuild)
+
+    def _build(self, ep: str, rebuild: bool) -> BuildReport:
         t0 = time.monotonic()
         root = episode_root(ep)
         rel = f"{root}/{STEPS_FILE}"
@@ -202,6 +238,10 @@ class EpisodeBuilder:
 
     def clear(self, ep: str) -> None:
         """Drop the episode's units and every generated view (``steps.jsonl`` and ``ask/`` stay)."""
+        with self.writing():
+            self._clear(ep)
+
+    def _clear(self, ep: str) -> None:
         root = episode_root(ep)
         self.db.drop(ep)
         for name in (
@@ -242,6 +282,10 @@ class EpisodeBuilder:
 
     def answer_asks(self, ep: str) -> list[str]:
         """Answer new or changed question files in ``ask/``; returns the ``recall/`` paths written."""
+        with self.writing():
+            return self._answer_asks(ep)
+
+    def _answer_asks(self, ep: str) -> list[str]:
         from libraryfs.features.episodes.recall import recall
 
         ask_dir = f"{episode_root(ep)}/ask"
@@ -279,9 +323,14 @@ class EpisodeBuilder:
             self.db.put(ep, [], meta)
         return written
 
-    def poll(self) -> list[str]:
+    def poll(self, wait: bool = True) -> list[str] | None:
         """One watcher pass over every episode: build grown ``steps.jsonl`` files, answer questions.
-        Returns report lines for what changed."""
+        Returns report lines for what changed; None (nothing done) when ``wait=False`` and another writer
+        holds the library's episodes lock."""
+        with self.writing(wait) as got:
+            return self._poll() if got else None
+
+    def _poll(self) -> list[str]:
         out = []
         for ep in self.episodes():
             try:

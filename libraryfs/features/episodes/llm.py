@@ -1,25 +1,24 @@
-"""LLM extraction of a unit from a free-text step — the only module of ``episodes`` that imports ``openai``.
+"""LLM extraction of a unit from a free-text step, over the shared chat client it is given.
 
-Same settings, cache and fallback rules as the indexer: the endpoint and model come from
-:func:`libraryfs.llm.config.load_config` (``LIBRARYFS_LLM_BASE_URL``, ``LIBRARYFS_LLM_MODEL``, key from
-``LIBRARYFS_LLM_API_KEY``/``OPENAI_API_KEY``, or ``<libdir>/config.toml``); answers are cached by content
-hash in the ``llmcache`` DB (:class:`libraryfs.llm.cache.AnswerCache`, job ``episode_unit``), so an
-unchanged step never costs a second call; any failure — HTTP error, timeout, an answer that is not the
-JSON object asked for — returns None and the builder falls back to deterministic extraction
-(:func:`libraryfs.features.episodes.units.extract_text`). Errors are counted in :attr:`LLMExtractor.errors`.
-
-When the shared client (:class:`libraryfs.llm.client.ChatClient`) settles, this module should call it
-instead of ``openai`` directly.
+Same settings, client, cache and fallback rules as the indexer: the caller builds the
+:class:`~libraryfs.llm.client.ChatClient` with :func:`libraryfs.llm.client_for` (``LIBRARYFS_LLM_BASE_URL``,
+``LIBRARYFS_LLM_MODEL``, key from ``LIBRARYFS_LLM_API_KEY``/``OPENAI_API_KEY``, or ``<libdir>/config.toml``);
+answers are cached by content hash in the ``llmcache`` DB (:class:`libraryfs.llm.cache.AnswerCache`, job
+``episode_unit``), so an unchanged step never costs a second call; any failure — HTTP error after the
+client's retries, timeout, an answer that is not a JSON object — returns None and the builder falls back to
+deterministic extraction (:func:`libraryfs.features.episodes.units.extract_text`). Errors are counted in
+:attr:`LLMExtractor.errors`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from libraryfs.features.episodes.units import Unit
 from libraryfs.fs.store import Store
+from libraryfs.llm.client import ChatClient, LLMError, SpendLimitReached
+from libraryfs.llm.prompts import Job
 
 log = logging.getLogger(__name__)
 
@@ -34,44 +33,47 @@ SYSTEM = (
 )
 
 
+#: The answer's shape (not strict-expressible: ``inventory`` has free keys), so the job asks for json_object.
+JOB_SPEC = Job(
+    JOB,
+    int(PROMPT_VERSION),
+    SYSTEM,
+    {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string"},
+            "objects": {"type": "array", "items": {"type": "string"}},
+            "events": {"type": "array", "items": {"type": "string"}},
+            "relations": {"type": "array", "items": {"type": "array", "items": {"type": "string"}}},
+            "inventory": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "location": {"type": "string"},
+            "summary": {"type": "string"},
+        },
+    },
+)
+MAX_OUTPUT_TOKENS = 400  #: bound of one extraction answer, tokens
+
+
 class LLMExtractor:
-    """Callable ``(t, text) -> Unit | None`` over an OpenAI-compatible endpoint, cached in ``store``."""
+    """Callable ``(t, text) -> Unit | None`` over the shared chat ``client``, answers cached in ``store``."""
 
-    def __init__(
-        self, base_url: str, model: str, api_key: str | None, store: Store | None, timeout_s: float = 60.0
-    ) -> None:
-        import openai
-
-        self.model = model
-        self.client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=1
-        )
+    def __init__(self, client: ChatClient, store: Store | None) -> None:
+        self.client = client
+        self.model = client.config.model
         self.cache = None
         if store is not None:
             from libraryfs.llm.cache import AnswerCache
 
-            self.cache = AnswerCache(store, model)
+            self.cache = AnswerCache(store, str(self.model))
         self.calls = 0
         self.errors = 0
 
     def _ask(self, text: str) -> dict[str, Any] | None:
-        import openai
-
         self.calls += 1
         try:
-            resp = self.client.chat.completions.create(
-                model=self.model,
-                temperature=0,
-                messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}],
-                response_format={"type": "json_object"},
-            )
-            content = resp.choices[0].message.content or ""
-            s = content.strip()
-            if s.startswith("```"):
-                s = s.strip("`").removeprefix("json").strip()
-            ans = json.loads(s)
-            return ans if isinstance(ans, dict) else None
-        except (openai.OpenAIError, json.JSONDecodeError, IndexError, AttributeError) as e:
+            ans, _usage = self.client.complete_json(JOB_SPEC, text, MAX_OUTPUT_TOKENS, mode="json_object")
+            return ans
+        except (LLMError, SpendLimitReached) as e:
             self.errors += 1
             log.warning("episode unit extraction failed: %s", str(e)[:160])
             return None
@@ -110,11 +112,6 @@ class LLMExtractor:
             return None
 
 
-def make_extractor(libdir: str | None, store: Store | None) -> LLMExtractor | None:
-    """An :class:`LLMExtractor` when an endpoint and model are configured, else None."""
-    from libraryfs.llm.config import load_config
-
-    cfg = load_config(libdir)
-    if not (cfg.base_url and cfg.model):
-        return None
-    return LLMExtractor(cfg.base_url, cfg.model, cfg.api_key, store, cfg.timeout_s)
+def make_extractor(client: ChatClient | None, store: Store | None) -> LLMExtractor | None:
+    """An :class:`LLMExtractor` over ``client`` (:func:`libraryfs.llm.client_for`), None without one."""
+    return LLMExtractor(client, store) if client is not None else None

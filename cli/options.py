@@ -1,0 +1,155 @@
+"""The command-line options every command shares, built once: the library argument/option, the card/code
+tree options, and a flag for each setting of :data:`libraryfs.settings.SPEC` (``--read-only``,
+``--poll-s``, ``--llm-base-url``, …) so that flags take precedence over environment and file.
+
+Usage::
+
+    @click.command()
+    @library_argument
+    @setting_options("index.poll_s", "log.level")
+    @llm_options
+    def cmd(libdir, **kwargs):
+        overrides = setting_overrides(kwargs)      # {"index.poll_s": 0.5, "llm.model": "m", ...}
+
+A setting's older flag spellings (``--base-url``, ``--model``, ``--api-key``) still work but are hidden and
+print one deprecation line on stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from libraryfs.settings import SPEC, env_var, parse_timeouts
+
+F = Callable[..., Any]
+_PREFIX = "setting__"  #: parameter names of setting flags: setting__<table>__<name>[__alias<k>]
+_CLICK_TYPES = {"float": float, "int": int}
+#: The API key has no flag of its own (it would show in the process list): only the old ``--api-key``.
+API_KEY_ALIAS = "--api-key"
+
+
+def library_argument(f: F) -> F:
+    """``LIBDIR`` argument (defaults to ``$LIBRARYFS_LIBRARY``)."""
+    return click.argument("libdir", type=click.Path(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)
+
+
+def library_option(required: bool = False, dest: str = "libdir", help: str | None = None) -> Callable[[F], F]:
+    """``--library DIR`` (defaults to ``$LIBRARYFS_LIBRARY``), passed as ``dest``."""
+    return click.option(
+        "--library",
+        dest,
+        envvar="LIBRARYFS_LIBRARY",
+        required=required,
+        type=click.Path(file_okay=False),
+        default=None,
+        help=help or "Library directory (env LIBRARYFS_LIBRARY).",
+    )
+
+
+def tree_options(f: F) -> F:
+    """``--library DIR`` (``library_dir``) and ``--tree DIR`` (``tree_dir``): where a feature writes —
+    a library (through its mount when mounted) or a plain directory (a mountpoint, or any directory)."""
+    f = click.option(
+        "--tree",
+        "tree_dir",
+        type=click.Path(file_okay=False),
+        help="A plain directory instead of a library (e.g. a mountpoint).",
+    )(f)
+    return library_option(dest="library_dir")(f)
+
+
+def _param(key: str, alias: int | None = None) -> str:
+    base = _PREFIX + key.replace(".", "__")
+    return base if alias is None else f"{base}__alias{alias}"
+
+
+def setting_options(*keys: str) -> Callable[[F], F]:
+    """Decorator adding the flag of each dotted setting key (and its hidden older spellings); read the
+    values with :func:`setting_overrides`. A boolean setting is a plain flag (absent: not given)."""
+
+    def deco(f: F) -> F:
+        for key in reversed(keys):
+            spec = SPEC[key]
+            if spec.flag is None:
+                raise ValueError(f"setting {key} has no flag")
+            names = [(spec.flag, _param(key), False)]
+            names += [(a, _param(key, k), True) for k, a in enumerate(spec.aliases)]
+            for flag, param, hidden in reversed(names):
+                kw: dict[str, Any] = {"default": None, "hidden": hidden}
+                if spec.kind == "bool":
+                    kw["is_flag"] = True
+                else:
+                    kw["type"] = _CLICK_TYPES.get(spec.kind, str)
+                help_ = f"{spec.doc[:1].upper()}{spec.doc[1:]} (overrides {env_var(key)} and config.toml)."
+                f = click.option(flag, param, help=help_, **kw)(f)
+        return f
+
+    return deco
+
+
+def timeouts_option(f: F) -> F:
+    """``--timeouts E,A,N``: the three kernel cache timeouts (seconds) in one flag."""
+    return click.option(
+        "--timeouts",
+        _PREFIX + "timeouts",
+        default=None,
+        metavar="E,A,N",
+        help="Kernel cache timeouts in seconds: entry, attribute, negative lookup [default: config.toml / 1,1,1].",
+    )(f)
+
+
+def setting_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``{dotted key: value}`` of the setting flags given in a command's ``kwargs`` (their parameters are
+    popped). An older spelling counts when the new one is absent and prints a deprecation line. Raises
+    :class:`~libraryfs.settings.SettingsError` on a bad ``--timeouts``."""
+    out: dict[str, Any] = {}
+    for param in sorted(p for p in kwargs if p.startswith(_PREFIX)):
+        value = kwargs.pop(param)
+        rest = param[len(_PREFIX) :]
+        if rest == "timeouts":
+            out.update({k: v for k, v in parse_timeouts(value).items() if v is not None})
+            continue
+        if rest == "api_key":
+            key, alias = "llm.api_key", API_KEY_ALIAS
+        else:
+            table, name, *tail = rest.split("__")
+            key = f"{table}.{name}"
+            alias = SPEC[key].aliases[int(tail[0][5:])] if tail else None
+        if value is None:
+            continue
+        if alias is not None:
+            new = SPEC[key].flag if key in SPEC else "LIBRARYFS_LLM_API_KEY"
+            click.echo(f"libraryfs: {alias} is deprecated; use {new}", err=True)
+            if out.get(key) is not None:
+                continue
+        out[key] = value
+    return out
+
+
+LLM_FLAG_KEYS = tuple(k for k in SPEC if k.startswith("llm.") and SPEC[k].flag)
+
+
+def api_key_option(f: F) -> F:
+    """The hidden, deprecated ``--api-key`` (``llm.api_key``): a key on the command line shows in the
+    process list; ``LIBRARYFS_LLM_API_KEY`` is the way to give it."""
+    return click.option(API_KEY_ALIAS, _PREFIX + "api_key", default=None, hidden=True)(f)
+
+
+def llm_options(f: F) -> F:
+    """The LLM endpoint flags: ``--llm-base-url``, ``--llm-model``, ``--llm-timeout-s``,
+    ``--llm-max-concurrency``, ``--llm-max-requests-per-hour``, ``--llm-max-tokens-per-hour``,
+    ``--llm-batch-size``; hidden older spellings ``--base-url``, ``--model`` and ``--api-key``."""
+    return setting_options(*LLM_FLAG_KEYS)(api_key_option(f))
+
+
+def llm_switch(f: F) -> F:
+    """``--llm/--no-llm`` (``llm``: True, False, or None = use the LLM when one is configured)."""
+    return click.option("--llm/--no-llm", default=None, help="Use (or not) the configured LLM endpoint.")(f)
+
+
+def llm_field_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """The ``llm.*`` entries of ``overrides`` keyed by :class:`~libraryfs.llm.config.LLMConfig` field."""
+    return {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("llm.")}

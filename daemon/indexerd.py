@@ -1,0 +1,227 @@
+"""The indexer process: ``libraryfs indexer LIBDIR`` (also ``python -m libraryfs.daemon.indexer LIBDIR``).
+
+:func:`run_process` is the whole process; the click command in :mod:`libraryfs.cli.mount_cmds` parses the
+flags and prints its errors. Order: settings (flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml``
+> defaults, :mod:`libraryfs.settings`) → logging → ``nice`` (``index.nice``: the single-threaded mount server
+wins the CPU when both want it) → ``indexer.lock`` (:func:`libraryfs.layout.acquire_lock`: one indexer per
+library) → store → builder (the LLM where one is configured) → the features' hooks
+(:func:`libraryfs.hooks.indexer_hooks`) → loop.
+
+Under systemd: ``READY=1`` once the store is open and the lock is held, a ``STATUS=`` line after each pass,
+``WATCHDOG=1`` every ``WatchdogSec/2`` while the loop makes progress — the :class:`~libraryfs.daemon.indexer.
+Indexer` calls its ``heartbeat`` at every step of a pass and of its idle loop; with none for
+``index.stall_s`` seconds the pings stop and systemd restarts the process. ``STOPPING=1`` on SIGTERM/SIGINT
+(the pass in progress finishes first). SIGHUP reloads the settings and the builder (the LLM endpoint)
+between passes; a new TOC bound C re-renders every TOC.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from libraryfs import notify
+from libraryfs.daemon.indexer import Indexer, PassReport
+from libraryfs.errors import LibraryError
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store
+from libraryfs.hooks import HookContext, indexer_hooks
+from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
+from libraryfs.index.toc import DEFAULT_MAX_TOKENS
+from libraryfs.layout import INDEXER_LOCK, acquire_lock
+from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
+
+log = logging.getLogger("libraryfs.indexer")
+
+
+def make_builder(
+    libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
+) -> IndexBuilder:
+    """The builder for a library: the LLM builder when an endpoint is configured (and ``use_llm`` is not
+    False), else the deterministic one. ``overrides``: LLM flag values by field. ``use_llm=True`` without an
+    endpoint raises :class:`~libraryfs.errors.LibraryError`; a bad LLM setting raises
+    :class:`~libraryfs.settings.SettingsError`."""
+    if use_llm is False:
+        return DeterministicBuilder()
+    from libraryfs.llm import make_builder as llm_make_builder
+
+    builder = llm_make_builder(libdir, store, overrides)
+    if use_llm and isinstance(builder, DeterministicBuilder):
+        raise LibraryError(
+            "no LLM endpoint configured (set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL; see docs/llm.md)"
+        )
+    return builder
+
+
+def _close_builder(builder: IndexBuilder) -> None:
+    close = getattr(builder, "close", None)
+    if close is not None:
+        close()
+
+
+class IndexerProcess:
+    """One indexer process over ``libdir`` (see module doc). ``overrides``: flag values by dotted setting
+    key (``index.*``, ``log.*``, ``llm.*``); ``use_llm``: ``--llm``/``--no-llm`` (None: as configured)."""
+
+    def __init__(
+        self, libdir: str, mountpoint: str | None, overrides: Mapping[str, Any], use_llm: bool | None
+    ) -> None:
+        self.libdir = os.path.abspath(libdir)
+        self.mountpoint = mountpoint
+        self.process_overrides = {k: v for k, v in overrides.items() if not k.startswith("llm.")}
+        self.llm_overrides = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("llm.")}
+        self.use_llm = use_llm
+        self.settings = load_settings(self.libdir, self.process_overrides, tables=PROCESS_TABLES)
+        self.stop = threading.Event()
+        self.reload_requested = False
+        self.quit_requested = False
+        self.beat = notify.Heartbeat()
+        self.lock_fd: int | None = None
+        self.store: Store | None = None
+        self.indexer: Indexer | None = None
+
+    def open(self) -> Indexer:
+        """Lock, store, builder, hooks; returns the :class:`Indexer`. Raises LibraryError (nothing held)."""
+        configure_logging(self.settings)
+        try:
+            os.nice(self.settings["index"]["nice"])
+        except OSError:
+            pass
+        self.lock_fd = acquire_lock(self.libdir, INDEXER_LOCK)
+        try:
+            self.store = Store(self.libdir)
+            builder = make_builder(self.libdir, self.store, self.use_llm, self.llm_overrides or None)
+            ctx = HookContext(self.libdir, self.store, self.mountpoint, self.beat.beat)
+            self.indexer = Indexer(
+                self.libdir,
+                builder=builder,
+                mountpoint=self.mountpoint,
+                store=self.store,
+                toc_max_tokens=self.settings["index"]["toc_max_tokens"],
+                hooks=indexer_hooks(ctx),
+                heartbeat=self.beat.beat,
+            )
+        except BaseException:
+            self.close()
+            raise
+        return self.indexer
+
+    def close(self) -> None:
+        """Close the hooks, the builder and the store, release the lock (each once)."""
+        if self.indexer is not None:
+            for hook in self.indexer.hooks:
+                hook.close()
+            _close_builder(self.indexer.builder)
+            self.indexer = None
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+    # -- the daemon loop -------------------------------------------------------------------------------------
+    def serve(self, full: bool) -> int:
+        """Run until SIGTERM/SIGINT; reload on SIGHUP. Returns the exit status (0)."""
+        idx = self.indexer
+        assert idx is not None
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+        dog = notify.Watchdog(lambda: self.beat.age_s() < self.settings["index"]["stall_s"])
+        dog.start()
+        try:
+            notify.ready(f"indexing {idx.libdir}")
+            while True:
+                if full:
+                    idx.run_once(full=True)
+                    full = False
+                idx.run_forever(self.stop, poll_s=self.settings["index"]["poll_s"], on_pass=self._on_pass)
+                if self.quit_requested or not self.reload_requested:
+                    return 0
+                self.reload_requested = False
+                self.stop = threading.Event()
+                full = self.reload()
+        finally:
+            dog.stop()
+
+    def reload(self) -> bool:
+        """Re-read the settings and rebuild the builder (SIGHUP); True when the TOC bound changed (every TOC
+        must be re-rendered). A bad setting keeps the current ones and says so."""
+        idx, store = self.indexer, self.store
+        assert idx is not None and store is not None
+        notify.reloading("reloading settings")
+        try:
+            new = load_settings(self.libdir, self.process_overrides, tables=PROCESS_TABLES)
+            configure_logging(new)
+            bound = int(
+                new["index"]["toc_max_tokens"] or store.settings().get("toc_max_tokens") or DEFAULT_MAX_TOKENS
+            )
+            builder = make_builder(self.libdir, store, self.use_llm, self.llm_overrides or None)
+        except LibraryError as e:
+            log.error("reload failed, keeping the current settings: %s", e)
+            notify.notify(f"READY=1\nSTATUS=reload failed: {e}")
+            return False
+        old, idx.builder = idx.builder, builder
+        if old is not builder:
+            _close_builder(old)
+        changed = bound != idx.max_tokens
+        idx.max_tokens = bound
+        self.settings = new
+        log.info(
+            "settings reloaded (SIGHUP): builder %s, TOC bound %d tokens, poll %.2f s",
+            getattr(builder, "name", "?"),
+            bound,
+            new["index"]["poll_s"],
+        )
+        notify.notify(f"READY=1\nSTATUS=indexing {idx.libdir} (settings reloaded)")
+        return changed
+
+    def _on_pass(self, rep: PassReport) -> None:
+        idx, store = self.indexer, self.store
+        assert idx is not None and store is not None
+        with store.read() as t:
+            gen, pending = t.cfg_int(S.CFG_TOC_GEN), max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
+        notify.status(
+            f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
+            f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
+            + (f"; last error: {idx.last_error}" if idx.last_error else "")
+        )
+
+    def _on_stop(self, signum, _frame) -> None:
+        self.quit_requested = True
+        notify.stopping(f"stopping ({signal.Signals(signum).name})")
+        self.stop.set()
+
+    def _on_hup(self, _signum, _frame) -> None:
+        self.reload_requested = True
+        self.stop.set()
+
+
+def run_process(
+    libdir: str,
+    *,
+    mountpoint: str | None = None,
+    once: bool = False,
+    full: bool = False,
+    use_llm: bool | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> int:
+    """The indexer process (see module doc): ``once`` runs one pass and returns; ``full`` re-examines every
+    entry and directory first. ``overrides``: flag values by dotted setting key. Returns the exit status.
+    Raises :class:`~libraryfs.errors.LibraryError` when it cannot start (bad setting, another indexer holds
+    the lock — :class:`~libraryfs.errors.Busy` names its pid —, no library, ``use_llm`` without an endpoint).
+    """
+    proc = IndexerProcess(libdir, mountpoint, overrides or {}, use_llm)
+    idx = proc.open()
+    try:
+        if once:
+            idx.run_once(full=full)
+            return 0
+        return proc.serve(full)
+    finally:
+        proc.close()
