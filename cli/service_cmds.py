@@ -1,6 +1,7 @@
 """``libraryfs units install | verify``: the systemd units of a library's mount server and indexer.
 
-The unit templates are ``systemd/{user,system}/*.service.in`` in the source tree, with two placeholders
+The unit templates ship with the package (``daemon/systemd/{user,system}/*.service.in`` in the source tree,
+``libraryfs/daemon/systemd/`` once installed; read with :mod:`importlib.resources`), with two placeholders
 filled at install time with absolute paths (units have no ``$PATH`` worth trusting, rclone's mount docs):
 ``@LIBRARYFS@`` (this installation's ``libraryfs`` console script) and ``@KILL@`` (``kill`` for
 ``ExecReload``). ``verify`` runs ``systemd-analyze verify`` on the installed templates; it needs no running
@@ -9,12 +10,14 @@ systemd (Debian's ``systemd`` package is enough). Design and choices: docs/servi
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import click
@@ -25,16 +28,16 @@ UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")
 ENV_EXAMPLE = "libraryfs.env.example"
 
 
-def templates_dir() -> Path:
-    """The ``systemd/`` directory of the source tree (``libraryfs/cli/..`` → repository root).
+def templates_dir() -> Traversable:
+    """The unit templates shipped as package data of :mod:`libraryfs.daemon` (``systemd/user``,
+    ``systemd/system``, ``systemd/libraryfs.env.example``), from a wheel as from a source checkout.
 
-    Raises :class:`click.ClickException` when it is not there (e.g. a wheel install without the data files).
+    Raises :class:`click.ClickException` when they are missing (a broken installation).
     """
-    d = Path(__file__).resolve().parent.parent / "systemd"
+    d = importlib.resources.files("libraryfs.daemon") / "systemd"
     if not (d / "user" / (UNITS[0] + ".in")).is_file():
         raise click.ClickException(
-            f"unit templates not found in {d} (install libraryfs from its source tree, "
-            "or pass --templates DIR)"
+            f"unit templates missing from the installed package ({d}): reinstall libraryfs, or pass --templates DIR"
         )
     return d
 
@@ -83,7 +86,7 @@ def render(template: str, libraryfs_exe: str, kill_exe: str) -> str:
 
 def rendered_units(user: bool, exe: str | None = None, templates: str | None = None) -> dict[str, str]:
     """``{unit file name: text}`` of the user or system variant, with absolute paths filled in."""
-    tdir = Path(templates) if templates else templates_dir()
+    tdir: Traversable = Path(templates) if templates else templates_dir()
     libraryfs_exe = find_executable(exe)
     kill_exe = shutil.which("kill") or "/bin/kill"
     out = {}
@@ -120,7 +123,7 @@ def units() -> None:
     "--templates",
     type=click.Path(file_okay=False, exists=True),
     default=None,
-    help="Directory holding user/ and system/ unit templates [default: the source tree's systemd/].",
+    help="Directory holding user/ and system/ unit templates [default: the ones shipped with libraryfs].",
 )
 @click.option(
     "--env-example/--no-env-example",
@@ -153,9 +156,9 @@ def install(
     if env_example:
         env_dir = dest if prefix else default_env_dir(user)
         env_dir.mkdir(parents=True, exist_ok=True)
-        tdir = Path(templates) if templates else templates_dir()
+        tdir: Traversable = Path(templates) if templates else templates_dir()
         target = env_dir / ENV_EXAMPLE
-        shutil.copyfile(tdir / ENV_EXAMPLE, target)
+        target.write_text((tdir / ENV_EXAMPLE).read_text())
         click.echo(
             f"wrote {target} (copy it to {'libraryfs.env' if not prefix else 'the env file'} and edit)"
         )

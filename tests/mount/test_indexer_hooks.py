@@ -1,8 +1,16 @@
-"""The indexer runs the episode builder: steps appended through the mount become units and views."""
+"""The indexer runs the episodes hook (registered through the ``libraryfs.features`` entry points): steps
+appended through the mount become units and views, and the indexer reports idle only once the hook and the
+pass over the hook's own files are done."""
 
 import json
 import os
-import time
+
+from libraryfs.hooks import features
+
+
+def test_the_episodes_feature_registers_an_indexer_hook():
+    (episodes,) = (f for f in features() if f.name == "episodes")
+    assert episodes.indexer_hook == "libraryfs.features.episodes.feature:make_hook"
 
 
 def test_steps_appended_through_the_mount_become_anchor_views(mounted):
@@ -15,11 +23,9 @@ def test_steps_appended_through_the_mount_become_anchor_views(mounted):
     with open(mounted.p("episodes/e1/steps.jsonl"), "a") as f:
         for s in steps:
             f.write(json.dumps(s) + "\n")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not os.path.isdir(mounted.p("episodes/e1/visits/meadow")):
-        time.sleep(0.2)
+    # the condition, not a poll for the first file: idle comes after the hook and the pass over its views
+    mounted.wait_indexed(timeout_s=60)
     visits = sorted(os.listdir(mounted.p("episodes/e1/visits/meadow")))
     assert "2.md" in visits and "last.md" in visits
     assert "t=2" in open(mounted.p("episodes/e1/visits/meadow/2.md")).read()
-    mounted.wait_indexed()
     assert b"visits/" in open(mounted.p("episodes/e1/INDEX.md"), "rb").read()
