@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -23,7 +24,15 @@ from libraryfs.fs.check import describe
 from libraryfs.fs.store import Store, is_library
 from libraryfs.index.find import find as run_find
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import INDEXER_LOCK, acquire_lock, mount_info, mount_state, pid_alive, read_run
+from libraryfs.layout import (
+    INDEXER_LOCK,
+    acquire_lock,
+    indexer_pid,
+    mount_info,
+    mount_state,
+    pid_alive,
+    read_run,
+)
 
 
 @click.command()
@@ -84,7 +93,16 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 @handle_errors
 def status(libdir: str, as_json: bool) -> None:
     """Is it mounted, what is the indexer doing, what went wrong last."""
-    libdir = resolve_libdir(libdir)
+    out = status_facts(resolve_libdir(libdir))
+    if as_json:
+        echo_json(out)
+    else:
+        _print_status(out)
+
+
+def status_facts(libdir: str) -> dict:
+    """What ``libraryfs status --json`` prints: the store's facts, the mount (live, or stale after a crash),
+    the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``."""
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
@@ -104,17 +122,14 @@ def status(libdir: str, as_json: bool) -> None:
     finally:
         st.close()
     minfo = mount_info(libdir)
-    run = read_run(libdir)
     out["mounted"] = bool(minfo)
     out["mount"] = minfo or {}
-    ipid = (idx or {}).get("pid")  # type: ignore[union-attr]
-    out["indexer_running"] = bool(ipid and pid_alive(ipid) and idx.get("state") != "stopped")  # type: ignore[union-attr]
+    out["indexer_pid"] = indexer_pid(libdir)
+    out["indexer_running"] = out["indexer_pid"] is not None
     out["stale_mount"] = None
     if minfo:
         out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
         try:
-            import json
-
             stats_path = os.path.join(minfo["mountpoint"], G.CTL_DIRNAME, os.fsdecode(G.STATS_FILE))
             with open(stats_path) as f:
                 out["stats"] = json.load(f).get("total", {})
@@ -127,13 +142,15 @@ def status(libdir: str, as_json: bool) -> None:
         except OSError:
             state = "unknown"
         out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}  # type: ignore[union-attr]
-    out["run"] = run
-    if as_json:
-        echo_json(out)
-        return
-    m = out["mount"]
-    click.echo(f"library     {libdir}")
-    if minfo:
+    out["run"] = read_run(libdir)
+    return out
+
+
+def _print_status(out: dict) -> None:
+    """The human-readable ``libraryfs status`` of :func:`status_facts`' dict."""
+    m, idx = out["mount"], out["indexer"] or {}
+    click.echo(f"library     {out['library']}")
+    if out["mounted"]:
         unit = f", unit {m['systemd_unit']}" if m.get("systemd_unit") else ""
         ro = ", read-only" if m.get("read_only") else ""
         click.echo(
@@ -149,35 +166,20 @@ def status(libdir: str, as_json: bool) -> None:
         )
     else:
         click.echo("mounted     no")
-    last = (idx or {}).get("last_pass") or {}  # type: ignore[union-attr]
-    click.echo(
-        f"indexer     {'running' if out['indexer_running'] else 'not running'}"
-        f"{' (' + idx.get('state', '?') + ', pid ' + str(ipid) + ')' if out['indexer_running'] else ''}"
-    )
+    running = f" ({idx.get('state', '?')}, pid {out['indexer_pid']})" if out["indexer_running"] else ""
+    click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}{running}")
     click.echo(
         f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"
-        f" pending, builder {((idx or {}).get('builder') or {}).get('builder', 'deterministic')}"
+        f" pending, builder {(idx.get('builder') or {}).get('builder', 'deterministic')}"
     )
+    last = idx.get("last_pass") or {}
     if last:
         click.echo(
             f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
             f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s"
         )
-    click.echo(f"last error  {(idx or {}).get('last_error') or 'none'}")
-    builder = (idx or {}).get("builder") or {}
-    if builder.get("requests") is not None:
-        spend = builder.get("spend") or {}
-        hour = (
-            f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
-            f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
-            f"{spend.get('max_tokens_per_hour') or 'none'})"
-            if spend
-            else ""
-        )
-        click.echo(
-            f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
-            f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}"
-        )
+    click.echo(f"last error  {idx.get('last_error') or 'none'}")
+    _print_llm(idx.get("builder") or {})
     if "stats" in out:
         s = out["stats"]
         click.echo(
@@ -187,6 +189,24 @@ def status(libdir: str, as_json: bool) -> None:
     click.echo(
         f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
         f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}"
+    )
+
+
+def _print_llm(builder: dict) -> None:
+    """The ``LLM`` line of ``status`` (requests, tokens, fallbacks, the hour's spend) for an LLM builder."""
+    if builder.get("requests") is None:
+        return
+    spend = builder.get("spend") or {}
+    hour = (
+        f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
+        f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
+        f"{spend.get('max_tokens_per_hour') or 'none'})"
+        if spend
+        else ""
+    )
+    click.echo(
+        f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
+        f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}"
     )
 
 

@@ -31,12 +31,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from libraryfs.daemon.filing import InboxFiler, is_hidden
+from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
-from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder, SectionDoc
-from libraryfs.index.toc import DEFAULT_MAX_TOKENS, Item, render
+from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
+from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
 
 log = logging.getLogger("libraryfs.indexer")
@@ -72,7 +73,7 @@ class PassReport:
         }
 
 
-class Indexer(InboxFiler):
+class Indexer(InboxFiler, TocWriter):
     """Keeps the TOCs of one library current. ``builder`` defaults to :class:`DeterministicBuilder`.
 
     ``mountpoint``: when the library is mounted there, inbox moves go through the mount.
@@ -416,100 +417,6 @@ class Indexer(InboxFiler):
             return getattr(self.fallback, job)(*args)
         finally:
             self.beat()  # a builder call that returned, however long it took, was progress
-
-    # ------------------------------------------------------------------------------------------------
-    def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
-        """Re-render the TOC pages of directory ``ino`` from its entries' meta; False if it is gone.
-        Entries without a current summary (never journaled to us) are examined first, once."""
-        listed = self._toc_items(ino)
-        if listed is None:
-            return False
-        node, path, items, missing = listed
-        if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
-            self._update_entries(missing, [], rep)
-            return self._render_dir(ino, rep, upto, _retry=False)
-        title = "/" if ino == S.ROOT_INO else os.fsdecode(path.rsplit(b"/", 1)[-1])
-        sect = SectionDoc(
-            path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary) for i in items]
-        )
-        description = self._call("describe", [sect])[0] if items else "empty section"
-        groups = None
-        if len(items) > 40:
-            groups = self._call("group", sect, 200)
-        total_tokens = sum(i.tokens for i in items)
-        total_entries = sum((i.entries if i.is_dir else 1) for i in items)
-        gen = node.generation
-        facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
-        out = render(
-            title,
-            description,
-            items,
-            max_tokens=self.max_tokens,
-            count_tokens=count_tokens,
-            header_facts=facts,
-            groups=groups,
-        )
-
-        def write(t: Txn) -> None:
-            if t.inode(ino) is None:
-                return
-            t.put_toc_pages(ino, out.pages)
-            old = t.section_meta(ino) or S.SectionMeta()
-            m = S.SectionMeta(
-                description=description,
-                tokens_total=total_tokens,
-                entries_total=total_entries,
-                toc_generation=gen,
-                toc_journal_seq=upto,
-                toc_pages=len(out.pages),
-                toc_levels=out.levels,
-                toc_max_page_tokens=max(out.page_tokens),
-                toc_page_tokens=list(out.page_tokens),
-                extra=old.extra,
-            )
-            t.put_meta(ino, m)
-
-        self.store.run_write(write)
-        rep.pages_written += len(out.pages)
-        return True
-
-    def _toc_items(self, ino: int) -> tuple[S.Inode, bytes, list[Item], dict[int, tuple[int, bytes]]] | None:
-        """``(node, path, TOC items, entries missing a current summary)`` of directory ``ino``, None if it
-        is no longer a reachable directory. One read transaction."""
-        with self.store.read() as t:
-            node = t.inode(ino)
-            if node is None or not node.is_dir:
-                return None
-            path = t.path_of(ino)
-            if path is None:
-                return None
-            items: list[Item] = []
-            missing: dict[int, tuple[int, bytes]] = {}
-            for name, child in t.iter_dir(ino):
-                if is_hidden(name):
-                    continue
-                cn = t.inode(child)
-                if cn is None:
-                    continue
-                if cn.is_dir:
-                    sm = t.section_meta(child) or S.SectionMeta()
-                    desc = sm.description if sm.description is not None else "section"
-                    items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
-                else:
-                    em = t.entry_meta(child) or S.EntryMeta()
-                    if em.summary is None or em.size != cn.size:
-                        missing[child] = (ino, name)
-                    items.append(
-                        Item(
-                            name,
-                            em.summary or "",
-                            em.tokens or 0,
-                            False,
-                            is_link=cn.is_lnk,
-                            approx=em.approx,
-                        )
-                    )
-        return node, path, items, missing
 
     # ------------------------------------------------------------------------------------------------
     def _write_status(self) -> None:

@@ -109,12 +109,13 @@ def feature(name: str) -> Feature | None:
     return next((f for f in features() if f.name == name), None)
 
 
-def missing_extra(name: str) -> str | None:
-    """``None`` when feature ``name`` can run here, else one line saying which extra to install (its
-    modules are looked up with ``importlib.util.find_spec``, nothing is imported)."""
-    f = feature(name)
+def missing_extra(which: str | Feature) -> str | None:
+    """``None`` when the feature (a registered name, or a :class:`Feature`) can run here, else one line
+    saying which extra to install (its modules are looked up with ``importlib.util.find_spec``, nothing is
+    imported)."""
+    f = feature(which) if isinstance(which, str) else which
     if f is None:
-        return f"the {name} feature is not installed (pip install 'libraryfs[{name}]')"
+        return f"the {which} feature is not installed (pip install 'libraryfs[{which}]')"
     absent = [m for m in f.modules if importlib.util.find_spec(m) is None]
     if not absent:
         return None
@@ -127,7 +128,7 @@ def indexer_hooks(ctx: HookContext) -> list[IndexerHook]:
     for f in features():
         if f.indexer_hook is None:
             continue
-        if missing_extra(f.name):
+        if missing_extra(f):
             log.info("%s: extra %r not installed; its indexer hook is off", f.name, f.extra)
             continue
         module, _, attr = f.indexer_hook.partition(":")

@@ -246,7 +246,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     try:
         v = _CONVERT[spec.kind](value)
     except (TypeError, ValueError, LibraryError) as e:
-        detail = f" ({e})" if str(e) else ""
+        detail = f" ({e})" if str(e) and spec.kind in ("budget", "levels") else ""  # our parsers say why
         raise SettingsError(f"{where}: not a valid {spec.kind}: {value!r}{detail}") from None
     if spec.kind in ("float", "int") and v is not None:
         if spec.high is not None and not spec.low <= v <= spec.high:  # type: ignore[operator]

@@ -4,8 +4,11 @@ pass over the hook's own files are done."""
 
 import json
 import os
+import time
 
+from libraryfs.fs.store import Store
 from libraryfs.hooks import features
+from libraryfs.layout import index_backlog, view_writer
 
 
 def test_the_episodes_feature_registers_an_indexer_hook():
@@ -29,3 +32,29 @@ def test_steps_appended_through_the_mount_become_anchor_views(mounted):
     assert "2.md" in visits and "last.md" in visits
     assert "t=2" in open(mounted.p("episodes/e1/visits/meadow/2.md")).read()
     assert b"visits/" in open(mounted.p("episodes/e1/INDEX.md"), "rb").read()
+
+
+def test_the_hook_waits_for_another_episodes_writer(mounted):
+    """While another writer (here: this test, as ``libraryfs episode build`` would) holds the library's
+    episodes lock, the indexer's hook writes nothing and the indexer does not say idle; once the lock is
+    free the hook builds the episode."""
+    os.makedirs(mounted.p("episodes/e2"))
+    st = Store(mounted.libdir, readonly=True)
+    try:
+        with view_writer(mounted.libdir, "episodes"):
+            with open(mounted.p("episodes/e2/steps.jsonl"), "w") as f:
+                f.write(json.dumps({"t": 0, "action": "noop", "location": "cave"}) + "\n")
+            # the pass consumed the journal, then the hook found the lock taken: "hooks", not "idle"
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                with st.read() as t:
+                    backlog = index_backlog(t)
+                if backlog["pending_records"] == 0 and backlog["state"] == "hooks":
+                    break
+                time.sleep(0.05)
+            assert backlog["state"] == "hooks", backlog
+            assert not os.path.exists(mounted.p("episodes/e2/steps"))  # nothing written while we hold it
+    finally:
+        st.env.close()
+    mounted.wait_indexed(timeout_s=60)
+    assert os.listdir(mounted.p("episodes/e2/steps")) and os.path.exists(mounted.p("episodes/e2/episode.md"))

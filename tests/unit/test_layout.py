@@ -1,0 +1,138 @@
+"""The library directory's process state (libraryfs.layout): locks, the one-writer lock of a derived view,
+run.json, process liveness and the one wait-until-idle helper — on real files, flocks and a real store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.errors import Busy
+from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
+from libraryfs.layout import (
+    INDEXER_LOCK,
+    MOUNT_LOCK,
+    acquire_lock,
+    index_backlog,
+    indexer_pid,
+    indexer_running,
+    lock_holder,
+    pid_alive,
+    read_run,
+    remove_run,
+    view_writer,
+    wait_exit,
+    wait_until_idle,
+    write_run,
+)
+
+
+def test_a_lock_has_one_holder_named_by_pid(tmp_path):
+    lib = str(tmp_path)
+    assert lock_holder(lib, MOUNT_LOCK) is None and not indexer_running(lib)  # no file: nobody
+    fd = acquire_lock(lib, INDEXER_LOCK)
+    try:
+        assert lock_holder(lib, INDEXER_LOCK) == os.getpid() == indexer_pid(lib)
+        assert indexer_running(lib)
+        with pytest.raises(Busy, match=rf"is already indexed by pid {os.getpid()}$"):
+            acquire_lock(lib, INDEXER_LOCK)
+    finally:
+        os.close(fd)
+    assert lock_holder(lib, INDEXER_LOCK) is None and not indexer_running(lib)
+    # another process holding it (flock, as the daemons do) is seen from here
+    code = (
+        "import sys, libraryfs.layout as L; fd = L.acquire_lock(sys.argv[1], L.MOUNT_LOCK); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, lib], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout.readline() == "held\n"
+        assert lock_holder(lib, MOUNT_LOCK) == p.pid
+        with pytest.raises(Busy, match=f"is already mounted by pid {p.pid}"):
+            acquire_lock(lib, MOUNT_LOCK)
+    finally:
+        p.stdin.close()
+        p.wait(30)
+    assert lock_holder(lib, MOUNT_LOCK) is None
+
+
+def test_a_derived_view_has_one_writer(tmp_path):
+    lib = str(tmp_path)
+    with view_writer(lib, "episodes") as got:
+        assert got
+        with view_writer(lib, "episodes", wait=False) as other:  # a second open file description
+            assert other is False
+        with view_writer(lib, "cards", wait=False) as other_view:  # another view is independent
+            assert other_view is True
+    with view_writer(lib, "episodes", wait=False) as got:
+        assert got
+
+
+def test_a_waiting_writer_enters_only_after_the_holder_left(tmp_path):
+    lib = str(tmp_path)
+    left = threading.Event()
+    entered_after_release = []
+    with view_writer(lib, "episodes"):
+
+        def waiter() -> None:
+            with view_writer(lib, "episodes") as got:
+                entered_after_release.append(got and left.is_set())
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        left.set()  # set before the holder's flock is released: the waiter cannot enter earlier
+    t.join(30)
+    assert entered_after_release == [True]
+
+
+def test_run_file_and_process_liveness(tmp_path):
+    lib = str(tmp_path)
+    assert read_run(lib) == {}
+    write_run(lib, {"server_pid": 1, "mountpoint": "/m"})
+    assert read_run(lib) == {"server_pid": 1, "mountpoint": "/m"}
+    remove_run(lib)
+    assert read_run(lib) == {}
+    assert pid_alive(os.getpid()) and not pid_alive(None) and not pid_alive(0)
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()  # a reaped child: gone
+    assert not pid_alive(p.pid) and wait_exit(p.pid, 0.0)
+    z = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        assert wait_exit(z.pid, 30)  # a zombie child of ours counts as exited
+    finally:
+        z.wait()
+
+
+def _with_store(libdir, fn) -> None:
+    st = Store(libdir)  # one environment per process at a time (py-lmdb): closed before waiting
+    try:
+        fn(st)
+    finally:
+        st.close()
+
+
+def test_wait_until_idle_waits_for_the_indexer_and_names_what_is_pending(libdir):
+    lib = str(libdir)
+    _with_store(lib, lambda st: StoreTree(st).write_bytes("a/b.md", b"# B\n"))
+    with pytest.raises(TimeoutError, match=r"record\(s\) pending, state None"):
+        wait_until_idle(lib, timeout_s=0.2)  # no indexer: a timeout saying why
+    _with_store(lib, lambda st: Indexer(lib, store=st).run_once(full=True))
+    assert wait_until_idle(lib, timeout_s=5) < 5
+    _with_store(lib, lambda st: StoreTree(st).write_bytes("inbox/new.md", b"# New\n"))
+    _with_store(lib, lambda st: Indexer(lib, store=st, settle_s=3600).run_once())  # unsettled: stays put
+    assert wait_until_idle(lib, timeout_s=5) < 5
+    with pytest.raises(TimeoutError, match="inbox not empty"):
+        wait_until_idle(lib, timeout_s=0.2, inbox=True)
+    st = Store(lib, readonly=True)
+    try:
+        with st.read() as t:
+            assert index_backlog(t) == {"pending_records": 0, "state": "idle", "inbox_entries": True}
+    finally:
+        st.env.close()
