@@ -20,7 +20,7 @@ def config_group() -> None:
 
 
 @config_group.command("show")
-@library_option(help=f"Library directory whose {CONFIG_FILE} is read (env LIBRARYFS_LIBRARY).")
+@library_option(help_text=f"Library directory whose {CONFIG_FILE} is read (env LIBRARYFS_LIBRARY).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @llm_options
 @handle_errors

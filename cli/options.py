@@ -36,7 +36,9 @@ def library_argument(f: F) -> F:
     return click.argument("libdir", type=click.Path(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)
 
 
-def library_option(required: bool = False, dest: str = "libdir", help: str | None = None) -> Callable[[F], F]:
+def library_option(
+    required: bool = False, dest: str = "libdir", help_text: str | None = None
+) -> Callable[[F], F]:
     """``--library DIR`` (defaults to ``$LIBRARYFS_LIBRARY``), passed as ``dest``."""
     return click.option(
         "--library",
@@ -45,7 +47,7 @@ def library_option(required: bool = False, dest: str = "libdir", help: str | Non
         required=required,
         type=click.Path(file_okay=False),
         default=None,
-        help=help or "Library directory (env LIBRARYFS_LIBRARY).",
+        help=help_text or "Library directory (env LIBRARYFS_LIBRARY).",
     )
 
 
@@ -78,7 +80,7 @@ def setting_options(*keys: str) -> Callable[[F], F]:
             names = [(spec.flag, _param(key), False)]
             names += [(a, _param(key, k), True) for k, a in enumerate(spec.aliases)]
             for flag, param, hidden in reversed(names):
-                kw: dict[str, Any] = {"default": None, "hidden": hidden}
+                kw: dict[str, Any] = {"default": None, "hidden": hidden, "metavar": spec.metavar}
                 if spec.kind == "bool":
                     kw["is_flag"] = True
                 else:

@@ -77,7 +77,7 @@ class Setting:
     ``low``/``high``: inclusive bounds of a number; ``positive``: strictly above 0. ``flag``: the
     command-line flag that sets it (built by ``libraryfs.cli.options``; ``None``: no flag), ``aliases``:
     older spellings of that flag, accepted but hidden. ``env_aliases``: older environment names, read
-    after :func:`env_var`.
+    after :func:`env_var`. ``metavar``: how ``--help`` shows the flag's value.
     """
 
     kind: str
@@ -90,6 +90,7 @@ class Setting:
     flag: str | None = None
     aliases: tuple[str, ...] = ()
     env_aliases: tuple[str, ...] = ()
+    metavar: str | None = None
 
 
 def _f(default: float, doc: str, **kw: Any) -> Setting:
@@ -107,7 +108,11 @@ SPEC: dict[str, Setting] = {
     "mount.read_only": Setting("bool", False, "mount read-only", flag="--read-only"),
     "mount.allow_other": Setting("bool", False, "let other users access the mount", flag="--allow-other"),
     "mount.budget": Setting(
-        "budget", None, "read budget 'reads=N,tokens=M' (EDQUOT past it)", flag="--budget"
+        "budget",
+        None,
+        "read budget: reads past it fail with EDQUOT",
+        flag="--budget",
+        metavar="reads=N,tokens=M",
     ),
     "index.toc_max_tokens": _i(
         None,
