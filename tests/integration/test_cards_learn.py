@@ -196,7 +196,7 @@ def test_cli_add_refine_seed(tmp_path):
 
 
 def test_add_and_refine_on_a_library_store_keep_check_clean_and_tocs_current(libdir):
-    """Through libraryfs.layout.open_tree (store access, not mounted), then the real indexer and check."""
+    """Through libraryfs.fs.tree.open_tree (store access, not mounted), then the real indexer and check."""
     from libraryfs.daemon.indexer import Indexer
     from libraryfs.fs.check import check, describe
     from libraryfs.fs.store import Store

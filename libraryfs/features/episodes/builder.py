@@ -118,7 +118,7 @@ class BuildReport:
 class EpisodeBuilder:
     """Builds units and views of episodes in one library.
 
-    ``tree`` is where views are written (the mountpoint when mounted — :func:`libraryfs.layout.open_tree`);
+    ``tree`` is where views are written (the mountpoint when mounted — :func:`libraryfs.fs.tree.open_tree`);
     ``store`` holds the ``units`` DB; ``extractor(t, text) -> Unit | None`` turns free-text steps into units
     (the LLM, :func:`libraryfs.features.episodes.llm.make_extractor`), None for deterministic extraction only.
     """
