@@ -476,7 +476,8 @@ def _mostly_binary(sample: bytes) -> bool:
     return bad * 10 > len(sample) // 4 + 1
 
 
-if __name__ == "__main__":  # the process entry: `python -m libraryfs.daemon.indexer LIBDIR [options]`
+# the process entry: `python -m libraryfs.daemon.indexer LIBDIR [options]` (flags parsed by the CLI)
+if __name__ == "__main__":
     from libraryfs.cli.mount_cmds import indexer_main
 
     indexer_main()

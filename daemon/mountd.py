@@ -360,9 +360,8 @@ def run_process(libdir: str, mountpoint: str, overrides: Mapping[str, Any] | Non
         raise LibraryError(f"mount failed: {e}") from None
 
 
-if (
-    __name__ == "__main__"
-):  # the process entry: `python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]`
+# the process entry: `python -m libraryfs.daemon.mountd LIBDIR MOUNTPOINT [options]` (flags parsed by the CLI)
+if __name__ == "__main__":
     from libraryfs.cli.mount_cmds import mountd_main
 
     mountd_main()

@@ -55,6 +55,6 @@ def test_the_hook_waits_for_another_episodes_writer(mounted):
             assert backlog["state"] == "hooks", backlog
             assert not os.path.exists(mounted.p("episodes/e2/steps"))  # nothing written while we hold it
     finally:
-        st.env.close()
+        st.close()
     mounted.wait_indexed(timeout_s=60)
     assert os.listdir(mounted.p("episodes/e2/steps")) and os.path.exists(mounted.p("episodes/e2/episode.md"))

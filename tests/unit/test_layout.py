@@ -135,4 +135,4 @@ def test_wait_until_idle_waits_for_the_indexer_and_names_what_is_pending(libdir)
         with st.read() as t:
             assert index_backlog(t) == {"pending_records": 0, "state": "idle", "inbox_entries": True}
     finally:
-        st.env.close()
+        st.close()

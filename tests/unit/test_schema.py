@@ -13,7 +13,7 @@ from libraryfs.errors import Corrupt
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
-from libraryfs.layout import StoreTree
+from libraryfs.fs.tree import StoreTree
 
 
 def test_dirent_values_carry_the_file_type_and_old_ones_read_without_it():
