@@ -40,13 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import openai
-
 from libraryfs.daemon import corpus
 from libraryfs.index.jobs import clean_line
 from libraryfs.llm import local
 from libraryfs.llm import prompts as P
-from libraryfs.llm.client import BadAnswer, parse_json_object
+from libraryfs.llm.client import BadAnswer, ChatClient, parse_json_object
+from libraryfs.llm.config import LLMConfig
 
 DOC_BYTES = 2048
 MAX_TOKENS_ONE = 60  #: what the builder allows per summarize item (LLMIndexBuilder: out_tokens_per_item)
@@ -238,7 +237,8 @@ class Runner:
 
     def __init__(self, server: local.LocalModel) -> None:
         self.server = server
-        self.client = openai.OpenAI(base_url=server.base_url, api_key="sk-no-key", timeout=600, max_retries=0)
+        # the shared client, one try per request: every row is one HTTP request as the server answered it
+        self.client = ChatClient(LLMConfig(base_url=server.base_url, timeout_s=600, transport_attempts=1))
         self.rows: list[dict[str, Any]] = []
 
     def ask(
@@ -253,8 +253,8 @@ class Runner:
         offset = os.path.getsize(self.server.log_path)
         cpu0 = _cpu_s(self.server.pid)
         t0 = time.perf_counter()
-        r = self.client.chat.completions.create(
-            model=self.server.model, messages=messages, max_tokens=max_tokens, temperature=0.0, **kw
+        r, _usage = self.client.create(
+            messages, model=self.server.model, max_tokens=max_tokens, temperature=0.0, **kw
         )
         latency_s = time.perf_counter() - t0
         cpu_s = _cpu_s(self.server.pid) - cpu0

@@ -132,3 +132,17 @@ def test_the_layering_holds():
 )
 def test_the_scan_catches_what_it_should(src, package, code, caught):
     assert bool(violations(src, package, code, "probe.py")) is caught
+
+
+def test_only_the_chat_client_imports_openai():
+    """One client: ``libraryfs/llm/client.py`` is the only module (package, daemons, CLI, benchmarks) that
+    imports ``openai`` — everything else receives a :class:`~libraryfs.llm.client.ChatClient`."""
+    found = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] not in ("libraryfs", "daemon", "cli", "bench") or "results" in rel.parts:
+            continue
+        names = [n for _line, n in imports(ast.parse(path.read_text()), "", skip_main=False)]
+        if any(_under(n, "openai") for n in names):
+            found.append(str(rel))
+    assert found == ["libraryfs/llm/client.py"]

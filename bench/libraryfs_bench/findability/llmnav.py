@@ -19,11 +19,14 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 
 from ..theorem.llm_agent import make_client  # noqa: F401  (re-exported: the one client factory)
+
+if TYPE_CHECKING:
+    from libraryfs.llm.client import ChatClient
 from .navigators import Outcome
 from .reader import INDEX_NAME, Lookup, is_toc_path
 
@@ -69,7 +72,13 @@ class LLMNavigator:
     name = "llm"
 
     def __init__(
-        self, client: Any, model: str, *, protocol: str = "tools", max_turns: int = 12, max_tokens: int = 128
+        self,
+        client: ChatClient,
+        model: str,
+        *,
+        protocol: str = "tools",
+        max_turns: int = 12,
+        max_tokens: int = 128,
     ) -> None:
         if protocol not in ("tools", "text"):
             raise ValueError("protocol must be 'tools' or 'text'")
@@ -113,13 +122,11 @@ class LLMNavigator:
         state = {"here": ""}
         out = Outcome(None)
         for _turn in range(self.max_turns):
-            kwargs: dict[str, Any] = dict(
-                model=self.model, messages=messages, temperature=0, max_tokens=self.max_tokens
-            )
+            kwargs: dict[str, Any] = dict(model=self.model, temperature=0, max_tokens=self.max_tokens)
             if self.protocol == "tools":
                 kwargs["tools"] = TOOLS
             try:
-                resp = self.client.chat.completions.create(**kwargs)
+                resp, _usage = self.client.create(messages, **kwargs)
             except Exception as exc:  # noqa: BLE001 - any API failure ends the lookup, recorded
                 out.error = f"{type(exc).__name__}: {exc}"[:300]
                 break
