@@ -11,7 +11,7 @@ from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.mount import MountTasks, TocWatcher
 from libraryfs.fs.store import Store
-from libraryfs.layout import StoreTree
+from libraryfs.fs.tree import StoreTree
 
 
 @pytest.fixture
