@@ -251,7 +251,7 @@ def mount_info(libdir: str) -> dict | None:
             info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
     finally:
         st.close()
-    mp = info.get("mountpoint")  # type: ignore[union-attr]
+    mp = info.get("mountpoint")  # type: ignore[attr-defined]
     if not mp or not is_live(mp) or not is_libraryfs_mount(mp):
         return None
     return info  # type: ignore[return-value]
@@ -318,7 +318,7 @@ def index_backlog(t) -> dict:
     inbox = t.lookup(S.ROOT_INO, b"inbox")
     return {
         "pending_records": max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR)),
-        "state": (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"),  # type: ignore[union-attr]
+        "state": (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"),  # type: ignore[attr-defined]
         "inbox_entries": inbox is not None and not t.dir_is_empty(inbox),
     }
 

@@ -256,7 +256,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
     if spec.kind in ("float", "int") and v is not None:
         if spec.high is not None and not spec.low <= v <= spec.high:  # type: ignore[operator]
             raise SettingsError(f"{where}: must be between {spec.low:g} and {spec.high:g}, got {v!r}")
-        if spec.low is not None and v < spec.low:
+        if spec.low is not None and v < spec.low:  # type: ignore[operator]
             raise SettingsError(f"{where}: must be ≥ {spec.low:g}, got {v!r}")
         if spec.positive and v == 0:
             raise SettingsError(f"{where}: must be > 0, got {v!r}")

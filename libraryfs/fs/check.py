@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from libraryfs.errors import Corrupt
 from libraryfs.fs import migrations
@@ -127,7 +128,7 @@ class _Checker:
             try:
                 self.inodes[ino] = S.Inode.unpack(ino, v)
             except Exception as e:  # struct.error
-                self.problem("I0", ino, f"undecodable inode: {e}", lambda k=k: kv.delete(S.DB_INODES, k))
+                self.problem("I0", ino, f"undecodable inode: {e}", partial(kv.delete, S.DB_INODES, k))
         self.apply_fixes()
         self.r.inodes = len(self.inodes)
 
@@ -146,7 +147,7 @@ class _Checker:
             elif not (1 <= len(name) <= S.NAME_MAX) or b"/" in name or b"\0" in name or name in (b".", b".."):
                 bad = f"invalid name {name!r} in {parent}"
             if bad:
-                self.problem("I2", child, bad, lambda k=k: kv.delete(S.DB_DIRENTS, k))
+                self.problem("I2", child, bad, partial(kv.delete, S.DB_DIRENTS, k))
                 continue
             ftype, want = S.dirent_type(v), cnode.mode & S.S_IFMT  # type: ignore[union-attr]
             if ftype != want and (ftype is not None or self.version >= 2):
@@ -155,7 +156,7 @@ class _Checker:
                     "I2",
                     child,
                     f"dirent {name!r} in {parent} records file type {ftype!r}, the inode has {want:o}",
-                    lambda k=k, value=value: kv.put(S.DB_DIRENTS, k, value),
+                    partial(kv.put, S.DB_DIRENTS, k, value),
                 )
             self.links[child] = self.links.get(child, 0) + 1
             if cnode.is_dir:  # type: ignore[union-attr]
@@ -177,7 +178,8 @@ class _Checker:
                 self.problem("I3", ino, "dirparent does not mirror the dirent", fix)
         for ino, node in self.inodes.items():
             if node.is_dir and ino != S.ROOT_INO and self.dir_names.get(ino):
-                seen, cur = set(), ino
+                seen: set[int] = set()
+                cur = ino
                 while cur != S.ROOT_INO:
                     if cur in seen or len(seen) > 100000:
                         self.problem("I3", ino, "directory not reachable from the root (cycle)")
@@ -195,13 +197,13 @@ class _Checker:
             if node.is_dir:
                 want = 2 + self.subdirs.get(ino, 0)
                 if ino != S.ROOT_INO and not self.dir_names.get(ino):
-                    self.problem("I4", ino, "unreachable directory", lambda ino=ino: self.t.del_inode(ino))
+                    self.problem("I4", ino, "unreachable directory", partial(self.t.del_inode, ino))
                     continue
             else:
                 want = self.links.get(ino, 0)
                 if want == 0:
                     msg = f"orphaned inode (nlink {node.nlink}, no dirent)"
-                    self.problem("I4", ino, msg, lambda ino=ino: self.t.del_inode(ino))
+                    self.problem("I4", ino, msg, partial(self.t.del_inode, ino))
                     continue
             if node.nlink != want:
 
@@ -223,7 +225,7 @@ class _Checker:
                 last_ino = ino
                 max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
             if node is None or node.is_dir or chunk >= max_chunk:
-                self.problem("I5", ino, f"stray data chunk {chunk}", lambda k=k: kv.delete(S.DB_DATA, k))
+                self.problem("I5", ino, f"stray data chunk {chunk}", partial(kv.delete, S.DB_DATA, k))
 
     def check_counters(self) -> None:
         """I6 (next_ino above every inode) and I7 (indexer cursor not beyond the journal)."""
@@ -262,7 +264,7 @@ class _Checker:
         for k, _ in kv.range(S.DB_TOC, keys_only=True):
             ino = S.from_u64(k)
             if ino not in self.inodes or not self.inodes[ino].is_dir:
-                self.problem("I8", ino, "TOC page of a missing directory", lambda k=k: kv.delete(S.DB_TOC, k))
+                self.problem("I8", ino, "TOC page of a missing directory", partial(kv.delete, S.DB_TOC, k))
 
 
 def describe(report: Report) -> str:

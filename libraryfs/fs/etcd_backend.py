@@ -336,11 +336,12 @@ class EtcdBackend:
         counter = self.ks.base + TAG_COUNTER
 
         def register(t: EtcdWriteTxn) -> bytes:
-            values = {}
+            values: dict[bytes, bytes | None] = {}
             for k in (reg, counter):  # both recorded as read: two hosts cannot take one number
                 values[k], t.read_keys[k] = t._get_kv(k)
-            if values[reg] is not None:
-                return values[reg]
+            known = values[reg]
+            if known is not None:
+                return known
             n = int(values[counter] or b"0") + 1
             tag = b"\x01" + n.to_bytes(3, "big")
             t.buf[counter] = str(n).encode()

@@ -335,9 +335,11 @@ def _merge(
     while x is not None or y is not None:
         take_b = x is None or (y is not None and ((y[0] > x[0]) if reverse else (y[0] < x[0])))
         if take_b:
-            yield y  # type: ignore[misc]
+            assert y is not None  # take_b: x is exhausted or y sorts first
+            yield y
             y = next(b, None)
         else:
+            assert x is not None  # not take_b: x is there
             yield x
             x = next(a, None)
 

@@ -23,7 +23,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -92,12 +92,12 @@ class LmdbTxn:
     # -- reads ------------------------------------------------------------------------------------------
     def get(self, table: bytes, key: bytes) -> bytes | None:
         """Value of ``key`` in ``table`` or None (KeyError for a table never opened)."""
-        return self._t.get(key, None, self._dbs[table])  # positional: py-lmdb parses them faster
+        return self._t.get(key, None, self._dbs[table])  # type: ignore[return-value]  # positional: py-lmdb parses them faster
 
     def getter(self, table: bytes) -> Callable[[bytes], bytes | None]:
         """``get`` bound to one table: a cursor's ``get``, one C call per lookup (the path walk's hot
         loop; cheaper to make and to call than a ``functools.partial``)."""
-        return self._t.cursor(self._dbs[table]).get
+        return self._t.cursor(self._dbs[table]).get  # type: ignore[return-value]
 
     def range(
         self,
@@ -145,12 +145,12 @@ class LmdbTxn:
         if not (cur.set_range(start) if start else cur.first()):
             return 0
         n = 0
-        k = cur.key()
+        k: bytes = cur.key()  # type: ignore[assignment]  # bytes: the environment is opened without buffers
         while k and (end is None or k < end):  # an unpositioned cursor (past the last key) has key b""
             if not cur.delete():
                 break
             n += 1
-            k = cur.key()
+            k = cur.key()  # type: ignore[assignment]
         return n
 
 
@@ -257,7 +257,7 @@ class LmdbBackend:
             raise LibraryMissing(f"cannot open library store {self.path}: {e}") from e
         with contextlib.suppress(lmdb.Error):
             self.env.reader_check()  # free reader slots of killed processes
-        self._dbs: dict[bytes, object] = {}
+        self._dbs: dict[bytes, Any] = {}  # py-lmdb's _Database handles
         for name in S.CORE_DBS:
             self._dbs[name] = self.env.open_db(name, create=not readonly)
 

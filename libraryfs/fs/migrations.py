@@ -36,6 +36,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from libraryfs import __version__
@@ -172,7 +173,7 @@ def migrate(
         t0 = time.monotonic()
         done = None
         while done is None:
-            done = store.run_write(lambda t, m=m: _run_batch(t, m, batch))
+            done = store.run_write(partial(_run_batch, m=m, batch=batch))
         log.warning(
             "%s: schema %d → %d done: %d record(s) changed in %.2f s",
             store.libdir,

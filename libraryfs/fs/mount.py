@@ -59,7 +59,13 @@ class TocWatcher:
                 return []
             paths: list[bytes] = []
             if self.last_gen >= 0:
-                for ino in S.loads(t.cfg(S.CFG_TOC_DIRTY), []) or []:
+                dirty: list[int] = (
+                    S.loads(  # type: ignore[assignment]  # a JSON list of inode numbers
+                        t.cfg(S.CFG_TOC_DIRTY), []
+                    )
+                    or []
+                )
+                for ino in dirty:
                     p = t.path_of(ino)
                     if p is not None:
                         paths.extend(toc_page_paths(p, t.toc_page_count(ino)))

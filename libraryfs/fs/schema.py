@@ -335,7 +335,7 @@ class _MetaRecord:
         else:  # the common case (every key known, every type right): positional, on read paths
             if "toc_page_tokens" in obj:
                 _check_ints(obj["toc_page_tokens"])
-            return cls._known(obj)
+            return cls._known(obj)  # type: ignore[attr-defined]  # each subclass's classmethod
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in obj.items():
@@ -350,7 +350,7 @@ class _MetaRecord:
                 known[key] = value
         if "toc_page_tokens" in known:
             _check_ints(known["toc_page_tokens"])
-        return cls(**known, extra=extra)
+        return cls(**known, extra=extra)  # type: ignore[call-arg]  # the dataclass subclasses' fields
 
 
 def _check_ints(values: list) -> None:

@@ -104,8 +104,10 @@ class TocPages:
             n = counts[page]
         else:
             key = (dir_ino, page, raw[:200])
-            n = self._tokens_cache.get(key)
-            if n is None:
+            cached = self._tokens_cache.get(key)
+            if cached is not None:
+                n = cached
+            else:
                 n = self._count_tokens(raw)
                 if len(self._tokens_cache) > 10_000:
                     self._tokens_cache.clear()

@@ -223,6 +223,7 @@ class ChatClient:
         """
         params.setdefault("model", self.config.model)
         failures = 0
+        last: Exception
         while True:
             self.limiter.reserve(est_tokens)
             spent = 0

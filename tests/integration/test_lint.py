@@ -1,6 +1,8 @@
-"""ruff lint and format over the packages, tests and benchmarks (STYLE.md: lint runs in CI).
+"""ruff lint and format over the packages, tests and benchmarks, and mypy over the core (STYLE.md: lint
+runs in CI).
 
-Run as ``python -m ruff`` of the test interpreter with ``--no-cache``, so nothing is written into the tree.
+Run as ``python -m ruff``/``python -m mypy`` of the test interpreter without a cache in the tree (ruff
+``--no-cache``; mypy's cache in the test's temporary directory), so nothing is written into the tree.
 """
 
 import subprocess
@@ -25,3 +27,14 @@ def test_ruff_check_is_clean():
 def test_ruff_format_is_clean():
     r = _ruff("format", "--check")
     assert r.returncode == 0, "run `ruff format` on:\n" + r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_mypy_is_clean_on_the_core(tmp_path):
+    """The files of ``[tool.mypy] files`` in pyproject.toml (the filesystem core, the index, the LLM client)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
