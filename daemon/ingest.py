@@ -140,6 +140,8 @@ def watch_tree(
 
     Falls back to watchdog's polling observer when inotify watches run out (errno 28/24).
     """
+    # Over 80 lines on purpose: the watchdog handler class is defined here, around the closure over ``tree``
+    # and ``rel``, so that watchdog is imported only by the commands that watch.
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers import Observer
     from watchdog.observers.polling import PollingObserver
