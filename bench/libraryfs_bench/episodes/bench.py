@@ -1,23 +1,26 @@
-"""Accuracy/tokens frontier of episodic recall on real Crafter trajectories (PAPERS.md §4 "Numbers").
+"""Evidence recall and exact-match answers of episodic recall on real Crafter trajectories, per question
+family, against flat BM25 at the same token budgets (PAPERS.md §4 "Numbers").
 
-For every question (see :mod:`.questions`) and budget B ∈ :data:`BUDGETS` tokens, four evidence sources:
+Questions come from a phrasing file (:mod:`.phrasings`, :mod:`.questions`) instantiated over seeded Crafter
+episodes (:mod:`.crafter_data`; evaluation seeds from :data:`~.crafter_data.EVAL_FIRST_SEED`). For every
+question and budget B ∈ :data:`BUDGETS` tokens:
 
-- ``libraryfs``    — :func:`~libraryfs.features.episodes.recall.recall` (anchors → chain → state → re-ranked);
-- ``no-anchors``   — the same units and packing, ranked by text only (the ablation "without anchor retrieval");
-- ``bm25``         — flat BM25 top-k over the raw step texts (one step per chunk: vanilla RAG), packed in
-                     score order into B;
-- ``full``         — the whole raw history (one point at its own token count).
+- ``libraryfs`` — :func:`~libraryfs.features.episodes.recall.order_items` packed into B;
+- ``bm25``      — flat BM25 top-k over the raw step texts (text + observation, one step per chunk: vanilla
+                  RAG), packed in score order into B.
 
-Metrics per (method, budget, family): evidence recall (share of gold steps present), chain completeness
-(all gold steps present), answer accuracy of the rule-based reader (:mod:`.reader`) on the packed text, and
-the mean evidence tokens used. The reader on the full history must score 1.0 (a check of the generator
-and the reader themselves).
+Metrics: **evidence recall** (share of the gold steps present in the packed text) and **exact match** of
+the deterministic reader (:func:`~libraryfs.features.episodes.reader.read` for unit evidence,
+:func:`.rawfacts.read_raw` for raw text) reading only the packed text. Two checks per question, outside
+any budget: ``parse`` — the question's parse resolved over the complete unit index (is the question
+understood?), and ``full`` — the reader over the whole raw history.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from collections import defaultdict
@@ -25,18 +28,26 @@ from pathlib import Path
 
 from rank_bm25 import BM25Okapi
 
-from libraryfs.features.episodes.reader import answer, parse_evidence
-from libraryfs.features.episodes.recall import EpisodeIndex, order_items, tokenize
+from libraryfs.features.episodes.anchors import parse_question
+from libraryfs.features.episodes.index import EpisodeIndex, tokenize
+from libraryfs.features.episodes.reader import read
+from libraryfs.features.episodes.recall import order_items
+from libraryfs.features.episodes.resolve import resolve
 from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
 from libraryfs.index.tokens import count_tokens
-from libraryfs_bench.episodes import crafter_data, questions
+from libraryfs_bench.episodes import crafter_data, phrasings, questions
+from libraryfs_bench.episodes.rawfacts import parse_raw, read_raw
 
-BUDGETS = (64, 128, 200, 256, 512, 1024, 1600, 2048)
-METHODS = ("libraryfs", "no-anchors", "bm25")
+BUDGETS = (64, 128, 200, 400, 800, 1600)
+REPORT_BUDGETS = (64, 200, 400)
+METHODS = ("libraryfs", "bm25")
+EPISODES = 6
+MAX_STEPS = 2700  #: 6 × 2,701 = 16,206 steps
+BM25_TOP = 400
 
 
 def build_units(recs: list[dict]) -> list[Unit]:
-    """Units of an episode's records, exactly as the builder makes them (structured fields as given)."""
+    """Units of an episode's records, exactly as the builder makes them."""
     st = EpisodeState()
     out = []
     for r in recs:
@@ -46,11 +57,9 @@ def build_units(recs: list[dict]) -> list[Unit]:
     return out
 
 
-def _packed(lines: list[str], counts: list[int], budget: int) -> tuple[str, int]:
-    n = 0
-    while n < len(counts) and counts[n] <= budget:
-        n += 1
-    return "\n".join(lines[:n]), (counts[n - 1] if n else 0)
+def norm(answer: str | None) -> str:
+    """Answer normalised for exact match: lower case, ``_`` and runs of spaces as one space."""
+    return re.sub(r"[\s_]+", " ", (answer or "").strip().lower())
 
 
 def _prefix_counts(lines: list[str], max_tokens: int) -> list[int]:
@@ -63,180 +72,211 @@ def _prefix_counts(lines: list[str], max_tokens: int) -> list[int]:
     return out
 
 
+def _steps_in(text: str) -> set[int]:
+    return {int(x) for x in re.findall(r"(?m)^(?:t=|Step )(\d+)\b", text)}
+
+
+class _Episode:
+    """One episode's unit index, raw lines and BM25 index."""
+
+    def __init__(self, recs: list[dict]) -> None:
+        self.idx = EpisodeIndex(build_units(recs))
+        self.raw = [r["text"] for r in recs]
+        self.bm = BM25Okapi([tokenize(x) for x in self.raw])
+        self.full = parse_raw("\n".join(self.raw))
+
+    def lines(self, method: str, question: str) -> list[str]:
+        if method == "libraryfs":
+            return [i.text for i in order_items(self.idx, question)[2]]
+        scores = self.bm.get_scores(tokenize(question))
+        order = sorted(range(len(self.raw)), key=lambda i: (-scores[i], i))[:BM25_TOP]
+        return [self.raw[i] for i in order]
+
+
+def evaluate(q: questions.Question, ep: _Episode, budgets: tuple[int, ...]) -> list[dict]:
+    """Rows (method, budget, recall, chain, correct, tokens) of one question."""
+    gold = set(q.gold_steps)
+    base = {"family": q.family, "kind": q.kind, "episode": q.episode}
+    parsed = parse_question(q.text, ep.idx.vocab)
+    oracle = resolve(ep.idx, parsed, ep.idx.last_t)[0] if parsed.typed() else None
+    full = read_raw(q.text, ep.full)[0]
+    rows = [
+        {**base, "method": "parse", "budget": None, "tokens": 0, "recall": 1.0, "chain": 1.0,
+         "correct": float(norm(oracle) == norm(q.answer)), "typed": float(parsed.typed())},
+        {**base, "method": "full", "budget": None, "tokens": 0, "recall": 1.0, "chain": 1.0,
+         "correct": float(norm(full) == norm(q.answer))},
+    ]  # fmt: skip
+    for method in METHODS:
+        lines = ep.lines(method, q.text)
+        counts = _prefix_counts(lines, max(budgets))
+        for b in budgets:
+            n = 0
+            while n < len(counts) and counts[n] <= b:
+                n += 1
+            text = "\n".join(lines[:n])
+            have = gold & _steps_in(text)
+            if method == "libraryfs":
+                ans = read(q.text, text)[0]
+            else:
+                ans = read_raw(q.text, parse_raw(text))[0]
+            rows.append(
+                {**base, "method": method, "budget": b, "tokens": counts[n - 1] if n else 0,
+                 "recall": len(have) / len(gold) if gold else 1.0, "chain": float(have == gold),
+                 "correct": float(norm(ans) == norm(q.answer))}
+            )  # fmt: skip
+    return rows
+
+
 def run(
-    min_total_steps: int = 10_000,
-    max_steps: int = 1200,
-    per_family: int = 12,
+    phrasing_file: str | os.PathLike[str],
+    episodes: int = EPISODES,
+    max_steps: int = MAX_STEPS,
+    first_seed: int = crafter_data.EVAL_FIRST_SEED,
+    per_template: int = 1,
     budgets: tuple[int, ...] = BUDGETS,
     progress=None,
 ) -> dict:
-    """Run the benchmark; returns the JSON-ready result (see :func:`table`)."""
+    """Run the benchmark for one phrasing file; returns the JSON-ready result (see :func:`tables`)."""
     t0 = time.monotonic()
+    templates = phrasings.load(phrasing_file)
+    name = Path(phrasing_file).stem
     rows: list[dict] = []
-    total_steps, episodes = 0, 0
-    full_tokens: list[int] = []
-    top = max(budgets)
-    for seed, recs in crafter_data.dataset(min_total_steps, max_steps):
-        episodes += 1
-        total_steps += len(recs)
-        idx = EpisodeIndex(build_units(recs))
-        raw = [r["text"] for r in recs]
-        bm = BM25Okapi([tokenize(x) for x in raw])
-        full_text = "\n".join(raw)
-        full_facts = parse_evidence(full_text)
-        n_full = count_tokens(full_text)
-        for q in questions.generate(recs, per_family, seed=seed, episode=f"seed{seed}"):
-            gold = set(q.gold_steps)
-            full_tokens.append(n_full)
-            ok_full = answer(q.spec, full_facts) == q.answer
-            rows.append(
-                {
-                    "method": "full",
-                    "budget": None,
-                    "family": q.family,
-                    "tokens": n_full,
-                    "recall": 1.0,
-                    "chain": 1.0,
-                    "correct": float(ok_full),
-                }
-            )
-            orders = {}
-            for m in ("libraryfs", "no-anchors"):
-                _, _, items = order_items(idx, q.text, use_anchors=(m == "libraryfs"))
-                orders[m] = [i.text for i in items]
-            scores = bm.get_scores(tokenize(q.text))
-            order = sorted(range(len(raw)), key=lambda i: (-scores[i], i))[:400]
-            orders["bm25"] = [raw[i] for i in order]
-            for m, lines in orders.items():
-                counts = _prefix_counts(lines, top)
-                for b in budgets:
-                    text, used = _packed(lines, counts, b)
-                    facts = parse_evidence(text)
-                    have = gold & set(facts)
-                    rec = len(have) / len(gold) if gold else 1.0
-                    rows.append(
-                        {
-                            "method": m,
-                            "budget": b,
-                            "family": q.family,
-                            "tokens": used,
-                            "recall": rec,
-                            "chain": float(have == gold),
-                            "correct": float(answer(q.spec, facts) == q.answer),
-                        }
-                    )
+    qs_out: list[dict] = []
+    notes: list[str] = []
+    steps = 0
+    for seed in range(first_seed, first_seed + episodes):
+        recs = crafter_data.load_rollout(seed, max_steps)
+        steps += len(recs)
+        ep = _Episode(recs)
+        qs, why = questions.generate(recs, templates, f"seed{seed}", per_template, key=name)
+        notes += why
+        for q in qs:
+            rs = evaluate(q, ep, budgets)
+            rows += rs
+            qs_out.append({**q.to_json(), "parse_ok": rs[0]["correct"], "typed": rs[0]["typed"]})
         if progress:
-            progress(f"seed {seed}: {len(recs)} steps, {len(rows)} rows")
+            progress(f"{name} seed {seed}: {len(recs)} steps, {len(qs)} questions")
     return {
+        "phrasings": str(phrasing_file),
+        "name": name,
+        "templates": len(templates),
         "episodes": episodes,
-        "steps": total_steps,
-        "questions": sum(1 for r in rows if r["method"] == "full"),
+        "seeds": [first_seed, first_seed + episodes - 1],
+        "steps": steps,
+        "questions": len(qs_out),
         "budgets": list(budgets),
         "rows": rows,
+        "question_list": qs_out,
+        "notes": notes,
         "seconds": round(time.monotonic() - t0, 1),
-        "full_history_tokens_mean": statistics.mean(full_tokens) if full_tokens else 0,
     }
 
 
 def aggregate(result: dict) -> dict:
-    """``{(method, budget, family|"all"): {"recall", "chain", "acc", "tokens", "n"}}`` (budget None = full)."""
+    """``{(method, budget, family|"all"): {"recall", "chain", "acc", "tokens", "n"}}`` (budget None: checks)."""
     acc: dict[tuple, list[dict]] = defaultdict(list)
     for r in result["rows"]:
         acc[(r["method"], r["budget"], r["family"])].append(r)
         acc[(r["method"], r["budget"], "all")].append(r)
-    out = {}
-    for key, rs in acc.items():
-        out[key] = {
+    return {
+        key: {
             "recall": statistics.mean(r["recall"] for r in rs),
             "chain": statistics.mean(r["chain"] for r in rs),
             "acc": statistics.mean(r["correct"] for r in rs),
             "tokens": statistics.mean(r["tokens"] for r in rs),
             "n": len(rs),
         }
-    return out
+        for key, rs in acc.items()
+    }
 
 
-def table(result: dict) -> str:
-    """Markdown tables: the frontier (all families) and per family at 200 tokens."""
+def tables(result: dict) -> str:
+    """Markdown: per family, evidence recall and exact match at 64/200/400 tokens for libraryfs and BM25,
+    and the two checks; then the frontier over all budgets."""
     ag = aggregate(result)
+    rb = [b for b in REPORT_BUDGETS if b in result["budgets"]]
+    head = ["family (n)"]
+    for metric in ("recall", "EM"):
+        head += [f"{m} {metric}@{b}" for m in METHODS for b in rb]
+    head += ["parse EM", "full-history EM"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for fam in (*phrasings.FAMILIES, "all"):
+        if ("libraryfs", rb[0], fam) not in ag:
+            continue
+        n = ag[("parse", None, fam)]["n"]
+        cells = [f"{fam} ({n})"]
+        for metric in ("recall", "acc"):
+            cells += [f"{ag[(m, b, fam)][metric]:.2f}" for m in METHODS for b in rb]
+        cells += [f"{ag[('parse', None, fam)]['acc']:.2f}", f"{ag[('full', None, fam)]['acc']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     b = result["budgets"]
-    lines = ["| method | metric | " + " | ".join(f"B={x}" for x in b) + " |", "|---|---|" + "---|" * len(b)]
+    lines += [
+        "",
+        "| method | metric | " + " | ".join(f"B={x}" for x in b) + " |",
+        "|---|---|" + "---|" * len(b),
+    ]
     for m in METHODS:
         for metric, label in (
             ("recall", "evidence recall"),
-            ("chain", "chain complete"),
-            ("acc", "reader accuracy"),
+            ("acc", "exact match"),
             ("tokens", "tokens used"),
         ):
-            cells = [
-                f"{ag[(m, x, 'all')][metric]:.2f}"
-                if metric != "tokens"
-                else f"{ag[(m, x, 'all')][metric]:.0f}"
-                for x in b
-            ]
-            lines.append(f"| {m} | {label} | " + " | ".join(cells) + " |")
-    full = ag[("full", None, "all")]
+            fmt = "{:.0f}" if metric == "tokens" else "{:.2f}"
+            lines.append(
+                f"| {m} | {label} | " + " | ".join(fmt.format(ag[(m, x, "all")][metric]) for x in b) + " |"
+            )
     lines.append(
-        f"\nfull history: reader accuracy {full['acc']:.2f} at {full['tokens']:.0f} tokens per question "
-        f"({result['questions']} questions, {result['episodes']} episodes, {result['steps']} steps)\n"
+        f"\n{result['name']}: {result['questions']} questions from {result['templates']} templates, "
+        f"{result['episodes']} episodes (seeds {result['seeds'][0]}–{result['seeds'][1]}), {result['steps']} steps"
     )
-    fams = questions.FAMILIES
-    lines.append(
-        "| family (n) | libraryfs recall@200 | libraryfs acc@200 | bm25 recall@200 | bm25 acc@200 | "
-        "bm25 recall@1600 | bm25 acc@1600 | bm25 recall@2048 | smallest B with libraryfs recall ≥ 0.9 |"
-    )
-    lines.append("|---|---|---|---|---|---|---|---|---|")
-    for f in fams:
-        if ("libraryfs", 200, f) not in ag:
-            continue
-        first = next((x for x in b if ag[("libraryfs", x, f)]["recall"] >= 0.9), None)
-        g = lambda m, x, k: ag.get((m, x, f), {}).get(k, float("nan"))  # noqa: E731, B023 (used within this iteration)
-        lines.append(
-            f"| {f} ({ag[('libraryfs', 200, f)]['n']}) | {g('libraryfs', 200, 'recall'):.2f} | "
-            f"{g('libraryfs', 200, 'acc'):.2f} | {g('bm25', 200, 'recall'):.2f} | {g('bm25', 200, 'acc'):.2f} | "
-            f"{g('bm25', 1600, 'recall'):.2f} | {g('bm25', 1600, 'acc'):.2f} | {g('bm25', 2048, 'recall'):.2f} | "
-            f"{first if first is not None else '> ' + str(b[-1])} |"
-        )
     return "\n".join(lines)
 
 
-def plot(result: dict, path: str | os.PathLike[str]) -> None:
-    """Accuracy and evidence recall vs evidence tokens (log x) for each method, saved as PNG."""
+def plot(results: list[dict], path: str | os.PathLike[str]) -> None:
+    """Evidence recall and exact match vs evidence tokens (log x), libraryfs against BM25, one line style
+    per phrasing file; saved as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ag = aggregate(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, metric, title in ((axes[0], "recall", "evidence recall"), (axes[1], "acc", "reader accuracy")):
-        for m in METHODS:
-            xs = [ag[(m, b, "all")]["tokens"] for b in result["budgets"]]
-            ys = [ag[(m, b, "all")][metric] for b in result["budgets"]]
-            ax.plot(xs, ys, marker="o", label=m)
-        full = ag[("full", None, "all")]
-        ax.scatter([full["tokens"]], [full[metric]], marker="*", s=120, color="k", label="full history")
+    styles = ("-", "--", ":", "-.")
+    for ri, result in enumerate(results):
+        ag = aggregate(result)
+        for ax, metric, title in ((axes[0], "recall", "evidence recall"), (axes[1], "acc", "exact match")):
+            for m, color in zip(METHODS, ("tab:blue", "tab:orange"), strict=True):
+                xs = [ag[(m, b, "all")]["tokens"] for b in result["budgets"]]
+                ys = [ag[(m, b, "all")][metric] for b in result["budgets"]]
+                ax.plot(xs, ys, styles[ri % 4], marker="o", color=color, label=f"{m} ({result['name']})")
+            ax.set_title(f"Crafter episodes: {title}")
+    for ax in axes:
         ax.axvline(200, color="grey", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_xlabel("evidence tokens per question (o200k)")
-        ax.set_ylabel(title)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.set_title(f"Crafter episodes: {title}")
-    axes[1].legend(loc="lower right", fontsize=8)
+    axes[0].set_ylabel("share")
+    axes[1].legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def save(result: dict, path: str | os.PathLike[str]) -> None:
-    """Write the result (with the aggregate) as JSON."""
-    ag = aggregate(result)
-    out = dict(result)
-    out["aggregate"] = [
-        {"method": k[0], "budget": k[1], "family": k[2], **v}
-        for k, v in sorted(ag.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2]))
-    ]
+def save(results: list[dict], path: str | os.PathLike[str]) -> None:
+    """Write the results (with their aggregates) as JSON."""
+    out = []
+    for result in results:
+        ag = aggregate(result)
+        out.append(
+            {
+                **result,
+                "aggregate": [
+                    {"method": k[0], "budget": k[1], "family": k[2], **v}
+                    for k, v in sorted(ag.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2]))
+                ],
+            }
+        )
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(out, indent=1))

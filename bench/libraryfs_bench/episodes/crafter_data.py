@@ -1,22 +1,28 @@
 """Real trajectories from the ``crafter`` environment: seeded rollouts of a simple survival policy.
 
 Each step of a rollout becomes one JSON-ready record — what an agent would append to
-``episodes/<id>/steps.jsonl``::
+``episodes/<id>/steps.jsonl`` (the input contract of :mod:`libraryfs.features.episodes.units`)::
 
-    {"t": 412, "action": "move_left", "text": "Step 412: ...",       # free text, as an agent logs it
-     "position": [34, 40], "place": "zone-2-2", "facing": "tree",
-     "nearby": ["cow", "tree", "water"],                             # salient things within 2 cells
-     "inventory": {"wood": 2, "sapling": 1},                         # items > 0 (no vitals)
+    {"t": 412, "action": "do", "position": [34, 40],
+     "place": "zone-2-2", "area": "forest",                          # two location labels
+     "facing": "tree", "nearby": ["cow", "tree", "water"],            # salient things within 2 cells
+     "inventory": {"wood": 2, "sapling": 1},                          # items > 0 (no vitals)
+     "inventory_delta": {"wood": 1},                                  # change since the previous step
      "vitals": {"health": 9, "food": 7, "drink": 6, "energy": 8},
-     "achievements": ["collect_wood"],                               # unlocked/incremented this step
-     "sleeping": false}
+     "vitals_delta": {"food": -1},
+     "achievements": ["collect_wood"],                                # unlocked/incremented this step
+     "observation": "I hit the tree in the forest and collected wood; ...",   # one free-text sentence
+     "text": "Step 412: action do. At (34, 40) in zone-2-2, area forest. ...",  # the raw log line
+     "sleeping": false, "life": 1}
 
 Everything comes from Crafter itself: ``info["inventory"]``, ``info["achievements"]`` (counts, diffed step to
-step), ``info["player_pos"]``, and ``info["semantic"]`` (the 64×64 map of material and creature ids) for
-``nearby``; ``facing`` reads the player's facing cell from the world (``env._player.facing``, a private
-attribute: Crafter's info does not expose it). ``place`` is the 16×16-cell zone of the position — the
-discrete location S3Mem's visit anchors need (PAPERS.md §4). Step 0 is the state after ``reset`` (action
-``"start"``).
+step), ``info["player_pos"]``, ``info["semantic"]`` (the 64×64 map of material and creature ids) for
+``nearby``, and the world's material map for ``area``; ``facing`` reads the player's facing cell from the
+world (``env._player.facing``, a private attribute: Crafter's info does not expose it). ``place`` is the
+16×16-cell zone of the position; ``area`` names the terrain around the player (7×7 cells: forest, lake
+shore, mountain, cave, grassland — see :func:`area_of`), with hysteresis so that it does not flicker at a
+border. Deltas are exact differences to the previous step's record (also at a respawn, when the inventory
+is lost and the vitals reset). Step 0 is the state after ``reset`` (action ``"start"``).
 
 The policy (``survivor``) drinks when thirsty, eats cows when hungry, sleeps when tired, fights adjacent
 zombies, gathers wood, places a table, crafts pickaxes/swords, mines stone and coal, and otherwise explores
@@ -38,6 +44,20 @@ NEARBY_CELLS = 2  #: Chebyshev radius (cells) of "nearby"
 GROUND = {"grass", "sand", "path"}  #: materials that are not salient
 VITALS = ("health", "food", "drink", "energy")
 DIRS = {"move_left": (-1, 0), "move_right": (1, 0), "move_up": (0, -1), "move_down": (0, 1)}
+POLICY_VERSION = "v2"
+#: seeds of the evaluation episodes start here: disjoint from the seeds used while the parser was written
+#: (0–9 in the earlier benchmark and the tests, 500–502 for development)
+EVAL_FIRST_SEED = 1000
+DEV_FIRST_SEED = 500  #: bump when the records change: cached rollouts are keyed by it
+AREA_CELLS = 3  #: Chebyshev radius (cells) of the terrain window that names the area
+#: area → (materials that count for it, share of the window needed to enter it)
+AREAS = {
+    "cave": ({"path", "lava"}, 0.25),
+    "mountain": ({"stone", "coal", "iron", "diamond"}, 0.35),
+    "lake shore": ({"water"}, 0.15),
+    "forest": ({"tree"}, 0.2),
+}
+AREA_KEEP = 0.6  #: the current area is kept while its share stays above AREA_KEEP × its entry share
 
 
 def zone_of(x: int, y: int) -> str:
@@ -51,21 +71,64 @@ def _id_names(env: Any) -> dict[int, str]:
     return names
 
 
+def area_of(mats: dict[str, float], prev: str | None) -> str:
+    """The area label of a terrain window given each material's share ``mats`` (0..1) and the previous
+    area: the area whose materials exceed their entry share by the largest ratio, else ``grassland``;
+    the previous area is kept while its share stays above :data:`AREA_KEEP` × its entry share."""
+    share = {a: sum(mats.get(m, 0.0) for m in ms) for a, (ms, _) in AREAS.items()}
+    if prev in AREAS and share[prev] >= AREA_KEEP * AREAS[prev][1]:
+        return prev
+    best = max(AREAS, key=lambda a: (share[a] / AREAS[a][1], a))
+    return best if share[best] >= AREAS[best][1] else "grassland"
+
+
+def _delta_phrase(delta: dict[str, int]) -> str:
+    return ", ".join(f"{k} {'+' if v > 0 else ''}{v}" for k, v in sorted(delta.items()))
+
+
+def observation(rec: dict) -> str:
+    """One free-text sentence of what the agent saw and did (deterministic; the wording varies by step)."""
+    a, area, face = rec["action"], rec["area"], rec["facing"]
+    verb = {
+        "do": f"I hit the {face}",
+        "noop": "I waited",
+        "sleep": "I slept",
+        "start": "I woke up in a new world",
+        "respawn": "I came back to life",
+    }.get(a, f"I moved {a[5:]}" if a.startswith("move_") else f"I tried to {a.replace('_', ' ')}")
+    parts = [f"{verb} in the {area}" if rec["t"] % 2 else f"{verb}, standing in the {area}"]
+    near = [n for n in rec["nearby"] if n != face]
+    if near:
+        names = " and ".join(near[:3])
+        parts.append(f"with {names} around" if rec["t"] % 3 else f"close to {names}")
+    for e in rec["achievements"]:
+        parts.append(e.replace("_", " ") if e != "died" else "then I died")
+    up = [k for k, v in rec["inventory_delta"].items() if v > 0]
+    down = [k for k, v in rec["inventory_delta"].items() if v < 0]
+    if up:
+        parts.append("my " + " and ".join(up) + " went up")
+    if down:
+        parts.append("I used up some " + " and ".join(down))
+    for k, v in sorted(rec["vitals_delta"].items()):
+        parts.append(f"my {k} {'rose' if v > 0 else 'fell'} to {rec['vitals'][k]}")
+    return "; ".join(parts) + "."
+
+
 def step_text(rec: dict) -> str:
     """The free-text line of a step (what an agent would log; the flat-history baselines read this)."""
     x, y = rec["position"]
     parts = [
-        f"Step {rec['t']}: action {rec['action']}. At ({x}, {y}) in {rec['place']}.",
+        f"Step {rec['t']}: action {rec['action']}. At ({x}, {y}) in {rec['place']}, area {rec['area']}.",
         f"Facing {rec['facing']}.",
     ]
     if rec["nearby"]:
         parts.append("Nearby: " + ", ".join(rec["nearby"]) + ".")
     if rec["achievements"]:
         parts.append("Events: " + ", ".join(rec["achievements"]) + ".")
-    if rec.get("gained"):
-        parts.append("Gained: " + ", ".join(rec["gained"]) + ".")
-    if rec.get("lost"):
-        parts.append("Lost: " + ", ".join(rec["lost"]) + ".")
+    if rec["inventory_delta"]:
+        parts.append("Inventory change: " + _delta_phrase(rec["inventory_delta"]) + ".")
+    if rec["vitals_delta"]:
+        parts.append("Vitals change: " + _delta_phrase(rec["vitals_delta"]) + ".")
     inv = ", ".join(f"{k} {v}" for k, v in sorted(rec["inventory"].items())) or "empty"
     parts.append(f"Inventory: {inv}.")
     v = rec["vitals"]
@@ -182,17 +245,18 @@ def rollout(seed: int, max_steps: int = 1500) -> list[dict]:
     _, _, done, info = env.step(0)  # a noop to obtain info; recorded as step 0 ("start")
     records: list[dict] = []
     prev_ach: dict[str, int] = {k: 0 for k in info["achievements"]}
-    prev_inv: dict[str, int] = {}
+    prev: dict | None = None
     action, life = "start", 1
     for t in range(max_steps + 1):
-        rec = _record(env, info, t, action, id_names, prev_ach, prev_inv)
+        rec = _record(env, info, t, action, id_names, prev_ach, prev)
         rec["life"] = life
         if done:
             rec["achievements"].append("died")
+            rec["observation"] = observation(rec)
             rec["text"] = step_text(rec)
         records.append(rec)
+        prev = rec
         prev_ach = dict(info["achievements"])
-        prev_inv = {k: v for k, v in info["inventory"].items() if k not in VITALS}
         if done:
             env.reset()
             _, _, done, info = env.step(0)
@@ -204,6 +268,25 @@ def rollout(seed: int, max_steps: int = 1500) -> list[dict]:
     return records
 
 
+def _terrain(env: Any, x: int, y: int) -> dict[str, float]:
+    """Share of each material in the (2·AREA_CELLS+1)² window around (x, y) (cells off the map excluded)."""
+    mats = env._world._mat_map
+    names = {i: n for n, i in env._world._mat_ids.items() if n}
+    r = AREA_CELLS
+    win = mats[max(0, x - r) : x + r + 1, max(0, y - r) : y + r + 1]
+    ids, counts = np.unique(win, return_counts=True)
+    total = float(counts.sum())
+    return {names.get(int(i), "none"): float(c) / total for i, c in zip(ids, counts, strict=True)}
+
+
+def _diff(old: dict[str, int], new: dict[str, int]) -> dict[str, int]:
+    return {
+        k: new.get(k, 0) - old.get(k, 0)
+        for k in sorted(set(old) | set(new))
+        if new.get(k, 0) != old.get(k, 0)
+    }
+
+
 def _record(
     env: Any,
     info: dict,
@@ -211,7 +294,7 @@ def _record(
     action: str,
     id_names: dict[int, str],
     prev_ach: dict[str, int],
-    prev_inv: dict[str, int],
+    prev: dict | None,
 ) -> dict:
     x, y = (int(v) for v in info["player_pos"])
     sem = info["semantic"]
@@ -223,6 +306,7 @@ def _record(
     mat, obj = env._world[(fx, fy)]
     facing = type(obj).__name__.lower() if obj else (mat or "edge")
     inv = {k: int(v) for k, v in info["inventory"].items() if k not in VITALS and v > 0}
+    vitals = {k: int(info["inventory"][k]) for k in VITALS}
     ach = [k for k, v in sorted(info["achievements"].items()) if v > prev_ach.get(k, 0)] if t else []
     # "wake_up" of a fresh world is counted by Crafter at reset; it is not an event of this step
     ach = [a for a in ach if not (action == "respawn" and a == "wake_up")]
@@ -231,17 +315,17 @@ def _record(
         "action": action,
         "position": [x, y],
         "place": zone_of(x, y),
+        "area": area_of(_terrain(env, x, y), prev["area"] if prev else None),
         "facing": facing,
         "nearby": nearby,
         "inventory": inv,
-        "vitals": {k: int(info["inventory"][k]) for k in VITALS},
+        "inventory_delta": _diff(prev["inventory"], inv) if prev else {},
+        "vitals": vitals,
+        "vitals_delta": _diff(prev["vitals"], vitals) if prev else {},
         "achievements": ach,
-        "gained": sorted(k for k in inv if inv[k] > prev_inv.get(k, 0)) if t and action != "respawn" else [],
-        "lost": sorted(k for k in prev_inv if inv.get(k, 0) < prev_inv[k])
-        if t and action != "respawn"
-        else [],
         "sleeping": bool(env._player.sleeping),
     }
+    rec["observation"] = observation(rec)
     rec["text"] = step_text(rec)
     return rec
 
@@ -254,7 +338,7 @@ def cache_dir() -> Path:
 
 def load_rollout(seed: int, max_steps: int = 1500) -> list[dict]:
     """:func:`rollout`, cached as JSONL by (seed, max_steps, policy version)."""
-    p = cache_dir() / f"survivor-v1-seed{seed}-max{max_steps}.jsonl"
+    p = cache_dir() / f"survivor-{POLICY_VERSION}-seed{seed}-max{max_steps}.jsonl"
     if p.exists():
         return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
     recs = rollout(seed, max_steps)
@@ -266,7 +350,7 @@ def load_rollout(seed: int, max_steps: int = 1500) -> list[dict]:
 
 
 def dataset(
-    min_total_steps: int = 10_000, max_steps: int = 1500, first_seed: int = 0
+    min_total_steps: int = 10_000, max_steps: int = 1500, first_seed: int = EVAL_FIRST_SEED
 ) -> Iterator[tuple[int, list[dict]]]:
     """Seeded episodes ``(seed, records)`` until at least ``min_total_steps`` steps in total."""
     total, seed = 0, first_seed

@@ -1,254 +1,474 @@
-"""Anchor tuples from questions about an episode (S3Mem's anchor-aware retrieval, PAPERS.md §4).
+"""Questions → typed queries (S3Mem's anchor tuples, PAPERS.md §4): the second half of the parser.
 
-An :class:`Anchors` tuple names what must be found before anything is read:
+:func:`parse_question` tags the question (:mod:`.tagging`: labels, events, items, vitals, words of change,
+offsets, ranges, steps, ordinals become placeholder tokens) and assembles a
+:class:`~libraryfs.features.episodes.query.Query` with a small grammar instead of templates:
 
-- a **target-step** anchor — ``at step 412`` (``target_t``) or ``between step 200 and step 450`` (``t_range``);
-- an **occurrence** anchor — ``the second time I collected wood``, ``my last visit to zone-2-1``
-  (``kind`` ∈ {``ev``, ``visit``, ``gain``, ``lose``}, ``name``, ordinal ``k``; ``k = -1`` is the last);
-- a **state-transition** anchor — ``when I first got the wood pickaxe``, ``after I lost sapling`` (kind
-  ``gain``/``lose``, the item as ``name``);
-- a **temporal offset** — ``two steps after``, ``right before`` (``offset``, in steps; signed);
-- the **focus** — what is asked about the target step: ``action``, ``place``, ``facing``, ``near``,
-  ``inv:<item>``, ``step`` (which step) or ``count`` (how many occurrences in ``t_range``).
+1. **Changes** — an item or vital next to a word of change in the same clause ("wood in my inventory went
+   up", "spent wood", "decrease in food", "my thirst rose") becomes one occurrence head
+   (``gain``/``lose``/``rise``/``drop``); pairs are made nearest-first.
+2. **Ordinals** attach to heads: a visit noun phrase ("my 2nd stay at P", "visit 3 to P", "my last time in
+   the forest"), then "(for) the k-th time" (backwards after "for" or a head, forwards before "I/my/the"),
+   then an ordinal next to a head ("my 2nd wood collection", "I first obtained", "food last went down"),
+   then "next" (the first one after another anchor), then whatever is left to the nearest free head.
+3. **Visit roles** — a label is the beginning of a visit ("arrived", "entered", "began", "first step of"),
+   its end ("ended", "left", "last step of") or, when the question also names an event, the span the
+   event is counted or looked for in ("during my 2nd visit to P").
+4. **Type and field** — which-came-first, how-many, a field (action, facing, area, where, an item's count,
+   a vital's level), else the step itself.
+5. **Chains** — with two point anchors, a link word ("after", "following", "once", "since", "then",
+   "after it") or "next" makes one the base and the other the first occurrence after it; the offset
+   ("3 steps after", "right before", "2 steps later") applies to the last anchor of the chain.
 
-Parsing is deterministic (regular expressions over a normalised question); ``vocab`` — the event, item and
-place names of the episode — lets names with underscores be matched from plain words (``wood pickaxe``).
+Everything is deterministic (no dependence on set or dict hash order). A question without any anchor gives
+``Query(type="none")``; recall then ranks by text only.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
-NUMBER_WORDS = {
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "a": 1,
-}
-ORDINALS = {
-    "first": 1,
-    "second": 2,
-    "third": 3,
-    "fourth": 4,
-    "fifth": 5,
-    "sixth": 6,
-    "seventh": 7,
-    "eighth": 8,
-    "ninth": 9,
-    "tenth": 10,
-    "last": -1,
-    "final": -1,
-    "latest": -1,
-    "most recent": -1,
-}
-#: event names of Crafter (used besides an episode's own vocabulary)
-CRAFTER_EVENTS = (
-    "collect_coal",
-    "collect_diamond",
-    "collect_drink",
-    "collect_iron",
-    "collect_sapling",
-    "collect_stone",
-    "collect_wood",
-    "defeat_skeleton",
-    "defeat_zombie",
-    "eat_cow",
-    "eat_plant",
-    "make_iron_pickaxe",
-    "make_iron_sword",
-    "make_stone_pickaxe",
-    "make_stone_sword",
-    "make_wood_pickaxe",
-    "make_wood_sword",
-    "place_furnace",
-    "place_plant",
-    "place_stone",
-    "place_table",
-    "wake_up",
-    "died",
-)
-CRAFTER_ITEMS = (
-    "sapling",
-    "wood",
-    "stone",
-    "coal",
-    "iron",
-    "diamond",
-    "wood_pickaxe",
-    "stone_pickaxe",
-    "iron_pickaxe",
-    "wood_sword",
-    "stone_sword",
-    "iron_sword",
-)
+from libraryfs.features.episodes.query import LAST, Query, Ref, Span
+from libraryfs.features.episodes.tagging import Tagged, tag
 
-_VERBS = [  # (pattern, canonical verb) applied in order to the lower-cased question
-    (r"\bdrank( some)? water\b", "collect drink"),
-    (r"\bdrink water\b", "collect drink"),
-    (r"\bwoke up\b|\bwake up\b|\bwoken up\b", "wake up"),
-    (r"\bcollected\b|\bcollecting\b|\bgathered\b", "collect"),
-    (r"\bplaced\b|\bplacing\b|\bput down\b", "place"),
-    (r"\bmade\b|\bcrafted\b|\bcraft\b|\bmaking\b", "make"),
-    (r"\bate\b|\beaten\b|\beating\b", "eat"),
-    (r"\bdefeated\b|\bkilled\b|\bkill\b", "defeat"),
-    (r"\bdie\b|\bdeath\b", "died"),
-    (r"\bget\b|\bgot\b|\bgained\b|\bobtained\b|\breceived\b|\bpicked up\b|\bacquired\b", "gain"),
-    (r"\blost\b|\bused up\b|\bspent\b", "lose"),
-    (r"\bvisited\b|\bentered\b|\bwent to\b", "visit"),
-]
+BREAKS = {
+    ",",
+    "when",
+    "while",
+    "where",
+    "after",
+    "before",
+    "during",
+    "once",
+    "then",
+    "or",
+    "and",
+    "but",
+    "whereas",
+}
+SKIP = {
+    "my",
+    "the",
+    "a",
+    "an",
+    "i",
+    "did",
+    "had",
+    "have",
+    "has",
+    "was",
+    "were",
+    "it",
+    "its",
+    "our",
+    "of",
+    "ever",
+}
+TIME_WORDS = {"time", "times", "occasion", "instance", "occurrence", "round", "go", "occasions"}
+VISIT_NOUNS = {
+    "visit",
+    "visits",
+    "stay",
+    "stays",
+    "trip",
+    "trips",
+    "time",
+    "times",
+    "sojourn",
+    "excursion",
+    "tour",
+}
+VISIT_FILLER = VISIT_NOUNS | {
+    "the",
+    "to",
+    "at",
+    "in",
+    "of",
+    "into",
+    "inside",
+    "on",
+    "my",
+    "this",
+    "that",
+    "number",
+}
+END_WORDS = {
+    "end", "ended", "ends", "ending", "finish", "finished", "finishes", "finishing", "over", "conclude",
+    "concluded", "leave", "left", "leaving", "leaves", "exit", "exited", "exiting", "depart", "departed",
+    "departing", "§endstep", "wrap", "wrapped", "wraps", "closed", "close", "terminated", "stopped", "quit",
+    "quitted", "abandoned",
+}  # fmt: skip
+BEGIN_WORDS = {
+    "begin", "began", "begun", "beginning", "begins", "start", "started", "starts", "starting", "arrive",
+    "arrived", "arrival", "arriving", "arrives", "enter", "entered", "entering", "enters", "entry", "reach",
+    "reached", "reaching", "§beginstep", "§begin", "onset", "commence", "commenced", "commences", "opened",
+    "kicked", "initiated",
+}  # fmt: skip
+ROLE_WINDOW = 8  #: tokens around a label searched for a begin/end word
+LINK_AFTER = {"after", "following", "once", "since", "subsequent", "then", "afterwards", "followed"}
+LINK_BEFORE = {"before", "preceding"}
+PRONOUNS = {"it", "that", "this", "which", "those"}
+FIELD_CUES = (
+    (
+        "action",
+        r"\b(?:what (?:did|do) i do|what i did|what was i doing|what i was doing|(?:which|what) (?:action|move)"
+        r"|action|actions|doing|did what)\b",
+    ),
+    ("facing", r"\b(?:facing|faced|face|in front(?: of)?|looking at|pointed at|ahead of me)\b"),
+    ("area", r"\b(?:area|region|biome|terrain|surroundings|environment)\b"),
+    ("where", r"(?<!step )(?<!moment )(?<!point )(?<!time )\b(?:where|location|whereabouts)\b"),
+    ("place", r"\b(?:zone|place)\b"),
+    ("near", r"\b(?:near|nearby|around me|close by|next to me)\b"),
+)
+COUNT_RE = re.compile(
+    r"\bhow many times\b|\bhow often\b|\bnumber of (?:\w+ ){0,2}(?:times|visits|occasions|trips|stays)\b"
+    r"|\bcount\b(?! of)|\btally\b|\bhow many (?:\w+ ){0,2}(?:visits|trips|stays|times|occasions)\b"
+    r"|\bhow many (?=§[ec])|\bnumber of (?=§[ec])"
+)
 
 
 @dataclass
-class Anchors:
-    """The anchor tuple of a question (see module doc). ``resolved`` is filled by recall."""
+class Head:
+    """An anchor head in the token list: an event, a change or a location label."""
 
-    focus: str = ""
-    target_t: int | None = None
-    t_range: tuple[int, int] | None = None
-    kind: str | None = None
-    name: str | None = None
+    key: str
+    kind: str  #: "ev" | "gain" | "lose" | "rise" | "drop" | "label"
+    name: str
+    pos: int
     k: int | None = None
-    offset: int = 0
-    mentions: list[str] = field(default_factory=list)  #: vocabulary names mentioned anywhere
+    next: bool = False
+    role: str = ""  #: labels: "start" | "end" | "span"
 
-    def to_json(self) -> dict:
-        """JSON-ready dict."""
-        d = asdict(self)
-        d["t_range"] = list(self.t_range) if self.t_range else None
-        return d
+    def point(self) -> bool:
+        """Whether the head names a step (not a span)."""
+        return self.kind != "label" or self.role in ("start", "end")
 
-    def any(self) -> bool:
-        """Whether the question has a step or occurrence anchor."""
-        return self.target_t is not None or self.kind is not None or self.t_range is not None
-
-
-def normalise(q: str) -> str:
-    """Lower-case, canonical verbs, articles removed, single spaces."""
-    s = " " + q.lower().replace("?", " ").replace(",", " ") + " "
-    for pat, rep in _VERBS:
-        s = re.sub(pat, rep, s)
-    s = re.sub(r"\b(a|an|the|some|my|of)\b", " ", s)
-    return re.sub(r"\s+", " ", s).strip()
+    def ref(self) -> Ref:
+        """The reference of this head."""
+        k = 1 if self.k is None else self.k
+        if self.kind == "label":
+            return Ref("visit", name=self.name, k=k, edge=self.role or "start")
+        return Ref("occ", kind=self.kind, name=self.name, k=k)
 
 
-def _number(w: str) -> int | None:
-    if w.isdigit():
-        return int(w)
-    return NUMBER_WORDS.get(w)
+def _is(tok: str, prefix: str) -> bool:
+    return tok.startswith(prefix) and tok[len(prefix) :].isdigit()
 
 
-def _ordinal(s: str) -> int | None:
-    m = re.search(r"\b(\d+)(?:st|nd|rd|th)\b", s)
-    if m:
-        return int(m.group(1))
+def _breaks(tok: str) -> bool:
+    return tok in BREAKS or (tok.startswith("§") and _ord(tok) is None and tok not in ("§up", "§down"))
+
+
+def _pair_changes(tg: Tagged) -> list[str]:
+    """Items/vitals next to a word of change become change heads ``§cN`` (see the module doc)."""
+    toks = list(tg.tokens)
+    things = [i for i, t in enumerate(toks) if _is(t, "§i") or _is(t, "§v")]
+    dirs = [i for i, t in enumerate(toks) if t in ("§up", "§down")]
+    cands = []
+    for i in things:
+        for j in dirs:
+            lo, hi = sorted((i, j))
+            between = toks[lo + 1 : hi]
+            if any(_breaks(b) for b in between):
+                continue
+            dist = hi - lo
+            if dist <= (5 if j > i else 3):
+                cands.append((dist, 0 if j > i else 1, i, j))
+    used_i: set[int] = set()
+    used_j: set[int] = set()
+    for _d, _side, i, j in sorted(cands):
+        if i in used_i or j in used_j:
+            continue
+        used_i.add(i)
+        used_j.add(j)
+        up = toks[j] == "§up"
+        info = tg.meta[toks[i]]
+        key = "§c" + toks[i][2:]
+        if _is(toks[i], "§i"):
+            tg.meta[key] = ("gain" if up else "lose", info)
+        else:
+            vital, inverted = info
+            tg.meta[key] = ("rise" if up != inverted else "drop", vital)
+        toks[i] = key
+    return [t for n, t in enumerate(toks) if n not in used_j and t not in ("§up", "§down")]
+
+
+def _heads(toks: list[str], meta: dict) -> list[Head]:
+    out = []
+    for i, t in enumerate(toks):
+        if _is(t, "§e"):
+            out.append(Head(t, "ev", meta[t], i))
+        elif _is(t, "§c"):
+            kind, name = meta[t]
+            out.append(Head(t, kind, name, i))
+        elif _is(t, "§l"):
+            out.append(Head(t, "label", meta[t], i))
+    return out
+
+
+def _ord(tok: str) -> int | None:
+    if not tok.startswith("§o") or tok == "§order":
+        return None
+    v = tok[2:]
+    return LAST if v == "L" else (0 if v == "N" else int(v) if v.isdigit() else None)
+
+
+def _nearest(heads: list[Head], pos: int, side: int, free: bool = True) -> Head | None:
+    cands = [h for h in heads if (h.pos < pos if side < 0 else h.pos > pos) and (not free or h.k is None)]
+    if not cands:
+        return None
+    return max(cands, key=lambda h: h.pos) if side < 0 else min(cands, key=lambda h: h.pos)
+
+
+def _scan(toks: list[str], heads: list[Head], i: int, step: int, skip: set[str], n: int) -> Head | None:
+    by_pos = {h.pos: h for h in heads}
+    j = i + step
+    while 0 <= j < len(toks) and abs(j - i) <= n:
+        if j in by_pos:
+            return by_pos[j]
+        if toks[j] not in skip:
+            return None
+        j += step
+    return None
+
+
+def _attach(toks: list[str], heads: list[Head]) -> None:
+    """Attach ordinals to heads (see the module doc, step 2)."""
+    used: set[int] = set()
+    ords = [(i, _ord(t)) for i, t in enumerate(toks) if _ord(t) is not None]
+    for h in heads:  # visit noun phrases: "my 2nd stay at P", "visit 3 to P", "my last time in the forest"
+        if h.kind != "label":
+            continue
+        j = h.pos - 1
+        while j >= 0 and h.pos - j <= 6 and (toks[j] in VISIT_FILLER or _ord(toks[j]) not in (None, 0)):
+            k = _ord(toks[j])
+            if k not in (None, 0) and j not in used:
+                near = set(toks[max(0, j - 1) : h.pos])
+                if near & VISIT_NOUNS:
+                    h.k = k
+                    used.add(j)
+                break
+            j -= 1
+    for i, k in ords:  # "(for) the k-th time"
+        if i in used or k == 0 or i + 1 >= len(toks) or toks[i + 1] not in TIME_WORDS:
+            continue
+        start = i - 1 if i > 0 and toks[i - 1] == "the" else i
+        has_for = start > 0 and toks[start - 1] == "for"
+        after = toks[i + 2] if i + 2 < len(toks) else ""
+        left, right = _nearest(heads, start, -1), _nearest(heads, i + 1, 1)
+        forward = not has_for and (
+            after in ("i", "my", "that", "when", "the", "it", "we") or _is(after, "§e")
+        )
+        pick = (right or left) if forward else (left or right)
+        if pick is not None:
+            pick.k = k
+            used.add(i)
+    for i, k in ords:  # next to a head
+        if i in used or k == 0:
+            continue
+        h = _scan(toks, heads, i, 1, SKIP, 3) or _scan(toks, heads, i, -1, SKIP, 2)
+        if h is not None and h.k is None:
+            h.k = k
+            used.add(i)
+    for i, k in ords:  # "next": the first one after another anchor
+        if k == 0:
+            h = (
+                _scan(toks, heads, i, 1, SKIP | TIME_WORDS, 4)
+                or _nearest(heads, i, 1)
+                or _nearest(heads, i, -1)
+            )
+            if h is not None:
+                h.next, h.k = True, 1
+                used.add(i)
+    for i, k in ords:  # the rest: the nearest free head
+        if i in used or k == 0:
+            continue
+        cands = [h for h in heads if h.k is None]
+        if cands:
+            h = min(cands, key=lambda h: (abs(h.pos - i), -h.pos))
+            h.k = k
+
+
+def _dedupe(heads: list[Head]) -> list[Head]:
+    """A head naming the same thing as an earlier one without an ordinal of its own is a repetition
+    ("when did I get thirsty for the 3rd time (drink went down)?")."""
+    out: list[Head] = []
+    for h in heads:
+        same = next((o for o in out if (o.kind, o.name) == (h.kind, h.name)), None)
+        if same is not None and h.k is None and not h.next:
+            continue
+        if same is not None and same.k is None and not same.next and h.k is not None:
+            same.k = h.k
+            continue
+        out.append(h)
+    return out
+
+
+def _roles(toks: list[str], heads: list[Head]) -> None:
+    """Visit roles of label heads (see the module doc, step 3)."""
+    others = {h.pos for h in heads}
+    for h in heads:
+        if h.kind != "label":
+            continue
+        best: tuple[int, str] | None = None
+        for step in (-1, 1):
+            j = h.pos + step
+            while (
+                0 <= j < len(toks)
+                and abs(j - h.pos) <= ROLE_WINDOW
+                and j not in others
+                and not _is(toks[j], "§s")
+            ):
+                role = "end" if toks[j] in END_WORDS else "start" if toks[j] in BEGIN_WORDS else None
+                if role and (best is None or abs(j - h.pos) < best[0]):
+                    best = (abs(j - h.pos), role)
+                    break
+                j += step
+        if best:
+            h.role = best[1]
+    has_event = any(h.kind != "label" for h in heads)
+    for h in heads:
+        if h.kind == "label" and not h.role:
+            h.role = "span" if has_event else "start"
+
+
+def _field(text: str, toks: list[str], meta: dict) -> tuple[str, int] | None:
+    """The asked field and where its cue is, or None."""
+    for i, t in enumerate(toks):
+        if _is(t, "§i"):
+            return "count:" + meta[t], i
+        if _is(t, "§v"):
+            return "vital:" + meta[t][0], i
     best = None
-    for w, k in ORDINALS.items():
-        m = re.search(rf"\b{w}\b", s)
-        if m and (best is None or m.start() < best[0]):
-            best = (m.start(), k)
-    return best[1] if best else None
+    for name, pat in FIELD_CUES:
+        m = re.search(pat, text)
+        if m and (best is None or m.start() < best[1]):
+            best = (name, m.start())
+    return best
 
 
-def _phrase(name: str) -> str:
-    return re.escape(name.replace("_", " ").replace("-", " ")).replace(r"\ ", r"[ _-]")
+def _chain(toks: list[str], pts: list[Head]) -> tuple[Head, dict[str, Head]]:
+    """The last anchor of a two-anchor chain and its link: ``(dependent, {"after"|"before": base})``."""
+    a, b = pts[0], pts[1]
+    nxt = [h for h in (a, b) if h.next]
+    if nxt:
+        dep = nxt[0]
+        return dep, {"after": b if dep is a else a}
+    for i, t in enumerate(toks):
+        if t not in LINK_AFTER and t not in LINK_BEFORE:
+            continue
+        rel = "before" if t in LINK_BEFORE else "after"
+        if t == "then":  # "A, then B": B comes after A
+            dep = next((h for h in (a, b) if h.pos > i), None)
+            if dep is not None and any(h.pos < i for h in (a, b)):
+                return dep, {rel: b if dep is a else a}
+            continue
+        j = i + 1
+        while j < len(toks) and toks[j] in ("the", "my", "i", "had", "have"):
+            j += 1
+        if j < len(toks) and toks[j] in PRONOUNS:
+            dep = next((h for h in sorted((a, b), key=lambda h: -h.pos) if h.pos < i), None)
+        else:
+            base = next((h for h in (a, b) if h.pos > i and h.pos - i <= 8), None)
+            dep = None if base is None else (b if base is a else a)
+        if dep is not None:
+            return dep, {rel: b if dep is a else a}
+    if a.k not in (None, 1) and b.k in (None, 1):
+        return b, {"after": a}
+    if b.k not in (None, 1) and a.k in (None, 1):
+        return a, {"after": b}
+    return b, {"after": a}
 
 
-def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> Anchors:
-    """The anchor tuple of ``question``.
+def _plain_link(toks: list[str], h: Head) -> int:
+    """+1/−1 for "after X"/"before X" right before the only anchor of a value question."""
+    j = h.pos - 1
+    while j >= 0 and toks[j] in ("i", "my", "the", "had", "was"):
+        j -= 1
+    if j >= 0 and toks[j] in ("after", "following"):
+        return 1
+    if j >= 0 and toks[j] in ("before", "preceding"):
+        return -1
+    return 0
 
-    ``vocab``: ``{"events": [...], "items": [...], "places": [...], "objects": [...]}`` of the episode
-    (Crafter's events and items are always known). Unknown phrasing gives an :class:`Anchors` without
-    ``kind``/``target_t`` (recall then ranks by text only).
+
+def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> Query:
+    """The typed :class:`~libraryfs.features.episodes.query.Query` of ``question``.
+
+    ``vocab`` is the episode's vocabulary (``EpisodeIndex.vocab``: ``events``, ``items``, ``vitals``,
+    ``labels``); Crafter's events, items and vitals are always known. Never raises on any text.
     """
     vocab = vocab or {}
-    events = sorted(set(vocab.get("events", [])) | set(CRAFTER_EVENTS), key=len, reverse=True)
-    items = sorted(set(vocab.get("items", [])) | set(CRAFTER_ITEMS), key=len, reverse=True)
-    places = sorted(set(vocab.get("places", [])), key=len, reverse=True)
-    objects = sorted(set(vocab.get("objects", [])), key=len, reverse=True)
-    raw = question.lower()
-    s = normalise(question)
-    a = Anchors()
-
-    # focus
-    m_inv = re.search(r"how (?:many|much) ([a-z_ ]+?) did i (?:have|hold|carry)", s)
-    if re.search(r"how many times", s):
-        a.focus = "count"
-    elif m_inv:
-        item = m_inv.group(1).strip()
-        a.focus = "inv:" + next((i for i in items if re.fullmatch(_phrase(i), item)), item.replace(" ", "_"))
-    elif re.search(r"\b(which|what) step\b|\bwhen did\b|\bat which\b", s):
-        a.focus = "step"
-    elif re.search(r"what action|what did i do|which action", s):
-        a.focus = "action"
-    elif re.search(r"\bfacing\b", s):
-        a.focus = "facing"
-    elif re.search(r"\bwhere\b|which zone|what zone|which place", s):
-        a.focus = "place"
-    elif re.search(r"\bnear\b|\bnearby\b|around me", s):
-        a.focus = "near"
-
-    # target-step anchors
-    m = re.search(r"between step (\d+) and (?:step )?(\d+)", s)
-    if m:
-        a.t_range = (int(m.group(1)), int(m.group(2)))
-    else:
-        m = re.search(r"\b(?:at|on|in|during) step (\d+)\b|\bt ?= ?(\d+)\b", s)
-        if m:
-            a.target_t = int(m.group(1) or m.group(2))
-
-    # temporal offset
-    m = re.search(
-        r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten) steps? (after|later|before|earlier)", s
-    )
-    if m:
-        n = _number(m.group(1)) or 0
-        a.offset = n if m.group(2) in ("after", "later") else -n
-    elif re.search(r"\b(right|just|immediately) after\b|\bstep after\b|\bnext step after\b", s):
-        a.offset = 1
-    elif re.search(r"\b(right|just|immediately) before\b|\bstep before\b", s):
-        a.offset = -1
-
-    # occurrence / transition anchors (event, gained/lost item, visit)
-    for e in events:
-        if re.search(rf"\b{_phrase(e)}\b", s):
-            a.kind, a.name = "ev", e
-            break
-    if a.kind is None:
-        for verb, kind in (("gain", "gain"), ("lose", "lose")):
-            for i in items:
-                if re.search(rf"\b{verb} (?:first |second |third |last )?{_phrase(i)}\b", s):
-                    a.kind, a.name = kind, i
-                    break
-            if a.kind:
-                break
-    if a.kind is None and a.focus != "count":
-        for p in places:
-            if re.search(rf"\b{re.escape(p)}\b", raw) and re.search(r"\bvisit|\bwas in\b|\bbeen in\b", s):
-                a.kind, a.name = "visit", p
-                break
-    if a.kind is None and a.focus == "count":
-        for e in events:
-            if re.search(rf"\b{_phrase(e)}\b", s):
-                a.kind, a.name = "ev", e
-                break
-    if a.kind is not None and a.focus != "count":
-        a.k = _ordinal(s) or 1
-    if a.focus == "count" and a.kind is None:
-        for i in items:
-            if re.search(rf"\bgain {_phrase(i)}\b", s):
-                a.kind, a.name = "gain", i
-
-    a.mentions = [
-        n
-        for n in (*events, *items, *places, *objects)
-        if re.search(rf"\b{_phrase(n)}\b", s) or re.search(rf"\b{re.escape(n)}\b", raw)
+    tg = tag(question, vocab)
+    toks = _pair_changes(tg)
+    heads = _heads(toks, tg.meta)
+    _attach(toks, heads)
+    heads = _dedupe(heads)
+    _roles(toks, heads)
+    text = " ".join(toks)
+    meta = tg.meta
+    mentions = [h.name for h in heads] + [
+        meta[t] if _is(t, "§i") else meta[t][0] for t in toks if _is(t, "§i") or _is(t, "§v")
     ]
-    return a
+    q = Query(mentions=list(dict.fromkeys(mentions)))
+    offs = [meta[t][0] for t in toks if _is(t, "§off")]
+    ranges = [meta[t] for t in toks if _is(t, "§r")]
+    steps = [meta[t] for t in toks if _is(t, "§s")]
+    pts = [h for h in heads if h.point()]
+    spans = [h for h in heads if not h.point()]
+    rng = Span("range", lo=ranges[0][0], hi=ranges[0][1]) if ranges else None
+    fld = _field(text, toks, meta)
+    counting = COUNT_RE.search(text) and not (fld and fld[0].startswith("count:") and "times" not in text)
+    if tg.order_cue and len(pts) >= 2:
+        q.type, q.order = "order", (pts[0].ref(), pts[1].ref())
+        return q
+    if counting and (heads or ranges):
+        counted = next((h for h in heads if h.kind != "label"), None) or heads[0] if heads else None
+        if counted is None:
+            return q
+        if counted.kind == "label":
+            q.count = Ref("occ", kind="visit", name=counted.name, within=rng)
+        else:
+            sp = Span("visit", name=spans[0].name, k=spans[0].k or 1) if spans else rng
+            q.count = Ref("occ", kind=counted.kind, name=counted.name, within=sp)
+        q.type = "count"
+        return q
+    ref = _point_ref(toks, pts, spans, steps, rng)
+    if ref is None:
+        return q
+    q.type, q.field = ("value", fld[0]) if fld else ("step", "")
+    if offs:
+        ref = Ref("offset", base=ref, d=offs[0])
+    elif q.type == "value" and len(pts) == 1 and not spans:
+        d = _plain_link(toks, pts[0])
+        if d:
+            ref = Ref("offset", base=ref, d=d)
+    q.ref = ref
+    return q
+
+
+def _point_ref(
+    toks: list[str], pts: list[Head], spans: list[Head], steps: list[int], rng: Span | None
+) -> Ref | None:
+    """The reference a value/step question is about (before its offset)."""
+    if not pts:
+        if steps:
+            return Ref("step", t=steps[0])
+        if spans:
+            return Ref("visit", name=spans[0].name, k=spans[0].k or 1, edge="start")
+        return None
+    if len(pts) >= 2:
+        dep, link = _chain(toks, pts)
+        ref = dep.ref()
+        base = next(iter(link.values()))
+        ref = ref.with_(**{next(iter(link)): base.ref()})
+    else:
+        dep = pts[0]
+        ref = dep.ref()
+    if ref.op == "occ":
+        if spans:
+            ref = ref.with_(within=Span("visit", name=spans[0].name, k=spans[0].k or 1))
+        elif rng is not None:
+            ref = ref.with_(within=rng)
+    return ref

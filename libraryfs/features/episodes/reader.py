@@ -1,147 +1,193 @@
-"""A rule-based reader: answers a question's spec from packed evidence text alone (benchmark judge).
+"""The deterministic reader: answers a question from packed evidence text alone.
 
-It parses two evidence formats into per-step facts — the raw step text an agent logged
-(``Step 412: action do. At (34, 40) in zone-2-2. Facing tree. Nearby: ... Inventory: ...``, what flat
-retrieval returns) and the unit lines of recall (``t=412 act=do at=zone-2-2 ...`` / ``t=412 inv=...``) —
-then resolves the question the way a careful reader would with only that evidence: a k-th occurrence is
-read from an ordinal mark (``#k``, ``visit=k``) when the evidence carries one, else by counting the
-occurrences it can see; "last" is the latest visible occurrence; a count counts visible occurrences.
-An answer is None when the evidence does not contain what is needed.
+:func:`parse_lines` turns evidence lines (the formats of :mod:`.index`: unit, state, key and observation
+lines) into per-step facts; :class:`EvidenceTimeline` exposes them as a
+:class:`~libraryfs.features.episodes.resolve.Timeline`; :func:`read` parses the question
+(:func:`~libraryfs.features.episodes.anchors.parse_question`, with the labels and names that occur in the
+evidence as vocabulary) and resolves it over that timeline. Nothing but the question and the evidence text
+is read: an answer is None when the evidence does not determine it.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass, field
 
-_RAW = re.compile(
-    r"Step (\d+): action (\w+)\. At \((-?\d+), (-?\d+)\) in ([\w-]+)\. Facing (\w+)\.(.*?)(?=Step \d+:|$)",
-    re.S,
-)
-_LIST = {"Nearby": "near", "Events": "ev", "Gained": "gain", "Lost": "lose"}
+from libraryfs.features.episodes.anchors import parse_question
+from libraryfs.features.episodes.index import OCC_KINDS
+from libraryfs.features.episodes.query import Query
+from libraryfs.features.episodes.resolve import resolve
+from libraryfs.features.episodes.units import LOCATION_KEYS, VITALS
+
+_LINE = re.compile(r"^t=(\d+)\s+(.*)$")
+_KV = re.compile(r'([A-Za-z_][\w]*)=((?:"(?:[^"\\]|\\.)*"|[^\s"])+)')
+_ELEM = re.compile(r'"(?:[^"\\]|\\.)*"|[^,"]+')
 
 
-def _names(s: str) -> dict[str, int | None]:
-    out: dict[str, int | None] = {}
-    for part in s.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, _, k = part.partition("#")
-        out[name] = int(k) if k.isdigit() else None
+def _elems(value: str) -> list[str]:
+    """Comma-separated elements of a value; quoted elements keep their ``#k`` suffix."""
+    out = []
+    for m in re.finditer(r'("(?:[^"\\]|\\.)*"|[^,"]+)(#\d+)?', value):
+        part = m.group(1)
+        name = json.loads(part) if part.startswith('"') else part
+        out.append(name + (m.group(2) or ""))
     return out
 
 
-def parse_evidence(text: str) -> dict[int, dict]:
-    """``{t: facts}`` with keys among action, place, facing, near, ev, gain, lose, inv, visit, fmt."""
-    facts: dict[int, dict] = {}
-    for m in _RAW.finditer(text):
-        t = int(m.group(1))
-        f = facts.setdefault(t, {})
-        f.update(
-            fmt="raw",
-            action=m.group(2),
-            place=m.group(5),
-            facing=m.group(6),
-            near={},
-            ev={},
-            gain={},
-            lose={},
-        )
-        rest = m.group(7)
-        for label, key in _LIST.items():
-            mm = re.search(rf"{label}: ([^.]*)\.", rest)
-            if mm:
-                f[key] = _names(mm.group(1))
-        mi = re.search(r"Inventory: ([^.]*)\.", rest)
-        if mi:
-            inv = {}
-            for name, n in re.findall(r"([a-z_]+) (\d+)", mi.group(1)):
-                inv[name] = int(n)
-            f["inv"] = inv
+def _val(value: str) -> str:
+    return json.loads(value) if value.startswith('"') and value.endswith('"') else value
+
+
+@dataclass
+class StepFacts:
+    """What the evidence says about one step."""
+
+    action: str | None = None
+    facing: str | None = None
+    near: list[str] | None = None
+    labels: dict[str, str] = field(default_factory=dict)  #: line key → label, in line order
+    vitals: dict[str, str] = field(default_factory=dict)
+    inventory: dict[str, int] | None = None  #: complete inventory (an ``inv=`` line)
+    has: dict[str, int] = field(default_factory=dict)  #: single item counts (``has=`` facts)
+    marks: dict[str, dict[str, int | None]] = field(default_factory=dict)  #: ev/gain/.../visit/end
+
+
+def _marks(value: str) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for e in _elems(value):
+        name, _, k = e.rpartition("#") if re.search(r"#\d+$", e) else (e, "", "")
+        out[name] = int(k) if k else None
+    return out
+
+
+def _apply(f: StepFacts, key: str, value: str) -> None:
+    if key == "act":
+        f.action = _val(value)
+    elif key == "face":
+        f.facing = _val(value)
+    elif key == "near":
+        f.near = [_val(x) if x.startswith('"') else x for x in _elems(value)]
+    elif key in OCC_KINDS or key in ("visit", "end"):
+        f.marks.setdefault(key, {}).update(_marks(value))
+    elif key == "inv":
+        inv: dict[str, int] = {}
+        if value != "none":
+            for e in _elems(value):
+                name, _, n = e.rpartition(":")
+                if n.isdigit():
+                    inv[name] = int(n)
+        f.inventory = inv
+    elif key == "has":
+        name, _, n = _val(value).rpartition(":")
+        if n.isdigit():
+            f.has[name] = int(n)
+    elif key == "pos":
+        return
+    elif (
+        key in VITALS
+        or key.startswith("v_")
+        or (key not in LOCATION_KEYS and not key.startswith("loc_") and value.isdigit())
+    ):
+        f.vitals[key[2:] if key.startswith("v_") else key] = value
+    else:
+        f.labels[key] = _val(value)
+
+
+def parse_lines(text: str) -> dict[int, StepFacts]:
+    """``{t: StepFacts}`` from evidence text (lines that are not evidence lines are ignored)."""
+    facts: dict[int, StepFacts] = {}
     for line in text.splitlines():
-        m = re.match(r"t=(\d+) (.*)$", line.strip())
-        if not m:
+        m = _LINE.match(line.strip())
+        if not m or m.group(2).startswith("obs:"):
             continue
-        t = int(m.group(1))
-        f = facts.setdefault(t, {})
-        kv = dict(p.split("=", 1) for p in m.group(2).split() if "=" in p)
-        if "inv" in kv:
-            f["inv"] = (
-                {}
-                if kv["inv"] == "none"
-                else {k: int(v) for k, v in (x.split(":") for x in kv["inv"].split(",") if ":" in x)}
-            )
-            continue
-        if "act" in kv:  # a full unit line: absent lists are empty
-            f.update(
-                fmt="unit",
-                action=kv["act"],
-                place=kv.get("at", ""),
-                facing=kv.get("face", ""),
-                near=_names(kv.get("near", "")),
-                ev=_names(kv.get("ev", "")),
-                gain=_names(kv.get("gain", "")),
-                lose=_names(kv.get("lose", "")),
-                visit=int(kv["visit"]) if kv.get("visit", "").isdigit() else None,
-            )
-        else:  # a short occurrence line
-            f.setdefault("fmt", "occ")
-            for key in ("ev", "gain", "lose"):
-                if key in kv:
-                    f.setdefault(key, {}).update(_names(kv[key]))
-            if "visit" in kv:
-                f["place"] = kv.get("at", "")
-                f["visit"] = int(kv["visit"]) if kv["visit"].isdigit() else None
+        f = facts.setdefault(int(m.group(1)), StepFacts())
+        for km in _KV.finditer(m.group(2)):
+            _apply(f, km.group(1), km.group(2))
     return facts
 
 
-def _occurrences(facts: dict[int, dict], kind: str, name: str) -> list[tuple[int, int | None]]:
-    out = []
-    for t in sorted(facts):
-        f = facts[t]
-        if kind == "visit":
-            if f.get("place") != name:
-                continue
-            if f.get("fmt") in ("unit", "occ"):
-                if f.get("visit"):
-                    out.append((t, f["visit"]))
-            elif t == 0 or (t - 1 in facts and facts[t - 1].get("place") not in (None, name)):
-                out.append((t, None))
-        elif name in f.get(kind, {}):
-            out.append((t, f[kind][name]))
-    return out
+class EvidenceTimeline:
+    """A :class:`~libraryfs.features.episodes.resolve.Timeline` over the facts of packed evidence."""
 
+    start_t = 0
 
-def answer(spec: dict, facts: dict[int, dict]) -> str | None:
-    """The reader's answer to ``spec`` (see :mod:`.questions`) from ``facts``, or None."""
-    focus, kind, name, k = spec["focus"], spec.get("kind"), spec.get("name"), spec.get("k")
-    if focus == "count":
-        lo, hi = spec["range"]
-        return str(sum(1 for t, _ in _occurrences(facts, kind, name) if lo <= t <= hi))
-    if kind is None:
-        anchor = spec["t"]
-    else:
-        occ = _occurrences(facts, kind, name)
-        if not occ:
+    def __init__(self, facts: dict[int, StepFacts]) -> None:
+        self.facts = dict(sorted(facts.items()))
+
+    def occurrences(self, kind: str, name: str) -> list[tuple[int, int | None]]:
+        """Visible occurrences ``[(t, ordinal)]`` (kind ``visit``: visit starts)."""
+        return [(t, f.marks[kind][name]) for t, f in self.facts.items() if name in f.marks.get(kind, {})]
+
+    def visits(self, label: str) -> list[tuple[int | None, int | None, int | None]]:
+        """Visits whose first or last step is visible, merged by ordinal."""
+        by_k: dict[int | None, list[int | None]] = {}
+        loose = []
+        for key, slot in (("visit", 0), ("end", 1)):
+            for t, k in self.occurrences(key, label):
+                if k is None:
+                    loose.append((None, t, None) if slot == 0 else (None, None, t))
+                else:
+                    by_k.setdefault(k, [None, None])[slot] = t
+        out = [(k, v[0], v[1]) for k, v in sorted(by_k.items(), key=lambda kv: kv[0] or 0)]
+        return out or loose
+
+    def value(self, t: int, field: str, exclude: str | None = None) -> str | None:
+        """The answer string of ``field`` at step ``t`` when the evidence shows it."""
+        f = self.facts.get(t)
+        if f is None:
             return None
-        if k == -1:
-            anchor = occ[-1][0]
-        else:
-            marked = [t for t, kk in occ if kk == k]
-            if marked:
-                anchor = marked[0]
-            elif all(kk is None for _, kk in occ) and len(occ) >= k:
-                anchor = occ[k - 1][0]
-            else:
-                return None
-    target = anchor + spec.get("offset", 0)
-    if focus == "step":
-        return str(target)
-    f = facts.get(target)
-    if not f:
-        return None
-    if focus.startswith("inv:"):
-        return str(f["inv"].get(focus[4:], 0)) if "inv" in f else None
-    if focus == "near":
-        return (",".join(sorted(f["near"])) or "none") if "near" in f else None
-    return f.get(focus) or None
+        if field == "action":
+            return f.action
+        if field == "facing":
+            return f.facing
+        if field == "near":
+            return None if f.near is None else (",".join(f.near) or "none")
+        if field.startswith("count:"):
+            item = field[6:]
+            if item in f.has:
+                return str(f.has[item])
+            return None if f.inventory is None else str(f.inventory.get(item, 0))
+        if field.startswith("vital:"):
+            return f.vitals.get(field[6:])
+        if field == "where":
+            return next((v for v in f.labels.values() if v != exclude), None)
+        if field in f.labels:
+            return f.labels[field]
+        if field == "place":
+            return f.labels.get("loc_place") or next(iter(f.labels.values()), None)
+        return f.labels.get(f"loc_{field}")
+
+
+def evidence_vocab(facts: dict[int, StepFacts]) -> dict[str, list[str]]:
+    """Labels, events, items and vitals that occur in the evidence (the reader's vocabulary)."""
+    labels: set[str] = set()
+    events: set[str] = set()
+    items: set[str] = set()
+    vitals: set[str] = set()
+    for f in facts.values():
+        labels.update(f.labels.values())
+        for key in ("visit", "end"):
+            labels.update(f.marks.get(key, {}))
+        events.update(f.marks.get("ev", {}))
+        for key in ("gain", "lose"):
+            items.update(f.marks.get(key, {}))
+        items.update(f.inventory or {})
+        items.update(f.has)
+        vitals.update(f.vitals)
+    return {
+        "labels": sorted(labels),
+        "events": sorted(events),
+        "items": sorted(items),
+        "vitals": sorted(vitals),
+    }
+
+
+def read(question: str, evidence: str) -> tuple[str | None, Query]:
+    """``(answer or None, query)`` of ``question`` from ``evidence`` text alone."""
+    facts = parse_lines(evidence)
+    q = parse_question(question, evidence_vocab(facts))
+    if not q.typed():
+        return None, q
+    ans, _ = resolve(EvidenceTimeline(facts), q)
+    return ans, q

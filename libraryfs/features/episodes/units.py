@@ -1,14 +1,38 @@
 """Scene-event units: one structured record m_t per step of an episode (S3Mem, PAPERS.md §4 "Write").
 
-m_t = (t, action a_t, salient objects O_t, event types E_t, relations R_t, state/inventory S_t,
-location L_t, summary u_t). A step record appended to ``steps.jsonl`` may carry these as structured fields
-(an environment such as Crafter gives them: they are taken as they are) or only as free text; free text is
-turned into fields by :func:`extract_text` (deterministic) or, when configured, by the LLM
-(:mod:`libraryfs.features.episodes.llm`).
+m_t = (t, action a_t, salient objects O_t, event types E_t, relations R_t, state S_t (inventory, vitals and
+their deltas), location L_t (one or more labels: place, area, ...), observation/summary u_t).
 
-:class:`EpisodeState` carries what a unit needs from the steps before it — inventory (for gained/lost),
-per-event and per-item counters (occurrence ordinals ``#k``), the current place and its visit count — so
-units can be built one appended step at a time and still carry their anchor marks (``marks``).
+**The input contract** (one JSON object per line of ``steps.jsonl``; docs/episodes.md has a worked example).
+Every field a user gives is kept: the fields below become unit fields, and any other key is kept verbatim in
+:attr:`Unit.extra` (shown in ``steps/<t>.md``).
+
+====================  ==================================================================================
+``t``                 step number (int); a line without it gets the next one
+``action``            the action taken (string)
+``observation``       free-text sentence of what was seen/done (kept; indexed for text search). ``text``
+                      is free text too: a record with only text is turned into fields (LLM or
+                      :func:`~libraryfs.features.episodes.extract.extract_text`); otherwise kept in ``extra``
+location labels       any of ``place``, ``location``, ``area``, ``zone``, ``room``, ``region``, ``biome``,
+                      ``level`` (strings) and/or ``locations: {kind: label}``; each kind has its own visits.
+                      A kind not given on a step keeps its previous label
+``position``          ``[x, y]``
+``facing``            what the agent faces (also as a ``relations`` triple)
+``nearby``/``objects``  salient things around
+``events``/``achievements``  event names of this step
+``inventory``         ``{item: count}`` (absent: previous inventory plus ``inventory_delta``)
+``inventory_delta``   ``{item: ±n}`` explicit change (absent: derived from the inventory)
+``gained``/``lost``   item lists (absent: from the delta's signs)
+``vitals``            ``{health|food|drink|energy|...: level}``; top-level ``health`` etc. are accepted
+``vitals_delta``      ``{vital: ±n}`` (absent: derived from the vitals)
+``relations``         ``[[subject, relation, object], ...]``
+``summary``           one-line summary (absent: a deterministic one)
+====================  ==================================================================================
+
+:class:`EpisodeState` carries what a unit needs from the steps before it — labels, inventory, vitals,
+per-kind counters — so units are built one appended step at a time and still carry their anchor marks:
+``ev``/``gain``/``lose``/``rise``/``drop`` ordinals (the k-th occurrence of an event, the k-th increase or
+decrease of an item, the k-th rise or drop of a vital) and ``visit`` ordinals per label kind.
 """
 
 from __future__ import annotations
@@ -20,26 +44,62 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VITALS = ("health", "food", "drink", "energy")
+#: top-level keys read as location labels, in this order (the first present is the primary label)
+LOCATION_KEYS = ("place", "location", "area", "zone", "room", "region", "biome", "level")
+STATE_VERSION = 2  #: bump when EpisodeState changes shape: the builder then rebuilds the episode
+CHANGE_KINDS = ("gain", "lose", "rise", "drop")  #: item increase/decrease, vital rise/drop
+_CONTRACT_KEYS = frozenset(
+    {
+        "t",
+        "action",
+        "observation",
+        "locations",
+        "position",
+        "facing",
+        "nearby",
+        "objects",
+        "events",
+        "achievements",
+        "inventory",
+        "inventory_delta",
+        "gained",
+        "lost",
+        "vitals",
+        "vitals_delta",
+        "relations",
+        "summary",
+        *LOCATION_KEYS,
+        *VITALS,
+    }
+)
 
 
 @dataclass
 class Unit:
-    """One step's unit. ``marks`` holds anchor ordinals computed from the episode so far:
-    ``{"visit": k}`` when the step starts the k-th visit to ``location``, ``"ev": {event: k}`` (k-th
-    occurrence of each event), ``"gain": {item: k}`` / ``"lose": {item: k}`` (k-th transition)."""
+    """One step's unit (see the module doc for the fields).
+
+    ``inventory``, ``vitals`` and the deltas are ``None`` only between :func:`from_record` and
+    :meth:`EpisodeState.mark`, which fills them from the previous steps. ``marks`` holds the anchor ordinals:
+    ``{"ev": {event: k}, "gain": {item: k}, "lose": {item: k}, "rise": {vital: k}, "drop": {vital: k},
+    "visit": {label_kind: k}}`` (``visit`` when the step begins the k-th visit to its label of that kind).
+    """
 
     t: int
     action: str = ""
     objects: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     relations: list[list[str]] = field(default_factory=list)  #: [subject, relation, object] triples
-    inventory: dict[str, int] = field(default_factory=dict)
-    vitals: dict[str, int] = field(default_factory=dict)
-    location: str = ""
+    inventory: dict[str, int] | None = field(default_factory=dict)
+    vitals: dict[str, int] | None = field(default_factory=dict)
+    locations: dict[str, str] = field(default_factory=dict)  #: label kind → label, primary first
     position: list[int] | None = None
+    inventory_delta: dict[str, int] | None = field(default_factory=dict)
+    vitals_delta: dict[str, int] | None = field(default_factory=dict)
     gained: list[str] | None = field(default_factory=list)  #: None until derived by EpisodeState.mark
     lost: list[str] | None = field(default_factory=list)
+    observation: str = ""
     summary: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  #: every other field of the record, as given
     marks: dict[str, Any] = field(default_factory=dict)
     source: str = "structured"  #: "structured" | "text" | "llm"
 
@@ -48,71 +108,74 @@ class Unit:
         """Object of the ``facing`` relation, or ""."""
         return next((o for s, r, o in self.relations if r == "facing"), "")
 
+    @property
+    def location(self) -> str:
+        """The primary location label (``place`` when given), or ""."""
+        return next(iter(self.locations.values()), "")
+
+    @property
+    def rises(self) -> list[str]:
+        """Vitals that went up at this step, sorted."""
+        return sorted(k for k, v in (self.vitals_delta or {}).items() if v > 0)
+
+    @property
+    def drops(self) -> list[str]:
+        """Vitals that went down at this step, sorted."""
+        return sorted(k for k, v in (self.vitals_delta or {}).items() if v < 0)
+
     def to_json(self) -> dict:
         """JSON-ready dict (all fields)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> Unit:
-        """Inverse of :meth:`to_json` (unknown keys ignored)."""
+        """Inverse of :meth:`to_json` (unknown keys ignored; a version-1 unit's ``location`` becomes the
+        ``place`` label)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    # -- renderings ---------------------------------------------------------------------------------
-    def line(self) -> str:
-        """The compact evidence line of the step (no inventory: see :meth:`state_line`), e.g.
-        ``t=412 act=move_left at=zone-2-2 visit=4 face=tree near=cow,water ev=collect_wood#2 gain=wood#3``."""
-        parts = [f"t={self.t}", f"act={self.action or '?'}"]
-        if self.location:
-            parts.append(f"at={self.location}")
-        if "visit" in self.marks:
-            parts.append(f"visit={self.marks['visit']}")
-        if self.facing:
-            parts.append(f"face={self.facing}")
-        if self.objects:
-            parts.append("near=" + ",".join(self.objects))
-        ev = self.marks.get("ev", {})
-        if self.events:
-            parts.append("ev=" + ",".join(f"{e}#{ev[e]}" if e in ev else e for e in self.events))
-        for key, items in (("gain", self.gained), ("lose", self.lost)):
-            nth = self.marks.get(key, {})
-            if items:
-                parts.append(f"{key}=" + ",".join(f"{i}#{nth[i]}" if i in nth else i for i in items))
-        return " ".join(parts)
-
-    def occurrence_line(self, kind: str, name: str) -> str:
-        """The short line of one occurrence: ``t=317 at=zone-0-2 ev=collect_stone#1`` (kind ev/gain/lose/visit)."""
-        if kind == "visit":
-            return f"t={self.t} at={self.location} visit={self.marks.get('visit', '?')}"
-        k = self.marks.get(kind, {}).get(name)
-        return f"t={self.t} {kind}={name}#{k}" if k else f"t={self.t} {kind}={name}"
-
-    def state_line(self) -> str:
-        """The state fact of the step: ``t=412 inv=sapling:1,wood:2 pos=34,40 hp=9 food=7 drink=6 energy=8``."""
-        inv = ",".join(f"{k}:{v}" for k, v in sorted(self.inventory.items())) or "none"
-        parts = [f"t={self.t}", f"inv={inv}"]
-        if self.position:
-            parts.append(f"pos={self.position[0]},{self.position[1]}")
-        parts += [f"{'hp' if k == 'health' else k}={self.vitals[k]}" for k in VITALS if k in self.vitals]
-        return " ".join(parts)
+        u = cls(**{k: v for k, v in d.items() if k in names})
+        if "location" in d and not u.locations and d["location"]:
+            u.locations = {"place": d["location"]}
+            if isinstance(u.marks.get("visit"), int):
+                u.marks["visit"] = {"place": u.marks["visit"]}
+        return u
 
     def terms(self) -> str:
-        """Text indexed by BM25: the line, the state line and the summary."""
-        return f"{self.line()} {self.state_line()} {self.summary}"
+        """Text indexed by BM25: every field's words, the observation and the summary."""
+        parts = [self.action, " ".join(self.locations.values()), self.facing, " ".join(self.objects)]
+        parts += self.events + (self.gained or []) + (self.lost or []) + self.rises + self.drops
+        parts += [" ".join(f"{k} {v}" for k, v in sorted((self.inventory or {}).items()))]
+        return " ".join(p for p in [*parts, self.observation, self.summary] if p)
+
+
+def _diff(old: dict[str, int], new: dict[str, int], keys: Any = None) -> dict[str, int]:
+    """``{k: new[k] - old[k]}`` for the keys that changed (``keys``: only these), sorted by key."""
+    ks = sorted(set(old) | set(new)) if keys is None else sorted(keys)
+    return {k: new.get(k, 0) - old.get(k, 0) for k in ks if new.get(k, 0) != old.get(k, 0)}
+
+
+def _apply(base: dict[str, int], delta: dict[str, int]) -> dict[str, int]:
+    out = dict(base)
+    for k, v in delta.items():
+        out[k] = out.get(k, 0) + v
+    return {k: v for k, v in sorted(out.items()) if v > 0}
 
 
 @dataclass
 class EpisodeState:
     """What the next unit needs from the previous ones (JSON-serialisable, stored with the episode)."""
 
+    version: int = STATE_VERSION
     next_t: int = 0
-    place: str = ""
-    visit_start: int = -1  #: step that started the current visit to ``place``
-    visits: dict[str, int] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)  #: label kind → current label
+    visit_start: dict[str, int] = field(default_factory=dict)  #: label kind → step the current visit began
+    visits: dict[str, dict[str, int]] = field(default_factory=dict)  #: kind → label → visits so far
     ev: dict[str, int] = field(default_factory=dict)
     gain: dict[str, int] = field(default_factory=dict)
     lose: dict[str, int] = field(default_factory=dict)
+    rise: dict[str, int] = field(default_factory=dict)
+    drop: dict[str, int] = field(default_factory=dict)
     inventory: dict[str, int] = field(default_factory=dict)
+    vitals: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """JSON-ready dict."""
@@ -120,29 +183,55 @@ class EpisodeState:
 
     @classmethod
     def from_json(cls, d: dict | None) -> EpisodeState:
-        """Inverse of :meth:`to_json`; ``None`` gives a fresh state."""
-        return cls(**(d or {}))
+        """Inverse of :meth:`to_json`; ``None`` (or a state of another version) gives a fresh state."""
+        if not d or d.get("version") != STATE_VERSION:
+            return cls()
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def _fill_state(self, u: Unit) -> None:
+        """Labels carried, inventory/vitals and their deltas filled, gained/lost derived."""
+        for kind, label in self.labels.items():
+            u.locations.setdefault(kind, label)
+        if u.inventory is None:
+            u.inventory = _apply(self.inventory, u.inventory_delta or {})
+        if u.inventory_delta is None:
+            u.inventory_delta = _diff(self.inventory, u.inventory)
+        if u.gained is None:
+            u.gained = sorted(k for k, v in u.inventory_delta.items() if v > 0)
+        if u.lost is None:
+            u.lost = sorted(k for k, v in u.inventory_delta.items() if v < 0)
+        if u.vitals is None:
+            u.vitals = {k: v for k, v in _apply(self.vitals, u.vitals_delta or {}).items()}
+        if u.vitals_delta is None:
+            u.vitals_delta = _diff(self.vitals, u.vitals, set(self.vitals) & set(u.vitals))
 
     def mark(self, u: Unit) -> Unit:
-        """Fill ``u.gained``/``u.lost`` (when not given) and ``u.marks``; advance the state. Returns ``u``."""
-        if u.gained is None:  # not given: derived from the inventory change
-            u.gained = sorted(k for k, v in u.inventory.items() if v > self.inventory.get(k, 0))
-        if u.lost is None:
-            u.lost = sorted(k for k, v in self.inventory.items() if u.inventory.get(k, 0) < v)
+        """Fill what ``u`` did not give (see :class:`Unit`) and ``u.marks``; advance the state. Returns ``u``."""
+        self._fill_state(u)
         marks: dict[str, Any] = {}
-        if u.location and u.location != self.place:
-            self.visits[u.location] = self.visits.get(u.location, 0) + 1
-            marks["visit"] = self.visits[u.location]
-            self.place = u.location
-            self.visit_start = u.t
-        for key, names in (("ev", u.events), ("gain", u.gained), ("lose", u.lost)):
+        for kind, label in u.locations.items():
+            if label and label != self.labels.get(kind):
+                per = self.visits.setdefault(kind, {})
+                per[label] = per.get(label, 0) + 1
+                marks.setdefault("visit", {})[kind] = per[label]
+                self.labels[kind] = label
+                self.visit_start[kind] = u.t
+        for key, names in (
+            ("ev", u.events),
+            ("gain", u.gained),
+            ("lose", u.lost),
+            ("rise", u.rises),
+            ("drop", u.drops),
+        ):
             counters = getattr(self, key)
-            for n in names:
+            for n in names or []:
                 counters[n] = counters.get(n, 0) + 1
             if names:
                 marks[key] = {n: counters[n] for n in names}
         u.marks = marks
-        self.inventory = dict(u.inventory)
+        self.inventory = dict(u.inventory or {})
+        self.vitals = dict(u.vitals or {})
         self.next_t = u.t + 1
         if not u.summary:
             u.summary = summarize(u)
@@ -152,8 +241,8 @@ class EpisodeState:
 def summarize(u: Unit) -> str:
     """Deterministic one-line summary u_t (≤ ~25 words)."""
     bits = [u.action or "step"]
-    if u.location:
-        bits.append(f"in {u.location}")
+    if u.locations:
+        bits.append("in " + ", ".join(u.locations.values()))
     if u.facing:
         bits.append(f"facing {u.facing}")
     if u.objects:
@@ -167,138 +256,127 @@ def summarize(u: Unit) -> str:
     return "; ".join(bits)
 
 
-STRUCTURED_KEYS = (
-    "nearby",
-    "objects",
-    "inventory",
-    "place",
-    "location",
-    "position",
-    "events",
-    "achievements",
-)
-
-
 def has_structure(rec: dict) -> bool:
-    """Whether a step record carries structured fields (else its text must be extracted)."""
-    return any(k in rec for k in STRUCTURED_KEYS)
+    """Whether a step record carries structured fields beyond ``t``/``action``/free text (else its text
+    is turned into fields)."""
+    return any(k in _CONTRACT_KEYS and k not in ("t", "action", "observation", "summary") for k in rec)
+
+
+def _label_kind(k: str) -> str:
+    s = re.sub(r"[^a-z0-9_]", "_", str(k).lower()).strip("_") or "label"
+    return s
+
+
+def _locations(rec: dict) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k in LOCATION_KEYS:
+        if isinstance(rec.get(k), str | int) and str(rec[k]).strip():
+            out[k] = str(rec[k]).strip()
+    given = rec.get("locations")
+    if isinstance(given, dict):
+        for k in sorted(given, key=str):
+            if isinstance(given[k], str | int) and str(given[k]).strip():
+                out.setdefault(_label_kind(k), str(given[k]).strip())
+    return out
+
+
+def _int_map(d: Any, what: str) -> dict[str, int]:
+    if not isinstance(d, dict):
+        raise ValueError(f"{what} must be an object of integers")
+    try:
+        return {str(k): int(v) for k, v in sorted(d.items())}
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be an object of integers") from None
+
+
+def _vitals(rec: dict) -> dict[str, int] | None:
+    if "vitals" in rec:
+        return _int_map(rec["vitals"], "vitals")
+    top = {k: rec[k] for k in VITALS if k in rec}
+    return _int_map(top, "vitals") if top else None
 
 
 def from_record(rec: dict) -> Unit:
-    """A unit from a structured step record (Crafter's fields, or the unit's own field names).
+    """A unit from a step record (the contract in the module doc), before :meth:`EpisodeState.mark`.
 
-    Raises ``ValueError`` when ``t`` is missing or not an integer.
+    Raises ``ValueError`` when ``t`` is missing or not an integer, or a field has the wrong shape.
     """
     t = rec.get("t")
-    if not isinstance(t, int):
+    if not isinstance(t, int) or isinstance(t, bool):
         raise ValueError(f"step record needs an integer 't': {str(rec)[:80]}")
-    rel = [list(r) for r in rec.get("relations", [])]
+    rel = [[str(x) for x in r][:3] for r in rec.get("relations", []) if isinstance(r, list) and len(r) >= 3]
     if rec.get("facing") and not any(r[1] == "facing" for r in rel):
         rel.insert(0, ["agent", "facing", str(rec["facing"])])
-    if rec.get("sleeping"):
-        rel.append(["agent", "is", "sleeping"])
+    inv = rec.get("inventory")
+    pos = rec.get("position")
     return Unit(
         t=t,
         action=str(rec.get("action", "")),
-        objects=sorted(str(o) for o in rec.get("objects", rec.get("nearby", []))),
-        events=[str(e) for e in rec.get("events", rec.get("achievements", []))],
+        objects=sorted({str(o) for o in rec.get("objects", rec.get("nearby", [])) or []}),
+        events=[str(e) for e in rec.get("events", rec.get("achievements", [])) or []],
         relations=rel,
-        inventory={str(k): int(v) for k, v in (rec.get("inventory") or {}).items() if int(v) > 0},
-        vitals={str(k): int(v) for k, v in (rec.get("vitals") or {}).items()},
-        location=str(rec.get("location", rec.get("place", "")) or ""),
-        position=[int(v) for v in rec["position"]] if rec.get("position") else None,
-        gained=sorted(rec["gained"]) if "gained" in rec else None,
-        lost=sorted(rec["lost"]) if "lost" in rec else None,
+        inventory={k: v for k, v in _int_map(inv, "inventory").items() if v > 0} if inv is not None else None,
+        vitals=_vitals(rec),
+        locations=_locations(rec),
+        position=[int(v) for v in pos] if isinstance(pos, list | tuple) and pos else None,
+        inventory_delta=(
+            {k: v for k, v in _int_map(rec["inventory_delta"], "inventory_delta").items() if v}
+            if rec.get("inventory_delta") is not None
+            else None
+        ),
+        vitals_delta=(
+            {k: v for k, v in _int_map(rec["vitals_delta"], "vitals_delta").items() if v}
+            if rec.get("vitals_delta") is not None
+            else None
+        ),
+        gained=sorted(str(x) for x in rec["gained"]) if isinstance(rec.get("gained"), list) else None,
+        lost=sorted(str(x) for x in rec["lost"]) if isinstance(rec.get("lost"), list) else None,
+        observation=str(rec.get("observation") or ""),
         summary=str(rec.get("summary", "")),
+        extra={k: rec[k] for k in rec if k not in _CONTRACT_KEYS},
         source="structured",
     )
 
 
-# -- deterministic extraction from free text ----------------------------------------------------------------
-_ITEM = r"[a-z][a-z_]*"
-_RE = {
-    "action": re.compile(r"\baction[:\s]+(\w+)|\bI (?:did|chose|took action) (\w+)", re.I),
-    "pos": re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)"),
-    "place": re.compile(r"\b(?:in|at|entered)\s+((?:zone|room|area)[-\w]*)", re.I),
-    "facing": re.compile(r"\bfacing[:\s]+(?:an?\s+|the\s+)?(" + _ITEM + ")", re.I),
-    "nearby": re.compile(r"\b(?:nearby|near|I see|you see)[:\s]+([a-z_ ,]+?)(?:\.|$)", re.I),
-    "events": re.compile(r"\bevents?[:\s]+([a-z_ ,]+?)(?:\.|$)", re.I),
-    "gained": re.compile(
-        r"\b(?:gained|got|collected|picked up)[:\s]+(?:an?\s+|the\s+)?([a-z_ ,]+?)(?:\.|$)", re.I
-    ),
-    "lost": re.compile(r"\b(?:lost|used up|dropped)[:\s]+(?:an?\s+|the\s+)?([a-z_ ,]+?)(?:\.|$)", re.I),
-    "inventory": re.compile(r"\binventory[:\s]+([^.]*)", re.I),
-    "vital": re.compile(r"\b(health|food|drink|energy)[:\s]+(\d+)", re.I),
-}
-
-
-def _names(s: str) -> list[str]:
-    out = []
-    for part in re.split(r",|\band\b", s):
-        w = part.strip().lower().replace(" ", "_")
-        if w and w not in ("empty", "none", "nothing"):
-            out.append(w)
-    return sorted(set(out))
-
-
-def extract_text(t: int, text: str) -> Unit:
-    """Deterministic extraction of a unit from a free-text step (the fallback of the LLM extractor).
-
-    Recognises phrases such as ``action X``, ``at (x, y) in zone-1-2``, ``facing tree``, ``Nearby: a, b``,
-    ``Events: e``, ``Gained: i``, ``Inventory: wood 2, sapling 1``, ``health 9``.
-    """
-    m = _RE["action"].search(text)
-    action = (m.group(1) or m.group(2)).lower() if m else ""
-    pos = _RE["pos"].search(text)
-    place = _RE["place"].search(text)
-    facing = _RE["facing"].search(text)
-    near = _RE["nearby"].search(text)
-    ev = _RE["events"].search(text)
-    inv: dict[str, int] = {}
-    mi = _RE["inventory"].search(text)
-    if mi:
-        for name, n in re.findall(r"([a-z][a-z_ ]*?)\s*[: ]\s*(\d+)", mi.group(1).lower()):
-            if int(n) > 0:
-                inv[name.strip().replace(" ", "_")] = int(n)
-    g, lo = _RE["gained"].search(text), _RE["lost"].search(text)
-    return Unit(
-        t=t,
-        action=action,
-        objects=_names(near.group(1)) if near else [],
-        events=_names(ev.group(1)) if ev else [],
-        relations=[["agent", "facing", facing.group(1).lower()]] if facing else [],
-        inventory=inv,
-        vitals={k.lower(): int(v) for k, v in _RE["vital"].findall(text)},
-        location=place.group(1).lower() if place else "",
-        position=[int(pos.group(1)), int(pos.group(2))] if pos else None,
-        gained=_names(g.group(1)) if g else None,
-        lost=_names(lo.group(1)) if lo else None,
-        source="text",
-    )
+def _merge_extracted(u: Unit, x: Unit) -> Unit:
+    """Fields of an extracted unit ``x`` where the record gave none."""
+    for f in ("action", "objects", "events", "relations", "locations", "position", "summary"):
+        if not getattr(u, f) and getattr(x, f):
+            setattr(u, f, getattr(x, f))
+    for f in ("inventory", "vitals", "gained", "lost", "inventory_delta", "vitals_delta"):
+        if getattr(u, f) is None and getattr(x, f) not in (None, {}, []):
+            setattr(u, f, getattr(x, f))
+    u.source = x.source
+    return u
 
 
 def unit_from_line(line: str | bytes | dict, extractor: Any = None) -> Unit:
     """A unit (before :meth:`EpisodeState.mark`) from one ``steps.jsonl`` line.
 
-    Structured fields are taken as given; a record with only ``text`` goes to ``extractor(t, text)``
-    (the LLM extractor) when one is given and it returns a unit, else to :func:`extract_text`.
-    Raises ``ValueError`` for a line that is not a JSON object with an integer ``t``.
+    Structured fields are taken as given; a record with only free text (``text`` or ``observation``, plus
+    optionally ``t``/``action``) goes to ``extractor(t, text)`` (the LLM extractor) when one is given and
+    it returns a unit, else to :func:`~libraryfs.features.episodes.extract.extract_text`; the text is kept
+    as the observation. Raises ``ValueError`` for a line that is not a JSON object with an integer ``t``.
     """
+    from libraryfs.features.episodes.extract import extract_text
+
     try:
         rec = line if isinstance(line, dict) else json.loads(line)
     except json.JSONDecodeError as e:
         raise ValueError(f"not a JSON line: {e}") from None
     if not isinstance(rec, dict):
         raise ValueError("a step must be a JSON object")
+    u = from_record(rec)
     if has_structure(rec):
-        return from_record(rec)
-    t = rec.get("t")
-    if not isinstance(t, int):
-        raise ValueError("step record needs an integer 't'")
+        return u
     text = str(rec.get("text") or rec.get("observation") or "")
-    u = extractor(t, text) if extractor is not None else None
-    if u is None:
-        u = extract_text(t, text)
-    if rec.get("action") and not u.action:
-        u.action = str(rec["action"])
+    if not text:
+        return u
+    x = extractor(u.t, text) if extractor is not None else None
+    if x is None:
+        x = extract_text(u.t, text)
+    u = _merge_extracted(u, x)
+    if not u.observation:
+        u.observation = text
+        u.extra.pop("text", None)
     return u

@@ -1,0 +1,254 @@
+"""The index of one episode's units: occurrence lists, visit spans, vocabulary, evidence lines.
+
+:class:`EpisodeIndex` is the complete :class:`~libraryfs.features.episodes.resolve.Timeline` recall resolves
+questions against, and it renders the evidence lines recall packs. Line formats (one step per line, ``key=value``
+tokens; a value with spaces, commas, quotes or ``=``/``#`` is JSON-quoted)::
+
+    t=412 act=do place=zone-2-2 area=forest face=tree near=cow,water ev=collect_wood#2 gain=wood#3
+          lose=sapling#1 rise=drink#2 drop=food#4 visit=zone-2-2#4 end=forest#2        (the unit line)
+    t=412 inv=sapling:1,wood:2 pos=34,40 health=9 food=7 drink=6 energy=8               (the state line)
+    t=412 obs: I chopped the oak by the lake.                                          (the observation)
+    t=412 ev=collect_wood#2 act=do                                                      (a key line)
+
+``#k`` is the ordinal: the k-th collect_wood, the k-th increase of wood, the k-th drop of food; ``visit=L#k``
+marks the first step of the k-th visit to label L and ``end=L#k`` its last step. Key lines carry only the
+facts a question's resolution used (:attr:`~libraryfs.features.episodes.resolve.Resolver.trace`), so a
+chain of three hops fits in ~30 tokens. Label kinds (``place``, ``area``, ...) are keys of their own; a kind
+that collides with another key is written ``loc_<kind>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_left
+
+from libraryfs.features.episodes.units import CHANGE_KINDS, Unit
+
+OCC_KINDS = ("ev", *CHANGE_KINDS)
+RESERVED_KEYS = frozenset(
+    {"t", "act", "face", "near", "inv", "pos", "has", "obs", "visit", "end", *OCC_KINDS, "where", "step"}
+)
+_PLAIN = re.compile(r"^[^\s\",=#:]+$")
+
+
+def enc(s: str) -> str:
+    """A value as written in a line: bare when safe, else JSON-quoted."""
+    return s if _PLAIN.match(s) else json.dumps(s, ensure_ascii=False)
+
+
+def label_key(kind: str) -> str:
+    """The line key of a location label kind."""
+    return f"loc_{kind}" if kind in RESERVED_KEYS else kind
+
+
+def vital_key(v: str) -> str:
+    """The line key of a vital."""
+    return f"v_{v}" if v in RESERVED_KEYS else v
+
+
+class EpisodeIndex:
+    """Units of one episode with occurrence lists, visit spans and vocabulary (build once, query many times).
+
+    Implements :class:`~libraryfs.features.episodes.resolve.Timeline`; ordinals are recomputed here from the
+    units in step order, so they agree with the occurrence lists even after out-of-order appends.
+    """
+
+    def __init__(self, units: list[Unit]) -> None:
+        self.units = sorted(units, key=lambda u: u.t)
+        self.by_t = {u.t: u for u in self.units}
+        self.ts = [u.t for u in self.units]
+        self.start_t = self.ts[0] if self.ts else 0
+        self.last_t = self.ts[-1] if self.ts else None
+        self.occ: dict[tuple[str, str], list[int]] = {}
+        self.ordinal: dict[tuple[str, str, int], int] = {}
+        self.spans: dict[str, list[tuple[int, int | None]]] = {}  #: label → [(first, last|None)]
+        self.label_kinds: dict[str, str] = {}  #: label → its kind (the first kind seen)
+        self._starts: dict[int, list[str]] = {}
+        self._ends: dict[int, list[str]] = {}
+        for u in self.units:
+            for kind, names in zip(
+                OCC_KINDS, (u.events, u.gained or [], u.lost or [], u.rises, u.drops), strict=True
+            ):
+                for n in names:
+                    lst = self.occ.setdefault((kind, n), [])
+                    lst.append(u.t)
+                    self.ordinal[(kind, n, u.t)] = len(lst)
+        self._visits()
+        self.vocab = self._vocab()
+        self._bm25 = None
+
+    def _visits(self) -> None:
+        current: dict[str, tuple[str, int]] = {}  # kind → (label, first step)
+        prev_t: int | None = None
+        for u in self.units:
+            for kind, label in u.locations.items():
+                cur = current.get(kind)
+                if cur is not None and cur[0] == label:
+                    continue
+                if cur is not None and prev_t is not None:
+                    self._close(cur[0], prev_t)
+                current[kind] = (label, u.t)
+                self.label_kinds.setdefault(label, kind)
+                self.spans.setdefault(label, []).append((u.t, None))
+                self._starts.setdefault(u.t, []).append(label)
+                k = len(self.spans[label])
+                self.ordinal[("visit", label, u.t)] = k
+                self.occ.setdefault(("visit", label), []).append(u.t)
+            prev_t = u.t
+
+    def _close(self, label: str, end: int) -> None:
+        first, _ = self.spans[label][-1]
+        self.spans[label][-1] = (first, end)
+        self._ends.setdefault(end, []).append(label)
+        self.ordinal[("end", label, end)] = len(self.spans[label])
+
+    def _vocab(self) -> dict[str, list[str]]:
+        kinds: dict[str, set[str]] = {}
+        for label, kind in self.label_kinds.items():
+            kinds.setdefault(kind, set()).add(label)
+        items = {n for k, n in self.occ if k in ("gain", "lose")}
+        vitals: set[str] = set()
+        for u in self.units:
+            items.update(u.inventory or {})
+            vitals.update(u.vitals or {})
+        return {
+            "events": sorted({n for k, n in self.occ if k == "ev"}),
+            "items": sorted(items),
+            "vitals": sorted(vitals),
+            "labels": sorted(self.label_kinds),
+            "objects": sorted(
+                {o for u in self.units for o in u.objects} | {u.facing for u in self.units} - {""}
+            ),
+            "actions": sorted({u.action for u in self.units if u.action}),
+            **{f"labels:{k}": sorted(v) for k, v in sorted(kinds.items())},
+        }
+
+    # -- Timeline -------------------------------------------------------------------------------------------
+    def occurrences(self, kind: str, name: str) -> list[tuple[int, int | None]]:
+        """``[(t, k)]`` of every occurrence of (kind, name) in step order (kind ``visit``: visit starts)."""
+        return [(t, i + 1) for i, t in enumerate(self.occ.get((kind, name), []))]
+
+    def visits(self, label: str) -> list[tuple[int | None, int | None, int | None]]:
+        """``[(k, first, last)]`` of every visit to ``label``; ``last`` is None for an ongoing visit."""
+        return [(i + 1, a, b) for i, (a, b) in enumerate(self.spans.get(label, []))]
+
+    def value(self, t: int, field: str, exclude: str | None = None) -> str | None:
+        """The answer string of ``field`` at step ``t`` (see :mod:`.query` for the fields)."""
+        u = self.by_t.get(t)
+        if u is None:
+            return None
+        if field.startswith("count:"):
+            return str((u.inventory or {}).get(field[6:], 0))
+        return field_fact(u, field, exclude)[1]
+
+    def has(self, t: int) -> bool:
+        """Whether a unit has step ``t``."""
+        return t in self.by_t
+
+    def steps_between(self, lo: int, hi: int) -> list[int]:
+        """Steps with a unit in ``lo..hi``."""
+        return [t for t in self.ts[bisect_left(self.ts, lo) :] if t <= hi]
+
+    # -- lines ------------------------------------------------------------------------------------------------
+    def _marks(self, kind: str, names: list[str], t: int) -> str:
+        out = []
+        for n in names:
+            k = self.ordinal.get((kind, n, t))
+            out.append(f"{enc(n)}#{k}" if k else enc(n))
+        return ",".join(out)
+
+    def line(self, t: int) -> str:
+        """The unit line of step ``t`` (see the module doc)."""
+        u = self.by_t[t]
+        parts = [f"t={t}", f"act={enc(u.action or '?')}"]
+        parts += [f"{label_key(k)}={enc(v)}" for k, v in u.locations.items()]
+        if u.facing:
+            parts.append(f"face={enc(u.facing)}")
+        if u.objects:
+            parts.append("near=" + ",".join(enc(o) for o in u.objects))
+        for kind, names in zip(
+            OCC_KINDS, (u.events, u.gained or [], u.lost or [], u.rises, u.drops), strict=True
+        ):
+            if names:
+                parts.append(f"{kind}=" + self._marks(kind, names, t))
+        for key, labels in (("visit", self._starts.get(t)), ("end", self._ends.get(t))):
+            if labels:
+                parts.append(f"{key}=" + self._marks(key, labels, t))
+        return " ".join(parts)
+
+    def state_line(self, t: int) -> str:
+        """The state line of step ``t``: inventory, position, vitals."""
+        u = self.by_t[t]
+        inv = ",".join(f"{enc(k)}:{v}" for k, v in sorted((u.inventory or {}).items())) or "none"
+        parts = [f"t={t}", f"inv={inv}"]
+        if u.position:
+            parts.append(f"pos={u.position[0]},{u.position[1]}")
+        parts += [f"{vital_key(k)}={v}" for k, v in (u.vitals or {}).items()]
+        return " ".join(parts)
+
+    def obs_line(self, t: int) -> str | None:
+        """The observation line of step ``t`` (None when the step has none)."""
+        u = self.by_t[t]
+        text = " ".join(u.observation.split())
+        return f"t={t} obs: {text}" if text else None
+
+    def fragment(self, t: int, frag: tuple[str, ...]) -> str:
+        """One fact of a key line: ``ev=collect_wood#2``, ``visit=zone-1-2#3``, ``act=do``, ``has=wood:3``."""
+        kind = frag[0]
+        if kind == "field":
+            key, val = field_fact(self.by_t[t], frag[1], frag[2] or None)
+            return f"{key}={enc(val or '?')}" if key != "has" else f"has={val}"
+        return f"{kind}={self._marks(kind, [frag[1]], t)}"
+
+    # -- text ranking -----------------------------------------------------------------------------------------
+    def bm25(self, tokens: list[str]) -> list[float]:
+        """BM25 score of each unit (in :attr:`units` order) for the question's ``tokens``."""
+        from rank_bm25 import BM25Okapi
+
+        if not self.units:
+            return []
+        if self._bm25 is None:
+            self._bm25 = BM25Okapi([tokenize(u.terms()) for u in self.units])
+        return [float(x) for x in self._bm25.get_scores(tokens)]
+
+
+_TOK = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)*")
+
+
+def tokenize(text: str) -> list[str]:
+    """BM25 terms: lower-cased words; ``collect_wood`` and ``zone-2-1`` also yield their parts."""
+    out = []
+    for w in _TOK.findall(text.lower()):
+        out.append(w)
+        if "_" in w or "-" in w:
+            out += [p for p in re.split(r"[-_]", w) if p and not p.isdigit()]
+    return out
+
+
+def field_fact(u: Unit, field: str, exclude: str | None = None) -> tuple[str, str | None]:
+    """``(line key, value)`` of ``field`` at unit ``u``: ``("act", "do")``, ``("has", "wood:3")``, ..."""
+    if field == "action":
+        return "act", u.action or None
+    if field == "facing":
+        return "face", u.facing or None
+    if field == "near":
+        return "near", ",".join(u.objects) or "none"
+    if field.startswith("count:"):
+        item = field[6:]
+        return "has", f"{item}:{(u.inventory or {}).get(item, 0)}"
+    if field.startswith("vital:"):
+        v = field[6:]
+        got = (u.vitals or {}).get(v)
+        return vital_key(v), None if got is None else str(got)
+    if field == "where":
+        for kind, label in u.locations.items():
+            if label != exclude:
+                return label_key(kind), label
+        return "place", None
+    if field in u.locations:
+        return label_key(field), u.locations[field]
+    if field == "place" and u.locations:  # no "place" kind: the primary label
+        kind, label = next(iter(u.locations.items()))
+        return label_key(kind), label
+    return label_key(field), None

@@ -1,0 +1,318 @@
+"""First half of the question parser: normalisation and tagging (second half: :mod:`.anchors`).
+
+A question is lower-cased and rewritten into a token list in which every recognised phrase is one
+placeholder token carrying its meaning (:class:`Tagged`):
+
+========  =============================================================================================
+``§lN``   a location label of the episode ("zone-1-2", "lake shore")
+``§eN``   an event ("collected wood", "my wood collection", "drank water", "the death")
+``§iN``   an inventory item; ``§vN`` a vital (``thirst``/``hunger``/``fatigue`` are inverted)
+``§cN``   a vital state change on its own ("got thirsty" = drink dropped)
+``§up``   / ``§down``  words of change (went up, rose, gained ... / went down, fell, spent ...)
+``§offN`` a temporal offset ("3 steps after", "right before", "the step after", "2 steps later")
+``§rN``   a step range ("between step 10 and 90", "from t=10 to 90", "before step 300", "after step 5")
+``§sN``   a step ("at step 412", "t=412", "step 412:")
+``§oK``   an ordinal (``§o2`` second/2nd, ``§oL`` last/latest/most recent/final, ``§oN`` next)
+``§order`` a which-came-first cue; ``§endstep``/``§beginstep`` "last/final step of", "first step of";
+          ``§begin`` ("d steps into" a visit), ``,`` a clause break
+========  =============================================================================================
+
+Numbers in words become digits where they count steps or times ("two steps" → "2 steps").
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from libraryfs.features.episodes import lexicon as L
+
+_B = r"(?<![\w§])"  # word start (placeholders count as words)
+_E = r"(?![\w])"
+_NUM_WORDS = "|".join(sorted(L.NUMBER_WORDS, key=lambda w: (-len(w), w)))
+_ORD_WORDS = "|".join(sorted(L.ORDINAL_WORDS, key=lambda w: (-len(w), w)))
+_STEPWORD = r"(?:time ?steps?|steps?|t|timesteps?|turns?)"
+_STEPS = r"(?:time ?steps?|timesteps?|steps?|turns?|moves)"
+
+
+@dataclass
+class Tagged:
+    """A tagged question: ``tokens`` and the meaning of each placeholder in ``meta``."""
+
+    tokens: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+    order_cue: bool = False
+
+
+class _Text:
+    """The question being rewritten, with the meaning of each placeholder inserted so far."""
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+        self.meta: dict[str, Any] = {}
+        self.n = 0
+
+    def put(self, tag: str, info: Any) -> str:
+        key = f"§{tag}{self.n}"
+        self.n += 1
+        self.meta[key] = info
+        return f" {key} "
+
+    def sub(self, pattern: str, tag: str, fn: Any) -> None:
+        """Replace every match of ``pattern`` by a placeholder whose meaning is ``fn(match)``."""
+
+        def rep(m: re.Match) -> str:
+            info = fn(m)
+            return m.group(0) if info is None else self.put(tag, info)
+
+        self.s = re.sub(pattern, rep, self.s)
+
+    def longest(self, patterns: list[tuple[str, Any]], tag: str) -> None:
+        """Replace the longest non-overlapping matches among ``(pattern, meaning)`` pairs — every pattern is
+        tried at every word start; ties go to the earlier match, then the pattern order (never to how
+        names hash)."""
+        starts = [m.start() for m in re.finditer(r"(?<![\w§])[\w§]", self.s)]
+        found = []
+        for i, (pat, info) in enumerate(patterns):
+            rx = _compiled(pat)
+            for st in starts:
+                m = rx.match(self.s, st)
+                if m:
+                    found.append((-(m.end() - st), st, i, m.end(), info))
+        found.sort(key=lambda x: x[:3])
+        taken: list[tuple[int, int]] = []
+        chosen = []
+        for _neg, start, _i, end, info in found:
+            if any(start < b and a < end for a, b in taken):
+                continue
+            taken.append((start, end))
+            chosen.append((start, end, info))
+        for start, end, info in sorted(chosen, reverse=True):
+            self.s = self.s[:start] + self.put(tag, info) + self.s[end:]
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(pat: str) -> re.Pattern:
+    return re.compile(pat + _E)
+
+
+def _prenormalise(q: str) -> str:
+    s = " " + q.lower() + " "
+    s = s.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    s = re.sub(r"[\u2013\u2014]", " - ", s)
+    s = re.sub(r"(\d),(\d{3})\b", r"\1\2", s)
+    s = re.sub(r"\bt\s*=\s*(\d+)", r" step \1 ", s)
+    s = re.sub(r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn)\b", r" step \1 ", s)
+    s = re.sub(r"\b(?:time|timestep|time step|step|steps)\s*#\s*(\d+)", r" step \1 ", s)
+    s = re.sub(r"#\s*of\b", " number of ", s)
+    s = re.sub(r"#\s*(\d+)", r" number \1 ", s)
+    s = re.sub(r"(?<![\w-])(\d+)\s*-\s*(\d+)(?![\w-])", r"\1 to \2", s)
+    s = re.sub(r"[?!;()\[\]{}\"*]|\.(?!\d)", " ", s)
+    s = re.sub(r"\s+-\s+|\s+-$|^-\s+", " , ", s)
+    s = s.replace(",", " , ").replace(":", " , ")
+    s = re.sub(
+        rf"\b({_NUM_WORDS})(?=\s+(?:more\s+)?(?:time ?steps?|timesteps?|steps?|times?|visits?|turns?)\b)",
+        lambda m: str(L.NUMBER_WORDS[m.group(1)]),
+        s,
+    )
+    s = re.sub(r"\ba (?:single )?step\b", "1 step", s)
+    s = re.sub(r"\btwice\b", "2 times", s)
+    s = re.sub(r"\bend(?:ed|s)? up (?:at|in)\b", " arrive at ", s)
+    return re.sub(r"\s+", " ", s)
+
+
+def _label_patterns(labels: list[str]) -> list[tuple[str, Any]]:
+    out = []
+    for lab in sorted(labels, key=lambda x: (-len(x), x)):
+        words = [w for w in re.split(r"[\s_-]+", lab.lower()) if w]
+        if not words:
+            continue
+        out.append(
+            ("(?:the )?" + r"[ _-]?".join(re.escape(w) for w in words) + r"(?: area| region| zone)?", lab)
+        )
+    return out
+
+
+def _offsets(t: _Text) -> None:
+    after = r"(?:later|afterwards?|after|following|past|on from|since|into)"
+    before = r"(?:earlier|beforehand|before|prior to|prior|ahead of|preceding|previously|back)"
+    adv = r"(?:right |just |immediately |directly |exactly )"
+
+    def dsteps(sign: int):
+        def f(m: re.Match) -> tuple[int, bool]:
+            return sign * int(m.group(1)), m.group(0).rstrip().endswith("into")
+
+        return f
+
+    t.sub(rf"\b(\d+) (?:more )?{_STEPS} {adv}?{after}\b", "off", dsteps(1))
+    t.sub(rf"\b(\d+) (?:more )?{_STEPS} {adv}?{before}\b", "off", dsteps(-1))
+    t.sub(
+        rf"\b(?:the )?(?:very )?(?:step|moment|turn) {adv}?(?:after|following)\b", "off", lambda m: (1, False)
+    )
+    t.sub(
+        rf"\b(?:the )?(?:very )?(?:step|moment|turn) {adv}?(?:before|prior to|preceding)\b",
+        "off",
+        lambda m: (-1, False),
+    )
+    t.sub(r"\bafter (\d+) (?:more )?steps\b", "off", lambda m: (int(m.group(1)), False))
+    t.sub(r"\b(?:right|just|immediately|directly) (?:after|following)\b", "off", lambda m: (1, False))
+    t.sub(
+        r"\b(?:right|just|immediately|directly) (?:before|prior to|preceding)\b", "off", lambda m: (-1, False)
+    )
+    t.sub(r"\b(?:the )?(?:next|following|subsequent) step\b", "off", lambda m: (1, False))
+    t.sub(r"\b(?:the )?(?:previous|preceding|prior) step\b", "off", lambda m: (-1, False))
+    for key, info in list(t.meta.items()):  # "d steps into my visit": the visit's beginning
+        if key.startswith("§off") and info[1]:
+            t.s = t.s.replace(f" {key} ", f" {key} §begin ")
+
+
+def _ranges(t: _Text) -> None:
+    sw = rf"(?:{_STEPWORD} )?"
+    t.sub(rf"\bbetween {sw}(\d+) and {sw}(\d+)\b", "r", lambda m: (int(m.group(1)), int(m.group(2))))
+    t.sub(
+        rf"\b(?:from|in the span from|starting at) {sw}(\d+) (?:to|through|thru|till|until|up to|and) {sw}(\d+)\b",
+        "r",
+        lambda m: (int(m.group(1)), int(m.group(2))),
+    )
+    t.sub(
+        rf"\b(?:in |within |during |over |across )?(?:the )?{_STEPWORD} (\d+) (?:to|through|thru|till|until) {sw}(\d+)\b",
+        "r",
+        lambda m: (int(m.group(1)), int(m.group(2))),
+    )
+    t.sub(
+        rf"\b(?:in |within |during |over |across )?(?:the )?(?:window|span|interval|range|period|stretch)(?: of)? {sw}(\d+)"
+        rf" (?:to|through|thru|till|until|and) {sw}(\d+)\b",
+        "r",
+        lambda m: (int(m.group(1)), int(m.group(2))),
+    )
+    t.sub(r"\b(?:within|in|during) the first (\d+) steps\b", "r", lambda m: (0, int(m.group(1)) - 1))
+    t.sub(
+        rf"\b(?:once |after |when )?{_STEPWORD} (\d+) (?:had |has |was )?(?:passed|gone by|elapsed|over|done)\b",
+        "r",
+        lambda m: (int(m.group(1)) + 1, None),
+    )
+    t.sub(
+        rf"\b(?:before|prior to|until|till|earlier than|preceding|ahead of) (?:reaching |getting to |hitting |arriving at )?"
+        rf"(?:the )?{_STEPWORD} (\d+)\b",
+        "r",
+        lambda m: (None, int(m.group(1)) - 1),
+    )
+    t.sub(rf"\b(?:up to|by|through|up until) {_STEPWORD} (\d+)\b", "r", lambda m: (None, int(m.group(1))))
+    t.sub(rf"\bfrom {_STEPWORD} (\d+) (?:on|onwards|onward)\b", "r", lambda m: (int(m.group(1)), None))
+    t.sub(
+        rf"\b(?:after|since|following|later than|beyond|past) {_STEPWORD} (\d+)\b",
+        "r",
+        lambda m: (int(m.group(1)) + 1, None),
+    )
+    t.sub(
+        r"\b(?:(?:at|on|in|during|for|of) )?(?:the )?(?:time ?step|step|timestep|time|moment|turn) (?:number )?(\d+)\b",
+        "s",
+        lambda m: int(m.group(1)),
+    )
+    t.sub(
+        r"\b(\d+) (?:to|through|thru|till|until) (\d+)\b", "r", lambda m: (int(m.group(1)), int(m.group(2)))
+    )
+
+
+def _cues(t: _Text) -> bool:
+    """Order cues and visit-edge cues; returns whether the question asks which came first."""
+    order = False
+    pats = [
+        r"\b(?:came|come|comes|happened|happen|happens|occurred|occur|occurs|was|were|took place)"
+        r" (?:first|earlier|sooner|before the other)\b",
+        r"\bwhich (?:one |event |of (?:the|these|them) (?:two )?)?(?:was |is |came |happened )?(?:first|earlier|sooner)\b",
+        r"\bfirst(?= ?,? (?:or|vs|versus)\b| ?,? ?$)",
+        r"\b(?:before|earlier than|sooner than) the other\b",
+        r"\b(?:earlier|sooner)\b",
+    ]
+    for p in pats:
+        if re.search(p, t.s):
+            order = True
+            t.s = re.sub(p, " §order ", t.s)
+    t.s = re.sub(r"\b(?:vs|versus)\b", " or ", t.s)
+    t.s = re.sub(
+        r"\b(?:the )?(?:very )?(?:last|final|ending|closing) (?:step|one|moment|point)"
+        r"(?=s? (?:of|at|in|inside|i|there|before|when|during|on)\b)",
+        " §endstep ",
+        t.s,
+    )
+    t.s = re.sub(
+        r"\b(?:the )?(?:very )?(?:first|opening|starting|start) (?:step|one|moment|point)(?= (?:of|at|in|inside|on)\b)",
+        " §beginstep ",
+        t.s,
+    )
+    t.s = re.sub(r"\b(?:the )?start of\b", " §beginstep ", t.s)
+    t.s = re.sub(r"\b(?:the )?end of\b", " §endstep ", t.s)
+    return order
+
+
+def _ordinals(t: _Text) -> None:
+    t.s = re.sub(r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: f" §o{int(m.group(1))} ", t.s)
+    t.s = re.sub(
+        r"\b(?:most recent(?:ly)?|very last|latest|last(?:ly)?|final(?:ly)?|previous)\b", " §oL ", t.s
+    )
+    t.s = re.sub(r"\b(?:very first|initial(?:ly)?|earliest)\b", " §o1 ", t.s)
+    t.s = re.sub(rf"\b({_ORD_WORDS})\b", lambda m: f" §o{L.ORDINAL_WORDS[m.group(1)]} ", t.s)
+    t.s = re.sub(r"\b(?:next|subsequent)\b", " §oN ", t.s)
+    t.s = re.sub(
+        r"\b(visit|stay|trip)(?: number)? (\d+)\b(?! steps?)", lambda m: f" {m.group(1)} §o{m.group(2)} ", t.s
+    )
+    t.s = re.sub(r"\bthe (?:following|subsequent) (?=§[ec])", " the §oN ", t.s)
+
+
+def _directions(t: _Text) -> None:
+    for words, tag in (
+        (L.UP_VERBS, "§up"),
+        (L.DOWN_VERBS, "§down"),
+        (L.UP_NOUNS, "§up"),
+        (L.DOWN_NOUNS, "§down"),
+    ):
+        pat = _B + L._alts(list(words)) + _E
+        t.s = re.sub(pat, f" {tag} ", t.s)
+
+
+def tag(question: str, vocab: dict[str, list[str]]) -> Tagged:
+    """The tagged form of ``question`` given the episode's ``vocab`` (see :class:`Tagged`)."""
+    t = _Text(_prenormalise(question))
+    t.s = re.sub(
+        r"\b(?:(?:get|got|gotten|getting|came|come|comes|coming|went|go|goes|going|made it|make it|return|returned"
+        r"|returning|returns|wandered|headed|head|travelled|traveled|showed up|show up|shows up|turned up)"
+        r"(?: back)?(?: to| into| inside| in| at)|(?:set foot|sets foot|setting foot) (?:in|into|on|at)"
+        r"|(?:walked|walk|moved|move|stepped|step) (?:back )?(?:into|inside)|re-?entered|re-?enter)\b"
+        r"(?! an end| the end| a close)",
+        " arrive at ",
+        t.s,
+    )
+    labels = vocab.get("labels", [])
+    t.longest(_label_patterns(labels), "l")
+    events = sorted(set(vocab.get("events", [])) | set(L.CRAFTER_EVENTS))
+    items_all = tuple(sorted(set(vocab.get("items", [])) | set(L.CRAFTER_ITEMS)))
+    t.longest([(p, e) for e in events for p in L.event_patterns(e, items_all)], "e")
+    _offsets(t)
+    _ranges(t)
+    order = _cues(t)
+    _ordinals(t)
+    t.longest([(L._alts(L.item_words(i)), i) for i in items_all], "i")
+    t.s = re.sub(r"(§[ic]\d+)\s+(?:count|total|number)\b", r"\1 amount", t.s)
+    t.s = re.sub(r"\b(?:inv|inventory|item) count\b", "inventory amount", t.s)
+    vitals = sorted(set(vocab.get("vitals", [])) | set(L.VITAL_NAMES))
+    vpats: list[tuple[str, Any]] = [
+        (L._alts([v]) + "(?: level| meter| stat| value| bar)?", (v, False)) for v in vitals
+    ]
+    vpats += [
+        (re.escape(w) + "(?: level| meter| stat| value| bar)?", info) for w, info in L.VITAL_WORDS.items()
+    ]
+    t.sub(
+        _B
+        + r"(?:got|get|gets|became|become|becomes|grew|felt|feel|was|were|went) (?:more |a bit |very |really )?"
+        + L._alts(list(L.VITAL_STATES))
+        + _E,
+        "c",
+        lambda m: L.VITAL_STATES[m.group(0).split()[-1]][::-1],
+    )
+    t.longest(vpats, "v")
+    _directions(t)
+    tokens = t.s.split()
+    return Tagged(tokens, t.meta, order)
