@@ -1,4 +1,9 @@
-"""``libraryfs episode append|build|watch|bench`` and ``libraryfs recall``: episodic memory (PAPERS.md §4)."""
+"""``libraryfs episode append|build|watch|bench``, ``libraryfs recall`` and ``libraryfs answer``: episodic memory
+(PAPERS.md §4).
+
+Exit status: 0 on success; 1 for an error (one line: bad episode id, missing library, an episode without
+units, a bad budget or reader); 3 from ``answer`` when the evidence does not determine the answer
+("unknown")."""
 
 from __future__ import annotations
 
@@ -15,6 +20,25 @@ from libraryfs.errors import LibraryError
 _library_option = library_option(required=True)
 
 
+EXIT_UNKNOWN = 3  #: ``libraryfs answer``: the evidence does not determine the answer
+
+
+def _llm_reader(libdir: str):
+    """An LLMReader over the library's one chat client (:func:`libraryfs.llm.client_for`), or None when no
+    endpoint is configured."""
+    from libraryfs.llm import client_for
+
+    try:
+        client = client_for(libdir)
+    except LibraryError as e:
+        raise click.ClickException(str(e)) from None
+    if client is None:
+        return None
+    from libraryfs.features.episodes.answer import LLMReader
+
+    return LLMReader(client)
+
+
 @contextlib.contextmanager
 def _builder(libdir: str, llm: bool = True):
     """An EpisodeBuilder writing through the mount when mounted, else into the store directly."""
@@ -29,18 +53,21 @@ def _builder(libdir: str, llm: bool = True):
     except LibraryError as e:
         raise click.ClickException(str(e)) from None
     tree = DirTree(info["mountpoint"]) if info else StoreTree(store)
-    extractor = None
-    try:
-        if llm:
-            from libraryfs.features.episodes.llm import make_extractor
-            from libraryfs.llm import client_for
+    extractor = reader = None
+    if llm:
+        from libraryfs.features.episodes.answer import LLMReader
+        from libraryfs.features.episodes.llm import make_extractor
+        from libraryfs.llm import client_for
 
-            extractor = make_extractor(client_for(libdir), store)
-    except LibraryError as e:
-        store.close()
-        raise click.ClickException(str(e)) from None
+        try:
+            client = client_for(libdir)  # one client: unit extraction and the answer/ files' LLM reader
+        except LibraryError as e:
+            store.close()
+            raise click.ClickException(str(e)) from None
+        extractor = make_extractor(client, store)
+        reader = LLMReader(client) if client is not None else None
     try:
-        yield EpisodeBuilder(tree, store, extractor)
+        yield EpisodeBuilder(tree, store, extractor, reader)
     finally:
         store.close()
 
@@ -117,27 +144,13 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
             pass
 
 
-@click.command("recall")
-@click.argument("episode")
-@click.argument("question")
-@click.option(
-    "--budget", "budget_tokens", default=200, show_default=True, help="Evidence budget (o200k tokens)."
-)
-@click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
-@click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
-@_library_option
-@needs_feature("episodes")
-def recall_cmd(
-    episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str
-) -> None:
-    """The few steps of EPISODE that answer QUESTION, packed within the token budget."""
-    from libraryfs.features.episodes.recall import EpisodeIndex, recall
+def _episode_index(episode: str, libdir: str):
+    """The unit index of an episode (read in one transaction; works beside a live mount)."""
+    from libraryfs.features.episodes.index import EpisodeIndex
     from libraryfs.features.episodes.unitdb import UnitDB
     from libraryfs.fs.store import Store
 
     _check_ep(episode)
-    if budget_tokens < 0:
-        raise click.ClickException("--budget must be ≥ 0")
     try:
         store = Store(libdir)
     except LibraryError as e:
@@ -150,11 +163,81 @@ def recall_cmd(
         raise click.ClickException(
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
         )
-    r = recall(EpisodeIndex(units), question, budget_tokens, use_anchors=not no_anchors)
+    return EpisodeIndex(units)
+
+
+def _budget_option(f):
+    return click.option(
+        "--budget", "budget_tokens", default=200, show_default=True, help="Evidence budget (o200k tokens)."
+    )(f)
+
+
+@click.command("recall")
+@click.argument("episode")
+@click.argument("question")
+@_budget_option
+@click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
+@click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
+@_library_option
+@needs_feature("episodes")
+def recall_cmd(
+    episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str
+) -> None:
+    """The few steps of EPISODE that answer QUESTION, packed within the token budget."""
+    from libraryfs.features.episodes.recall import recall
+
+    if budget_tokens < 0:
+        raise click.ClickException("--budget must be ≥ 0")
+    r = recall(_episode_index(episode, libdir), question, budget_tokens, use_anchors=not no_anchors)
     if as_json:
         echo_json(r.to_json())
     else:
         click.echo(r.text)
 
 
-commands: list = [episode_group, recall_cmd]
+@click.command("answer")
+@click.argument("episode")
+@click.argument("question")
+@_budget_option
+@click.option(
+    "--json", "as_json", is_flag=True, help="The answer, the reader, the query and the evidence as JSON."
+)
+@click.option(
+    "--reader",
+    type=click.Choice(["auto", "rules", "llm"]),
+    default="auto",
+    show_default=True,
+    help="rules: the deterministic reader; llm: the configured model over the evidence; auto: rules, then the "
+    "model when the rules find no answer and an endpoint is configured.",
+)
+@_library_option
+@needs_feature("episodes")
+def answer_cmd(
+    episode: str, question: str, budget_tokens: int, as_json: bool, reader: str, libdir: str
+) -> None:
+    """Answer QUESTION about EPISODE from the evidence recall packs within the budget (and nothing else).
+
+    Prints the answer; exit status 3 (and "unknown") when the evidence does not determine it.
+    """
+    from libraryfs.features.episodes.answer import answer
+
+    if budget_tokens < 0:
+        raise click.ClickException("--budget must be ≥ 0")
+    idx = _episode_index(episode, libdir)
+    llm = _llm_reader(libdir) if reader in ("auto", "llm") else None
+    if reader == "llm" and llm is None:
+        raise click.ClickException(
+            "--reader llm needs an endpoint: set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL"
+        )
+    a = answer(idx, question, budget_tokens, reader, llm)
+    if as_json:
+        echo_json(a.to_json())
+    else:
+        click.echo(a.answer if a.answer is not None else "unknown")
+        for n in a.notes:
+            click.echo(f"libraryfs answer: {n}", err=True)
+    if a.answer is None:
+        raise SystemExit(EXIT_UNKNOWN)
+
+
+commands: list = [episode_group, recall_cmd, answer_cmd]

@@ -454,24 +454,55 @@ def code_eval(
 
 @click.command("bench")
 @click.option(
-    "--steps", "min_steps", default=10_000, show_default=True, help="Crafter steps in total (at least)."
+    "--phrasings",
+    "phrasing_files",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A phrasing file (JSON lines: kind, template, field, slots); repeat for several.",
 )
-@click.option("--max-steps", default=1200, show_default=True, help="Steps per episode.")
-@click.option("--per-family", default=12, show_default=True, help="Questions per family per episode.")
+@click.option("--episodes", default=6, show_default=True, help="Crafter episodes (one seed each).")
+@click.option("--max-steps", default=2700, show_default=True, help="Steps per episode (+1 for step 0).")
+@click.option("--first-seed", default=1000, show_default=True, help="Seed of the first episode.")
+@click.option("--per-template", default=1, show_default=True, help="Questions per template per episode.")
 @click.option("--out", "out_json", default="bench/results/episodes.json", show_default=True)
 @click.option("--plot", "plot_png", default="docs/episodes_frontier.png", show_default=True)
-def episode_bench(min_steps: int, max_steps: int, per_family: int, out_json: str, plot_png: str) -> None:
-    """Accuracy/tokens frontier on seeded Crafter rollouts: libraryfs recall vs flat BM25 vs full history."""
+def episode_bench(
+    phrasing_files: tuple[str, ...],
+    episodes: int,
+    max_steps: int,
+    first_seed: int,
+    per_template: int,
+    out_json: str,
+    plot_png: str,
+) -> None:
+    """Evidence recall and exact-match answers per question family on seeded Crafter episodes, for
+    questions instantiated from phrasing files: libraryfs recall against flat BM25 at the same budgets."""
     from libraryfs_bench.episodes import bench
 
-    try:
-        res = bench.run(min_steps, max_steps, per_family, progress=lambda s: click.echo(s, err=True))
-    except ImportError as e:
-        raise click.ClickException(f"{e}: pip install crafter") from None
-    click.echo(bench.table(res))
-    bench.save(res, out_json)
-    bench.plot(res, plot_png)
-    click.echo(f"\n{res['questions']} questions in {res['seconds']} s; wrote {out_json} and {plot_png}")
+    results = []
+    for path in phrasing_files:
+        try:
+            res = bench.run(
+                path,
+                episodes,
+                max_steps,
+                first_seed,
+                per_template,
+                progress=lambda s: click.echo(s, err=True),
+            )
+        except ImportError as e:
+            raise click.ClickException(f"{e}: pip install crafter") from None
+        except ValueError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"\n## {res['name']}\n")
+        click.echo(bench.tables(res))
+        for note in res["notes"]:
+            click.echo(f"note: {note}", err=True)
+        results.append(res)
+    bench.save(results, out_json)
+    bench.plot(results, plot_png)
+    click.echo(f"\nwrote {out_json} and {plot_png}")
 
 
 bench.add_command(bench_cmd, "cards")

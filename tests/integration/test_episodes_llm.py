@@ -67,3 +67,87 @@ def test_no_endpoint_no_extractor(libdir, monkeypatch):
     monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL", raising=False)
     monkeypatch.delenv("LIBRARYFS_LLM_MODEL", raising=False)
     assert client_for(str(libdir)) is None and make_extractor(None, None) is None
+
+
+# -- the LLM reader of `libraryfs answer` ------------------------------------------------------------------
+
+
+def _episode(libdir):
+    from libraryfs_bench.episodes import crafter_data
+
+    store = Store(libdir)
+    tree = StoreTree(store)
+    recs = crafter_data.load_rollout(2, 1200)[:300]
+    tree.write_bytes("episodes/e1/steps.jsonl", "".join(json.dumps(r) + "\n" for r in recs).encode())
+    EpisodeBuilder(tree, store).build("e1")
+    return store, tree, recs
+
+
+def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
+    """A question the rules cannot type goes to the model with exactly the packed evidence; a failing
+    endpoint gives "unknown" with the reason, never an exception."""
+    from libraryfs.features.episodes.answer import LLMReader, answer
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import load_config
+    from libraryfs.llm.spend import SpendLimiter
+
+    replies = [json.dumps({"answer": "the cow", "steps": [5]}), 500, 500, 500]
+    with EpisodeLLMServer(lambda msgs: replies.pop(0) if replies else 500) as srv:
+        _env(monkeypatch, srv)
+        monkeypatch.setenv("LIBRARYFS_LLM_TIMEOUT_S", "5")
+        store, _tree, _recs = _episode(libdir)
+        try:
+            cfg = load_config(str(libdir))
+            cfg.transport_attempts, cfg.max_backoff_s = 2, 0.0
+            reader = LLMReader(ChatClient(cfg, SpendLimiter(0, 0)))
+            idx = EpisodeBuilder(StoreTree(store), store).index("e1")
+            q = "Which animal was I thinking about around step 5?"
+            a = answer(idx, q, 120, "auto", reader)
+            assert (a.answer, a.reader) == ("the cow", "llm")
+            user = srv.requests[0]["messages"][-1]["content"]
+            assert a.recall.text and f"Evidence:\n{a.recall.text}\n\nQuestion: {q}" == user
+            assert a.recall.tokens <= 120
+            typed = answer(idx, "What action did I take at step 5?", 120, "auto", reader)
+            assert typed.reader == "rules" and len(srv.requests) == 1  # typed questions never reach the model
+            failed = answer(idx, q, 120, "llm", reader)
+            assert failed.answer is None and failed.reader == "none" and "llm reader" in failed.notes[0]
+        finally:
+            store.close()
+
+
+def test_answer_command_with_the_llm_reader(libdir, monkeypatch, run_cli):
+    with EpisodeLLMServer(lambda msgs: json.dumps({"answer": "north", "steps": [3]})) as srv:
+        _env(monkeypatch, srv)
+        store, tree, _ = _episode(libdir)
+        tree.write_bytes("episodes/e1/ask/dir.md", b"budget: 90\nWhich way was the wind blowing at step 3?\n")
+        store.close()
+        r = run_cli(
+            "answer",
+            "e1",
+            "Which way was the wind blowing at step 3?",
+            "--reader",
+            "llm",
+            "--library",
+            str(libdir),
+        )
+        assert (r.returncode, r.stdout) == (0, "north\n"), r.stderr
+        r = run_cli("episode", "build", "e1", "--library", str(libdir))
+        assert r.returncode == 0, r.stderr
+        store = Store(libdir)
+        try:
+            body = StoreTree(store).read_bytes("episodes/e1/answer/dir.md").decode()
+        finally:
+            store.close()
+        assert "answer: north\nreader: llm\n" in body
+        assert len(srv.requests) >= 2
+    monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL")
+    r = run_cli(
+        "answer",
+        "e1",
+        "Which way was the wind blowing at step 3?",
+        "--reader",
+        "llm",
+        "--library",
+        str(libdir),
+    )
+    assert r.returncode == 1 and "needs an endpoint" in r.stderr

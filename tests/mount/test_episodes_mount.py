@@ -1,6 +1,8 @@
 """Episodes through a real mount: a ≥ 1,000-step Crafter episode written into ``steps.jsonl`` through FUSE
-becomes units and anchor paths an agent can ``cat``; ``visits/<place>/2.md`` names the right step; every
-anchor directory gets its INDEX.md; a question file in ``ask/`` is answered in ``recall/``."""
+becomes units and anchor paths an agent can ``cat``; ``visits/<place>/2.md`` and ``visits/<area>/2.md`` name
+the right steps; every anchor directory gets its INDEX.md; a question file in ``ask/`` is answered in
+``recall/`` (evidence) and ``answer/`` (the answer); ``libraryfs recall`` and ``libraryfs answer`` read the
+units beside the live mount."""
 
 from __future__ import annotations
 
@@ -24,9 +26,9 @@ pytest.importorskip("crafter")
 
 @pytest.fixture(scope="module")
 def episode_records():
-    # structured fields only: with the free text too, steps.jsonl (~1 MB of JSON, ~236k tokens) trips the
-    # indexer's exact token count (bpe_openai refuses > 200k tokens per call; see docs/episodes.md)
-    return [{k: v for k, v in r.items() if k != "text"} for r in crafter_data.load_rollout(3, 1200)]
+    # without the raw log line (the observation stays): with it, steps.jsonl (~1 MB of JSON, > 200k tokens)
+    # trips the indexer's exact token count (bpe_openai refuses > 200k tokens per call; see docs/episodes.md)
+    return [{k: v for k, v in r.items() if k != "text"} for r in crafter_data.load_rollout(3, 1200)[:1001]]
 
 
 def test_crafter_episode_through_mount(mounted, episode_records):
@@ -53,8 +55,15 @@ def test_crafter_episode_through_mount(mounted, episode_records):
 
         # visits/<place>/2.md names the step that began the second visit (ground truth from the records)
         place, starts = next(
-            (k[1], v) for k, v in sorted(truth.occ.items()) if k[0] == "visit" and len(v) >= 3
+            (k[1], [a for a, _ in v])
+            for k, v in sorted(truth.visits.items())
+            if k[0] == "place" and len(v) >= 3
         )
+        area, area_spans = next(
+            (k[1], v) for k, v in sorted(truth.visits.items()) if k[0] == "area" and len(v) >= 2
+        )
+        text = open(os.path.join(ep_dir, "visits", area, "2.md")).read()
+        assert f"first step: {area_spans[1][0]}\nlast step: {area_spans[1][1]}\n" in text
         text = open(os.path.join(ep_dir, "visits", place, "2.md")).read()
         assert text.startswith(f"# visit 2 to {place}: steps {starts[1]}–")
         assert f"first step: {starts[1]}\n" in text
@@ -65,7 +74,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         assert recs[end]["place"] == place and recs[end + 1]["place"] != place
 
         # by-event and transitions list exactly the ground-truth steps
-        ev_steps = truth.occ[("ev", "collect_wood")]
+        ev_steps = truth.occurrences("ev", "collect_wood")
         names = sorted(
             n
             for n in os.listdir(os.path.join(ep_dir, "by-event", "collect_wood"))
@@ -81,15 +90,20 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         assert names == [f"{t:06d}.md" for t in gains]
         t = 777
         step = open(os.path.join(ep_dir, "steps", f"{t:06d}.md")).read()
-        assert f"- action: {recs[t]['action']}" in step and recs[t]["place"] in step
+        assert (
+            f"- action: {recs[t]['action']}" in step and recs[t]["place"] in step and recs[t]["area"] in step
+        )
+        assert " ".join(recs[t]["observation"].split()) in step
 
-        # question file → answer file
+        # question file → evidence file and answer file
         os.makedirs(os.path.join(ep_dir, "ask"))
         with open(os.path.join(ep_dir, "ask", "wood2.md"), "w") as f:
             f.write("budget: 120\nAt which step did I collect wood for the second time?\n")
         b.poll()
-        ans = open(os.path.join(ep_dir, "recall", "wood2.md")).read()
-        assert f"t={ev_steps[1]} " in ans and "ev=collect_wood#2" in ans
+        ev = open(os.path.join(ep_dir, "recall", "wood2.md")).read()
+        assert f"t={ev_steps[1]} " in ev and "ev=collect_wood#2" in ev
+        ans = open(os.path.join(ep_dir, "answer", "wood2.md")).read()
+        assert f"answer: {ev_steps[1]}\nreader: rules\n" in ans
     finally:
         store.close()
 
@@ -97,7 +111,14 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     mounted.wait_indexed(timeout_s=300)
     toc = os.path.join(ep_dir, "visits", place, "INDEX.md")
     assert "2.md" in open(toc).read()
-    for d in ("steps", "timeline", "by-event/collect_wood", f"by-location/{place}"):
+    for d in (
+        "steps",
+        "timeline",
+        "by-event/collect_wood",
+        f"by-location/{place}",
+        f"by-location/{area}",
+        "answer",
+    ):
         assert open(os.path.join(ep_dir, d, "INDEX.md")).read().strip(), d
 
     # the recall command reads the units beside the live mount
@@ -119,4 +140,30 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0].startswith(f"t={starts[1]} ") and "visit=2" in r.stdout.splitlines()[0]
+    assert r.stdout.splitlines()[0] == f"t={starts[1]} visit={place}#2"
+
+    # the answer command: the answer read from ≤ 64 tokens of evidence, and "unknown" with status 3
+    def answer(q: str, *extra: str) -> subprocess.CompletedProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "libraryfs.cli.main",
+            "answer",
+            "crafter-3",
+            q,
+            *extra,
+            "--library",
+            mounted.libdir,
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    wood = truth.occurrences("ev", "collect_wood")
+    r = answer("What did I do 2 steps after I collected wood for the 3rd time?", "--budget", "64", "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["answer"] == recs[wood[2] + 2]["action"] and got["reader"] == "rules"
+    assert got["evidence"]["tokens"] <= 64 and {wood[2], wood[2] + 2} <= set(got["evidence"]["steps"])
+    r = answer(f"How many separate visits to {place} were there before step {starts[2]}?")
+    assert (r.returncode, r.stdout) == (0, "2\n")
+    r = answer("what is the meaning of life")
+    assert (r.returncode, r.stdout.strip()) == (3, "unknown")

@@ -67,18 +67,9 @@ SKIP = {
 }
 TIME_WORDS = {"time", "times", "occasion", "instance", "occurrence", "round", "go", "occasions"}
 VISIT_NOUNS = {
-    "visit",
-    "visits",
-    "stay",
-    "stays",
-    "trip",
-    "trips",
-    "time",
-    "times",
-    "sojourn",
-    "excursion",
-    "tour",
-}
+    "visit", "visits", "stay", "stays", "trip", "trips", "time", "times", "sojourn", "excursion", "tour", "stint",
+    "spell", "period", "session", "round", "pass", "passage",
+}  # fmt: skip
 VISIT_FILLER = VISIT_NOUNS | {
     "the",
     "to",
@@ -113,7 +104,7 @@ FIELD_CUES = (
     (
         "action",
         r"\b(?:what (?:did|do) i do|what i did|what was i doing|what i was doing|(?:which|what) (?:action|move)"
-        r"|action|actions|doing|did what)\b",
+        r"|action|actions|doing|did what|my move|was i up to|i was up to|what did i perform)\b",
     ),
     ("facing", r"\b(?:facing|faced|face|in front(?: of)?|looking at|pointed at|ahead of me)\b"),
     ("area", r"\b(?:area|region|biome|terrain|surroundings|environment)\b"),
@@ -123,7 +114,8 @@ FIELD_CUES = (
 )
 COUNT_RE = re.compile(
     r"\bhow many times\b|\bhow often\b|\bnumber of (?:\w+ ){0,2}(?:times|visits|occasions|trips|stays)\b"
-    r"|\bcount\b(?! of)|\btally\b|\bhow many (?:\w+ ){0,2}(?:visits|trips|stays|times|occasions)\b"
+    r"|\bcount\b(?! of)|\btally\b"
+    r"|\bhow many (?:\w+ ){0,2}(?:visits|trips|stays|times|occasions|occurrences|instances|events|stints)\b"
     r"|\bhow many (?=§[ec])|\bnumber of (?=§[ec])"
 )
 
@@ -359,7 +351,7 @@ def _chain(toks: list[str], pts: list[Head]) -> tuple[Head, dict[str, Head]]:
         if t not in LINK_AFTER and t not in LINK_BEFORE:
             continue
         rel = "before" if t in LINK_BEFORE else "after"
-        if t == "then":  # "A, then B": B comes after A
+        if t == "then" or (t == "followed" and i + 1 < len(toks) and toks[i + 1] == "by"):  # A then B
             dep = next((h for h in (a, b) if h.pos > i), None)
             if dep is not None and any(h.pos < i for h in (a, b)):
                 return dep, {rel: b if dep is a else a}
@@ -438,6 +430,8 @@ def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> 
     if ref is None:
         return q
     q.type, q.field = ("value", fld[0]) if fld else ("step", "")
+    if q.type == "step" and ref.op == "step":  # "what about step 5?": the step is given, the field unknown
+        q.type = "value"
     if offs:
         ref = Ref("offset", base=ref, d=offs[0])
     elif q.type == "value" and len(pts) == 1 and not spans:

@@ -12,10 +12,13 @@ One writer per library: every method that writes units or views (:meth:`EpisodeB
 its whole run and reads the episode's meta under it, so ``libraryfs episode build``, ``episode watch`` and
 the indexer's hook never build the same steps or write the same files at once.
 
-Question files (the shell route to recall): an agent writes a question into ``episodes/<id>/ask/<name>``
-(optionally a first line ``budget: N``); :meth:`EpisodeBuilder.answer_asks` — run by ``libraryfs episode
-watch`` and ``build`` — writes the packed evidence to ``episodes/<id>/recall/<name>.md`` (``<name>``
-without a ``.md``/``.txt`` suffix) and rewrites it whenever the question or the episode changes.
+Question files (the shell route to recall and answers): an agent writes a question into
+``episodes/<id>/ask/<name>`` (optionally a first line ``budget: N``); :meth:`EpisodeBuilder.answer_asks` —
+run by ``libraryfs episode watch`` and ``build`` — writes the packed evidence to
+``episodes/<id>/recall/<name>.md`` and the answer read from that evidence alone to
+``episodes/<id>/answer/<name>.md`` (``<name>`` without a ``.md``/``.txt`` suffix), and rewrites both
+whenever the question or the episode changes. An episode built by an older version of the unit format
+(its stored state has another version) is rebuilt from its first line.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from libraryfs.features.episodes.index import stored_line
 from libraryfs.features.episodes.unitdb import UnitDB, check_episode_id
-from libraryfs.features.episodes.units import EpisodeState, Unit, unit_from_line
+from libraryfs.features.episodes.units import STATE_VERSION, EpisodeState, Unit, unit_from_line
 from libraryfs.features.episodes.views import ViewWriter
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree, Tree
@@ -120,14 +124,22 @@ class EpisodeBuilder:
 
     ``tree`` is where views are written (the mountpoint when mounted — :func:`libraryfs.fs.tree.open_tree`);
     ``store`` holds the ``units`` DB; ``extractor(t, text) -> Unit | None`` turns free-text steps into units
-    (the LLM, :func:`libraryfs.features.episodes.llm.make_extractor`), None for deterministic extraction only.
+    (the LLM, :func:`libraryfs.features.episodes.llm.make_extractor`), None for deterministic extraction only;
+    ``llm_reader`` answers ``ask/`` questions the deterministic reader cannot (None: rules only).
     """
 
-    def __init__(self, tree: Tree, store: Store, extractor: Callable[[int, str], Unit | None] | None = None):
+    def __init__(
+        self,
+        tree: Tree,
+        store: Store,
+        extractor: Callable[[int, str], Unit | None] | None = None,
+        llm_reader: Any = None,
+    ):
         self.tree = tree
         self.store = store
         self.db = UnitDB(store)
         self.extractor = extractor
+        self.llm_reader = llm_reader  #: :class:`~libraryfs.features.episodes.answer.LLMReader` or None
         self._index_cache: dict[str, tuple[int, Any]] = {}
         self._held = 0  # depth of nested writing() calls of this builder
 
@@ -182,7 +194,8 @@ class EpisodeBuilder:
             raise FileNotFoundError(f"{rel} does not exist")
         meta = self.db.meta(ep)
         report = BuildReport(ep)
-        if rebuild or size < meta.get("consumed_bytes", 0):
+        stale = bool(meta) and (meta.get("state") or {}).get("version") != STATE_VERSION
+        if rebuild or stale or size < meta.get("consumed_bytes", 0):
             self.clear(ep)
             meta, report.rebuilt = {}, True
         consumed = int(meta.get("consumed_bytes", 0))
@@ -192,7 +205,7 @@ class EpisodeBuilder:
         writer = ViewWriter(self.tree, root)
         units: list[Unit] = []
         errors: list[str] = list(meta.get("errors", []))
-        start_lines: dict[int, str] = {}
+        start_lines: dict[tuple[str, int], str] = {}
         for raw in data[:end].split(b"\n"):
             if not raw.strip():
                 continue
@@ -205,17 +218,12 @@ class EpisodeBuilder:
             except ValueError as e:
                 report.errors.append(str(e)[:160])
                 continue
-            prev_place, prev_start = state.place, state.visit_start
-            prev_k = state.visits.get(prev_place, 0)
+            before = {k: (lab, state.visit_start.get(k, -1), state.visits.get(k, {}).get(lab, 0))
+                      for k, lab in state.labels.items()}  # fmt: skip
             state.mark(u)
             units.append(u)
             writer.unit(u)
-            if "visit" in u.marks:
-                start_lines[u.t] = u.line()
-                if prev_place:
-                    line = start_lines.get(prev_start) or self._line_of(ep, prev_start)
-                    writer.visit(prev_place, prev_k, prev_start, u.t - 1, line)
-                writer.visit(u.location, u.marks["visit"], u.t, None, u.line())
+            self._visit_views(ep, writer, u, before, start_lines)
         n_units = int(meta.get("units", 0)) + len(units)
         meta = {
             "state": state.to_json(),
@@ -232,9 +240,22 @@ class EpisodeBuilder:
         report.seconds = time.monotonic() - t0
         return report
 
+    def _visit_views(
+        self, ep: str, writer: ViewWriter, u: Unit, before: dict, start_lines: dict[tuple[str, int], str]
+    ) -> None:
+        """Visit views for the label kinds whose visit begins at ``u``: the previous visit of that kind
+        ends at the step before, the new one starts."""
+        for kind, k in u.marks.get("visit", {}).items():
+            start_lines[(kind, u.t)] = stored_line(u)
+            if kind in before:
+                lab, start, prev_k = before[kind]
+                line = start_lines.get((kind, start)) or self._line_of(ep, start)
+                writer.visit(lab, prev_k, start, u.t - 1, line)
+            writer.visit(u.locations[kind], k, u.t, None, stored_line(u))
+
     def _line_of(self, ep: str, t: int) -> str:
         us = self.db.units(ep, t, t)
-        return us[0].line() if us else f"t={t}"
+        return stored_line(us[0]) if us else f"t={t}"
 
     def clear(self, ep: str) -> None:
         """Drop the episode's units and every generated view (``steps.jsonl`` and ``ask/`` stay)."""
@@ -252,7 +273,9 @@ class EpisodeBuilder:
             "by-event",
             "visits",
             "transitions",
+            "vitals",
             "recall",
+            "answer",
             "episode.md",
         ):
             self.tree.remove(f"{root}/{name}")
@@ -269,8 +292,8 @@ class EpisodeBuilder:
 
     # -- read ---------------------------------------------------------------------------------------------
     def index(self, ep: str) -> Any:
-        """The :class:`~libraryfs.features.episodes.recall.EpisodeIndex` of an episode (cached per unit count)."""
-        from libraryfs.features.episodes.recall import EpisodeIndex
+        """The :class:`~libraryfs.features.episodes.index.EpisodeIndex` of an episode (cached per unit count)."""
+        from libraryfs.features.episodes.index import EpisodeIndex
 
         n = int(self.db.meta(ep).get("units", 0))
         hit = self._index_cache.get(ep)
@@ -281,13 +304,12 @@ class EpisodeBuilder:
         return idx
 
     def answer_asks(self, ep: str) -> list[str]:
-        """Answer new or changed question files in ``ask/``; returns the ``recall/`` paths written."""
+        """Answer new or changed question files in ``ask/``; returns the ``recall/`` and ``answer/`` paths
+        written."""
         with self.writing():
             return self._answer_asks(ep)
 
     def _answer_asks(self, ep: str) -> list[str]:
-        from libraryfs.features.episodes.recall import recall
-
         ask_dir = f"{episode_root(ep)}/ask"
         if not self.tree.isdir(ask_dir):
             return []
@@ -305,23 +327,37 @@ class EpisodeBuilder:
             if not question:
                 continue
             stem = name[:-3] if name.endswith(".md") else name[:-4] if name.endswith(".txt") else name
-            out = f"{episode_root(ep)}/recall/{stem}.md"
+            outs = (f"{episode_root(ep)}/recall/{stem}.md", f"{episode_root(ep)}/answer/{stem}.md")
             key = hashlib.sha256(f"{budget}\0{question}\0{meta.get('units', 0)}".encode()).hexdigest()[:16]
-            if asks.get(name) == key and self.tree.exists(out):
+            if asks.get(name) == key and all(self.tree.exists(o) for o in outs):
                 continue
-            r = recall(self.index(ep), question, budget)
-            body = (
-                f"# recall: {question}\n\nbudget {budget} tokens · evidence {r.tokens} tokens · "
-                f"{len(r.items)} lines · anchors: {r.anchor_summary()}\n\n{r.text}\n"
-            )
-            self.tree.write_bytes(out, body.encode())
+            for path, body in zip(outs, self._ask_bodies(ep, question, budget), strict=True):
+                self.tree.write_bytes(path, body.encode())
+                written.append(path)
             asks[name] = key
-            written.append(out)
         if written:
             meta = self.db.meta(ep)
             meta["asks"] = asks
             self.db.put(ep, [], meta)
         return written
+
+    def _ask_bodies(self, ep: str, question: str, budget: int) -> tuple[str, str]:
+        """The ``recall/`` and ``answer/`` file texts of one question."""
+        from libraryfs.features.episodes.answer import answer
+
+        a = answer(self.index(ep), question, budget, "auto", self.llm_reader)
+        r = a.recall
+        recall_md = (
+            f"# recall: {question}\n\nbudget {budget} tokens · evidence {r.tokens} tokens · "
+            f"{len(r.items)} lines · anchors: {r.anchor_summary()}\n\n{r.text}\n"
+        )
+        notes = "".join(f"note: {n}\n" for n in a.notes)
+        answer_md = (
+            f"# answer: {question}\n\nanswer: {a.answer if a.answer is not None else 'unknown'}\n"
+            f"reader: {a.reader}\nevidence: {r.tokens} tokens in {len(r.items)} lines (budget {budget}), "
+            f"steps {', '.join(str(t) for t in r.steps()[:12])}\n{notes}"
+        )
+        return recall_md, answer_md
 
     def poll(self, wait: bool = True) -> list[str] | None:
         """One watcher pass over every episode: build grown ``steps.jsonl`` files, answer questions.

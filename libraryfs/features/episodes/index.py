@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
+from collections.abc import Callable
 
 from libraryfs.features.episodes.units import CHANGE_KINDS, Unit
 
@@ -77,6 +78,7 @@ class EpisodeIndex:
         self._visits()
         self.vocab = self._vocab()
         self._bm25 = None
+        self._names: list[frozenset[str]] | None = None
 
     def _visits(self) -> None:
         current: dict[str, tuple[str, int]] = {}  # kind → (label, first step)
@@ -142,6 +144,19 @@ class EpisodeIndex:
             return str((u.inventory or {}).get(field[6:], 0))
         return field_fact(u, field, exclude)[1]
 
+    def names(self) -> list[frozenset[str]]:
+        """Per unit (in :attr:`units` order), the names it carries: objects, events, changed items and vitals,
+        labels, what it faces — what anchor compatibility compares a question's mentions with (cached)."""
+        if self._names is None:
+            self._names = [
+                frozenset(
+                    {*u.objects, *u.events, *(u.gained or []), *(u.lost or []), *u.locations.values()}
+                    | {u.facing, *u.rises, *u.drops}
+                )
+                for u in self.units
+            ]
+        return self._names
+
     def has(self, t: int) -> bool:
         """Whether a unit has step ``t``."""
         return t in self.by_t
@@ -152,40 +167,21 @@ class EpisodeIndex:
 
     # -- lines ------------------------------------------------------------------------------------------------
     def _marks(self, kind: str, names: list[str], t: int) -> str:
-        out = []
-        for n in names:
-            k = self.ordinal.get((kind, n, t))
-            out.append(f"{enc(n)}#{k}" if k else enc(n))
-        return ",".join(out)
+        return marks_text(names, lambda n: self.ordinal.get((kind, n, t)))
 
     def line(self, t: int) -> str:
         """The unit line of step ``t`` (see the module doc)."""
         u = self.by_t[t]
-        parts = [f"t={t}", f"act={enc(u.action or '?')}"]
-        parts += [f"{label_key(k)}={enc(v)}" for k, v in u.locations.items()]
-        if u.facing:
-            parts.append(f"face={enc(u.facing)}")
-        if u.objects:
-            parts.append("near=" + ",".join(enc(o) for o in u.objects))
-        for kind, names in zip(
-            OCC_KINDS, (u.events, u.gained or [], u.lost or [], u.rises, u.drops), strict=True
-        ):
-            if names:
-                parts.append(f"{kind}=" + self._marks(kind, names, t))
-        for key, labels in (("visit", self._starts.get(t)), ("end", self._ends.get(t))):
-            if labels:
-                parts.append(f"{key}=" + self._marks(key, labels, t))
-        return " ".join(parts)
+        return unit_line(
+            u,
+            lambda kind, n: self.ordinal.get((kind, n, t)),
+            self._starts.get(t, []),
+            self._ends.get(t, []),
+        )
 
     def state_line(self, t: int) -> str:
         """The state line of step ``t``: inventory, position, vitals."""
-        u = self.by_t[t]
-        inv = ",".join(f"{enc(k)}:{v}" for k, v in sorted((u.inventory or {}).items())) or "none"
-        parts = [f"t={t}", f"inv={inv}"]
-        if u.position:
-            parts.append(f"pos={u.position[0]},{u.position[1]}")
-        parts += [f"{vital_key(k)}={v}" for k, v in (u.vitals or {}).items()]
-        return " ".join(parts)
+        return state_line(self.by_t[t])
 
     def obs_line(self, t: int) -> str | None:
         """The observation line of step ``t`` (None when the step has none)."""
@@ -196,6 +192,8 @@ class EpisodeIndex:
     def fragment(self, t: int, frag: tuple[str, ...]) -> str:
         """One fact of a key line: ``ev=collect_wood#2``, ``visit=zone-1-2#3``, ``act=do``, ``has=wood:3``."""
         kind = frag[0]
+        if kind == "line":
+            return self.line(t).split(" ", 1)[1]
         if kind == "field":
             key, val = field_fact(self.by_t[t], frag[1], frag[2] or None)
             return f"{key}={enc(val or '?')}" if key != "has" else f"has={val}"
@@ -211,6 +209,58 @@ class EpisodeIndex:
         if self._bm25 is None:
             self._bm25 = BM25Okapi([tokenize(u.terms()) for u in self.units])
         return [float(x) for x in self._bm25.get_scores(tokens)]
+
+
+def marks_text(names: list[str], ordinal: Callable[[str], int | None]) -> str:
+    """``a#1,b#3`` — names with their ordinals (a name without one is written bare)."""
+    out = []
+    for n in names:
+        k = ordinal(n)
+        out.append(f"{enc(n)}#{k}" if k else enc(n))
+    return ",".join(out)
+
+
+def unit_line(u: Unit, ordinal: Callable[[str, str], int | None], starts: list[str], ends: list[str]) -> str:
+    """The unit line of ``u``: ``ordinal(kind, name)`` gives the ``#k`` marks; ``starts``/``ends`` the labels
+    whose visit begins/ends at this step."""
+    parts = [f"t={u.t}", f"act={enc(u.action or '?')}"]
+    parts += [f"{label_key(k)}={enc(v)}" for k, v in u.locations.items()]
+    if u.facing:
+        parts.append(f"face={enc(u.facing)}")
+    if u.objects:
+        parts.append("near=" + ",".join(enc(o) for o in u.objects))
+    for kind, names in zip(
+        OCC_KINDS, (u.events, u.gained or [], u.lost or [], u.rises, u.drops), strict=True
+    ):
+        if names:
+            parts.append(f"{kind}=" + marks_text(names, lambda n, kind=kind: ordinal(kind, n)))
+    for key, labels in (("visit", starts), ("end", ends)):
+        if labels:
+            parts.append(f"{key}=" + marks_text(labels, lambda n, key=key: ordinal(key, n)))
+    return " ".join(parts)
+
+
+def stored_line(u: Unit) -> str:
+    """The unit line from the ordinals stored in ``u.marks`` (the views' rendering; no visit ends)."""
+    starts = [u.locations[k] for k in u.marks.get("visit", {}) if k in u.locations]
+
+    def ordinal(kind: str, name: str) -> int | None:
+        if kind == "visit":
+            kind_of = next((k for k, v in u.locations.items() if v == name), None)
+            return u.marks.get("visit", {}).get(kind_of)
+        return u.marks.get(kind, {}).get(name)
+
+    return unit_line(u, ordinal, starts, [])
+
+
+def state_line(u: Unit) -> str:
+    """The state line of ``u``: ``t=412 inv=sapling:1,wood:2 pos=34,40 health=9 food=7 drink=6 energy=8``."""
+    inv = ",".join(f"{enc(k)}:{v}" for k, v in sorted((u.inventory or {}).items())) or "none"
+    parts = [f"t={u.t}", f"inv={inv}"]
+    if u.position:
+        parts.append(f"pos={u.position[0]},{u.position[1]}")
+    parts += [f"{vital_key(k)}={v}" for k, v in (u.vitals or {}).items()]
+    return " ".join(parts)
 
 
 _TOK = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)*")

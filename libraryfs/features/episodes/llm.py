@@ -100,9 +100,16 @@ class LLMExtractor:
                     for r in ans.get("relations", [])
                     if isinstance(r, list) and len(r) >= 3
                 ],
-                inventory={str(k): int(v) for k, v in (ans.get("inventory") or {}).items() if int(v) > 0},
-                location=str(ans.get("location", "") or ""),
+                inventory=(
+                    {str(k): int(v) for k, v in ans["inventory"].items() if int(v) > 0}
+                    if isinstance(ans.get("inventory"), dict)
+                    else None
+                ),
+                vitals=None,
+                locations={"place": str(ans["location"])} if ans.get("location") else {},
                 summary=str(ans.get("summary", ""))[:200],
+                inventory_delta=None,
+                vitals_delta=None,
                 gained=None,
                 lost=None,
                 source="llm",

@@ -5,7 +5,7 @@ A :class:`Query` asks for one of four things:
 - ``step``  — the step a reference resolves to ("when did I collect wood for the 2nd time?");
 - ``value`` — a field at that step (``action``, ``facing``, ``near``, a location label kind such as
   ``place``/``area``, ``where`` (the location label other than the one the question is already inside),
-  ``count:<item>``, ``vital:<vital>``);
+  ``count:<item>``, ``vital:<vital>``; empty when the step is named but not what is asked about it);
 - ``count`` — how many occurrences (of an event, an item/vital change, or visits to a label) fall in a span;
 - ``order`` — which of two references came first (the answer is the earlier one's name).
 

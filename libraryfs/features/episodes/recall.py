@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from libraryfs.features.episodes.anchors import parse_question
@@ -128,22 +129,19 @@ def rank(
     top = max(bm) if bm and max(bm) > 0 else 1.0
     wanted = set(q.mentions)
     scored = []
-    for u, b in zip(idx.units, bm, strict=False):
+    names = idx.names() if use_anchors and wanted else None
+    pins_sorted = sorted(set(pins))
+    for i, (u, b) in enumerate(zip(idx.units, bm, strict=False)):
         text_sim = b / top
         if not use_anchors:
             scored.append((text_sim, u.t))
             continue
-        have = (
-            set(u.objects)
-            | set(u.events)
-            | set(u.gained or [])
-            | set(u.lost or [])
-            | set(u.locations.values())
-        )
-        have |= {u.facing, *u.rises, *u.drops}
-        compat = len(wanted & have) / len(wanted) if wanted else 0.0
-        d = min((abs(u.t - p) for p in pins), default=None)
-        chain = math.exp(-d / CHAIN_DECAY_STEPS) if d is not None else 0.0
+        compat = len(wanted & names[i]) / len(wanted) if names is not None else 0.0
+        chain = 0.0
+        if pins_sorted:
+            j = bisect_left(pins_sorted, u.t)
+            d = min(abs(u.t - pins_sorted[x]) for x in (j - 1, j) if 0 <= x < len(pins_sorted))
+            chain = math.exp(-d / CHAIN_DECAY_STEPS)
         scored.append((W_ANCHOR * compat + W_CHAIN * chain + W_TEXT * text_sim, u.t))
     scored.sort(key=lambda x: (-x[0], x[1]))
     return scored

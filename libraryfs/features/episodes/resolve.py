@@ -21,8 +21,8 @@ from typing import Protocol
 
 from libraryfs.features.episodes.query import LAST, Query, Ref, Span
 
-#: one fact used: (step, fragment) with fragment ("ev"|"gain"|"lose"|"rise"|"drop"|"visit"|"end", name)
-#: or ("field", field, exclude)
+#: one fact used: (step, fragment) with fragment ("ev"|"gain"|"lose"|"rise"|"drop"|"visit"|"end", name),
+#: ("field", field, exclude) or ("line",) (the whole step)
 Fact = tuple[int, tuple[str, ...]]
 
 
@@ -205,6 +205,9 @@ class Resolver:
             return None
         if q.type == "step":
             return str(t)
+        if not q.field:  # the step is known, what is asked about it is not: its whole line is the evidence
+            self.note(t, ("line",))
+            return None
         exclude = _inside_label(q.ref) if q.field == "where" else None
         self.note(t, ("field", q.field, exclude or ""))
         return self.tl.value(t, q.field, exclude)

@@ -104,12 +104,28 @@ def _prenormalise(q: str) -> str:
     s = re.sub(r"[\u2013\u2014]", " - ", s)
     s = re.sub(r"(\d),(\d{3})\b", r"\1\2", s)
     s = re.sub(r"\bt\s*=\s*(\d+)", r" step \1 ", s)
+    s = re.sub(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]", r" \1 to \2 ", s)
+    s = re.sub(
+        rf"\bthe ({_ORD_WORDS}) (?=(?:time ?step|timestep|step|turn) (?:after|before|following|prior|preceding)\b)",
+        lambda m: f"the {L.ORDINAL_WORDS[m.group(1)]}th ",
+        s,
+    )
+    s = re.sub(
+        r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn) (after|before|following|prior to|preceding)\b",
+        r" \1 steps \2 ",
+        s,
+    )
+    s = re.sub(
+        r"\bthe (\d+)(?:st|nd|rd|th) and (?:the )?(\d+)(?:st|nd|rd|th) (?:time ?steps?|timesteps?|steps?|turns?)\b",
+        r" step \1 and step \2 ",
+        s,
+    )
     s = re.sub(r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn)\b", r" step \1 ", s)
     s = re.sub(r"\b(?:time|timestep|time step|step|steps)\s*#\s*(\d+)", r" step \1 ", s)
     s = re.sub(r"#\s*of\b", " number of ", s)
     s = re.sub(r"#\s*(\d+)", r" number \1 ", s)
     s = re.sub(r"(?<![\w-])(\d+)\s*-\s*(\d+)(?![\w-])", r"\1 to \2", s)
-    s = re.sub(r"[?!;()\[\]{}\"*]|\.(?!\d)", " ", s)
+    s = re.sub(r"[?!()\[\]{}\"*]|\.(?!\d)", " ", s).replace(";", " , ")
     s = re.sub(r"\s+-\s+|\s+-$|^-\s+", " , ", s)
     s = s.replace(",", " , ").replace(":", " , ")
     s = re.sub(
@@ -226,6 +242,8 @@ def _cues(t: _Text) -> bool:
         r"\bfirst(?= ?,? (?:or|vs|versus)\b| ?,? ?$)",
         r"\b(?:before|earlier than|sooner than) the other\b",
         r"\b(?:earlier|sooner)\b",
+        r"\bwhich (?:one |of (?:the|these|them) (?:two )?)?(?:did i|i) (?:do|did|complete|achieve|accomplish|manage)"
+        r" (?:first|earlier|sooner)\b",
     ]
     for p in pats:
         if re.search(p, t.s):
@@ -255,11 +273,13 @@ def _ordinals(t: _Text) -> None:
     )
     t.s = re.sub(r"\b(?:very first|initial(?:ly)?|earliest)\b", " §o1 ", t.s)
     t.s = re.sub(rf"\b({_ORD_WORDS})\b", lambda m: f" §o{L.ORDINAL_WORDS[m.group(1)]} ", t.s)
+    t.s = re.sub(r"\bsubsequent(?:ly)? to\b", " after ", t.s)
     t.s = re.sub(r"\b(?:next|subsequent)\b", " §oN ", t.s)
     t.s = re.sub(
         r"\b(visit|stay|trip)(?: number)? (\d+)\b(?! steps?)", lambda m: f" {m.group(1)} §o{m.group(2)} ", t.s
     )
     t.s = re.sub(r"\bthe (?:following|subsequent) (?=§[ec])", " the §oN ", t.s)
+    t.s = re.sub(r"(§[ecl]\d+)\s+(?:number|no)\s+(\d+)\b", lambda m: f"{m.group(1)} §o{m.group(2)} ", t.s)
 
 
 def _directions(t: _Text) -> None:
@@ -299,10 +319,11 @@ def tag(question: str, vocab: dict[str, list[str]]) -> Tagged:
     t.s = re.sub(r"\b(?:inv|inventory|item) count\b", "inventory amount", t.s)
     vitals = sorted(set(vocab.get("vitals", [])) | set(L.VITAL_NAMES))
     vpats: list[tuple[str, Any]] = [
-        (L._alts([v]) + "(?: level| meter| stat| value| bar)?", (v, False)) for v in vitals
+        (L._alts([v]) + "(?: level| meter| stat| value| bar| points)?", (v, False)) for v in vitals
     ]
     vpats += [
-        (re.escape(w) + "(?: level| meter| stat| value| bar)?", info) for w, info in L.VITAL_WORDS.items()
+        (re.escape(w) + "(?: level| meter| stat| value| bar| points)?", info)
+        for w, info in L.VITAL_WORDS.items()
     ]
     t.sub(
         _B

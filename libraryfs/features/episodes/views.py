@@ -3,25 +3,29 @@ bounded INDEX.md and every anchor is a path an agent can ``cat`` (S3Mem's anchor
 
     episodes/<id>/
       steps.jsonl                      the appended step records (the agent writes this)
-      episode.md                       counts, places, events; how to navigate (rewritten per build)
-      steps/000123.md                  one unit, every field
+      episode.md                       counts, labels, events; how to navigate (rewritten per build)
+      steps/000123.md                  one unit, every field (observation, deltas and extra fields too)
       timeline/000100-000199.md        one line per step, 100 steps per page
-      by-location/<place>/000123.md    every step at a place
+      by-location/<label>/000123.md    every step at a location label (every kind: place, area, ...)
       by-object/<object>/000123.md     every step with <object> within 2 cells
       by-event/<event>/000123.md       every step where <event> happened (with its ordinal #k)
-      visits/<place>/<k>.md, last.md   the k-th visit to <place> (first step, last step) and the latest
+      visits/<label>/<k>.md, last.md   the k-th (and latest) visit to a label: first step, last step
       transitions/<item>/gained/000123.md, .../lost/000123.md
-      ask/<name>, recall/<name>.md     question files and their answers (see :mod:`.builder`)
+      vitals/<vital>/rose/000123.md, .../dropped/000123.md
+      ask/<name> → recall/<name>.md, answer/<name>.md   question files, evidence and answer (:mod:`.builder`)
 
-Each view file starts with a ``# `` heading line (what the deterministic indexer shows as its summary),
-then the unit's evidence line and a relative link to ``steps/``.
+Labels of different kinds share ``by-location/`` and ``visits/`` (a label is named by its value); each view
+file starts with a ``# `` heading line (what the deterministic indexer shows as its summary), then the
+unit's evidence line and a relative link to ``steps/``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
+from libraryfs.features.episodes.index import state_line, stored_line
 from libraryfs.features.episodes.units import Unit
 from libraryfs.fs.tree import DirTree, Tree
 
@@ -42,38 +46,57 @@ def safe(name: str) -> str:
     return s[:100]
 
 
-def step_md(u: Unit) -> str:
-    """The full view of one unit (``steps/<t>.md``)."""
-    rel = "; ".join(" ".join(r) for r in u.relations) or "-"
-    inv = ", ".join(f"{k} {v}" for k, v in sorted(u.inventory.items())) or "none"
-    vit = ", ".join(f"{k} {v}" for k, v in u.vitals.items()) or "-"
-    marks = []
-    if "visit" in u.marks:
-        marks.append(
-            f"visit {u.marks['visit']} to {u.location} starts (visits/{safe(u.location)}/"
-            f"{u.marks['visit']}.md)"
-        )
-    for key, word in (("ev", "event"), ("gain", "gained"), ("lose", "lost")):
+def _kv(d: dict | None, signed: bool = False) -> str:
+    return ", ".join(
+        f"{k} {v:+d}" if signed and isinstance(v, int) else f"{k} {v}" for k, v in (d or {}).items()
+    )
+
+
+def _marks_md(u: Unit) -> list[str]:
+    marks = [
+        f"visit {k} to {u.locations[kind]} ({kind}) begins (visits/{safe(u.locations[kind])}/{k}.md)"
+        for kind, k in u.marks.get("visit", {}).items()
+        if kind in u.locations
+    ]
+    for key, word in (
+        ("ev", "event"),
+        ("gain", "gained"),
+        ("lose", "lost"),
+        ("rise", "rose"),
+        ("drop", "dropped"),
+    ):
         for n, k in u.marks.get(key, {}).items():
             marks.append(f"{word} {n} #{k}")
+    return marks
+
+
+def step_md(u: Unit) -> str:
+    """The full view of one unit (``steps/<t>.md``): every field of the unit."""
+    rel = "; ".join(" ".join(r) for r in u.relations) or "-"
+    inv = ", ".join(f"{k} {v}" for k, v in sorted((u.inventory or {}).items())) or "none"
+    where = ", ".join(f"{k} {v}" for k, v in u.locations.items()) or "-"
     lines = [
         f"# step {u.t}: {u.summary}",
         "",
         f"- action: {u.action or '-'}",
-        f"- location: {u.location or '-'}"
-        + (f" at ({u.position[0]}, {u.position[1]})" if u.position else ""),
+        f"- location: {where}" + (f" at ({u.position[0]}, {u.position[1]})" if u.position else ""),
         f"- objects nearby: {', '.join(u.objects) or 'none'}",
         f"- events: {', '.join(u.events) or 'none'}",
         f"- relations: {rel}",
+        f"- inventory: {inv}; change: {_kv(u.inventory_delta, True) or 'none'}",
         f"- gained: {', '.join(u.gained or []) or 'none'}; lost: {', '.join(u.lost or []) or 'none'}",
-        f"- inventory: {inv}",
-        f"- vitals: {vit}",
-        f"- anchors: {'; '.join(marks) or 'none'}",
+        f"- vitals: {_kv(u.vitals) or '-'}; change: {_kv(u.vitals_delta, True) or 'none'}",
+        f"- observation: {' '.join(u.observation.split()) or '-'}",
+        f"- anchors: {'; '.join(_marks_md(u)) or 'none'}",
+    ]
+    if u.extra:
+        lines.append(f"- other fields: {json.dumps(u.extra, ensure_ascii=False, sort_keys=True)[:2000]}")
+    lines += [
         f"- previous: {step_name(u.t - 1) if u.t > 0 else '-'}; next: {step_name(u.t + 1)}",
         "",
         "```",
-        u.line(),
-        u.state_line(),
+        stored_line(u),
+        state_line(u),
         "```",
         "",
     ]
@@ -82,18 +105,18 @@ def step_md(u: Unit) -> str:
 
 def _ref(u: Unit, title: str, depth: int) -> str:
     up = "../" * depth
-    return f"# {title}\n\n{u.line()}\n{u.state_line()}\n\nstep: {up}steps/{step_name(u.t)}\n"
+    return f"# {title}\n\n{stored_line(u)}\n{state_line(u)}\n\nstep: {up}steps/{step_name(u.t)}\n"
 
 
-def visit_md(place: str, k: int, start: int, end: int | None, start_line: str) -> str:
-    """View of the k-th visit to ``place`` (``end`` None while the visit goes on)."""
+def visit_md(label: str, k: int, start: int, end: int | None, start_line: str) -> str:
+    """View of the k-th visit to ``label`` (``end`` None while the visit goes on)."""
     span = (
         f"steps {start}–{end} ({end - start + 1} steps)"
         if end is not None
         else f"from step {start} (ongoing)"
     )
     return (
-        f"# visit {k} to {place}: {span}\n\nfirst step: {start}\nlast step: "
+        f"# visit {k} to {label}: {span}\n\nfirst step: {start}\nlast step: "
         f"{end if end is not None else 'ongoing'}\n\n{start_line}\n\nstep: ../../steps/{step_name(start)}\n"
     )
 
@@ -150,45 +173,51 @@ class ViewWriter:
         ):
             self.put(f"timeline/{page}", f"# timeline: steps {page[:-3].replace('-', '–')}\n\n")
         self._pages.add(page)
-        self.append(f"timeline/{page}", u.line() + "\n")
-        if u.location:
+        self.append(f"timeline/{page}", stored_line(u) + "\n")
+        for kind, label in u.locations.items():
             self.put(
-                f"by-location/{safe(u.location)}/{name}",
-                _ref(u, f"step {u.t} at {u.location}: {u.action}", 2),
+                f"by-location/{safe(label)}/{name}", _ref(u, f"step {u.t} at {label} ({kind}): {u.action}", 2)
             )
         for o in u.objects:
             self.put(f"by-object/{safe(o)}/{name}", _ref(u, f"step {u.t} near {o}: {u.action}", 2))
         for e in u.events:
             k = u.marks.get("ev", {}).get(e)
             self.put(f"by-event/{safe(e)}/{name}", _ref(u, f"{e} #{k} at step {u.t}", 2))
-        for key, word in (("gain", "gained"), ("lose", "lost")):
-            for item in (u.gained if key == "gain" else u.lost) or []:
-                k = u.marks.get(key, {}).get(item)
-                self.put(
-                    f"transitions/{safe(item)}/{word}/{name}", _ref(u, f"{word} {item} #{k} at step {u.t}", 3)
-                )
+        for top, key, word, names in (
+            ("transitions", "gain", "gained", u.gained),
+            ("transitions", "lose", "lost", u.lost),
+            ("vitals", "rise", "rose", u.rises),
+            ("vitals", "drop", "dropped", u.drops),
+        ):
+            for n in names or []:
+                k = u.marks.get(key, {}).get(n)
+                self.put(f"{top}/{safe(n)}/{word}/{name}", _ref(u, f"{n} {word} #{k} at step {u.t}", 3))
 
-    def visit(self, place: str, k: int, start: int, end: int | None, start_line: str) -> None:
-        """Write ``visits/<place>/<k>.md`` and ``last.md`` (the latest visit) for a visit."""
-        text = visit_md(place, k, start, end, start_line)
-        self.put(f"visits/{safe(place)}/{k}.md", text)
+    def visit(self, label: str, k: int, start: int, end: int | None, start_line: str) -> None:
+        """Write ``visits/<label>/<k>.md`` and ``last.md`` (the latest visit) for a visit."""
+        text = visit_md(label, k, start, end, start_line)
+        self.put(f"visits/{safe(label)}/{k}.md", text)
         self.put(
-            f"visits/{safe(place)}/last.md", text.replace(f"# visit {k}", f"# last visit (visit {k})", 1)
+            f"visits/{safe(label)}/last.md", text.replace(f"# visit {k}", f"# last visit (visit {k})", 1)
         )
 
     def overview(self, ep: str, n_units: int, state: dict, last_t: int) -> None:
         """Rewrite ``episode.md``: counts and how to navigate."""
-        places = ", ".join(f"{p} ({n} visits)" for p, n in sorted(state.get("visits", {}).items()))
+        labels = "; ".join(
+            f"{kind}: " + ", ".join(f"{p} ({n} visits)" for p, n in sorted(per.items()))
+            for kind, per in state.get("visits", {}).items()
+        )
         events = ", ".join(f"{e} ×{n}" for e, n in sorted(state.get("ev", {}).items())) or "none"
         gains = ", ".join(f"{e} ×{n}" for e, n in sorted(state.get("gain", {}).items())) or "none"
         self.put(
             "episode.md",
             (
                 f"# episode {ep}: {n_units} steps (0–{last_t})\n\n"
-                f"- places: {places or 'none'}\n- events: {events}\n- items gained: {gains}\n\n"
-                "Paths: steps/<t:06>.md · timeline/ · by-location/<place>/ · by-object/<object>/ · "
-                "by-event/<event>/ · visits/<place>/<k>.md and last.md · transitions/<item>/{gained,lost}/\n"
-                "Ask: write a question to ask/<name>; the answer appears in recall/<name>.md "
-                "(first line `budget: N` sets the token budget).\n"
+                f"- locations: {labels or 'none'}\n- events: {events}\n- items gained: {gains}\n\n"
+                "Paths: steps/<t:06>.md · timeline/ · by-location/<label>/ · by-object/<object>/ · "
+                "by-event/<event>/ · visits/<label>/<k>.md and last.md · transitions/<item>/{gained,lost}/ · "
+                "vitals/<vital>/{rose,dropped}/\n"
+                "Ask: write a question to ask/<name>; the evidence appears in recall/<name>.md and the answer in "
+                "answer/<name>.md (first line `budget: N` sets the token budget).\n"
             ),
         )
