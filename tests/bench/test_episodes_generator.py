@@ -160,3 +160,34 @@ def test_generation_is_deterministic_across_hash_seeds(generated):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True, env={**os.environ, "PYTHONHASHSEED": seed})  # fmt: skip
         outs.append(json.loads(r.stdout))
     assert outs[0] == outs[1] == [q.to_json() for q in generated]
+
+
+def test_loose_phrasing_files_are_read_as_meant(tmp_path, recs):
+    """What another hand may write: a field name of its own or none, a placeholder spelled differently, an
+    ordinal or an offset written into the words instead of a slot."""
+    lines = [
+        {"kind": "K2", "template": "When did I {event} for the second time?", "slots": {}},
+        {"kind": "K8", "template": "What did I do two steps after my {k:ord} {event:noun}?", "slots": {}},
+        {"kind": "K1", "template": "Which zone was I in at step {n}?", "field": "zone"},
+        {"kind": "K5", "template": "When did {item} go up for the {k:ord} time?", "slots": {"k": "2nd"}},
+        {"kind": "K9", "template": "What was I facing {d} steps after my {k:ord} stay at {place} was over?",
+         "field": "face", "slots": {"anchor": "departure from the place"}},
+    ]  # fmt: skip
+    f = tmp_path / "loose.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    tr = Truth(recs)
+    qs, notes = questions.generate(recs, phrasings.load(f), "seed2", key="loose")
+    assert not notes and [q.kind for q in qs] == ["K2", "K8", "K1", "K5", "K9"]
+    k2, k8, k1, k5, k9 = qs
+    assert k2.answer == str(tr.occurrences("ev", k2.spec["event"])[1])
+    assert k8.spec["field"] == "action" and k8.spec["d"] == 2
+    anchor = tr.occurrences("ev", k8.spec["event"])
+    anchor = anchor[-1] if k8.spec["k"] == -1 else anchor[k8.spec["k"] - 1]
+    assert k8.answer == recs[anchor + 2]["action"]
+    assert (
+        k1.answer == recs[k1.spec["N"]]["place"] and k1.text == f"Which zone was I in at step {k1.spec['N']}?"
+    )
+    assert k5.answer == str(tr.occurrences("gain", k5.spec["item"])[1])
+    spans = tr.visits[("place", k9.spec["place"])]
+    end = (spans[-1] if k9.spec["k"] == -1 else spans[k9.spec["k"] - 1])[1]
+    assert k9.answer == recs[end + k9.spec["d"]]["facing"]

@@ -115,21 +115,19 @@ def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
             store.close()
 
 
+def _ask_llm(run_cli, libdir):
+    return run_cli(
+        "answer", "e1", "Which way was the wind blowing at step 3?", "--reader", "llm", "--library", str(libdir)
+    )  # fmt: skip
+
+
 def test_answer_command_with_the_llm_reader(libdir, monkeypatch, run_cli):
     with EpisodeLLMServer(lambda msgs: json.dumps({"answer": "north", "steps": [3]})) as srv:
         _env(monkeypatch, srv)
         store, tree, _ = _episode(libdir)
         tree.write_bytes("episodes/e1/ask/dir.md", b"budget: 90\nWhich way was the wind blowing at step 3?\n")
         store.close()
-        r = run_cli(
-            "answer",
-            "e1",
-            "Which way was the wind blowing at step 3?",
-            "--reader",
-            "llm",
-            "--library",
-            str(libdir),
-        )
+        r = _ask_llm(run_cli, libdir)
         assert (r.returncode, r.stdout) == (0, "north\n"), r.stderr
         r = run_cli("episode", "build", "e1", "--library", str(libdir))
         assert r.returncode == 0, r.stderr
@@ -141,13 +139,5 @@ def test_answer_command_with_the_llm_reader(libdir, monkeypatch, run_cli):
         assert "answer: north\nreader: llm\n" in body
         assert len(srv.requests) >= 2
     monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL")
-    r = run_cli(
-        "answer",
-        "e1",
-        "Which way was the wind blowing at step 3?",
-        "--reader",
-        "llm",
-        "--library",
-        str(libdir),
-    )
+    r = _ask_llm(run_cli, libdir)
     assert r.returncode == 1 and "needs an endpoint" in r.stderr

@@ -69,6 +69,16 @@ EVENT_FORMS = {
     "died": ("die", "died", "death", "dying"),
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::(\w+))?\}")
+#: other spellings of placeholder names (lower-cased) → the names of KINDS.md
+ALIASES = {
+    "n": "N", "t": "N", "step": "N", "step1": "N", "n1": "N", "start": "N", "m": "M", "step2": "M", "n2": "M",
+    "end": "M", "ord": "k", "ordinal": "k", "kth": "k", "nth": "k", "k1": "k", "k2": "j", "ordinal2": "j",
+    "offset": "d", "delta": "d", "steps": "d", "e": "event", "e1": "event1", "e2": "event2",
+    "event_1": "event1", "event_2": "event2", "zone": "place", "location": "place", "label": "place",
+    "biome": "area", "region": "area", "inventory_item": "item", "stat": "vital",
+}  # fmt: skip
+#: words of the template text that fix an ordinal the slots leave open
+_ORD_TEXT = {**{w: i + 1 for i, w in enumerate(ORD_WORDS)}, "last": -1, "latest": -1, "final": -1}
 
 
 def event_forms(e: str) -> tuple[str, str, str, str]:
@@ -135,8 +145,8 @@ class Template:
         if explicit:
             s = s.split(":", 1)[1].strip() if ":" in s else s[5:].strip()
         word = re.split(r"[\s(,;]", s, maxsplit=1)[0] if s else ""
-        if word.isdigit():
-            return int(word)
+        if re.fullmatch(r"\d+(?:st|nd|rd|th)?", word):
+            return int(re.match(r"\d+", word).group())
         if word in ("last", "final", "latest"):
             return -1
         if word in ORD_WORDS:
@@ -154,6 +164,44 @@ class Template:
             "down",
         ):
             return word
+        return None
+
+    def from_text(self, name: str, near: tuple[str, ...]) -> int | None:
+        """An ordinal (or, for ``d``, a step count) written into the template's words when the slot is neither
+        a placeholder nor fixed: the one nearest to the first of the ``near`` placeholders present."""
+        if name in self.placeholders or self.fixed(name) is not None:
+            return None
+        text = self.text.lower()
+        if name == "d":
+            m = re.search(r"\b(\d+|" + "|".join(NUM_WORDS[1:]) + r") steps?\b", text)
+            if not m:
+                return None
+            w = m.group(1)
+            return int(w) if w.isdigit() else NUM_WORDS.index(w)
+        found = [(m.start(), v) for w, v in _ORD_TEXT.items() for m in re.finditer(rf"\b{w}\b", text)]
+        found += [(m.start(), int(m.group(1))) for m in re.finditer(r"\b(\d+)(?:st|nd|rd|th)\b", text)]
+        if not found:
+            return None
+        anchor = next((text.find("{" + p) for p in near if "{" + p in text), 0)
+        return min(found, key=lambda f: (abs(f[0] - anchor), f[0]))[1]
+
+    def asked(self) -> str | None:
+        """The field a value question asks: ``field`` when given, else read from the template's words."""
+        if self.field:
+            return self.field
+        w = self.words()
+        if "item" in self.placeholders:
+            return "count:{item}"
+        if "vital" in self.placeholders:
+            return "vital:{vital}"
+        for name, pat in (
+            ("action", r"\b(?:action|do|doing|did)\b"),
+            ("facing", r"\b(?:facing|face|front)\b"),
+            ("area", r"\b(?:area|region|terrain|biome)\b"),
+            ("place", r"\b(?:where|zone|place|location)\b"),
+        ):
+            if re.search(pat, w):
+                return name
         return None
 
     def allows_last(self, name: str) -> bool:
@@ -198,9 +246,48 @@ def load(path: str | Path) -> list[Template]:
         if kind not in KINDS:
             raise ValueError(f"{path}:{n}: unknown kind {kind!r}")
         slots = d.get("slots") if isinstance(d.get("slots"), dict) else {}
+        text = _PLACEHOLDER.sub(_canonical, text)
+        slots = {_alias(k): v for k, v in slots.items()}
         ph = {m.group(1): m.group(2) for m in _PLACEHOLDER.finditer(text)}
-        out.append(Template(kind, text, d.get("field"), slots, n, ph))
+        out.append(Template(kind, text, normal_field(d.get("field")), slots, n, ph))
     return out
+
+
+def _alias(name: str) -> str:
+    if name in ("N", "M", "k", "j", "d") or name.lower() not in ALIASES:
+        return name if name in ("N", "M") else name.lower() if name.lower() in ALIASES.values() else name
+    return ALIASES[name.lower()]
+
+
+def _canonical(m: re.Match) -> str:
+    name = _alias(m.group(1))
+    return "{" + name + (f":{m.group(2)}" if m.group(2) else "") + "}"
+
+
+def normal_field(f: Any) -> str | None:
+    """A ``field`` as written in a phrasing file, in the generator's names: ``action``, ``place``, ``area``,
+    ``facing``, ``where``, ``count:<item|{item}>``, ``vital:<vital|{vital}>`` (None when absent/unknown)."""
+    if not isinstance(f, str) or not f.strip():
+        return None
+    s = f.strip().lower().replace(" ", "_")
+    head, _, rest = s.partition(":")
+    if head in ("action", "act", "doing", "move"):
+        return "action"
+    if head in ("place", "zone", "location", "position_label"):
+        return "place"
+    if head in ("area", "region", "terrain", "biome"):
+        return "area"
+    if head in ("facing", "face", "front", "in_front"):
+        return "facing"
+    if head in ("where", "location_label"):
+        return "where"
+    if head in ("count", "inventory", "inv", "item", "amount", "count_of_item"):
+        return "count:" + (rest or "{item}").replace("_of_", "")
+    if head in ("vital", "level", "vital_level", "stat"):
+        return "vital:" + (rest or "{vital}")
+    if head in ("health", "food", "drink", "energy"):
+        return "vital:" + head
+    return None
 
 
 def fill(t: Template, values: dict[str, Any]) -> str:

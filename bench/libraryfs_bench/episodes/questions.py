@@ -67,9 +67,11 @@ class _Draw:
         self.tr, self.t, self.rng = tr, t, rng
         self.v: dict[str, Any] = {}
 
-    def k(self, name: str, n: int) -> int | None:
-        """An ordinal for a list of ``n`` occurrences (fixed by the template, or drawn)."""
+    def k(self, name: str, n: int, near: tuple[str, ...] = ("event", "event1")) -> int | None:
+        """An ordinal for a list of ``n`` occurrences (fixed by the template or its words, or drawn)."""
         fixed = self.t.fixed(name)
+        if fixed is None and name not in self.t.placeholders:
+            fixed = self.t.from_text(name, near) or 1
         if isinstance(fixed, int):
             self.v[name] = fixed
             return fixed if (fixed == -1 and n >= 1) or 1 <= fixed <= n else None
@@ -84,6 +86,8 @@ class _Draw:
 
     def d(self, default: tuple[int, int]) -> int:
         fixed = self.t.fixed("d")
+        if fixed is None and "d" not in self.t.placeholders:
+            fixed = self.t.from_text("d", ()) or default[0]
         if isinstance(fixed, int) and fixed > 0:
             self.v["d"] = fixed
             return fixed
@@ -108,7 +112,7 @@ class _Draw:
 
     def field(self) -> str | None:
         """The asked field with its item/vital drawn."""
-        f = str(self.t.field or "")
+        f = str(self.t.asked() or "")
         if "{item}" in f or (f.startswith("count:") and "item" in self.t.placeholders):
             item = self.pick("item", sorted({i for r in self.tr.recs.values() for i in r["inventory"]}))
             return None if item is None else "count:" + item
@@ -129,7 +133,7 @@ class _Draw:
         if lab is None:
             return None
         spans = self.tr.visits[(kind, lab)]
-        k = self.k(name, len(spans))
+        k = self.k(name, len(spans), ("place", "area"))
         if k is None:
             return None
         start, end = spans[k - 1] if k != -1 else spans[-1]
@@ -207,7 +211,20 @@ def _offsets(dr: _Draw, kind: str):
     if kind == "K9":
         edge = t.variant(
             "anchor",
-            {"end": ("end", "ended", "finish", "finished", "left", "leave", "leaving", "exit")},
+            {
+                "end": (
+                    "end",
+                    "ended",
+                    "finish",
+                    "finished",
+                    "left",
+                    "leave",
+                    "leaving",
+                    "exit",
+                    "depart",
+                    "over",
+                )
+            },
             "start",
         )
         got = dr.visit("k", ended=edge == "end")
@@ -308,11 +325,12 @@ def _multihop(dr: _Draw, kind: str):
             return None
         t = _kth(inside, k)
         gold = [start, *(inside if k == -1 else inside[:k])] + ([end] if k == -1 and end is not None else [])
-        return {"field": "where"}, tr.value(t, "where", vkind), sorted(set(gold))
+        f = dr.t.field if dr.t.field in ("place", "area") else "where"
+        return {"field": f}, tr.value(t, f, vkind), sorted(set(gold))
     e1, e2 = dr.event("event1"), dr.event("event2")
     if e1 is None or e2 is None or e1[0] == e2[0]:
         return None
-    k, j = dr.k("k", len(e1[1])), dr.k("j", len(e2[1]))
+    k, j = dr.k("k", len(e1[1]), ("event1",)), dr.k("j", len(e2[1]), ("event2",))
     if k is None or j is None:
         return None
     t1, t2 = _kth(e1[1], k), _kth(e2[1], j)

@@ -22,7 +22,6 @@ from libraryfs.features.episodes.units import LOCATION_KEYS, VITALS
 
 _LINE = re.compile(r"^t=(\d+)\s+(.*)$")
 _KV = re.compile(r'([A-Za-z_][\w]*)=((?:"(?:[^"\\]|\\.)*"|[^\s"])+)')
-_ELEM = re.compile(r'"(?:[^"\\]|\\.)*"|[^,"]+')
 
 
 def _elems(value: str) -> list[str]:
