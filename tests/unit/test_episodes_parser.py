@@ -216,3 +216,30 @@ def test_parse_independent_of_hash_seed(episode):
         )
         outs.append(r.stdout)
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize(
+    "q,want",
+    [
+        (
+            "times i drank water between 100 and 400",
+            {"type": "count", "within": {"op": "range", "lo": 100, "hi": 400}},
+        ),
+        ("no. of wood collections before step 800", {"type": "count", "within": {"op": "range", "hi": 799}}),
+        ("visits to zone-1-2 in total", {"type": "count"}),
+        ("When did I walk out of zone-1-2 for the 2nd time?", {"edge": "end", "k": 2}),
+        ("When did my energy go back up for the 2nd time?", {"kind": "rise", "name": "energy"}),
+        ("When did my health take a hit for the 3rd time?", {"kind": "drop", "name": "health", "k": 3}),
+        ("When was wood first taken from my inventory?", {"kind": "lose", "name": "wood", "k": 1}),
+        (
+            "which happened later: my 2nd table placement or my 5th wood collection?",
+            {"type": "order", "field": "later"},
+        ),
+        ("2nd time i collected wood - what step", {"type": "step", "k": 2}),
+        ("food at the 2nd decrease of wood", {"field": "vital:food", "kind": "lose", "name": "wood"}),
+    ],
+)
+def test_casual_and_terse_phrasings(q, want):
+    got = p(q)
+    flat = {**got, **(got["ref"] or {}), **(got["count"] or {})}
+    assert {k: flat.get(k) for k in want} == want, got

@@ -87,7 +87,7 @@ VISIT_FILLER = VISIT_NOUNS | {
 END_WORDS = {
     "end", "ended", "ends", "ending", "finish", "finished", "finishes", "finishing", "over", "conclude",
     "concluded", "leave", "left", "leaving", "leaves", "exit", "exited", "exiting", "depart", "departed",
-    "departing", "§endstep", "wrap", "wrapped", "wraps", "closed", "close", "terminated", "stopped", "quit",
+    "departing", "§endstep", "out", "wrap", "wrapped", "wraps", "closed", "close", "terminated", "stopped", "quit",
     "quitted", "abandoned",
 }  # fmt: skip
 BEGIN_WORDS = {
@@ -116,7 +116,8 @@ COUNT_RE = re.compile(
     r"\bhow many times\b|\bhow often\b|\bnumber of (?:\w+ ){0,2}(?:times|visits|occasions|trips|stays)\b"
     r"|\bcount\b(?! of)|\btally\b"
     r"|\bhow many (?:\w+ ){0,2}(?:visits|trips|stays|times|occasions|occurrences|instances|events|stints)\b"
-    r"|\bhow many (?=§[ec])|\bnumber of (?=§[ec])"
+    r"|\bhow many (?=§[ec])|\b(?:number|no) of (?=§[ec])|\bin total\b|\btotal number\b|^times\b"
+    r"|\btimes (?:i|did i|that i|when i)\b"
 )
 
 
@@ -414,6 +415,7 @@ def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> 
     counting = COUNT_RE.search(text) and not (fld and fld[0].startswith("count:") and "times" not in text)
     if tg.order_cue and len(pts) >= 2:
         q.type, q.order = "order", (pts[0].ref(), pts[1].ref())
+        q.field = "later" if tg.order_cue == "later" else ""
         return q
     if counting and (heads or ranges):
         counted = next((h for h in heads if h.kind != "label"), None) or heads[0] if heads else None

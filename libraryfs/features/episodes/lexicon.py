@@ -191,6 +191,8 @@ DOWN_VERBS = (
     "got lower", "lowered", "took damage", "got hurt", "was hurt", "removed", "was removed", "were removed",
     "got removed", "deducted", "was deducted", "taken away", "was taken", "subtracted", "tick down", "ticks down",
     "ran out", "went away", "got used", "was used", "were used", "was spent", "were spent", "gave away",
+    "took a hit", "take a hit", "takes a hit", "taking a hit", "take damage", "takes damage", "taking damage",
+    "got hit", "was hit", "taken", "taken from", "taken out", "taken out of", "removed from",
 )  # fmt: skip
 UP_NOUNS = (
     "increase",

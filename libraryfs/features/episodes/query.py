@@ -7,7 +7,8 @@ A :class:`Query` asks for one of four things:
   ``place``/``area``, ``where`` (the location label other than the one the question is already inside),
   ``count:<item>``, ``vital:<vital>``; empty when the step is named but not what is asked about it);
 - ``count`` — how many occurrences (of an event, an item/vital change, or visits to a label) fall in a span;
-- ``order`` — which of two references came first (the answer is the earlier one's name).
+- ``order`` — which of two references came first (the answer is the earlier one's name; with ``field``
+  ``later``, the later one's).
 
 A :class:`Ref` names a step: ``step`` (step N), ``occ`` (the k-th occurrence of ``kind``/``name``, optionally
 ``within`` a :class:`Span` or strictly ``after``/``before`` another reference — chains resolve

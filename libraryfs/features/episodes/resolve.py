@@ -196,8 +196,8 @@ class Resolver:
                 return None
             if ta == tb:
                 return "same step"
-            first = a if ta < tb else b
-            return first.name or f"step {min(ta, tb)}"
+            pick = (a if ta < tb else b) if q.field != "later" else (a if ta > tb else b)
+            return pick.name or f"step {min(ta, tb) if q.field != 'later' else max(ta, tb)}"
         if q.ref is None:
             return None
         t = self.ref(q.ref)

@@ -43,7 +43,7 @@ class Tagged:
 
     tokens: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
-    order_cue: bool = False
+    order_cue: bool | str = False  #: True: which came first; "later": which came later
 
 
 class _Text:
@@ -232,9 +232,18 @@ def _ranges(t: _Text) -> None:
     )
 
 
-def _cues(t: _Text) -> bool:
-    """Order cues and visit-edge cues; returns whether the question asks which came first."""
-    order = False
+def _cues(t: _Text) -> bool | str:
+    """Order cues and visit-edge cues; returns whether the question asks which came first (``True``) or
+    which came later (``"later"``)."""
+    order: bool | str = False
+    later = (
+        r"\b(?:came|come|comes|happened|happen|happens|occurred|occur|occurs|was|were|took place) "
+        r"(?:later|last|second|after the other)\b|\bwhich (?:one |of (?:the|these|them) (?:two )?)?(?:was |is |came |"
+        r"happened )?(?:later|last)\b(?! (?:time|§))"
+    )
+    if re.search(later, t.s):
+        t.s = re.sub(later, " §order ", t.s)
+        order = "later"
     pats = [
         r"\b(?:came|come|comes|happened|happen|happens|occurred|occur|occurs|was|were|took place)"
         r" (?:first|earlier|sooner|before the other)\b",
@@ -247,7 +256,7 @@ def _cues(t: _Text) -> bool:
     ]
     for p in pats:
         if re.search(p, t.s):
-            order = True
+            order = order or True
             t.s = re.sub(p, " §order ", t.s)
     t.s = re.sub(r"\b(?:vs|versus)\b", " or ", t.s)
     t.s = re.sub(
@@ -283,6 +292,7 @@ def _ordinals(t: _Text) -> None:
 
 
 def _directions(t: _Text) -> None:
+    t.s = re.sub(r"\b(went|go|goes|gone|going|came|come|comes|got|get|gets) back (up|down)\b", r"\1 \2", t.s)
     for words, tag in (
         (L.UP_VERBS, "§up"),
         (L.DOWN_VERBS, "§down"),
