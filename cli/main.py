@@ -21,7 +21,7 @@ COMMAND_MODULES = (
     "service_cmds",  # units install
     "cards_cmds",  # cards add/refine, solve
     "code_cmds",  # code add/route, budget verify
-    "episode_cmds",  # episode append, recall
+    "episode_cmds",  # episode append/build/watch, recall, answer
     "demo_cmd",  # demo (the main job on real input)
     "llm_cmds",  # llm serve (the real local model)
 )

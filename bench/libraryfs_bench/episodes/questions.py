@@ -14,13 +14,14 @@ K8,11  the field d steps from the anchor     anchor, target
 K9     the field d steps from a visit edge   visit's first (or last) step, target
 K10    the field at the k-th change          that step
 K12–3  the count (1–8)                       every counted occurrence
-K14    the count (1–8) in the visit          the visit's first and last step, every counted occurrence
+K14    the count (1–8) in the visit          the visit's first and last step (when it has ended), every
+                                             counted occurrence
 K15    the number of visits (1–8)            the first step of every counted visit
 K16    field d steps after the first e2      e1's step, e2's step, target
        after the k-th e1
-K17    the other location label (the area    the visit's first step, the visit's occurrences up to the
-       of a place visit, the place of an     k-th (and the visit's last step for "last")
-       area visit) at the k-th e in visit j
+K17    the other location label (the area    the visit's first step and its occurrences up to the k-th;
+       of a place visit, the place of an     for "last": the first step, the last occurrence and the
+       area visit) at the k-th e in visit j  visit's last step
 K18    the name of the earlier event         both occurrences
 =====  ====================================  =================================================================
 
@@ -272,7 +273,7 @@ def _counting(dr: _Draw, kind: str):
         inside = [x for x in ev[1] if start <= x <= end]
         if not 1 <= len(inside) <= MAX_COUNT:
             return None
-        return {}, str(len(inside)), sorted({start, end, *inside})
+        return {}, str(len(inside)), sorted({start, *inside} | ({got[4]} if got[4] is not None else set()))
     ev = dr.event()
     if ev is None:
         return None
@@ -324,7 +325,7 @@ def _multihop(dr: _Draw, kind: str):
         if k is None:
             return None
         t = _kth(inside, k)
-        gold = [start, *(inside if k == -1 else inside[:k])] + ([end] if k == -1 and end is not None else [])
+        gold = [start, *([t] if k == -1 else inside[:k])] + ([end] if k == -1 and end is not None else [])
         f = dr.t.field if dr.t.field in ("place", "area") else "where"
         return {"field": f}, tr.value(t, f, vkind), sorted(set(gold))
     e1, e2 = dr.event("event1"), dr.event("event2")
