@@ -467,6 +467,17 @@ def code_eval(
 @click.option("--per-template", default=1, show_default=True, help="Questions per template per episode.")
 @click.option("--out", "out_json", default="bench/results/episodes.json", show_default=True)
 @click.option("--plot", "plot_png", default="docs/episodes_frontier.png", show_default=True)
+@click.option(
+    "--llm-reader",
+    "llm_questions",
+    default=0,
+    show_default=True,
+    help="Also measure the LLM reader on this many questions per file (first episode, 200 tokens), on the "
+    "configured endpoint or, with --local-model, on the real local model.",
+)
+@click.option(
+    "--local-model", is_flag=True, help="Serve the local model (libraryfs[llm-local]) for --llm-reader."
+)
 def episode_bench(
     phrasing_files: tuple[str, ...],
     episodes: int,
@@ -475,10 +486,16 @@ def episode_bench(
     per_template: int,
     out_json: str,
     plot_png: str,
+    llm_questions: int,
+    local_model: bool,
 ) -> None:
     """Evidence recall and exact-match answers per question family on seeded Crafter episodes, for
     questions instantiated from phrasing files: libraryfs recall against flat BM25 at the same budgets."""
     from libraryfs_bench.episodes import bench
+
+    if llm_questions:
+        _episode_llm_reader(phrasing_files, llm_questions, local_model, first_seed, max_steps)
+        return
 
     results = []
     for path in phrasing_files:
@@ -503,6 +520,47 @@ def episode_bench(
     bench.save(results, out_json)
     bench.plot(results, plot_png)
     click.echo(f"\nwrote {out_json} and {plot_png}")
+
+
+def _episode_llm_reader(
+    phrasing_files: tuple[str, ...], n: int, local_model: bool, seed: int, max_steps: int
+) -> None:
+    """``libraryfs bench episodes --llm-reader N``: LLM reader vs the deterministic reader, per family."""
+    import contextlib
+
+    from libraryfs.features.episodes.answer import LLMReader
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import load_config
+    from libraryfs.llm.spend import SpendLimiter
+    from libraryfs_bench.episodes import bench
+
+    with contextlib.ExitStack() as stack:
+        overrides = None
+        if local_model:
+            from libraryfs.llm import local
+
+            try:
+                overrides = stack.enter_context(local.running()).overrides()
+            except local.LocalModelError as e:
+                raise click.ClickException(str(e)) from None
+        cfg = load_config(None, overrides)
+        if not cfg.enabled:
+            raise click.ClickException(
+                "--llm-reader needs an endpoint (LIBRARYFS_LLM_BASE_URL/MODEL) or --local-model"
+            )
+        for path in phrasing_files:
+            reader = LLMReader(ChatClient(cfg, SpendLimiter(0, 0)))
+            res = bench.run_llm_reader(path, reader, n, seed=seed, max_steps=max_steps)
+            click.echo(f"\n## {path}: LLM reader ({cfg.model}) vs deterministic reader, 200 tokens\n")
+            click.echo("| family (n) | LLM reader EM | deterministic reader EM |\n|---|---|---|")
+            for fam, v in sorted(res["by_family"].items()):
+                click.echo(f"| {fam} ({v['n']}) | {v['llm']:.2f} | {v['rules']:.2f} |")
+            rows = res["rows"]
+            click.echo(
+                f"| all ({len(rows)}) | {sum(r['llm_ok'] for r in rows) / len(rows):.2f} | "
+                f"{sum(r['rules_ok'] for r in rows) / len(rows):.2f} |\n\n{res['errors']} failed requests, "
+                f"{res['seconds']} s"
+            )
 
 
 bench.add_command(bench_cmd, "cards")

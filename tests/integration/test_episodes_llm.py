@@ -1,10 +1,13 @@
-"""LLM extraction of free-text steps through a real loopback OpenAI-compatible server: the model's fields
-become the unit, answers are cached by content, and failures fall back to deterministic extraction."""
+"""The LLM in episodes, through a real loopback OpenAI-compatible server (scripted) and the real local model:
+extraction of free-text steps (the model's fields become the unit, answers are cached by content, failures
+fall back to deterministic extraction) and the LLM reader of ``libraryfs answer`` (it receives exactly the
+packed evidence; typed questions never reach it; failures give "unknown" with the reason)."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from helpers.episodes_llm_server import EpisodeLLMServer
 
 from libraryfs.features.episodes.builder import EpisodeBuilder
@@ -141,3 +144,29 @@ def test_answer_command_with_the_llm_reader(libdir, monkeypatch, run_cli):
     monkeypatch.delenv("LIBRARYFS_LLM_BASE_URL")
     r = _ask_llm(run_cli, libdir)
     assert r.returncode == 1 and "needs an endpoint" in r.stderr
+
+
+@pytest.mark.llm_local
+@pytest.mark.slow
+def test_llm_reader_with_the_real_local_model(local_llm, libdir):
+    """The real local model (SmolLM2-135M on llama_cpp.server) as the reader: the request carries the packed
+    evidence, the reply passes the answer schema (a JSON object with a string answer), nothing raises. What the
+    model answers is not checked (a 135M model mostly does not answer these; docs/episodes.md has the figure)."""
+    from libraryfs.features.episodes.answer import LLMReader, answer
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import load_config
+    from libraryfs.llm.spend import SpendLimiter
+
+    store, _tree, recs = _episode(libdir)
+    try:
+        client = ChatClient(load_config(None, local_llm.overrides(), env={}), SpendLimiter(0, 0))
+        reader = LLMReader(client)
+        idx = EpisodeBuilder(StoreTree(store), store).index("e1")
+        a = answer(
+            idx, f"What action did I take at step 5? (It was {recs[5]['action']}.)", 100, "llm", reader
+        )
+        assert reader.errors == 0, reader.last_error
+        assert client.counters["requests"] >= 1 and a.recall.tokens <= 100
+        assert a.reader in ("llm", "none") and (a.answer is None or isinstance(a.answer, str))
+    finally:
+        store.close()

@@ -172,6 +172,61 @@ def run(
     }
 
 
+def run_llm_reader(
+    phrasing_file: str | os.PathLike[str],
+    reader,
+    n_questions: int = 36,
+    budget: int = 200,
+    seed: int = crafter_data.EVAL_FIRST_SEED,
+    max_steps: int = MAX_STEPS,
+    progress=None,
+) -> dict:
+    """Exact match of an LLM reader (:class:`~libraryfs.features.episodes.answer.LLMReader`) against the
+    deterministic reader on the same packed evidence (``budget`` tokens of libraryfs recall), for
+    ``n_questions`` questions of one episode spread evenly over the file's templates (so over every kind). Returns ``{"rows": [...], "by_family":
+    {family: {"n", "llm", "rules"}}, "errors", "seconds"}``."""
+    t0 = time.monotonic()
+    recs = crafter_data.load_rollout(seed, max_steps)
+    ep = _Episode(recs)
+    qs, _ = questions.generate(
+        recs, phrasings.load(phrasing_file), f"seed{seed}", 1, key=Path(phrasing_file).stem
+    )
+    qs = [qs[i * len(qs) // n_questions] for i in range(min(n_questions, len(qs)))] if n_questions else []
+    rows = []
+    for q in qs:
+        lines = ep.lines("libraryfs", q.text)
+        text = "\n".join(lines[: _fit(lines, budget)])
+        llm = reader(q.text, text)
+        rules = read(q.text, text)[0]
+        rows.append({"kind": q.kind, "family": q.family, "question": q.text, "answer": q.answer, "llm": llm,
+                     "llm_ok": norm(llm) == norm(q.answer), "rules_ok": norm(rules) == norm(q.answer)})  # fmt: skip
+        if progress:
+            progress(f"{q.kind} {q.text!r}: gold {q.answer!r}, llm {llm!r}")
+    fam: dict[str, dict[str, float]] = {}
+    for r in rows:
+        f = fam.setdefault(r["family"], {"n": 0, "llm": 0.0, "rules": 0.0})
+        f["n"] += 1
+        f["llm"] += r["llm_ok"]
+        f["rules"] += r["rules_ok"]
+    by_family = {
+        k: {"n": v["n"], "llm": v["llm"] / v["n"], "rules": v["rules"] / v["n"]} for k, v in fam.items()
+    }
+    return {
+        "rows": rows,
+        "by_family": by_family,
+        "errors": reader.errors,
+        "seconds": round(time.monotonic() - t0),
+    }
+
+
+def _fit(lines: list[str], budget: int) -> int:
+    counts = _prefix_counts(lines, budget)
+    n = 0
+    while n < len(counts) and counts[n] <= budget:
+        n += 1
+    return n
+
+
 def aggregate(result: dict) -> dict:
     """``{(method, budget, family|"all"): {"recall", "chain", "acc", "tokens", "n"}}`` (budget None: checks)."""
     acc: dict[tuple, list[dict]] = defaultdict(list)
