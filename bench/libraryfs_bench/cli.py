@@ -529,9 +529,7 @@ def _episode_llm_reader(
     import contextlib
 
     from libraryfs.features.episodes.answer import LLMReader
-    from libraryfs.llm.client import ChatClient
-    from libraryfs.llm.config import load_config
-    from libraryfs.llm.spend import SpendLimiter
+    from libraryfs.llm import client_for
     from libraryfs_bench.episodes import bench
 
     with contextlib.ExitStack() as stack:
@@ -543,15 +541,18 @@ def _episode_llm_reader(
                 overrides = stack.enter_context(local.running()).overrides()
             except local.LocalModelError as e:
                 raise click.ClickException(str(e)) from None
-        cfg = load_config(None, overrides)
-        if not cfg.enabled:
+        try:
+            client = client_for(None, overrides)  # the one chat client (libraryfs/llm/client.py)
+        except LibraryError as e:
+            raise click.ClickException(str(e)) from None
+        if client is None:
             raise click.ClickException(
                 "--llm-reader needs an endpoint (LIBRARYFS_LLM_BASE_URL/MODEL) or --local-model"
             )
         for path in phrasing_files:
-            reader = LLMReader(ChatClient(cfg, SpendLimiter(0, 0)))
+            reader = LLMReader(client)
             res = bench.run_llm_reader(path, reader, n, seed=seed, max_steps=max_steps)
-            click.echo(f"\n## {path}: LLM reader ({cfg.model}) vs deterministic reader, 200 tokens\n")
+            click.echo(f"\n## {path}: LLM reader ({client.model}) vs deterministic reader, 200 tokens\n")
             click.echo("| family (n) | LLM reader EM | deterministic reader EM |\n|---|---|---|")
             for fam, v in sorted(res["by_family"].items()):
                 click.echo(f"| {fam} ({v['n']}) | {v['llm']:.2f} | {v['rules']:.2f} |")

@@ -90,9 +90,6 @@ def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
     """A question the rules cannot type goes to the model with exactly the packed evidence; a failing
     endpoint gives "unknown" with the reason, never an exception."""
     from libraryfs.features.episodes.answer import LLMReader, answer
-    from libraryfs.llm.client import ChatClient
-    from libraryfs.llm.config import load_config
-    from libraryfs.llm.spend import SpendLimiter
 
     replies = [json.dumps({"answer": "the cow", "steps": [5]}), 500, 500, 500]
     with EpisodeLLMServer(lambda msgs: replies.pop(0) if replies else 500) as srv:
@@ -100,9 +97,7 @@ def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
         monkeypatch.setenv("LIBRARYFS_LLM_TIMEOUT_S", "5")
         store, _tree, _recs = _episode(libdir)
         try:
-            cfg = load_config(str(libdir))
-            cfg.transport_attempts, cfg.max_backoff_s = 2, 0.0
-            reader = LLMReader(ChatClient(cfg, SpendLimiter(0, 0)))
+            reader = LLMReader(client_for(str(libdir), {"transport_attempts": 2, "max_backoff_s": 0.0}))
             idx = EpisodeBuilder(StoreTree(store), store).index("e1")
             q = "Which animal was I thinking about around step 5?"
             a = answer(idx, q, 120, "auto", reader)
@@ -155,11 +150,10 @@ def test_llm_reader_with_the_real_local_model(local_llm, libdir):
     from libraryfs.features.episodes.answer import LLMReader, answer
     from libraryfs.llm.client import ChatClient
     from libraryfs.llm.config import load_config
-    from libraryfs.llm.spend import SpendLimiter
 
     store, _tree, recs = _episode(libdir)
     try:
-        client = ChatClient(load_config(None, local_llm.overrides(), env={}), SpendLimiter(0, 0))
+        client = ChatClient(load_config(None, local_llm.overrides(), env={}))
         reader = LLMReader(client)
         idx = EpisodeBuilder(StoreTree(store), store).index("e1")
         a = answer(
