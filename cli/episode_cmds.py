@@ -2,8 +2,9 @@
 (PAPERS.md §4).
 
 Exit status: 0 on success; 1 for an error (one line: bad episode id, missing library, an episode without
-units, a bad budget or reader); 3 from ``answer`` when the evidence does not determine the answer
-("unknown")."""
+units, a bad budget or reader); 3 when the ``episodes`` extra is not installed
+(:data:`~libraryfs.cli.common.EXIT_MISSING_EXTRA`); 4 from ``answer`` when the evidence does not determine the
+answer ("unknown")."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from libraryfs.errors import LibraryError
 _library_option = library_option(required=True)
 
 
-EXIT_UNKNOWN = 3  #: ``libraryfs answer``: the evidence does not determine the answer
+EXIT_UNKNOWN = 4  #: ``libraryfs answer``: the evidence does not determine the answer
 
 
 def _llm_reader(libdir: str):
@@ -217,7 +218,7 @@ def answer_cmd(
 ) -> None:
     """Answer QUESTION about EPISODE from the evidence recall packs within the budget (and nothing else).
 
-    Prints the answer; exit status 3 (and "unknown") when the evidence does not determine it.
+    Prints the answer; exit status 4 (and "unknown") when the evidence does not determine it.
     """
     from libraryfs.features.episodes.answer import answer
 
