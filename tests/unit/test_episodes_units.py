@@ -220,3 +220,45 @@ def test_builder_on_store_incremental(libdir):
         assert b.build("e1").rebuilt
     finally:
         store.close()
+
+
+def _files(tree: StoreTree, rel: str) -> dict[str, bytes]:
+    """Every regular file under ``rel``: relative path → bytes."""
+    out: dict[str, bytes] = {}
+    for name in tree.listdir(rel):
+        p = f"{rel}/{name}"
+        if tree.isdir(p):
+            out.update(_files(tree, p))
+        else:
+            out[p] = tree.read_bytes(p)
+    return out
+
+
+def test_builds_cut_anywhere_write_the_views_of_one_build(libdir, tmp_path):
+    """A writer may find ``steps.jsonl`` half-appended (the indexer's hook runs while an agent appends):
+    builds over every prefix cut at arbitrary bytes (mid-line, inside visits of both label kinds) leave the
+    same units and the same view files, byte for byte, as one build of the whole file."""
+    recs = crafter_data.load_rollout(3, 1200)[:400]
+    data = "".join(json.dumps(r) + "\n" for r in recs).encode()
+    cuts = [len(data) * k // 23 + 17 * k for k in range(1, 23)]  # not on line ends
+    assert any(data[c - 1 : c] != b"\n" for c in cuts)
+    Store.create(tmp_path / "lib2", {"toc_max_tokens": 2000}).close()
+    stores = [Store(libdir), Store(tmp_path / "lib2")]
+    try:
+        once, cut = (StoreTree(s) for s in stores)
+        once.write_bytes("episodes/e/steps.jsonl", data)
+        EpisodeBuilder(once, stores[0]).build("e")
+        b = EpisodeBuilder(cut, stores[1])
+        prev = 0
+        for c in [*cuts, len(data)]:
+            cut.append_bytes("episodes/e/steps.jsonl", data[prev:c])
+            b.build("e")
+            prev = c
+        assert b.db.meta("e")["units"] == len(recs)
+        want, got = _files(once, "episodes/e"), _files(cut, "episodes/e")
+        assert sorted(got) == sorted(want)
+        assert {p for p in want if "/visits/" in p and p.endswith("/2.md")}  # visits of several labels
+        assert [p for p in want if got[p] != want[p]] == []
+    finally:
+        for s in stores:
+            s.close()
