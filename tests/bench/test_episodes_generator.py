@@ -191,3 +191,20 @@ def test_loose_phrasing_files_are_read_as_meant(tmp_path, recs):
     spans = tr.visits[("place", k9.spec["place"])]
     end = (spans[-1] if k9.spec["k"] == -1 else spans[k9.spec["k"] - 1])[1]
     assert k9.answer == recs[end + k9.spec["d"]]["facing"]
+
+
+def test_a_phrasing_file_without_questions_is_one_line_error(tmp_path, run_cli):
+    """An empty phrasing file (or one whose templates yield no question) is a one-line error, exit 1."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n  \n")
+    with pytest.raises(ValueError, match="no phrasing lines"):
+        phrasings.load(empty)
+    r = run_cli("bench", "episodes", "--phrasings", str(empty), "--episodes", "1", "--max-steps", "20",
+                "--out", str(tmp_path / "o.json"), "--plot", str(tmp_path / "o.png"))  # fmt: skip
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [f"Error: {empty}: no phrasing lines"]
+    none = tmp_path / "none.jsonl"  # an event's k-th time in an episode of one step: no event happened
+    none.write_text(json.dumps({"kind": "K2", "template": "When did I {event} for the {k:ord} time?"}))
+    r = run_cli("bench", "episodes", "--phrasings", str(none), "--episodes", "1", "--max-steps", "0",
+                "--out", str(tmp_path / "o.json"), "--plot", str(tmp_path / "o.png"))  # fmt: skip
+    assert r.returncode == 1 and "no question could be instantiated" in r.stderr, r.stderr
+    assert not (tmp_path / "o.json").exists()

@@ -156,6 +156,8 @@ def run(
             qs_out.append({**q.to_json(), "parse_ok": rs[0]["correct"], "typed": rs[0]["typed"]})
         if progress:
             progress(f"{name} seed {seed}: {len(recs)} steps, {len(qs)} questions")
+    if not qs_out:
+        raise ValueError(f"{phrasing_file}: no question could be instantiated ({'; '.join(notes[:3])})")
     return {
         "phrasings": str(phrasing_file),
         "name": name,

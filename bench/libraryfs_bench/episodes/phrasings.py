@@ -233,7 +233,8 @@ class Template:
 
 
 def load(path: str | Path) -> list[Template]:
-    """Templates of a phrasing file; raises ``ValueError`` naming the line of a malformed one."""
+    """Templates of a phrasing file; raises ``ValueError`` naming the line of a malformed one, or when the
+    file holds no phrasing line."""
     out = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -250,6 +251,8 @@ def load(path: str | Path) -> list[Template]:
         slots = {_alias(k): v for k, v in slots.items()}
         ph = {m.group(1): m.group(2) for m in _PLACEHOLDER.finditer(text)}
         out.append(Template(kind, text, normal_field(d.get("field")), slots, n, ph))
+    if not out:
+        raise ValueError(f"{path}: no phrasing lines")
     return out
 
 
