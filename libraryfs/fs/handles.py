@@ -28,6 +28,7 @@ class Handle:
     journaled: bool = False  #: a WRITE record for this handle is already in the journal
     wrote_after_journal: bool = False  #: written again since that record (release journals once more)
     read_any: bool = False  #: the handle has returned data (its first read costs one read)
+    index_dir: int = 0  #: the directory whose ``INDEX.md`` this handle created or wrote (absorb check)
 
 
 @dataclass(slots=True)

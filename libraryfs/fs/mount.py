@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.fuse_adapter import FuseOps, run
-from libraryfs.fs.generated import toc_page_paths
+from libraryfs.fs.generated import index_alias_path, toc_page_paths
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 
@@ -69,6 +69,7 @@ class TocWatcher:
                     p = t.path_of(ino)
                     if p is not None:
                         paths.extend(toc_page_paths(p, t.toc_page_count(ino)))
+                        paths.append(index_alias_path(p))  # page 0 when the user owns INDEX.md
         self.last_gen = gen
         return paths
 
