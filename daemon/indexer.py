@@ -11,6 +11,10 @@ One pass (:meth:`Indexer.run_once`):
 4. re-render the TOCs of the changed directories and of their ancestors only — deepest first, since a
    section's line in its parent carries its description and totals — each into bounded pages
    (:mod:`libraryfs.index.toc`);
+
+Excluded directories (dot-directories such as ``.git/``, paths an ignore file matches:
+:mod:`libraryfs.fs.exclude`, the same decision the view makes) cost nothing: their entries are never hashed
+or summarised and their TOCs never computed; ignored entries are left out of their directory's TOC.
 5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
    advance the cursor, trim consumed records.
 
@@ -34,6 +38,7 @@ from libraryfs.daemon.filing import InboxFiler, is_hidden
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
@@ -112,6 +117,16 @@ class Indexer(InboxFiler, TocWriter):
         self.hooks = list(hooks or [])
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
+        self.exclusion = TocExclusion()
+        self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
+        self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
+
+    def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
+        """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
+        v = self._excluded.get(dir_ino)
+        if v is None:
+            v = self._excluded[dir_ino] = self.exclusion.excluded(t, dir_ino)
+        return v
 
     # ------------------------------------------------------------------------------------------------
     def pending(self) -> int:
@@ -136,7 +151,7 @@ class Indexer(InboxFiler, TocWriter):
                     never = t.cfg(S.CFG_TOC_GEN) is None
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
-                if tail > cursor or never or first or inbox_busy:
+                if tail > cursor or never or first or inbox_busy or self._deferred:
                     self._debounce(stop, tail, debounce_s)
                     report = self.run_once(full=never, final_state="hooks" if self.hooks else "idle")
                     first = False
@@ -178,6 +193,7 @@ class Indexer(InboxFiler, TocWriter):
         self.state = "indexing"
         rep = PassReport()
         self.beat()
+        self._excluded.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
@@ -192,7 +208,7 @@ class Indexer(InboxFiler, TocWriter):
         self._file_inbox(rep)
         # 4. TOCs: changed dirs and their ancestors, deepest first
         rendered: list[int] = []
-        for d in self._deepest_first(dirty_dirs):
+        for d in self._deepest_first(dirty_dirs | self._deferred):
             if self._render_dir(d, rep, upto):
                 rendered.append(d)
             self.beat()
@@ -203,7 +219,7 @@ class Indexer(InboxFiler, TocWriter):
         rep.seconds = time.monotonic() - t0
         self.passes += 1
         self.last_report = rep
-        self.state = final_state
+        self.state = "settling" if self._deferred else final_state
         self._write_status()
         if rep.records or rep.dirs_rendered or rep.filed:
             log.info(
@@ -232,10 +248,13 @@ class Indexer(InboxFiler, TocWriter):
 
     def _deepest_first(self, dirty_dirs: set[int]) -> list[int]:
         """The changed directories and all their ancestors, deepest first (a section's line in its parent
-        carries its description and totals). Directories no longer reachable from the root are dropped."""
+        carries its description and totals). Directories no longer reachable from the root are dropped, and
+        so are excluded ones (a change inside ``.git/`` changes no TOC)."""
         expanded: dict[int, int] = {}
         with self.store.read() as t:
             for d in dirty_dirs:
+                if self._is_excluded(t, d):
+                    continue
                 ino = d
                 depth_path = []
                 while True:
@@ -274,7 +293,7 @@ class Indexer(InboxFiler, TocWriter):
         if not self.hooks:
             return
         self._hooks_again = self._run_hooks()
-        self.state = "hooks" if self._hooks_again else "idle"
+        self.state = "hooks" if self._hooks_again else "settling" if self._deferred else "idle"
         self._write_status()
 
     def _run_hooks(self) -> bool:
@@ -320,7 +339,7 @@ class Indexer(InboxFiler, TocWriter):
                         continue
                 if t.lookup(parent, name) != ino:
                     continue  # renamed or removed since; a later record covers it
-                if is_hidden(name):
+                if is_hidden(name) or self._is_excluded(t, parent):
                     continue
                 rep.entries_seen += 1
                 parents.add(parent)
