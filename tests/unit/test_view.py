@@ -198,27 +198,32 @@ def test_name_limits_and_non_utf8_names(v):
     assert cat(v, d + b"/f.md") == b"ok"
 
 
-def test_generated_names_cannot_be_created_and_removing_them_is_a_no_op(v, store):
+def test_generated_names_are_lookup_only_and_index_md_can_be_claimed(v, store):
     v.mkdir(b"/d", 0o755, UID, GID)
-    for p in (b"/d/INDEX.md", b"/.libraryfs", b"/.find"):
+    for p in (b"/.libraryfs", b"/.find"):
         with pytest.raises(Exists):
             mkfile(v, p)
     with pytest.raises(AccessDenied):  # .index is reserved but absent (one-page TOC): EACCES, not EEXIST
         mkfile(v, b"/d/.index")
-    with pytest.raises(AccessDenied):
-        v.open(b"/d/INDEX.md", os.O_WRONLY)
     a = v.getattr(b"/d/INDEX.md")
     assert a["st_mode"] == stat.S_IFREG | 0o444 and a["st_size"] > 0
     assert v.open(b"/d/INDEX.md", os.O_RDONLY)[1] is True  # direct_io: never a stale page cache
-    # `rm -r d` unlinks INDEX.md and rmdirs .index/ before the directory: both succeed, nothing changes
     with store.read() as t:
         dino = t.lookup(S.ROOT_INO, b"d")
     store.run_write(lambda t: t.put_toc_pages(dino, [b"# d\n", b"page 1\n"]))
-    assert b".index" in names(v, b"/d") and names(v, b"/d/.index")[2:] == [b"0001.md"]
+    # resolvable, never listed (issue 14: cp -a, rsync --delete, tar, diff -r, git status see stored names)
+    assert names(v, b"/d")[2:] == [] and [n for n in names(v, b"/")[2:] if n.startswith(b".")] == []
+    assert names(v, b"/d/.index")[2:] == [b"0001.md"]
+    # `rm` of a page or rmdir of .index/ succeeds and changes nothing (C05)
     v.unlink(b"/d/.index/0001.md")
     v.rmdir(b"/d/.index")
-    v.unlink(b"/d/INDEX.md")
     assert cat(v, b"/d/INDEX.md") == b"# d\n"
+    # unlinking the generated INDEX.md claims the name: ENOENT as on any filesystem; TOC in .index/
+    v.unlink(b"/d/INDEX.md")
+    with pytest.raises(NotFound):
+        v.getattr(b"/d/INDEX.md")
+    assert cat(v, b"/d/.index/INDEX.md") == b"# d\n"
+    assert names(v, b"/d/.index")[2:] == [b"INDEX.md", b"0001.md"]
     v.rmdir(b"/d")
     with pytest.raises(NotFound):
         v.getattr(b"/d")
@@ -263,7 +268,7 @@ def test_readdir_offsets_resume_and_never_repeat(v):
     v.releasedir(fh)
     assert resumed == first
     got = [n for n, *_ in first]
-    assert len(got) == len(set(got)) == 300 + 3  # . .. INDEX.md
+    assert len(got) == len(set(got)) == 300 + 2  # . .. (generated names are not listed)
 
 
 # ---- rename -----------------------------------------------------------------------------------------------------
