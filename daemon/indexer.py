@@ -120,6 +120,7 @@ class Indexer(InboxFiler, TocWriter):
         self.exclusion = TocExclusion()
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
+        self._settle = False  # this pass defers directories that have not settled (run_once)
 
     def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
@@ -153,7 +154,9 @@ class Indexer(InboxFiler, TocWriter):
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
                 if tail > cursor or never or first or inbox_busy or self._deferred:
                     self._debounce(stop, tail, debounce_s)
-                    report = self.run_once(full=never, final_state="hooks" if self.hooks else "idle")
+                    report = self.run_once(
+                        full=never, final_state="hooks" if self.hooks else "idle", settle=True
+                    )
                     first = False
                     self._after_pass()
                     if on_pass:
@@ -186,9 +189,12 @@ class Indexer(InboxFiler, TocWriter):
             tail = t2
 
     # ------------------------------------------------------------------------------------------------
-    def run_once(self, full: bool = False, final_state: str = "idle") -> PassReport:
+    def run_once(self, full: bool = False, final_state: str = "idle", settle: bool = False) -> PassReport:
         """One indexing pass (see module docstring); ``full`` re-examines every entry and directory.
-        ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run)."""
+        ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run).
+        ``settle`` (the daemon's passes beside a live mount): a directory never indexed is rendered only
+        once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
+        self._settle = settle
         t0 = time.monotonic()
         self.state = "indexing"
         rep = PassReport()

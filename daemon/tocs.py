@@ -34,7 +34,7 @@ class TocWriter:
     rendered for ``.index/INDEX.md`` (:func:`libraryfs.fs.virtual.page0_moved`), and a section's line in
     its parent links there. A directory never indexed is rendered only once it has settled
     (:func:`libraryfs.fs.virtual.dir_settled`, ``settle_s``): until then it waits in ``_deferred``, so a
-    copy still filling it can create its own ``INDEX.md``.
+    copy still filling it can create its own ``INDEX.md`` (only in the daemon's passes, ``_settle``).
     """
 
     def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
@@ -110,7 +110,11 @@ class TocWriter:
             path = t.path_of(ino)
             if path is None:
                 return None
-            if t.toc_page(ino, 0) is None and not dir_settled(t, ino, now_ns(), self.settle_s):
+            if (
+                self._settle
+                and t.toc_page(ino, 0) is None
+                and not dir_settled(t, ino, now_ns(), self.settle_s)
+            ):
                 return "deferred"
             place = self.exclusion.classify(t, ino, path)
             items: list[Item] = []

@@ -137,7 +137,7 @@ class FileData(ViewService):
             pnode = t.inode(dir_ino)
             if pnode is None:
                 raise NotFound("no such directory")
-            content = b"" if flags & os.O_TRUNC else self.virtual.toc.served(t, dir_ino, 0)[0]
+            content = b"" if flags & os.O_TRUNC else self.virtual.toc.stored(t, dir_ino, 0)
             ino = add_child(t, dir_ino, pnode, INDEX_NAME, S.S_IFREG | 0o644, pnode.uid, pnode.gid)
             if content:
                 t.write_data(ino, 0, content)

@@ -31,7 +31,7 @@ from libraryfs.errors import (
 )
 from libraryfs.fs import schema as S
 from libraryfs.fs.generated import INDEX_NAME
-from libraryfs.fs.nodes import Kind
+from libraryfs.fs.nodes import Kind, Resolved
 from libraryfs.fs.resolve import ViewService, require_writable
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import VirtualNamespace, set_index_claim
@@ -266,10 +266,13 @@ class NameOps(ViewService):
 
         def fn(t: Txn) -> None:
             gone.clear()
-            if self._removal_is_noop(t, path, want_dir=False):
-                return
-            if self._claim_generated_index(t, path):
-                return
+            r = self._resolved_or_none(t, path)
+            if r is not None and not r.is_real:
+                if r.kind is Kind.TOC:
+                    self._claim_generated_index(t, r.ino)
+                    return
+                if self.virtual.removal_is_noop(r, want_dir=False):
+                    return
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             child = t.lookup(pino, name)
             if child is None:
@@ -310,39 +313,34 @@ class NameOps(ViewService):
         t.put_inode(pnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, pino, name, now))
 
-    def _claim_generated_index(self, t: Txn, path: bytes) -> bool:
-        """``unlink`` of the generated ``INDEX.md``: claim the name (:func:`claim_on_removal`), touch the
-        directory and journal it so the indexer renders page 0 for ``.index/INDEX.md``. False when ``path``
-        is anything else."""
-        try:
-            r = self.resolver.resolve(t, path)
-        except (NotFound, NotADir):
-            return False
-        if r.kind is not Kind.TOC:
-            return False
-        set_index_claim(t, r.ino, True)
-        pnode = t.inode(r.ino)
+    def _claim_generated_index(self, t: Txn, dir_ino: int) -> None:
+        """``unlink`` of the generated ``INDEX.md`` of directory ``dir_ino``: claim the name
+        (:func:`claim_on_removal`), touch the directory and journal it so the indexer renders page 0 for
+        ``.index/INDEX.md``."""
+        set_index_claim(t, dir_ino, True)
+        pnode = t.inode(dir_ino)
         assert pnode is not None
         now = now_ns()
         touch_dir(pnode, now)
         t.put_inode(pnode)
-        t.journal(S.JournalRecord(S.OP_UNLINK, 0, r.ino, INDEX_NAME, now))
-        return True
+        t.journal(S.JournalRecord(S.OP_UNLINK, 0, dir_ino, INDEX_NAME, now))
+
+    def _resolved_or_none(self, t: Txn, path: bytes) -> Resolved | None:
+        """``path`` resolved, or None when it does not resolve (NotFound, NotADir)."""
+        try:
+            return self.resolver.resolve(t, path)
+        except (NotFound, NotADir):
+            return None
 
     def _names_generated(self, t: Txn, path: bytes) -> bool:
         """Whether ``path`` resolves to a generated object (not a stored inode)."""
-        try:
-            return not self.resolver.resolve(t, path).is_real
-        except (NotFound, NotADir):
-            return False
+        r = self._resolved_or_none(t, path)
+        return r is not None and not r.is_real
 
     def _removal_is_noop(self, t: Txn, path: bytes, want_dir: bool) -> bool:
-        """Whether removing ``path`` is removing a generated TOC file (``want_dir``: ``.index/``)."""
-        try:
-            r = self.resolver.resolve(t, path)
-        except (NotFound, NotADir):
-            return False
-        return not r.is_real and self.virtual.removal_is_noop(r, want_dir)
+        """Whether removing ``path`` is removing a generated page or ``.index/`` (``want_dir``): no effect."""
+        r = self._resolved_or_none(t, path)
+        return r is not None and not r.is_real and self.virtual.removal_is_noop(r, want_dir)
 
     # ------------------------------------------------------------------------------------------------
     # rename

@@ -58,7 +58,10 @@ def dir_settled(t: Txn, dir_ino: int, now: int, settle_s: float = SETTLE_S) -> b
     """Whether neither directory ``dir_ino`` nor any entry in it changed (mtime, ctime) in the ``settle_s``
     seconds before ``now`` (ns). A directory being filled by a copy (``cp -a``, ``tar x``) is not settled:
     until it is, a directory never indexed has no ``INDEX.md`` (no placeholder either), so the copy can
-    create its own ``INDEX.md`` with ``O_EXCL`` (the kernel answers EEXIST from a positive lookup)."""
+    create its own ``INDEX.md`` with ``O_EXCL`` (the kernel answers EEXIST from a positive lookup). The
+    root is always settled."""
+    if dir_ino == S.ROOT_INO:
+        return True  # nothing copies into the root itself: its INDEX.md (or placeholder) is always there
     limit = now - int(settle_s * 1e9)
     node = t.inode(dir_ino)
     if node is None or max(node.mtime_ns, node.ctime_ns) > limit:
