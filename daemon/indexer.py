@@ -260,6 +260,7 @@ class Indexer(InboxFiler, TocWriter):
         with self.store.read() as t:
             for d in dirty_dirs:
                 if self._is_excluded(t, d):
+                    self._deferred.discard(d)  # e.g. moved into a dot-directory while it settled
                     continue
                 ino = d
                 depth_path = []
@@ -275,6 +276,8 @@ class Indexer(InboxFiler, TocWriter):
                         depth_path = []
                         break
                     ino = link[0]
+                if not depth_path:
+                    self._deferred.discard(d)  # gone while it settled
                 for k, a in enumerate(depth_path):
                     expanded[a] = len(depth_path) - 1 - k
         return sorted(expanded, key=lambda i: -expanded[i])

@@ -55,7 +55,7 @@ SETTLE_S = 1.0  #: a directory never indexed shows ``INDEX.md`` once nothing in 
 
 
 def dir_settled(t: Txn, dir_ino: int, now: int, settle_s: float = SETTLE_S) -> bool:
-    """Whether neither directory ``dir_ino`` nor any entry in it changed (mtime, ctime) in the ``settle_s``
+    """Whether neither directory ``dir_ino`` nor any entry in it changed (ctime) in the ``settle_s``
     seconds before ``now`` (ns). A directory being filled by a copy (``cp -a``, ``tar x``) is not settled:
     until it is, a directory never indexed has no ``INDEX.md`` (no placeholder either), so the copy can
     create its own ``INDEX.md`` with ``O_EXCL`` (the kernel answers EEXIST from a positive lookup). The
@@ -63,12 +63,12 @@ def dir_settled(t: Txn, dir_ino: int, now: int, settle_s: float = SETTLE_S) -> b
     if dir_ino == S.ROOT_INO:
         return True  # nothing copies into the root itself: its INDEX.md (or placeholder) is always there
     limit = now - int(settle_s * 1e9)
-    node = t.inode(dir_ino)
-    if node is None or max(node.mtime_ns, node.ctime_ns) > limit:
+    node = t.inode(dir_ino)  # ctime only: every change sets it, and no one can set it (mtime can be future)
+    if node is None or node.ctime_ns > limit:
         return False
     for _name, child in t.iter_dir(dir_ino):
         cn = t.inode(child)
-        if cn is not None and max(cn.mtime_ns, cn.ctime_ns) > limit:
+        if cn is not None and cn.ctime_ns > limit:
             return False
     return True
 

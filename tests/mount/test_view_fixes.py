@@ -146,7 +146,7 @@ def settle(store: Store, path: bytes) -> None:
         with_children = [ino] + [c for _n, c in t.iter_dir(ino)]
         for i in with_children:
             node = t.inode(i)
-            node.mtime_ns = node.ctime_ns = node.mtime_ns - 10 * 10**9
+            node.ctime_ns = node.ctime_ns - 10 * 10**9
             t.put_inode(node)
 
     store.run_write(fn)

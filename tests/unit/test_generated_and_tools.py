@@ -214,3 +214,11 @@ def test_a_new_directory_has_no_index_md_until_it_settles(v, store):
         assert t.toc_page(ino_of(store, b"/new"), 0) is None
     index(store)
     assert cat(v, b"/new/INDEX.md") == b""  # the user's (empty) file
+    # a directory removed (or moved into a dot-directory) while it settles does not keep the indexer busy
+    mkdirs(v, b"/gone", b"/hide")
+    ix.run_once(settle=True)
+    assert {ino_of(store, b"/gone"), ino_of(store, b"/hide")} <= ix._deferred
+    v.rmdir(b"/gone")
+    v.rename(b"/hide", b"/.hidden")
+    ix.run_once(settle=True)
+    assert ix._deferred == set() and ix.state == "idle"
