@@ -5,7 +5,9 @@ The view resolves every path that does not name a stored dirent through one :cla
 (:class:`~libraryfs.fs.nodes.Kind`): resolution, ``stat``, listings, ``open``, ``readlink`` and xattrs. The
 names are :mod:`libraryfs.fs.generated`'s; the bytes come from :class:`~libraryfs.fs.tocpages.TocPages` and
 :class:`~libraryfs.fs.control.ControlPlane`. Paths are absolute bytes, names raw bytes, errors
-:mod:`libraryfs.errors` classes. Nothing here writes the store.
+:mod:`libraryfs.errors` classes. Nothing here writes the store except :func:`set_index_claim`, a step of
+its caller's write transaction. The design and what still differs from tmpfs: docs/posix.md "Generated
+files and tools".
 
 * every real directory that is not excluded (:mod:`libraryfs.fs.exclude`: dot-directories, ignored paths)
   resolves a generated, read-only ``INDEX.md`` and, when its TOC needs more than one page, a virtual
@@ -17,8 +19,11 @@ names are :mod:`libraryfs.fs.generated`'s; the bytes come from :class:`~libraryf
 * ``INDEX.md`` is the user's name when the user wants it: a stored ``INDEX.md`` (created, renamed or
   written over the generated one) wins, and so does its absence once the user has removed an ``INDEX.md``
   there (the directory's *claim*, kept in its section meta, so ``unlink`` then ``stat`` says ENOENT as on
-  any filesystem). The generated page 0 is then served as ``.index/INDEX.md``. Writing back bytes identical
-  to the stored page 0 hands the name back to the generated TOC (:meth:`VirtualNamespace.absorbs`);
+  any filesystem), and inside a git work tree, where every name is git's. The generated page 0 is then
+  served as ``.index/INDEX.md``. Writing back bytes identical to the stored page 0 hands the name back to
+  the generated TOC (:meth:`VirtualNamespace.absorbs`);
+* a directory never indexed has no ``INDEX.md`` until it has settled (:func:`dir_settled`), so a copy
+  filling it can still create its own;
 * ``/.libraryfs/`` is the read-only control plane;
 * ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches
   (a match whose link target would exceed :data:`LINK_TARGET_MAX` bytes is left out: the kernel rejects a
