@@ -53,9 +53,6 @@ XATTR_PREFIX = "user.libraryfs."  #: namespace of the freshness xattrs of TOC pa
 
 _DIR_MODE = S.S_IFDIR | 0o555
 _FILE_MODE = S.S_IFREG | 0o444
-#: ``INDEX.md`` itself: writable by the mounting user, since writing it makes it the user's file (the kernel
-#: checks this mode before the open reaches the view: with 0444 only root could)
-_INDEX_MODE = S.S_IFREG | 0o644
 
 
 CLAIM_KEY = "index_md_user"  #: section-meta ``extra`` key: the user has removed an INDEX.md here (module doc)
@@ -271,8 +268,7 @@ class VirtualNamespace:
             content = self.toc.served(t, r.ino, r.page)[0]
             dnode = t.inode(r.ino)
             mtime = max(dnode.mtime_ns if dnode else self.started_ns, self.toc.time_ns(t))
-            mode = _INDEX_MODE if k is Kind.TOC else _FILE_MODE
-            return self.stat(("toc", r.ino, r.page), mode, len(content), mtime)
+            return self.stat(("toc", r.ino, r.page), _FILE_MODE, len(content), mtime)
         if k is Kind.PAGES:
             return self.stat(("pages", r.ino), _DIR_MODE, 0, self.toc.time_ns(t), 2)
         if k is Kind.CTL or k is Kind.FIND:
