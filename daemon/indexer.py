@@ -158,7 +158,11 @@ class Indexer(InboxFiler, TocWriter):
                         full=never, final_state="hooks" if self.hooks else "idle", settle=True
                     )
                     first = False
-                    self._after_pass()
+                    if report.records or report.dirs_rendered or report.filed or not self._deferred:
+                        self._after_pass()
+                    else:  # a pass that only waited for a new directory to settle: nothing for the hooks
+                        self.state = "settling"
+                        self._write_status()
                     if on_pass:
                         on_pass(report)
                     if inbox_busy and not report.filed and report.records == 0:
