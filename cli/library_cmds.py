@@ -16,18 +16,24 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy
+from libraryfs.errors import EXIT_DAMAGED, Busy
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.check import Report, damage_json, describe, describe_damage
 from libraryfs.fs.check import check as run_check
-from libraryfs.fs.check import describe
+from libraryfs.fs.isolated import run_isolated
+from libraryfs.fs.lmdb_backend import store_path
+from libraryfs.fs.lmdb_pages import walk
+from libraryfs.fs.salvage import salvage
 from libraryfs.fs.store import Store, is_library
 from libraryfs.index.find import find as run_find
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
+    MOUNT_LOCK,
     acquire_lock,
     indexer_pid,
+    lock_holder,
     mount_info,
     mount_state,
     pid_alive,
@@ -66,25 +72,48 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
 
 @click.command()
 @library_argument
-@click.option("--repair", is_flag=True, help="Fix what can be fixed (the library must not be mounted).")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Fix what can be fixed; a damaged store is salvaged into a new one, the old one kept "
+    "(the library must not be mounted).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @handle_errors
 def check(libdir: str, repair: bool, as_json: bool) -> None:
-    """Verify every invariant of the store (fsck); exit status 1 if problems remain."""
+    """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
+    problems remain, 4 if the store is damaged (not repaired)."""
     libdir = resolve_libdir(libdir)
-    if repair and mount_info(libdir):
+    if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
-    st = Store(libdir, readonly=not repair)  # a plain check never writes
-    try:
-        report = run_check(st, repair=repair)
-    finally:
-        st.close()
+    pages = walk(store_path(libdir))  # plain reads: nothing here can crash on a damaged file
+    salvaged = None
+    if pages.problems:
+        if not repair:
+            if as_json:
+                echo_json(damage_json(pages))
+            else:
+                click.echo(describe_damage(pages))
+            raise SystemExit(EXIT_DAMAGED)
+        salvaged = salvage(libdir)
+        click.echo(os.linesep.join(salvaged.lines()), err=as_json)
+    # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
+    report = run_isolated(lambda: _check_store(libdir, repair), "checking the library's store")
     if as_json:
-        echo_json(report.to_json())
+        echo_json({**report.to_json(), **({"salvage": vars(salvaged)} if salvaged else {})})
     else:
         click.echo(describe(report))
     if not report.clean:
         raise SystemExit(1)
+
+
+def _check_store(libdir: str, repair: bool) -> Report:
+    """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child)."""
+    st = Store(libdir, readonly=not repair)  # a plain check never writes
+    try:
+        return run_check(st, repair=repair)
+    finally:
+        st.close()
 
 
 @click.command()
@@ -93,7 +122,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 @handle_errors
 def status(libdir: str, as_json: bool) -> None:
     """Is it mounted, what is the indexer doing, what went wrong last."""
-    out = status_facts(resolve_libdir(libdir))
+    libdir = resolve_libdir(libdir)
+    out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report instead
     if as_json:
         echo_json(out)
     else:
@@ -240,14 +270,7 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
     if not term.strip():
         raise click.ClickException("the search term is empty")
     libdir = resolve_libdir(libdir)
-    st = Store(libdir, readonly=True)
-    try:
-        with st.read() as t:
-            paths = run_find(t, term, limit)
-    finally:
-        st.close()
-    minfo = mount_info(libdir)
-    prefix = minfo["mountpoint"] if minfo else ""
+    paths, prefix = run_isolated(lambda: _find_paths(libdir, term, limit))
     if not paths:
         raise click.ClickException(f"no match for {term!r}")
     if null:
@@ -257,6 +280,18 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
         return
     for p in paths:
         click.echo(display_path(os.fsencode(prefix) + p))
+
+
+def _find_paths(libdir: str, term: str, limit: int) -> tuple[list[bytes], str]:
+    """The finder's paths for ``term`` and the mountpoint to prefix them with ("" when not mounted)."""
+    st = Store(libdir, readonly=True)
+    try:
+        with st.read() as t:
+            paths = run_find(t, term, limit)
+    finally:
+        st.close()
+    minfo = mount_info(libdir)
+    return paths, minfo["mountpoint"] if minfo else ""
 
 
 @click.command()
@@ -274,7 +309,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     overrides = llm_field_overrides(setting_overrides(kwargs))
     lock = acquire_lock(libdir, INDEXER_LOCK)
     try:
-        st = Store(libdir)
+        st = Store(libdir, verify=True)
         try:
             builder = make_builder(libdir, st, use_llm=llm, overrides=overrides or None)
             minfo = mount_info(libdir)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from libraryfs.errors import Busy, LibraryError, LibraryMissing
+from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing
 from libraryfs.fs.store import is_library
 from libraryfs.layout import (
     indexer_pid,
@@ -172,11 +172,13 @@ def start(
 def _start_server(libdir: str, mountpoint: str, overrides: dict, timeout_s: float, env: dict | None) -> dict:
     """Spawn the mount server and wait until the mountpoint answers; returns the ``run.json`` facts."""
     log = log_path(libdir, "mount")
+    start = _log_size(log)  # what an earlier server wrote is not this one's error
     server = _spawn(["libraryfs.daemon.mountd", libdir, mountpoint, *flag_argv(overrides)], log, env)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise LaunchError(f"mount server exited: {_last_line(log)}")
+        rc = server.poll()
+        if rc is not None:
+            raise _server_error(rc, _last_line(log, start))
         if wait_until_mounted(mountpoint, 0.2):
             break
     else:
@@ -254,10 +256,34 @@ def _unmount(mountpoint: str, lazy: bool) -> None:
     raise Busy(f"{msg} (close files under it, or use --lazy)")
 
 
-def _last_line(path: str) -> str:
-    """The mount server's last error line in its log (``"no output"``/``"no log"`` when there is none)."""
+def _log_size(path: str) -> int:
+    """Bytes in the log at ``path`` now (0 when absent)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _server_error(rc: int, line: str) -> LibraryError:
+    """The error of a mount server that exited with status ``rc`` (negative: killed by a signal) after
+    writing ``line`` last: its own exit status (4 for a damaged store) and message."""
+    if rc < 0:
+        sig = signal.Signals(-rc).name
+        err = LaunchError(f"mount server died of {sig}" + (f" after: {line}" if line != "no output" else ""))
+        if sig in ("SIGBUS", "SIGSEGV", "SIGABRT"):  # LMDB on a damaged file; run `libraryfs check`
+            err = Damaged(f"{err}; the library's store may be damaged: run `libraryfs check`")
+        return err
+    err = LaunchError(f"mount server exited: {line}")
+    err.exit_code = rc if rc > 1 else 1
+    return err
+
+
+def _last_line(path: str, start: int = 0) -> str:
+    """The mount server's last error line in its log after byte ``start`` (``"no output"``/``"no log"`` when
+    there is none)."""
     try:
         with open(path, errors="replace") as f:
+            f.seek(start)
             lines = [ln.strip() for ln in f if ln.strip()]
         for ln in reversed(lines):
             if "libraryfs-mountd:" in ln or "Error" in ln or "error" in ln:

@@ -204,7 +204,7 @@ def run(
     mountpoint = os.path.abspath(mountpoint)
     check_paths(libdir, mountpoint)
     lock_fd = acquire_lock(libdir, MOUNT_LOCK)
-    store = Store(libdir)
+    store = Store(libdir, readonly=read_only, verify=True)  # a damaged store is refused, never served
     try:
         from libraryfs.daemon.launcher import clear_stale
 
