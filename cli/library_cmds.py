@@ -132,8 +132,9 @@ def status(libdir: str, as_json: bool) -> None:
 
 def status_facts(libdir: str) -> dict:
     """What ``libraryfs status --json`` prints: the store's facts, the mount (live, or stale after a crash),
-    the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``."""
-    st = Store(libdir, readonly=True)
+    the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``.
+    Every page of the store is walked first: a damaged store is :class:`~libraryfs.errors.Damaged`."""
+    st = Store(libdir, readonly=True, verify=True)
     try:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)

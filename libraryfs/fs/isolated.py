@@ -12,6 +12,7 @@ Call it before the calling process opens the store: py-lmdb refuses an environme
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import signal
@@ -25,6 +26,7 @@ T = TypeVar("T")
 
 def _child(fn: Callable[[], T], wfd: int) -> None:
     """Body of the child: run ``fn``, pickle ``("ok", result)`` or ``("err", exception)`` into ``wfd``."""
+    faulthandler.disable()  # a crash is reported by the parent in one line, not as a C-level traceback
     try:
         try:
             out = ("ok", fn())

@@ -3,7 +3,8 @@
 ``libraryfs check --repair`` on a store whose pages are damaged (:func:`libraryfs.fs.lmdb_pages.walk` found
 problems) calls :func:`salvage`: the records are read with plain file reads, never through LMDB (which
 could crash on the damage), damaged pages and the subtrees below them are skipped, and the rest is written
-into a new environment. The old store directory is renamed ``store.damaged-<UTC time>`` and kept; the new
+into a new environment; config keys an open needs and whose records were lost get a new library's
+defaults (:func:`_restore_config`). The old store directory is renamed ``store.damaged-<UTC time>`` and kept; the new
 one takes its place; the ordinary invariant check then repairs what the lost records left dangling
 (dirents to lost inodes, orphans, link counts).
 
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from libraryfs.fs import lmdb_backend, lmdb_pages
+from libraryfs.fs import schema as S
 
 BATCH_BYTES = 4 << 20  #: records written per transaction, in bytes of keys and values
 
@@ -33,6 +35,7 @@ class SalvageReport:
     problems: list[str] = field(default_factory=list)
     kept: str = ""
     slot: int | None = None
+    restored: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         """Human-readable summary: one line per table with a loss, then the totals and where the old store is."""
@@ -46,6 +49,25 @@ class SalvageReport:
             f"salvaged {total} of {want} records into a new store; the damaged store is kept at {self.kept}"
         )
         return out
+
+
+def _restore_config(t) -> list[str]:
+    """Put back the config keys a store cannot open without, when their records were lost: the schema
+    version (assumed current: a read-write open by this release migrated the store), the clean flag
+    (set: the check that follows repairs), the settings and creation time (a new library's). Returns the
+    names of the keys restored. ``next_ino`` is left to the check (I6 raises it above every inode)."""
+    defaults = {
+        S.CFG_SCHEMA_VERSION: S.u64(S.SCHEMA_VERSION),
+        S.CFG_CLEAN: b"1",
+        S.CFG_SETTINGS: S.dumps({}),
+        S.CFG_CREATED: S.u64(time.time_ns()),
+    }
+    restored = []
+    for key, value in defaults.items():
+        if t.get(S.DB_CONFIG, key) is None:
+            t.put(S.DB_CONFIG, key, value)
+            restored.append(key.decode())
+    return restored
 
 
 def _choose_slot(store_dir: str) -> int | None:
@@ -100,6 +122,7 @@ def salvage(libdir: str) -> SalvageReport:
     try:
         walked = lmdb_pages.walk(store_dir, visit, slot=report.slot)
         flush()
+        report.restored = new.run_write(_restore_config)
         new.sync()
     finally:
         new.close()
