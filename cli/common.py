@@ -85,7 +85,8 @@ def display_path(p: bytes) -> str:
 
 
 def resolve_libdir(arg: str) -> str:
-    """A library directory from what a user typed: the library itself, or the mountpoint it is mounted at.
+    """A library directory from what a user typed: the mountpoint it is mounted at, or the library itself
+    (in that order: through a mount, a file the library holds at ``store/data.mdb`` looks like a library).
 
     Raises :class:`~libraryfs.errors.LibraryMissing` (one line) otherwise.
     """
@@ -94,11 +95,11 @@ def resolve_libdir(arg: str) -> str:
     from libraryfs.layout import libdir_of_mount
 
     path = os.path.abspath(arg)
-    if is_library(path):
-        return path
-    lib = libdir_of_mount(path)
+    lib = libdir_of_mount(path)  # first: a library's own content may hold a store/data.mdb file
     if lib:
         return lib
+    if is_library(path):
+        return path
     raise LibraryMissing(f"{path} is neither a libraryfs library nor the mountpoint of one")
 
 

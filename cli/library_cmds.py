@@ -51,13 +51,21 @@ from libraryfs.layout import (
     help="Token bound C of every TOC page.",
 )
 @click.option("--map-size-mb", type=click.IntRange(1), default=None, help="Initial LMDB map size (grows).")
+@click.option(
+    "--force", is_flag=True, help="Make the library in a non-empty directory (its files and mode are kept)."
+)
 @handle_errors
-def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
-    """Create a new, empty library in LIBDIR (mode 0700)."""
+def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool) -> None:
+    """Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700)."""
     if is_library(libdir):
         raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
     if os.path.exists(libdir) and not os.path.isdir(libdir):
         raise click.ClickException(f"{libdir} exists and is not a directory")
+    if os.path.isdir(libdir) and os.listdir(libdir) and not force:
+        raise click.ClickException(
+            f"{os.path.abspath(libdir)} is not empty: give a new or empty directory "
+            f"(or --force to make the library beside its files, leaving its mode as it is)"
+        )
     st = Store.create(
         libdir, {"toc_max_tokens": toc_max_tokens}, map_size=map_size_mb << 20 if map_size_mb else None
     )
@@ -209,7 +217,16 @@ def _print_status(out: dict) -> None:
             f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
             f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s"
         )
-    click.echo(f"last error  {idx.get('last_error') or 'none'}")
+    llm_error = (idx.get("builder") or {}).get("last_error")
+    llm_line = (
+        f"LLM endpoint {llm_error.get('kind')} in the {llm_error.get('job')} job "
+        f"{_duration(max(0.0, time.time() - llm_error.get('time', time.time())))} ago: {llm_error.get('message')}"
+        if llm_error
+        else ""
+    )
+    click.echo(f"last error  {idx.get('last_error') or llm_line or 'none'}")
+    if idx.get("last_error") and llm_line:
+        click.echo(f"LLM error   {llm_line}")
     _print_llm(idx.get("builder") or {})
     if "stats" in out:
         s = out["stats"]

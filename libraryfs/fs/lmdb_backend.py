@@ -283,15 +283,18 @@ class LmdbBackend:
 
     @classmethod
     def create(cls, libdir: str | os.PathLike[str], map_size: int | None = None, **kw: bool) -> LmdbBackend:
-        """Make the store directory (mode 0700 library directory) and a new, empty environment.
+        """Make the store directory and a new, empty environment; a new or empty library directory is made
+        mode 0700, one that already holds files keeps its mode.
 
         Raises ``FileExistsError`` if a store is there, :class:`NoSpace` below :data:`MIN_FREE_TO_CREATE`.
         """
         libdir = os.path.abspath(os.fspath(libdir))
         if exists(libdir):
             raise FileExistsError(f"{libdir} already holds a library")
+        had_files = os.path.isdir(libdir) and bool(os.listdir(libdir))
         os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
-        os.chmod(libdir, 0o700)
+        if not had_files:  # a directory someone already uses (``init --force``) keeps its mode
+            os.chmod(libdir, 0o700)
         if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
             # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
             raise NoSpace(f"no space left on the disk holding {libdir}")
