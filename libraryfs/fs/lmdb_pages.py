@@ -155,8 +155,9 @@ def check_meta(store_dir: str, *, retries: int = 3) -> Meta:
     where = path
     verdict: Meta | str = "unread"
     for attempt in range(retries + 1):
-        if os.path.getsize(path) < 2 * 512:
-            verdict = f"{where} is truncated: {os.path.getsize(path)} bytes, shorter than its two meta pages"
+        size = os.path.getsize(path)
+        if size < 2 * 512:
+            verdict = f"{where} is truncated: {size} bytes, shorter than its two meta pages"
         else:
             metas, size = _read_metas(path)
             verdict = _judge(metas, size, where)
@@ -317,8 +318,14 @@ def _walk_once(store_dir: str, visit: Visit | None = None, *, slot: int | None =
     """
     report = WalkReport()
     path = data_path(store_dir)
-    if os.path.getsize(path) < 2 * 512:
-        report.problems.append(f"{path} is truncated: shorter than its two meta pages")
+    size = os.path.getsize(path)
+    if size < 2 * 512:
+        what = (
+            "is empty (0 bytes)"
+            if size == 0
+            else f"is truncated: {size} bytes, shorter than its two meta pages"
+        )
+        report.problems.append(f"{path} {what}")
         return report
     metas, size = _read_metas(path)
     verdict = _judge(metas, size, path)
