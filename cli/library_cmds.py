@@ -16,7 +16,7 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import EXIT_DAMAGED, Busy
+from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import Report, damage_json, describe, describe_damage
@@ -102,7 +102,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
                 echo_json(damage_json(pages))
             else:
                 click.echo(describe_damage(pages))
-            raise SystemExit(EXIT_DAMAGED)
+            more = f" (and {len(pages.problems) - 1} more)" if len(pages.problems) > 1 else ""
+            raise Damaged(f"the library's store is damaged: {pages.problems[0]}{more}; see the report above")
         salvaged = salvage(libdir)
         click.echo(os.linesep.join(salvaged.lines()), err=as_json)
     # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report

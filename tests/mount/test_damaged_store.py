@@ -159,13 +159,13 @@ def test_an_overwritten_leaf_of_the_inodes_table(copy, made, tmp_path):
 
 def _table_root(lib: str, name: bytes) -> int:
     """The root page of a named table, from the main DB's record of it read by LMDB itself (``MDB_db``:
-    ``md_root`` is its last u64)."""
-    import lmdb
+    ``md_root`` is its last u64) through the backend's environment (only the backend imports lmdb)."""
+    from libraryfs.fs.store import Store
 
-    env = lmdb.open(os.path.join(lib, "store"), readonly=True, max_dbs=64, lock=False)
+    st = Store(lib, readonly=True)
     try:
-        with env.begin() as t:
+        with st.backend.env.begin() as t:  # type: ignore[attr-defined]
             raw = t.get(name)
     finally:
-        env.close()
+        st.close()
     return int.from_bytes(raw[40:48], "little")
