@@ -217,7 +217,7 @@ class LmdbBackend:
     data file fails the checks made with plain reads before LMDB maps it (empty, truncated, a bad meta page:
     :func:`libraryfs.fs.lmdb_pages.check_meta`; a mapped truncated file would be SIGBUS) or LMDB calls it
     corrupt; ``verify`` also walks every reachable page first (:func:`libraryfs.fs.lmdb_pages.verify`,
-    ~7 ms for a 2,000-page store). Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    22 ms for a 23 MB store, 0.27 s for 222 MB). Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
 
     name = "lmdb"
