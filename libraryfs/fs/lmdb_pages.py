@@ -74,6 +74,8 @@ class WalkReport:
     records: dict[str, int] = field(default_factory=dict)
     expected: dict[str, int] = field(default_factory=dict)
 
+    unsettled: bool = False  #: every walk was overtaken by commits: the problems may be reused pages
+
     @property
     def clean(self) -> bool:
         """True when the walk found no problem."""
@@ -295,17 +297,25 @@ def _walk_tree(
 
 
 def walk(store_dir: str, visit: Visit | None = None, *, slot: int | None = None) -> WalkReport:
-    """See :func:`_walk_once`; a walk that found problems while a writer committed (the transaction id
-    changed meanwhile: pages it read may have been reused) is repeated, up to 3 times."""
+    """See :func:`_walk_once`, made safe beside a writer.
+
+    LMDB keeps the last two committed snapshots intact: a write transaction only reuses pages freed before
+    them. A walk of snapshot N is therefore exact while the meta page says at most N+1 at its end; a walk
+    that found problems after more commits than that may have read reused pages, and is repeated (3 walks
+    at most). If every walk was overtaken, the report is ``unsettled``: its problems are not evidence.
+    """
+    report = WalkReport()
     for _attempt in range(3):
         report = _walk_once(store_dir, visit, slot=slot)
         if report.clean or report.meta is None or visit is not None or slot is not None:
             return report
         try:
-            if check_meta(store_dir, retries=0).txnid == report.meta.txnid:
-                return report
+            now = check_meta(store_dir, retries=0).txnid
         except Damaged:
             return report
+        if now <= report.meta.txnid + 1:
+            return report
+    report.unsettled = True
     return report
 
 
@@ -373,9 +383,10 @@ def _walk_once(store_dir: str, visit: Visit | None = None, *, slot: int | None =
 
 def verify(store_dir: str) -> WalkReport:
     """:func:`walk` without visiting; raises :class:`~libraryfs.errors.Damaged` naming the first problem
-    and how many there are (what ``mount`` does before serving). Returns the clean report."""
+    and how many there are (what ``mount`` does before serving). Returns the report (clean, or unsettled
+    by a writer's commits: then nothing is claimed)."""
     report = walk(store_dir)
-    if report.problems:
+    if report.problems and not report.unsettled:  # a store written faster than it is walked: LMDB decides
         more = f" (and {len(report.problems) - 1} more problem(s))" if len(report.problems) > 1 else ""
         raise Damaged(
             f"the library's store is damaged: {data_path(store_dir)}: {report.problems[0]}{more}; "
