@@ -28,6 +28,7 @@ def _child(fn: Callable[[], T], wfd: int) -> None:
     """Body of the child: run ``fn``, pickle ``("ok", result)`` or ``("err", exception)`` into ``wfd``."""
     faulthandler.disable()  # a crash is reported by the parent in one line, not as a C-level traceback
     try:
+        out: tuple[str, object]
         try:
             out = ("ok", fn())
         except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent

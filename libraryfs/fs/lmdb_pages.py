@@ -124,13 +124,13 @@ def _read_metas(path: str) -> tuple[list[Meta | str], int]:
 
 def _judge(metas: list[Meta | str], size: int, where: str) -> Meta | str:
     """The current meta of a data file of ``size`` bytes, or why the file is damaged (one line)."""
-    bad = [m for m in metas if isinstance(m, str)]
-    if bad:
-        return bad[0]
-    m0, m1 = metas  # type: ignore[misc]
-    if m0.page_size != m1.page_size:  # type: ignore[union-attr]
-        return f"the meta pages disagree on the page size ({m0.page_size} vs {m1.page_size})"  # type: ignore[union-attr]
-    cur: Meta = max(metas, key=lambda m: m.txnid)  # type: ignore[union-attr,return-value,arg-type]
+    good = [m for m in metas if isinstance(m, Meta)]
+    if len(good) < len(metas):
+        return next(m for m in metas if isinstance(m, str))
+    m0, m1 = good
+    if m0.page_size != m1.page_size:
+        return f"the meta pages disagree on the page size ({m0.page_size} vs {m1.page_size})"
+    cur = max(good, key=lambda m: m.txnid)
     need = (cur.last_pgno + 1) * cur.page_size
     if size < need:
         return (
@@ -182,22 +182,26 @@ class _Reader:
     def page(self, pgno: int, table: str) -> bytes | None:
         """Page ``pgno`` (checked: in range, not reached before, its header naming it), or None."""
         if not 2 <= pgno < self.npages:
-            return self._bad(pgno, table, f"page number outside 2..{self.npages - 1}")
+            self._bad(pgno, table, f"page number outside 2..{self.npages - 1}")
+            return None
         if pgno in self.seen:
-            return self._bad(pgno, table, "page reached twice (a cycle or a shared page)")
+            self._bad(pgno, table, "page reached twice (a cycle or a shared page)")
+            return None
         self.seen.add(pgno)
         raw = os.pread(self.fd, self.psize, pgno * self.psize)
         if len(raw) < self.psize:
-            return self._bad(pgno, table, "short read")
+            self._bad(pgno, table, "short read")
+            return None
         own = struct.unpack_from("<Q", raw, 0)[0]
         if own != pgno:
-            return self._bad(pgno, table, f"header names page {own} (overwritten?)")
+            self._bad(pgno, table, f"header names page {own} (overwritten?)")
+            return None
         self.report.pages += 1
         return raw
 
     def _bad(self, pgno: int, table: str, what: str) -> None:
+        """Record a problem of page ``pgno``."""
         self.report.problems.append(f"page {pgno} ({table}): {what}")
-        return None
 
     def overflow(self, pgno: int, nbytes: int, table: str, read: bool = True) -> bytes | None:
         """The value of ``nbytes`` stored in the overflow run starting at ``pgno`` (``read`` False: only its
@@ -207,9 +211,11 @@ class _Reader:
             return None
         flags, npages = struct.unpack_from("<HI", raw, 10)
         if not flags & P_OVERFLOW or npages < 1 or pgno + npages > self.npages:
-            return self._bad(pgno, table, f"bad overflow header (flags 0x{flags:x}, {npages} pages)")
+            self._bad(pgno, table, f"bad overflow header (flags 0x{flags:x}, {npages} pages)")
+            return None
         if nbytes > npages * self.psize - HEADER_BYTES:
-            return self._bad(pgno, table, f"value of {nbytes} bytes does not fit {npages} overflow pages")
+            self._bad(pgno, table, f"value of {nbytes} bytes does not fit {npages} overflow pages")
+            return None
         self.seen.update(range(pgno + 1, pgno + npages))
         self.report.pages += npages - 1
         if not read:
@@ -346,14 +352,11 @@ def _walk_once(store_dir: str, visit: Visit | None = None, *, slot: int | None =
     valid = [m for m in metas if isinstance(m, Meta)]
     if isinstance(verdict, str):  # still walk what the file holds (a truncated file: up to its end)
         report.problems.append(verdict)
-    if slot is not None:
-        if not isinstance(metas[slot], Meta):
-            return report
-        meta = metas[slot]
-    elif isinstance(verdict, Meta):
-        meta = verdict
-    elif valid:
-        meta = max(valid, key=lambda m: m.txnid)  # type: ignore[union-attr,return-value]
+    chosen = metas[slot] if slot is not None else verdict
+    if isinstance(chosen, Meta):
+        meta = chosen
+    elif slot is None and valid:
+        meta = max(valid, key=lambda m: m.txnid)
     else:
         return report
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
