@@ -168,7 +168,12 @@ def start(
     # inbox through the same mountpoint, which is live again. Otherwise its lock is taken now, before the
     # mount answers, and handed to the indexer: no reader sees "not running" while it starts up.
     running = indexer_pid(libdir) if indexer and not read_only else None
-    lock_fd = acquire_lock(libdir, INDEXER_LOCK) if indexer and not read_only and not running else None
+    lock_fd = None
+    if indexer and not read_only and not running:
+        try:
+            lock_fd = acquire_lock(libdir, INDEXER_LOCK)
+        except Busy:  # taken meanwhile (a `libraryfs index` pass): that indexer is the one recorded
+            running = indexer_pid(libdir)
     try:
         try:
             info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
