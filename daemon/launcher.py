@@ -167,13 +167,7 @@ def start(
     # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files the
     # inbox through the same mountpoint, which is live again. Otherwise its lock is taken now, before the
     # mount answers, and handed to the indexer: no reader sees "not running" while it starts up.
-    running = indexer_pid(libdir) if indexer and not read_only else None
-    lock_fd = None
-    if indexer and not read_only and not running:
-        try:
-            lock_fd = acquire_lock(libdir, INDEXER_LOCK)
-        except Busy:  # taken meanwhile (a `libraryfs index` pass): that indexer is the one recorded
-            running = indexer_pid(libdir)
+    running, lock_fd = _claim_indexer(libdir) if indexer and not read_only else (None, None)
     try:
         try:
             info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
@@ -193,6 +187,19 @@ def start(
             os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     write_run(libdir, info)
     return info
+
+
+def _claim_indexer(libdir: str) -> tuple[int | None, int | None]:
+    """``(pid of a running indexer, None)`` to adopt it, else ``(None, fd)``: ``indexer.lock`` taken for the
+    indexer about to be started (:func:`start_indexer` hands it over). A lock taken meanwhile by another
+    process (a ``libraryfs index`` pass) is that process's: its pid is returned."""
+    running = indexer_pid(libdir)
+    if running:
+        return running, None
+    try:
+        return None, acquire_lock(libdir, INDEXER_LOCK)
+    except Busy:
+        return indexer_pid(libdir), None
 
 
 def _start_server(libdir: str, mountpoint: str, overrides: dict, timeout_s: float, env: dict | None) -> dict:
@@ -342,8 +349,7 @@ def run_foreground(
     read_only = bool((overrides or {}).get("mount.read_only"))
     child = None
     if indexer and not read_only:
-        running = indexer_pid(libdir)
-        lock_fd = None if running else acquire_lock(libdir, INDEXER_LOCK)  # held from before the mount
+        running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
         try:
             pid = running or start_indexer(libdir, mountpoint, llm=llm, lock_fd=lock_fd)
         finally:
