@@ -306,12 +306,14 @@ def walk(store_dir: str, visit: Visit | None = None, *, slot: int | None = None)
     """See :func:`_walk_once`, made safe beside a writer.
 
     LMDB keeps the last two committed snapshots intact: a write transaction only reuses pages freed before
-    them. A walk of snapshot N is therefore exact while the meta page says at most N+1 at its end; a walk
-    that found problems after more commits than that may have read reused pages, and is repeated (3 walks
-    at most). If every walk was overtaken, the report is ``unsettled``: its problems are not evidence.
+    them. A walk of snapshot N is therefore exact while the meta page says at most N+1 at its end. Problems
+    count only when a second walk finds them too and was not overtaken by more commits than that (the first
+    may have read a meta page half-written, or pages since reused); 3 walks at most. If the problems were
+    never confirmed, the report is ``unsettled``: they are not evidence. ``visit`` and ``slot`` walks (a
+    salvage, with the library unmounted) are walked once.
     """
     report = WalkReport()
-    for _attempt in range(3):
+    for attempt in range(3):
         report = _walk_once(store_dir, visit, slot=slot)
         if report.clean or report.meta is None or visit is not None or slot is not None:
             return report
@@ -319,7 +321,7 @@ def walk(store_dir: str, visit: Visit | None = None, *, slot: int | None = None)
             now = check_meta(store_dir, retries=0).txnid
         except Damaged:
             return report
-        if now <= report.meta.txnid + 1:
+        if attempt and now <= report.meta.txnid + 1:
             return report
     report.unsettled = True
     return report

@@ -169,3 +169,33 @@ def _table_root(lib: str, name: bytes) -> int:
     finally:
         st.close()
     return int.from_bytes(raw[40:48], "little")
+
+
+def test_a_store_being_written_is_never_called_damaged(mounted):
+    """The page walk beside a writer (the mount committing file writes as fast as it can): no walk reports
+    confirmed problems, and status and check never say damaged."""
+    import threading
+
+    from libraryfs.fs.lmdb_pages import walk
+
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            with open(mounted.p(f"w{i % 50}.md"), "wb") as f:
+                f.write(os.urandom(3000 + i % 7 * 9000))
+            i += 1
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        reports = [walk(os.path.join(mounted.libdir, "store")) for _ in range(40)]
+        runs = [cli("status", mounted.libdir) for _ in range(3)] + [cli("check", mounted.libdir)]
+    finally:
+        stop.set()
+        t.join()
+    confirmed = [r.problems for r in reports if r.problems and not r.unsettled]
+    assert confirmed == []
+    for r in runs:
+        assert r.returncode in (0, 1) and "damaged" not in r.stdout + r.stderr, (r.args, r.stdout, r.stderr)
