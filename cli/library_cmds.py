@@ -330,7 +330,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     overrides = llm_field_overrides(setting_overrides(kwargs))
     lock = acquire_lock(libdir, INDEXER_LOCK)
     try:
-        st = Store(libdir, verify=True)
+        st = Store(libdir)
         try:
             builder = make_builder(libdir, st, use_llm=llm, overrides=overrides or None)
             minfo = mount_info(libdir)

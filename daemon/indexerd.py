@@ -93,7 +93,7 @@ class IndexerProcess:
             pass
         self.lock_fd = adopt_lock(self.libdir, INDEXER_LOCK)  # the launcher may have taken it for us
         try:
-            self.store = Store(self.libdir, verify=True)
+            self.store = Store(self.libdir)
             builder = make_builder(self.libdir, self.store, self.use_llm, self.llm_overrides or None)
             ctx = HookContext(self.libdir, self.store, self.mountpoint, self.beat.beat)
             self.indexer = Indexer(

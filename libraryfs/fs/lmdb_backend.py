@@ -216,8 +216,9 @@ class LmdbBackend:
     :class:`LibraryMissing` when the store cannot be opened, :class:`~libraryfs.errors.Damaged` when its
     data file fails the checks made with plain reads before LMDB maps it (empty, truncated, a bad meta page:
     :func:`libraryfs.fs.lmdb_pages.check_meta`; a mapped truncated file would be SIGBUS) or LMDB calls it
-    corrupt; ``verify`` also walks every reachable page first (:func:`libraryfs.fs.lmdb_pages.verify`,
-    22 ms for a 23 MB store, 0.27 s for 222 MB). Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    corrupt; ``verify`` (default: when writable) also walks every reachable page first
+    (:func:`libraryfs.fs.lmdb_pages.verify`, 22 ms for a 23 MB store, 0.27 s for 222 MB). Open it *after*
+    any fork (py-lmdb refuses an environment inherited over fork).
     """
 
     name = "lmdb"
@@ -230,7 +231,7 @@ class LmdbBackend:
         map_size: int | None = None,
         sync: bool = False,
         metasync: bool = False,
-        verify: bool = False,
+        verify: bool | None = None,
         _create: bool = False,
     ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
@@ -243,7 +244,7 @@ class LmdbBackend:
                     f"(store/{DATA_FILE} has 0 bytes); restore it from a backup"
                 )
             lmdb_pages.check_meta(self.path)
-            if verify:  # every reachable page, before LMDB maps them (the mount, the indexer, `index`)
+            if verify if verify is not None else not readonly:  # a writer never writes into damage
                 lmdb_pages.verify(self.path)
         self.readonly = readonly
         self.lock = threading.RLock()

@@ -356,9 +356,10 @@ class Store:
     :mod:`libraryfs.fs.migrations`; ``readonly``: served as it is when every pending step allows that);
     :meth:`create` initialises one. ``backend``: an open backend to use instead of the library's LMDB store
     (opened with the same ``readonly``); ``verify``: walk every page of the LMDB store before opening it
-    (what the long-running writers do). Raises :class:`LibraryMissing` when ``libdir`` holds no library,
-    :class:`~libraryfs.errors.Damaged` when its store is damaged, :class:`~libraryfs.errors.SchemaMismatch` when its
-    schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    (default: when opened read-write, so that no writer writes into a damaged store; ``status`` asks for it
+    read-only). Raises :class:`LibraryMissing` when ``libdir`` holds no library,
+    :class:`~libraryfs.errors.Damaged` when its store is damaged, :class:`~libraryfs.errors.SchemaMismatch`
+    when its schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
 
     def __init__(
@@ -368,7 +369,7 @@ class Store:
         readonly: bool = False,
         map_size: int | None = None,
         backend: Backend | None = None,
-        verify: bool = False,
+        verify: bool | None = None,
         _new: bool = False,
     ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
