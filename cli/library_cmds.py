@@ -106,6 +106,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
                 click.echo(describe_damage(pages))
             more = f" (and {len(pages.problems) - 1} more)" if len(pages.problems) > 1 else ""
             raise Damaged(f"the library's store is damaged: {pages.problems[0]}{more}; see the report above")
+        if indexer_pid(libdir):  # it has the old store open: it would go on writing into the renamed one
+            raise Busy(f"the indexer of {libdir} (pid {indexer_pid(libdir)}) is running: stop it first")
         salvaged = salvage(libdir)
         click.echo(os.linesep.join(salvaged.lines()), err=as_json)
     # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
