@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from libraryfs.daemon.filing import is_hidden
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
+from libraryfs.index import catalogue
 from libraryfs.index.jobs import SectionDoc
+from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
 from libraryfs.index.toc import Item, render
 from libraryfs.index.tokens import count_tokens
 
@@ -35,13 +37,17 @@ class TocWriter:
         listed = self._toc_items(ino)
         if listed is None:
             return False
-        node, path, items, missing = listed
+        node, path, items, children, missing = listed
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
             self._update_entries(missing, [], rep)
             return self._render_dir(ino, rep, upto, _retry=False)
         title = "/" if ino == S.ROOT_INO else os.fsdecode(path.rsplit(b"/", 1)[-1])
+        profile, names = apply_children(items, children, title, relative=self.builder.name == "deterministic")
         sect = SectionDoc(
-            path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary) for i in items]
+            path=os.fsdecode(path.lstrip(b"/")),
+            entries=[(os.fsdecode(i.name), i.summary) for i in items],
+            profile=profile,
+            names=names,
         )
         description = self._call("describe", [sect])[0] if items else "empty section"
         groups = None
@@ -50,6 +56,10 @@ class TocWriter:
         total_tokens = sum(i.tokens for i in items)
         total_entries = sum((i.entries if i.is_dir else 1) for i in items)
         gen = node.generation
+        extra = None
+        if ino == S.ROOT_INO:
+            with self.store.read() as t:
+                extra = catalogue.master_lines(t)
         facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
         out = render(
             title,
@@ -59,6 +69,7 @@ class TocWriter:
             count_tokens=count_tokens,
             header_facts=facts,
             groups=groups,
+            root_extra=extra,
         )
 
         def write(t: Txn) -> None:
@@ -76,6 +87,8 @@ class TocWriter:
                 toc_levels=out.levels,
                 toc_max_page_tokens=max(out.page_tokens),
                 toc_page_tokens=list(out.page_tokens),
+                profile=profile,
+                names=names,
                 extra=old.extra,
             )
             t.put_meta(ino, m)
@@ -84,9 +97,12 @@ class TocWriter:
         rep.pages_written += len(out.pages)
         return True
 
-    def _toc_items(self, ino: int) -> tuple[S.Inode, bytes, list[Item], dict[int, tuple[int, bytes]]] | None:
-        """``(node, path, TOC items, entries missing a current summary)`` of directory ``ino``, None if it
-        is no longer a reachable directory. One read transaction."""
+    def _toc_items(
+        self, ino: int
+    ) -> tuple[S.Inode, bytes, list[Item], list[Child], dict[int, tuple[int, bytes]]] | None:
+        """``(node, path, TOC items, what each item holds, entries missing a current summary)`` of directory
+        ``ino``, None if it is no longer a reachable directory. One read transaction. What an item holds
+        (its terms and defined names, :mod:`libraryfs.index.sections`) is what its line is told apart by."""
         with self.store.read() as t:
             node = t.inode(ino)
             if node is None or not node.is_dir:
@@ -95,6 +111,7 @@ class TocWriter:
             if path is None:
                 return None
             items: list[Item] = []
+            children: list[Child] = []
             missing: dict[int, tuple[int, bytes]] = {}
             for name, child in t.iter_dir(ino):
                 if is_hidden(name):
@@ -106,6 +123,11 @@ class TocWriter:
                     sm = t.section_meta(child) or S.SectionMeta()
                     desc = sm.description if sm.description is not None else "section"
                     items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
+                    children.append(
+                        child_of_section(
+                            os.fsdecode(name), sm.profile, sm.names, sm.entries_total, sm.tokens_total
+                        )
+                    )
                 else:
                     em = t.entry_meta(child) or S.EntryMeta()
                     if em.summary is None or em.size != cn.size:
@@ -120,4 +142,5 @@ class TocWriter:
                             approx=em.approx,
                         )
                     )
-        return node, path, items, missing
+                    children.append(child_of_entry(os.fsdecode(name), em.keywords, em.defines, em.tokens or 0))
+        return node, path, items, children, missing

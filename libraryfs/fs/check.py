@@ -255,6 +255,9 @@ class _Checker:
         kv = self.t.kv
         for k, v in kv.range(S.DB_META):
             ino = S.from_u64(k)
+            if ino == S.CATALOGUE_INO:  # the name catalogue's pseudo directory: a section record, no inode
+                self._check_catalogue_meta(v)
+                continue
             node = self.inodes.get(ino)
             drop = lambda k=k: kv.delete(S.DB_META, k)  # noqa: E731
             if node is None:
@@ -272,8 +275,27 @@ class _Checker:
                 )
         for k, _ in kv.range(S.DB_TOC, keys_only=True):
             ino = S.from_u64(k)
+            if ino == S.CATALOGUE_INO:
+                continue
             if ino not in self.inodes or not self.inodes[ino].is_dir:
                 self.problem("I8", ino, "TOC page of a missing directory", partial(kv.delete, S.DB_TOC, k))
+
+    def _check_catalogue_meta(self, raw: bytes) -> None:
+        """I8 for the name catalogue's section record: it decodes as a section record (derived data: a
+        damaged one is dropped and the indexer rebuilds the catalogue)."""
+        kv = self.t.kv
+
+        def drop() -> None:
+            kv.delete(S.DB_META, S.u64(S.CATALOGUE_INO))
+            kv.delete_range(S.DB_TOC, S.u64(S.CATALOGUE_INO), S.u64(S.CATALOGUE_INO + 1))
+
+        try:
+            rec = S.decode_meta(raw)
+        except Corrupt as e:
+            self.problem("I8", S.CATALOGUE_INO, f"undecodable catalogue record: {e}", drop)
+            return
+        if not isinstance(rec, S.SectionMeta):
+            self.problem("I8", S.CATALOGUE_INO, "the catalogue record is not a section record", drop)
 
 
 def describe(report: Report) -> str:

@@ -7,7 +7,9 @@ features and benchmarks) takes these names from here instead of spelling them:
 * ``.index/`` in a directory whose TOC needs more than one page, holding pages ``0001.md``, ``0002.md``, …
   (the page-name scheme: four decimal digits, from 1; page 0 is ``INDEX.md``);
 * at the root only: the control plane ``.libraryfs/`` (``status.json``, ``stats.json``, ``journal``, and
-  ``budget`` when the mount has a read budget) and the finder ``.find/<term>/``.
+  ``budget`` when the mount has a read budget), the finder ``.find/<term>/`` and the name catalogue
+  ``.catalogue/`` (its own ``INDEX.md`` and ``.index/`` pages: every name the library's entries define,
+  sorted, :mod:`libraryfs.index.catalogue`; present once the indexer has built it).
 
 A user can create none of them (:func:`is_reserved`). Virtual objects (everything above except stored TOC
 bytes) get inode numbers from :data:`VIRT_BASE` up, far above any stored inode.
@@ -25,16 +27,18 @@ INDEX_FILE = "INDEX.md"  #: a directory's generated TOC (page 0)
 PAGES_DIRNAME = ".index"  #: the directory of further TOC pages (1, 2, …)
 CTL_DIRNAME = ".libraryfs"  #: the read-only control plane, at the root only
 FIND_DIRNAME = ".find"  #: the deterministic finder, at the root only
+CATALOGUE_DIRNAME = ".catalogue"  #: the name catalogue (TOC pages over every defined name), at the root only
 
 INDEX_NAME = INDEX_FILE.encode()
 PAGES_DIR = PAGES_DIRNAME.encode()
 CTL_DIR = CTL_DIRNAME.encode()
 FIND_DIR = FIND_DIRNAME.encode()
+CATALOGUE_DIR = CATALOGUE_DIRNAME.encode()
 
 #: Names the user cannot create in any directory (they are generated there).
 RESERVED_NAMES = frozenset({INDEX_NAME, PAGES_DIR})
 #: Names the user cannot create at the root.
-RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR})
+RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR, CATALOGUE_DIR})
 #: Every generated name, as ``str`` (for checks on relative paths outside the view, e.g. ingest).
 GENERATED_NAMES = frozenset(n.decode() for n in RESERVED_NAMES | RESERVED_ROOT)
 
@@ -87,5 +91,5 @@ def is_reserved(name: bytes, parent: int) -> bool:
 
 def is_generated(name: str, at_root: bool) -> bool:
     """``str`` form of :func:`is_reserved` for a path component: ``at_root`` says whether its directory is
-    the library's root (``.libraryfs`` and ``.find`` are generated only there)."""
+    the library's root (``.libraryfs``, ``.find`` and ``.catalogue`` are generated only there)."""
     return is_reserved(name.encode("utf-8", "surrogateescape"), ROOT_INO if at_root else 0)

@@ -1,7 +1,7 @@
 """Directory listings of the view: opendir/readdir/releasedir.
 
 ``opendir`` snapshots the whole listing into a directory handle: the generated names first (``INDEX.md``,
-``.index`` when the TOC has pages, and at the root ``.libraryfs`` and ``.find``), then the stored dirents in
+``.index`` when the TOC has pages, and at the root ``.libraryfs``, ``.find`` and ``.catalogue``), then the stored dirents in
 name-byte order. ``readdir`` walks the snapshot from an offset, so offsets stay stable while the directory
 changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
 ``st_mode``, ino)``.

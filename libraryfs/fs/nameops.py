@@ -50,9 +50,10 @@ def check_new_name(t: Txn, name: bytes, parent: int) -> None:
     """Refuse ``name`` as a new dirent in directory inode ``parent``.
 
     Raises InvalidArgument (empty, ``.``, ``..``), NameTooLong (over NAME_MAX bytes, ENAMETOOLONG); for a
-    name the view generates there (``INDEX.md``, ``.index``; ``.libraryfs``/``.find`` at the root): Exists
-    while the generated object exists (so ``stat`` and ``mkdir`` agree), AccessDenied while it does not
-    (``.index`` of a one-page TOC: the name is reserved, not taken).
+    name the view generates there (``INDEX.md``, ``.index``; ``.libraryfs``/``.find``/``.catalogue`` at the
+    root): Exists while the generated object exists (so ``stat`` and ``mkdir`` agree), AccessDenied while it
+    does not (``.index`` of a one-page TOC, ``.catalogue`` before the indexer built it: the name is reserved,
+    not taken).
     """
     if not name or name in (b".", b".."):
         raise InvalidArgument("invalid name")

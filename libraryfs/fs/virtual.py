@@ -1,4 +1,5 @@
-"""The generated namespace: TOC pages, ``.index/``, the ``/.libraryfs/`` control plane, ``/.find/``.
+"""The generated namespace: TOC pages, ``.index/``, the ``/.libraryfs/`` control plane, ``/.find/``,
+``/.catalogue/``.
 
 The view resolves every path that does not name a stored dirent through one :class:`VirtualNamespace`
 (ARCHITECTURE §2), and this class is the one place that dispatches on the generated kinds
@@ -12,7 +13,10 @@ names are :mod:`libraryfs.fs.generated`'s; the bytes come from :class:`~libraryf
 * ``/.libraryfs/`` is the read-only control plane;
 * ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches
   (a match whose link target would exceed :data:`LINK_TARGET_MAX` bytes is left out: the kernel rejects a
-  longer readlink reply, so the link would read as EIO).
+  longer readlink reply, so the link would read as EIO);
+* ``/.catalogue/`` (once the indexer has built it) holds the name catalogue's TOC pages: ``INDEX.md`` and
+  ``.index/NNNN.md`` of the pseudo directory :data:`~libraryfs.fs.schema.CATALOGUE_INO`
+  (:mod:`libraryfs.index.catalogue`).
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ _FILE_MODE = S.S_IFREG | 0o444
 
 def reserved_exists(t: Txn, name: bytes, parent: int) -> bool:
     """Whether the generated object ``name`` in directory inode ``parent`` exists now: ``INDEX.md`` always,
-    ``.index`` only while the directory's TOC has more than one page, ``/.libraryfs`` and ``/.find`` always.
-    False for a name that is not reserved there."""
+    ``.index`` only while the directory's TOC has more than one page, ``/.libraryfs`` and ``/.find`` always,
+    ``/.catalogue`` once the indexer has built the name catalogue. False for a name not reserved there."""
     if name == G.INDEX_NAME:
         return True
     if name == G.PAGES_DIR:
         return t.toc_page_count(parent) > 1
+    if name == G.CATALOGUE_DIR and parent == S.ROOT_INO:
+        return t.toc_page_count(S.CATALOGUE_INO) > 0
     return parent == S.ROOT_INO and name in G.RESERVED_ROOT
 
 
@@ -114,6 +120,12 @@ class VirtualNamespace:
             raise NotFound("no such control file")
         if dir_ino == S.ROOT_INO and name == G.FIND_DIR:
             return self._resolve_find(t, rest)
+        if dir_ino == S.ROOT_INO and name == G.CATALOGUE_DIR and t.toc_page_count(S.CATALOGUE_INO):
+            if not rest:
+                return Resolved(Kind.CATALOGUE, S.CATALOGUE_INO)
+            if rest[0] in (G.INDEX_NAME, G.PAGES_DIR):
+                return self.resolve(t, S.CATALOGUE_INO, parts, i + 1)
+            raise NotFound("no such catalogue page")
         raise NotFound("no such file or directory")
 
     def _resolve_find(self, t: Txn, rest: list[bytes]) -> Resolved:
@@ -153,6 +165,9 @@ class VirtualNamespace:
             return self.stat((k.value,), _DIR_MODE, 0, self.started_ns, 2)
         if k is Kind.FINDTERM:
             return self.stat(("findterm", r.name), _DIR_MODE, 0, self.started_ns, 2)
+        if k is Kind.CATALOGUE:
+            subdirs = 1 if t.toc_page_count(S.CATALOGUE_INO) > 1 else 0
+            return self.stat(("catalogue",), _DIR_MODE, 0, self.toc.time_ns(t), 2 + subdirs)
         if k is Kind.FINDLINK:
             return self.stat(("findlink", r.name, r.extra), S.S_IFLNK | 0o777, len(r.extra), self.started_ns)
         if k is Kind.CTLFILE:
@@ -187,6 +202,8 @@ class VirtualNamespace:
         if dir_ino == S.ROOT_INO:
             out.append((G.CTL_DIR, S.S_IFDIR, self.vino(("ctl",))))
             out.append((G.FIND_DIR, S.S_IFDIR, self.vino(("find",))))
+            if t.toc_page_count(S.CATALOGUE_INO):  # the name catalogue, once the indexer has built it
+                out.append((G.CATALOGUE_DIR, S.S_IFDIR, self.vino(("catalogue",))))
         return out
 
     def listdir(self, t: Txn, r: Resolved) -> list[tuple[bytes, int, int]]:
@@ -199,6 +216,8 @@ class VirtualNamespace:
             ]
         if k is Kind.CTL:
             return [(name, S.S_IFREG, self.vino(("ctl", name))) for name in self.control.files()]
+        if k is Kind.CATALOGUE:
+            return self.dir_entries(t, S.CATALOGUE_INO)
         if k is Kind.FIND:
             return []
         if k is Kind.FINDTERM:
