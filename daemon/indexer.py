@@ -369,7 +369,7 @@ class Indexer(InboxFiler, TocWriter):
             for name, ino in dead_names:
                 t.del_name(name, ino)
                 if t.inode(ino) is None:
-                    catalogue.record(t, ino, t.entry_meta(ino), None)
+                    catalogue.forget(t, ino)
                     t.del_meta(ino)
             for ino, m, _d in todo:
                 if t.inode(ino) is None:

@@ -142,5 +142,7 @@ class TocWriter:
                             approx=em.approx,
                         )
                     )
-                    children.append(child_of_entry(os.fsdecode(name), em.keywords, em.defines, em.tokens or 0))
+                    children.append(
+                        child_of_entry(os.fsdecode(name), em.keywords, em.defines, em.tokens or 0)
+                    )
         return node, path, items, children, missing

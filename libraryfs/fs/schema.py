@@ -122,7 +122,9 @@ CFG_CREATED = b"created_ns"  #: u64: creation time of the library (ns)
 CFG_SECURITY_XATTRS = b"has_security_xattrs"  #: b"1" once any ``security.*`` xattr has been stored
 CFG_MIGRATION = b"migration_progress"  #: u64 source version + resume key of a migration under way
 CFG_SCHEMA_HISTORY = b"schema_history"  #: JSON list of {"from", "to", "at_ns", "release", "records"}
-CFG_TOC_FORMAT = b"toc_format"  #: ASCII int: the TOC text rules the last full pass used (libraryfs.index.lines)
+CFG_TOC_FORMAT = (
+    b"toc_format"  #: ASCII int: the TOC text rules the last full pass used (libraryfs.index.lines)
+)
 
 # Inode flags
 F_GENERATED = 1  #: content produced by a builder (read-only through the mount)

@@ -10,7 +10,8 @@ It is served at ``/.catalogue/INDEX.md`` and ``/.catalogue/.index/NNNN.md``: the
 ``toc`` pages of the pseudo directory :data:`~libraryfs.fs.schema.CATALOGUE_INO`. Its data lives in the
 ``catalogue`` extension table (layout in :mod:`libraryfs.fs.schema`): one row per (name, entry), one node
 record per page (a leaf covers the rows of a key range ``[lo, hi)``; an inner node lists its children with
-their ranges and counts), the set of leaves to re-render, and a small state record.
+their ranges and counts), one owner row per (entry, name) (the rows of an entry, found by its inode once its
+meta record is gone), the set of leaves to re-render, and a small state record.
 
 Cost of a write (bounded, amortised): :func:`record` updates the rows of the entry that changed and marks
 the leaves that hold them (one root-to-leaf descent per name); :func:`refresh` re-renders only those
@@ -33,7 +34,7 @@ from libraryfs.fs.store import Store, Txn
 from libraryfs.index import catpages as P
 
 TABLE = S.DB_CATALOGUE
-ROW, NODE, DIRTY, STATE = b"n", b"p", b"d", b"s"
+ROW, NODE, DIRTY, STATE, OWNER = b"n", b"p", b"d", b"s", b"i"
 NAME_MAX_BYTES = 200  #: longer names are cut (a catalogue line must stay short)
 REBUILD_EMPTY_SHARE = 0.25  #: rebuild once this share of the leaves is empty
 
@@ -52,6 +53,10 @@ def parse_row(key: bytes) -> tuple[str, int]:
     body = key[len(ROW) : -8]
     name = body.split(b"\0", 1)[1][:-1] if b"\0" in body else body
     return name.decode("utf-8", "surrogateescape"), S.from_u64(key[-8:])
+
+
+def _owner_key(ino: int, row: bytes) -> bytes:
+    return OWNER + S.u64(ino) + row
 
 
 def _node_key(page: int) -> bytes:
@@ -98,15 +103,16 @@ def record(t: Txn, ino: int, old: S.EntryMeta | None, new: S.EntryMeta | None) -
     moved = old is not None and new is not None and (old.name, old.parent) != (new.name, new.parent)
     count = len(new.defines or []) if new is not None else 0
     respec = old is not None and new is not None and len(old.defines or []) != count
-    built = t.kv.get(TABLE, STATE) is not None
     touched: list[bytes] = []
     for name in before - after:
         k = row_key(name, ino)
         t.kv.delete(TABLE, k)
+        t.kv.delete(TABLE, _owner_key(ino, k))
         touched.append(k)
     for name in after - before:
         k = row_key(name, ino)
         t.kv.put(TABLE, k, count.to_bytes(4, "big"))
+        t.kv.put(TABLE, _owner_key(ino, k), b"")
         touched.append(k)
     if moved or respec:
         for name in after & before:
@@ -114,7 +120,23 @@ def record(t: Txn, ino: int, old: S.EntryMeta | None, new: S.EntryMeta | None) -
             if respec:
                 t.kv.put(TABLE, k, count.to_bytes(4, "big"))
             touched.append(k)
-    if built:
+    _mark(t, touched)
+
+
+def forget(t: Txn, ino: int) -> None:
+    """Remove every row of entry ``ino`` (deleted: its meta record went with its inode) and mark their
+    leaves for re-rendering. Called inside the indexer's write transaction that sees the entry gone."""
+    prefix = OWNER + S.u64(ino)
+    touched = [k[len(prefix) :] for k, _ in t.kv.prefix(TABLE, prefix, keys_only=True)]
+    for k in touched:
+        t.kv.delete(TABLE, k)
+        t.kv.delete(TABLE, prefix + k)
+    _mark(t, touched)
+
+
+def _mark(t: Txn, touched: list[bytes]) -> None:
+    """Mark the leaves holding row keys ``touched`` for re-rendering (once the catalogue is built)."""
+    if touched and t.kv.get(TABLE, STATE) is not None:
         for page in {leaf_of(t, k) for k in touched}:
             t.kv.put(TABLE, _dirty_key(page), b"")
 

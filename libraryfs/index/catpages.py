@@ -186,7 +186,11 @@ SPLIT_WINDOW = 0.2  #: share of a full leaf searched for the cut with the shorte
 
 def _best_cut(lines: list[LineT], start: int, end: int) -> int:
     """The cut in ``(start, end]`` (a name start) within the window before ``end`` whose neighbouring
-    sort keys share the shortest prefix; ``end`` when no name starts in the window."""
+    sort keys share the shortest prefix; ``end`` when no name starts in the window.
+
+    A cut never falls inside a prefix chain (``mod``, ``mod.f``, ``mod.f.x``): it moves back before the
+    chain's head (while the page keeps a line), so no page ends with a name that the next page's names
+    start with — a range ``lo … hi`` then holds every name starting with ``hi`` and its neighbours none."""
     lo = max(start + 1, end - max(1, int((end - start) * SPLIT_WINDOW)))
     best, best_len = end, None
     for cut in range(end, lo - 1, -1):
@@ -195,7 +199,14 @@ def _best_cut(lines: list[LineT], start: int, end: int) -> int:
         shared = _common(sort_key(lines[cut - 1][0]), sort_key(lines[cut][0]))
         if best_len is None or shared < best_len:
             best, best_len = cut, shared
+    while best - 1 > start and best < len(lines) and _is_prefix_cut(lines, best):
+        best -= 1
     return best
+
+
+def _is_prefix_cut(lines: list[LineT], cut: int) -> bool:
+    """Whether the name before ``cut`` is a prefix of the name at ``cut`` (or ``cut`` starts no name)."""
+    return not lines[cut][2] or sort_key(lines[cut][0]).startswith(sort_key(lines[cut - 1][0]))
 
 
 def leaf_node(lines: list[LineT], lo: bytes, hi: bytes | None, up: int) -> dict:

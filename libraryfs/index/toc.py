@@ -245,7 +245,9 @@ def _index_levels(
         nxt: list[tuple[str, int, int]] = []
         nxt_runs: list[_Run] = []
         for g in _pack(cost, budget):
-            sib = [f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g]
+            sib = [
+                f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g
+            ]
             all_pages.append(sib)
             lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)

@@ -15,12 +15,12 @@ from libraryfs.errors import NotFound
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
 from libraryfs.index import catalogue
 from libraryfs.index.catpages import sort_key
 from libraryfs.index.toc import links
 from libraryfs.index.tokens import count_tokens
-from libraryfs.layout import StoreTree
 
 _LINE = re.compile(r"^- \[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)", re.M)
 
@@ -163,7 +163,7 @@ def test_incremental_upkeep_equals_a_rebuild(tmp_path):
 def test_hostile_names_are_escaped_and_links_exact(tmp_path):
     st, tree, idx = make(tmp_path)
     text = (
-        "Odd\n===\n\n.. function:: br]ack[et(x)\n\n.. data:: a … z\n\n"
+        "Odd\n===\n\n.. envvar:: br]ack[et\n\n.. data:: a … z\n\n"
         ".. envvar:: [x](/etc/passwd)\n\n.. function:: " + "long" * 80 + "()\n"
     )
     tree.write_bytes("we ird/na[me].rst", text.encode())

@@ -19,7 +19,9 @@ def summary(name: str, text: str) -> str:
 
 def test_entry_line_says_what_it_is_and_defines_without_repeating_its_name():
     rst = (
-        ":mod:`json` --- JSON encoder and decoder\n" + "=" * 40 + "\n\n.. module:: json\n   :synopsis: Encode JSON.\n\n"
+        ":mod:`json` --- JSON encoder and decoder\n"
+        + "=" * 40
+        + "\n\n.. module:: json\n   :synopsis: Encode JSON.\n\n"
         ".. function:: dumps(obj)\n\n.. function:: loads(s)\n\n.. class:: JSONDecoder\n\n"
         "   .. method:: decode(s)\n"
     )
@@ -27,21 +29,28 @@ def test_entry_line_says_what_it_is_and_defines_without_repeating_its_name():
         "JSON encoder and decoder: Encode JSON. Defines: dumps, loads, JSONDecoder, JSONDecoder.decode"
     )
     # a dictionary entry: the headword is the file name, the line is the definition
-    assert summary("abacus.md", "# Abacus\n\nA frame with beads for counting.\n") == "A frame with beads for counting."
+    assert (
+        summary("abacus.md", "# Abacus\n\nA frame with beads for counting.\n")
+        == "A frame with beads for counting."
+    )
     # no names: headings say what the entry holds
     note = "# Trip\n\nPlan for May.\n\n## Train\n\n## Hotel\n"
     assert summary("trip.md", note) == "Plan for May. Sections: Train, Hotel"  # "Trip" is its name
 
 
 def test_entry_line_is_bounded_and_counts_what_it_leaves_out():
-    rst = "Title\n=====\n\nLead sentence here.\n\n" + "".join(f".. function:: f{i:03d}()\n\n" for i in range(300))
+    rst = "Title\n=====\n\nLead sentence here.\n\n" + "".join(
+        f".. function:: f{i:03d}()\n\n" for i in range(300)
+    )
     s = summary("many.rst", rst)
     assert len(s) <= SUMMARY_MAX_CHARS and s.startswith("Title: Lead sentence here. Defines: f000, f001")
     assert s.endswith(")") and "(+" in s
 
 
 def test_code_symbol_lines_say_kind_and_summary():
-    head = "# Choice.convert — method · src/click/types.py:12-30 · Convert the value.\n    def convert(self):\n"
+    head = (
+        "# Choice.convert — method · src/click/types.py:12-30 · Convert the value.\n    def convert(self):\n"
+    )
     assert summary("Choice.convert.py", head) == "method: Convert the value."
 
 
@@ -113,5 +122,7 @@ def test_section_lines_among_siblings_and_their_length_grows_with_size():
 
 def test_keywords_and_words():
     assert words("parseHTTPResponse snake_case café the") == ["parse", "response", "snake", "case", "café"]
-    kw = keywords("Sockets", "Low-level networking interface.", ["Socket families"], ["socket.socket"], "x " * 3)
+    kw = keywords(
+        "Sockets", "Low-level networking interface.", ["Socket families"], ["socket.socket"], "x " * 3
+    )
     assert kw[0] == "sockets" and {"socket", "low", "networking", "families"} <= set(kw)

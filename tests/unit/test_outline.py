@@ -155,7 +155,9 @@ def test_markdown_symbol_table_names_its_symbols():
 
 
 def test_code_index_symbol_header_names_the_symbol_but_not_locals_or_test_cases():
-    head = "# Choice.convert — method · src/click/types.py:12-30 · Convert the value.\n    def convert(self):\n"
+    head = (
+        "# Choice.convert — method · src/click/types.py:12-30 · Convert the value.\n    def convert(self):\n"
+    )
     o = outline("Choice.convert.py", head)
     assert (o.symbol, o.names, o.detail, o.lead) == (True, ["Choice.convert"], "method", "Convert the value.")
     local = outline("f.g.py", "# f.g — function · m.py:1-2\ndef g(): pass\n")
@@ -212,7 +214,10 @@ def test_other_languages_and_licence_comment_lead():
     assert o.names == ["draw", "Chart"] and o.lead == "Renders charts."
     assert outline("m.go", "package m\nfunc (r *T) Run() {}\ntype T struct{}\n").names == ["Run", "T"]
     assert outline("l.rs", "pub fn go() {}\nstruct S;\n").names == ["go", "S"]
-    assert outline("h.c", "#define MAX 3\nint add(int a, int b)\n{\n  if (a) return b;\n}\n").names == ["MAX", "add"]
+    assert outline("h.c", "#define MAX 3\nint add(int a, int b)\n{\n  if (a) return b;\n}\n").names == [
+        "MAX",
+        "add",
+    ]
 
 
 def test_html_title_headings_description_and_no_markup_or_script():
@@ -224,7 +229,9 @@ def test_html_title_headings_description_and_no_markup_or_script():
     o = outline("about.html", text)
     assert (o.kind, o.title, o.lead) == ("html", "About & more", "What this site is.")
     assert o.headings == ["Welcome", "Part two"]
-    assert outline("x.txt", "<html><body><p>Plain para here. More.</p></body></html>").lead == "Plain para here."
+    assert (
+        outline("x.txt", "<html><body><p>Plain para here. More.</p></body></html>").lead == "Plain para here."
+    )
 
 
 def test_json_empty_binary_and_encodings():
