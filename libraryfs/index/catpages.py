@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from libraryfs.fs.backend import prefix_end  # noqa: F401  (re-exported for the catalogue)
 from libraryfs.fs.generated import CATALOGUE_DIRNAME, INDEX_FILE, PAGES_DIRNAME, page_file
-from libraryfs.index.toc import display_name
+from libraryfs.index.toc import display_name, pack
 
 HEAD_TOKENS = 140  #: a page's header comment, title (two names of ≤ 60 characters), up line and slack
 LABEL_CHARS = 60  #: names in range labels and titles are cut here
@@ -244,21 +244,12 @@ def render_inner(page: int, node: dict, count_tokens: Callable[[str], int]) -> t
 def _pack_kids(kids: list[list], max_tokens: int, count_tokens: Callable[[str], int]) -> list[list[list]]:
     """Consecutive child pages grouped into inner pages within the bound. A line's cost is taken with its
     label among all of ``kids`` (on a page its label can only get shorter: a missing neighbour)."""
-    budget = max_tokens - HEAD_TOKENS
     labels = range_labels(kids)
-    out: list[list[list]] = []
-    cur: list[list] = []
-    cost = 0
-    for kid, lab in zip(kids, labels, strict=True):
-        c = count_tokens(range_line([9999, *kid[1:]], lab, True)) + 1
-        if cur and cost + c > budget:
-            out.append(cur)
-            cur, cost = [], 0
-        cur.append(kid)
-        cost += c
-    if cur:
-        out.append(cur)
-    return out
+    costs = [
+        count_tokens(range_line([9999, *kid[1:]], lab, True)) + 1
+        for kid, lab in zip(kids, labels, strict=True)
+    ]
+    return [[kids[k] for k in g] for g in pack(costs, max_tokens - HEAD_TOKENS)]
 
 
 def _inner_node(kids: list[list], up: int, depth: int) -> dict:

@@ -1,4 +1,5 @@
-"""Outlines of marked-up documents: reStructuredText, Markdown and HTML (rules in :mod:`.outline`).
+"""Outlines of marked-up documents: reStructuredText and Markdown (rules in :mod:`.outline`; HTML in
+:mod:`.htmltext`).
 
 Each ``*_outline`` function takes the (bounded, newline-normalised) text of one entry and returns an
 :class:`~libraryfs.index.outline.Outline` without its ``kind``. :func:`clean` turns inline markup into
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import html
 import re
-from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -447,74 +447,3 @@ def markdown_outline(text: str) -> Outline:
         headings=headings,
         lead=first_sentence(paras),
     )
-
-
-# ---- HTML ---------------------------------------------------------------------------------------------
-class _HtmlScan(HTMLParser):
-    """Collects ``<title>``, ``<h1>``–``<h3>``, the meta description and paragraph text (no script/style)."""
-
-    _BLOCK = frozenset({"p", "li", "div", "td", "section", "article", "br", "dd", "dt", "blockquote"})
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.title = ""
-        self.description = ""
-        self.headings: list[str] = []
-        self.paragraphs: list[str] = []
-        self._where: str = ""
-        self._buf: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("script", "style", "noscript", "template", "svg"):
-            self._skip += 1
-            return
-        if tag == "meta":
-            a = dict(attrs)
-            if (a.get("name") or "").lower() == "description" and a.get("content") and not self.description:
-                self.description = clean(a["content"] or "")
-            return
-        if tag in ("title", "h1", "h2", "h3") or tag in self._BLOCK:
-            self._end_text()
-            self._where = tag if tag in ("title", "h1", "h2", "h3") else "p"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("script", "style", "noscript", "template", "svg"):
-            self._skip = max(0, self._skip - 1)
-            return
-        if tag in ("title", "h1", "h2", "h3") or tag in self._BLOCK:
-            self._end_text()
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip and self._where:
-            self._buf.append(data)
-
-    def _end_text(self) -> None:
-        text = " ".join(" ".join(self._buf).split())
-        self._buf = []
-        where, self._where = self._where, "p" if self._where else ""
-        if not text:
-            return
-        if where == "title" and not self.title:
-            self.title = text
-        elif where in ("h1", "h2", "h3"):
-            self.headings.append(text)
-        elif len(self.paragraphs) < 40:
-            self.paragraphs.append(text)
-
-
-def html_outline(text: str) -> Outline:
-    """Outline of an HTML document (see :mod:`.outline`): markup never reaches the result."""
-    from libraryfs.index.outline import Outline
-
-    scan = _HtmlScan()
-    try:
-        scan.feed(text[:400_000])
-        scan.close()
-    except (AssertionError, ValueError):  # pragma: no cover - html.parser is tolerant; be safe anyway
-        pass
-    scan._end_text()
-    title = clean(scan.title) or (clean(scan.headings[0]) if scan.headings else "")
-    headings = [clean(h) for h in scan.headings]
-    lead = scan.description or first_sentence([clean(p) for p in scan.paragraphs])
-    return Outline(title=title, headings=headings, lead=lead)

@@ -36,7 +36,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from libraryfs.index import codeparse, markup
+from libraryfs.index import codeparse, htmltext, markup
 
 #: version of these rules: entries extracted by an older one are examined again (``EntryMeta.outline``)
 OUTLINE_VERSION = 1
@@ -164,7 +164,7 @@ def outline(name: str, text: str, *, size_bytes: int | None = None, head: bytes 
     kind = detect_kind(name, text)
     try:
         if kind == "html":
-            out = markup.html_outline(text)
+            out = htmltext.html_outline(text)
         elif kind == "rst":
             out = markup.rst_outline(text)
         elif kind == "markdown":

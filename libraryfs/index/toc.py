@@ -244,7 +244,7 @@ def _index_levels(
             return idx_lines + extra, all_pages, page_titles, levels
         nxt: list[tuple[str, int, int]] = []
         nxt_runs: list[_Run] = []
-        for g in _pack(cost, budget):
+        for g in pack(cost, budget):
             sib = [
                 f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g
             ]
@@ -259,7 +259,7 @@ def _index_levels(
             raise ValueError("TOC tree too deep")
 
 
-def _pack(cost: list[int], budget: int) -> list[list[int]]:
+def pack(cost: list[int], budget: int) -> list[list[int]]:
     """Consecutive indexes of ``cost`` grouped so that each group's sum stays within ``budget`` (a single
     item over it forms its own group)."""
     out: list[list[int]] = []
