@@ -33,7 +33,6 @@ import time
 
 def _build(libdir: str, words: int) -> int:
     from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
-    from libraryfs.daemon.ingest import ingest_tree
     from libraryfs.fs.store import Store
     from libraryfs.fs.tree import StoreTree
 
@@ -41,8 +40,15 @@ def _build(libdir: str, words: int) -> int:
     st = Store(libdir)
     tree = StoreTree(st)
     n = 0
-    if os.path.isdir(PYTHON_DOC_SOURCES):
-        n += ingest_tree(libdir, PYTHON_DOC_SOURCES, "python-docs", progress=False, tree=tree)["files"]
+    for top, dirs, files in os.walk(PYTHON_DOC_SOURCES):  # what `libraryfs ingest` copies, in name order
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            with open(path, "rb") as f:
+                tree.write_bytes(
+                    os.path.join("python-docs", os.path.relpath(path, PYTHON_DOC_SOURCES)), f.read()
+                )
+            n += 1
     if gcide_available():
         for w, d in gcide_entries(words, seed=2026):
             tree.write_bytes(f"dictionary/{w[0].lower()}/{w.lower()}.md", f"# {w}\n\n{d}\n".encode())
@@ -77,7 +83,9 @@ def run(words: int, repeat: int) -> dict:
             if tree.exists(target):
                 tree.write_bytes(target, tree.read_bytes(target) + f"\n\nEdit {r}.\n".encode())
                 passes["one_write"].append(_timed(idx.run_once))
-            tree.write_bytes(f"dictionary/z/zzbench{r}.md", b"# zzbench\n\nA word made up for the benchmark.\n")
+            tree.write_bytes(
+                f"dictionary/z/zzbench{r}.md", b"# zzbench\n\nA word made up for the benchmark.\n"
+            )
             passes["one_create"].append(_timed(idx.run_once))
             st.close()
     return {"entries": entries, "passes": passes}
