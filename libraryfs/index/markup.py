@@ -356,6 +356,7 @@ _NAME_COLUMNS = frozenset({"symbol", "name", "function", "command", "option", "t
 _FRONT_TITLE = re.compile(r"^title\s*[:=]\s*[\"']?(.*?)[\"']?\s*$", re.I)
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _IDENT = re.compile(r"^[A-Za-z_][\w.:-]*")
+_LIST_ITEM = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?")  #: a list item's marker (and task box)
 
 
 def looks_like_markdown(text: str) -> bool:
@@ -437,6 +438,11 @@ def markdown_outline(text: str) -> Outline:
             continue
         if s.startswith(">"):
             s = s.lstrip("> ")
+        item = _LIST_ITEM.match(s)
+        if item:  # a list reads as a run of clauses: "Deploy the service; Review the export"
+            s = s[item.end() :]
+            if cur and not cur[-1].endswith((".", ";", ":", ",")):
+                cur[-1] += ";"
         cur.append(s)
         if sum(len(c) for c in cur) > LEAD_MAX_CHARS:
             flush()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from libraryfs.index.jobs import EntryDoc, deterministic_summary
@@ -126,3 +128,102 @@ def test_keywords_and_words():
         "Sockets", "Low-level networking interface.", ["Socket families"], ["socket.socket"], "x " * 3
     )
     assert kw[0] == "sockets" and {"socket", "low", "networking", "families"} <= set(kw)
+
+
+def _range_lines(page: str) -> list[str]:
+    return [ln for ln in page.splitlines() if ln.startswith("- [") and ".index/" in ln]
+
+
+def test_range_lines_say_what_their_range_holds():
+    def item(k: int) -> Item:
+        topic = ("socket", "server") if k < 150 else ("json", "decoder")
+        return Item(b"m%04d.rst" % k, "x " * 30, 50, terms={t: 1 for t in topic}, names=[f"{topic[0]}.f{k}"])
+
+    out = render("library", "", [item(k) for k in range(300)], max_tokens=2000, count_tokens=count_tokens)
+    ranges = _range_lines(out.pages[0].decode())
+    assert len(ranges) >= 3 and max(out.page_tokens) <= 2000
+    assert "socket" in ranges[0] and "json" not in ranges[0] and "names: socket.f0" in ranges[0]
+    assert "json" in ranges[-1] and "socket" not in ranges[-1]
+    # items that carry nothing to tell ranges apart keep the bare name range
+    plain = render(
+        "library",
+        "",
+        [Item(b"m%04d.rst" % k, "x " * 30, 50) for k in range(300)],
+        max_tokens=2000,
+        count_tokens=count_tokens,
+    )
+    assert all(ln.endswith("entries") for ln in _range_lines(plain.pages[0].decode()))
+
+
+def test_short_notes_get_lines_that_tell_them_apart(tmp_path):
+    from libraryfs.daemon.indexer import Indexer
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.tree import StoreTree
+    from libraryfs.fs.view import LibraryView
+
+    Store.create(tmp_path / "lib", {"toc_max_tokens": 2000}).close()
+    st = Store(tmp_path / "lib")
+    tree = StoreTree(st)
+    notes = {
+        "home/plumber.md": "# Plumber\n\nCall the plumber about the leaking kitchen tap on Monday.\n",
+        "home/garden.md": "Tomatoes need water twice a week; the roses need pruning in March.\n",
+        "home/insurance.md": "---\ntitle: Insurance\n---\nHome insurance renews in June; compare three quotes.\n",
+        "work/standup.md": "# Standup\n\n- Deploy the billing service\n- Review the invoice export\n",
+        "work/oncall.md": "# On-call\n\nPager rotation: the database failover runbook lives in the wiki.\n",
+        "work/ideas.md": "Idea: cache the invoice totals per customer to speed up billing reports.\n",
+    }
+    for rel, text in notes.items():
+        tree.write_bytes(rel, text.encode())
+    Indexer(str(tmp_path / "lib"), store=st).run_once()
+    view = LibraryView(st)
+
+    def read(path: str) -> str:
+        fh, _ = view.open(path.encode(), os.O_RDONLY)
+        data = view.read(fh, 1 << 20, 0)
+        view.release(fh)
+        return data.decode()
+
+    for sect in ("home", "work"):
+        entry_lines = [ln for ln in read(f"/{sect}/INDEX.md").splitlines() if ln.startswith("- [")]
+        texts = [ln.split(" — ", 1)[1] for ln in entry_lines]
+        assert len(texts) == 3 and len(set(texts)) == 3  # no two notes look alike
+    work, home = read("/work/INDEX.md"), read("/home/INDEX.md")
+    assert "database failover" in work and "Deploy the billing service; Review the invoice export" in work
+    assert "renews in June" in home and "title:" not in home  # front matter is not the note's text
+    root = {ln.split("]", 1)[0]: ln for ln in read("/INDEX.md").splitlines() if ln.startswith("- [")}
+    home_line, work_line = root["- [home/"], root["- [work/"]
+    assert "billing" in work_line or "invoice" in work_line  # what only work/ holds
+    assert "billing" not in home_line and "invoice" not in home_line
+    st.close()
+
+
+def test_an_indexer_meeting_older_toc_rules_reindexes_everything(tmp_path):
+    import threading
+
+    from libraryfs.daemon.indexer import Indexer
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.tree import StoreTree
+    from libraryfs.index.lines import TOC_FORMAT
+
+    Store.create(tmp_path / "lib", {"toc_max_tokens": 2000}).close()
+    st = Store(tmp_path / "lib")
+    StoreTree(st).write_bytes("docs/a.md", b"# Alpha\n\nThe first note.\n")
+    Indexer(str(tmp_path / "lib"), store=st).run_once()
+    with st.read() as t:
+        assert t.cfg(S.CFG_TOC_FORMAT) is None  # an incremental pass does not claim the rules
+    st.run_write(
+        lambda t: t.put_cfg(S.CFG_TOC_FORMAT, b"%d" % (TOC_FORMAT - 1))
+    )  # a library of an older release
+    reports = []
+    stop = threading.Event()
+
+    def on_pass(rep) -> None:
+        reports.append(rep)
+        stop.set()
+
+    Indexer(str(tmp_path / "lib"), store=st).run_forever(stop, poll_s=0.01, debounce_s=0.01, on_pass=on_pass)
+    assert reports[0].records == 0 and reports[0].entries_seen == 1  # nothing journaled, everything examined
+    with st.read() as t:
+        assert t.cfg(S.CFG_TOC_FORMAT) == b"%d" % TOC_FORMAT
+    st.close()
