@@ -239,16 +239,24 @@ def _lines_of(t: Txn, lo: bytes, hi: bytes | None) -> list[tuple[str, bytes, boo
             order.append(name)
         if name not in best or spec < best[name][0]:
             best[name] = (spec, ino)
+    paths: dict[int, bytes | None] = {}  # an entry defines many names: its path is looked up once
     for name in order:
         ino = best[name][1]
-        m = t.entry_meta(ino)
-        if m is None or not m.parent:
-            continue
-        base = t.path_of(m.parent)
-        if base is None:
-            continue
-        out.append((name, base.rstrip(b"/") + b"/" + os.fsencode(m.name), True))
+        if ino not in paths:
+            paths[ino] = _entry_path(t, ino)
+        path = paths[ino]
+        if path is not None:
+            out.append((name, path, True))
     return out
+
+
+def _entry_path(t: Txn, ino: int) -> bytes | None:
+    """Absolute path of entry ``ino`` from its meta record (None: gone, or its directory is)."""
+    m = t.entry_meta(ino)
+    if m is None or not m.parent:
+        return None
+    base = t.path_of(m.parent)
+    return None if base is None else base.rstrip(b"/") + b"/" + os.fsencode(m.name)
 
 
 def _bulk(t: Txn, max_tokens: int, count_tokens: Callable[[str], int]) -> _Plan:

@@ -113,6 +113,7 @@ def prose_lines(lines: list[str]) -> list[str]:
 
 # ---- reStructuredText ---------------------------------------------------------------------------------
 _UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>%.!$&/|])\1{2,}\s*$")
+_UNDERLINE_CHARS = frozenset("=-`:'\"~^_*+#<>%.!$&/|")
 _DIRECTIVE = re.compile(r"^(\s*)\.\.\s+([A-Za-z][\w:.-]*)::\s*(.*)$")
 _COMMENT = re.compile(r"^(\s*)\.\.(?:\s|$)")
 _FIELD = re.compile(r"^\s*:[^:\s][^:]{0,60}:(?:\s|$)")
@@ -142,6 +143,11 @@ _PY_SIG = re.compile(r"^(?:(?:async|await|abstract|classmethod|staticmethod|fina
 _C_SIG = re.compile(r"([A-Za-z_]\w*)\s*\(")
 _C_LAST = re.compile(r"([A-Za-z_][\w.]*)\s*(?:\[[^\]]*\])?\s*$")
 _OPT_SIG = re.compile(r"^(-{0,2}[\w][\w.-]*|-\w)")
+
+
+def _is_underline(s: str) -> bool:
+    """Whether stripped line ``s`` is a reST section underline (cheap tests before the pattern)."""
+    return len(s) >= 3 and s[0] == s[-1] and s[0] in _UNDERLINE_CHARS and bool(_UNDERLINE.match(s))
 
 
 def looks_like_rst(text: str) -> bool:
@@ -267,7 +273,7 @@ class _RstScan:
                 self.glossary_term_indent = None
             self.signature_open = False
         top = self.blocks[-1][1] if self.blocks else ""
-        m = _DIRECTIVE.match(raw)
+        m = _DIRECTIVE.match(raw) if "::" in s and s.startswith("..") else None
         if m and top not in ("comment", "literal"):
             self.flush()
             self.directive(len(m.group(1)), m.group(2), m.group(3))
@@ -276,19 +282,19 @@ class _RstScan:
         if top:
             self._in_block(s, indent, top)
             return i + 1
-        if _COMMENT.match(raw):
+        if s.startswith("..") and _COMMENT.match(raw):
             self.flush()
             self.blocks.append((indent, "comment"))
             return i + 1
-        if _UNDERLINE.match(s):
+        if _is_underline(s):
             self.flush()
             return i + 1
         nxt = lines[i + 1][:LINE_CHARS].strip() if i + 1 < len(lines) else ""
-        if _UNDERLINE.match(nxt) and len(nxt) >= len(s) - 1:
+        if _is_underline(nxt) and len(nxt) >= len(s) - 1:
             self.flush()
             self.headings.append(clean(s))
             return i + 2
-        if _FIELD.match(raw):
+        if s.startswith(":") and _FIELD.match(raw):
             self.flush()
             return i + 1
         if s.endswith("::") and len(s) > 2:  # a literal block follows: keep the sentence, skip the block

@@ -16,6 +16,7 @@ own children's records.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -42,10 +43,17 @@ class Child:
 
 def entry_terms(keywords: list[str] | None, defines: list[str] | None, name: str) -> dict[str, int]:
     """An entry's profile: its keywords, the words of its name and of its first defined names (once each)."""
+    return dict.fromkeys(_entry_terms(tuple(keywords or ()), tuple((defines or [])[:8]), name), 1)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _entry_terms(keywords: tuple[str, ...], defines: tuple[str, ...], name: str) -> tuple[str, ...]:
+    """The terms of :func:`entry_terms`, sorted. Cached: a directory's TOC is rendered again after every
+    change in it, from the same entry records."""
     stem = re.sub(r"\.(rst\.txt|[A-Za-z0-9]{1,8})$", "", name)
-    found = set(keywords or ()) | set(words(re.sub(r"[._-]+", " ", stem)))
-    found |= set(name_words((defines or [])[:8]))
-    return dict.fromkeys(sorted(found), 1)
+    found = set(keywords) | set(words(re.sub(r"[._-]+", " ", stem)))
+    found |= set(name_words(defines))
+    return tuple(sorted(found))
 
 
 def profile_of(children: list[Child]) -> dict[str, int]:

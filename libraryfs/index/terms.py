@@ -16,6 +16,7 @@ Deterministic: ties are broken by the term itself, so the same input gives the s
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -53,17 +54,34 @@ entry entries section sections index file files page pages tok tokens bytes empt
 )
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _parts(w: str) -> tuple[str, ...]:
+    """The words one token of text yields (camelCase split, lower-cased, stopwords and short or long parts
+    dropped). Cached: a library's vocabulary repeats across its entries."""
+    parts = _CAMEL.findall(w) if w.isascii() and not w.islower() and not w.isupper() else [w]
+    out = []
+    for p in parts:
+        p = p.lower()
+        if 3 <= len(p) <= 30 and p not in STOPWORDS and not p.isdigit():
+            out.append(p)
+    return tuple(out)
+
+
 def words(text: str) -> list[str]:
     """Lower-case words of ``text`` (3–30 letters/digits of any script, starting with a letter),
     camelCase and snake_case split into parts, stopwords dropped."""
-    out = []
-    for m in _WORD.finditer(text[: BODY_CHARS * 2]):
-        w = m.group(0)
-        parts = _CAMEL.findall(w) if w.isascii() and not w.islower() and not w.isupper() else [w]
-        for p in parts:
-            p = p.lower()
-            if 3 <= len(p) <= 30 and p not in STOPWORDS and not p.isdigit():
-                out.append(p)
+    out: list[str] = []
+    for w in _WORD.findall(text[: BODY_CHARS * 2]):
+        out.extend(_parts(w))
+    return out
+
+
+def word_counts(text: str) -> Counter[str]:
+    """``Counter(words(text))``, computed per distinct token (a long body repeats most of its words)."""
+    out: Counter[str] = Counter()
+    for w, c in Counter(_WORD.findall(text[: BODY_CHARS * 2])).items():
+        for p in _parts(w):
+            out[p] += c
     return out
 
 
@@ -89,7 +107,7 @@ def keywords(
         score[w] += 2.0
     for w, c in Counter(name_words(names[:200])).items():
         score[w] += 1.0 + math.log(c)
-    for w, c in Counter(words(body[:BODY_CHARS])).items():
+    for w, c in word_counts(body[:BODY_CHARS]).items():
         if c >= 2:
             score[w] += math.log(c)
     return [w for w, _s in sorted(score.items(), key=lambda x: (-x[1], x[0]))[:limit]]

@@ -69,7 +69,8 @@ def sanitize(text: str, max_chars: int = 240) -> str:
 def display_name(name: bytes) -> str:
     """A name as shown in a TOC line: undecodable bytes as ``\\xNN``, control chars escaped, ``[]`` escaped."""
     s = name.decode("utf-8", "backslashreplace")
-    s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
+    if _CTRL.search(s):
+        s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
     return s.replace("[", "\\[").replace("]", "\\]")
 
 
