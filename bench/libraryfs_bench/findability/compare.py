@@ -3,7 +3,7 @@
     python -m libraryfs_bench.findability.compare BEFORE/summary.json AFTER/summary.json [--navigator toc]
         [--split heldout]
 
-Prints a Markdown table per (corpus, kind, split): n, k, success within k reads, found, reads and tokens per
+Prints a Markdown table per (corpus, kind, split): n, k (``6 → 5`` when the fan-out moved it), success within k reads, found, reads and tokens per
 lookup (÷ flat cost) before → after, and the commits of both runs. Rows present in only one run are shown
 with "—" on the other side. Exit status 2 when a file cannot be read.
 """
@@ -55,8 +55,9 @@ def table(before_path: str, after_path: str, navigator: str = "toc", split: str 
     for key in keys:
         b, a = before.get(key), after.get(key)
         ref = a or b
+        k = f"{b['k']} → {a['k']}" if a and b and a["k"] != b["k"] else str(ref["k"])  # k follows b
         out.append(
-            f"| {key[0]} | {key[1]} | {key[2]} | {ref['n']} | {ref['k']} | "
+            f"| {key[0]} | {key[1]} | {key[2]} | {ref['n']} | {k} | "
             + " | ".join(
                 [
                     _cell(b, a, lambda r: _pct(r.get("success_at_k"))),
