@@ -300,9 +300,10 @@ def _incremental(
         plan.empty += sum(1 for x in pieces if not x) - (1 if not leaf.get("n") else 0)
         new_pages = [page] + [plan.npages + k for k in range(len(pieces) - 1)]
         plan.npages += len(pieces) - 1
-        bounds = [lo] + [row_key(p[0][0], 0)[:-8] for p in pieces[1:]] + [hi]
+        starts = [lo] + [row_key(p[0][0], 0)[:-8] for p in pieces[1:]]
+        ends: list[bytes | None] = [*starts[1:], hi]
         for k, (pg, piece) in enumerate(zip(new_pages, pieces, strict=True)):
-            n = P.leaf_node(piece, bounds[k], bounds[k + 1], leaf.get("up", -1))
+            n = P.leaf_node(piece, starts[k], ends[k], leaf.get("up", -1))
             cache[pg] = plan.nodes[pg] = n
             plan.pages[pg] = P.render_leaf(pg, piece, n, count_tokens)
         P.replace_kid(node, plan, leaf.get("up", -1), page, new_pages, changed_parents)

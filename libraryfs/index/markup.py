@@ -393,8 +393,12 @@ def markdown_outline(text: str) -> Outline:
     text = _HTML_COMMENT.sub("", text[:400_000])
     lines = text.split("\n")
     front_title, i = _front_matter(lines)
-    title, headings, names, paras, cur = "", [], [], [], []
-    fence, table_names = "", None
+    title, fence = "", ""
+    headings: list[str] = []
+    names: list[str] = []
+    paras: list[str] = []
+    cur: list[str] = []
+    table_names: bool | None = None
 
     def flush() -> None:
         if cur:

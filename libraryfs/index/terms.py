@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 PROFILE_TERMS = 128  #: terms kept in a section's profile
@@ -98,7 +98,7 @@ def keywords(
     title: str, lead: str, headings: list[str], names: list[str], body: str, limit: int = ENTRY_KEYWORDS
 ) -> list[str]:
     """An entry's keywords (see the module docstring), best first."""
-    score: Counter[str] = Counter()
+    score: dict[str, float] = defaultdict(float)
     for w in set(words(title)):
         score[w] += 6.0
     for w in set(words(lead)):
