@@ -208,12 +208,14 @@ class _RstScan:
         self._para: list[str] = []
 
     def flush(self) -> None:
+        """End the paragraph being read (the first 40 are kept, cleaned)."""
         if self._para:
             if len(self.paragraphs) < 40:
                 self.paragraphs.append(clean(" ".join(self._para)))
             self._para = []
 
     def directive(self, indent: int, kind: str, arg: str) -> None:
+        """A directive line ``.. kind:: arg`` at ``indent``: module context, a signature, a glossary."""
         while self.classes and self.classes[-1][0] >= indent:
             self.classes.pop()
         if kind in ("module", "py:module", "currentmodule", "py:currentmodule"):

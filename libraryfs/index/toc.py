@@ -296,6 +296,7 @@ class _Run:
 
     @classmethod
     def merged(cls, runs: list[_Run]) -> _Run:
+        """What consecutive runs hold together (an index page's range over its child pages)."""
         terms: dict[str, int] = {}
         for r in runs:
             for t, c in r.terms.items():
