@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from libraryfs.errors import LibraryError
+from libraryfs.errors import EXIT_DAMAGED, LibraryError
 from libraryfs.fs.store import StoreError
 
 if TYPE_CHECKING:
@@ -40,8 +40,16 @@ def needs_feature(name: str):
     return deco
 
 
+def _exit_with(message: str, code: int) -> click.ClickException:
+    """A ``ClickException`` (``Error: <message>`` on one line) that exits with status ``code``."""
+    e = click.ClickException(message)
+    e.exit_code = code
+    return e
+
+
 def handle_errors(f):
-    """Turn domain errors and OS errors into ``click.ClickException`` (one line, exit status 1)."""
+    """Turn domain errors and OS errors into ``click.ClickException``: one line, exit status 1, or the
+    error's own ``exit_code`` (4 for a damaged store, :data:`~libraryfs.errors.EXIT_DAMAGED`)."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -53,9 +61,11 @@ def handle_errors(f):
             sys.stderr.close()
             raise SystemExit(0) from None
         except LibraryError as e:
-            raise click.ClickException(str(e)) from None
-        except StoreError as e:
-            raise click.ClickException(f"the library's store is corrupt or unreadable: {e}") from None
+            raise _exit_with(str(e), e.exit_code) from None
+        except StoreError as e:  # an engine error while reading: the store is damaged (Damaged's status)
+            raise _exit_with(
+                f"the library's store is damaged: {e}; run `libraryfs check`", EXIT_DAMAGED
+            ) from None
         except OSError as e:
             where = f": {e.filename}" if getattr(e, "filename", None) else ""
             raise click.ClickException(f"{e.strerror or e}{where}") from None
@@ -75,7 +85,8 @@ def display_path(p: bytes) -> str:
 
 
 def resolve_libdir(arg: str) -> str:
-    """A library directory from what a user typed: the library itself, or the mountpoint it is mounted at.
+    """A library directory from what a user typed: the mountpoint it is mounted at, or the library itself
+    (in that order: through a mount, a file the library holds at ``store/data.mdb`` looks like a library).
 
     Raises :class:`~libraryfs.errors.LibraryMissing` (one line) otherwise.
     """
@@ -84,11 +95,11 @@ def resolve_libdir(arg: str) -> str:
     from libraryfs.layout import libdir_of_mount
 
     path = os.path.abspath(arg)
-    if is_library(path):
-        return path
-    lib = libdir_of_mount(path)
+    lib = libdir_of_mount(path)  # first: a library's own content may hold a store/data.mdb file
     if lib:
         return lib
+    if is_library(path):
+        return path
     raise LibraryMissing(f"{path} is neither a libraryfs library nor the mountpoint of one")
 
 

@@ -16,18 +16,24 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy
+from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.check import Report, damage_json, describe, describe_damage
 from libraryfs.fs.check import check as run_check
-from libraryfs.fs.check import describe
+from libraryfs.fs.isolated import run_isolated
+from libraryfs.fs.lmdb_backend import store_path
+from libraryfs.fs.lmdb_pages import walk
+from libraryfs.fs.salvage import salvage
 from libraryfs.fs.store import Store, is_library
 from libraryfs.index.find import find as run_find
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
+    MOUNT_LOCK,
     acquire_lock,
     indexer_pid,
+    lock_holder,
     mount_info,
     mount_state,
     pid_alive,
@@ -45,13 +51,21 @@ from libraryfs.layout import (
     help="Token bound C of every TOC page.",
 )
 @click.option("--map-size-mb", type=click.IntRange(1), default=None, help="Initial LMDB map size (grows).")
+@click.option(
+    "--force", is_flag=True, help="Make the library in a non-empty directory (its files and mode are kept)."
+)
 @handle_errors
-def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
-    """Create a new, empty library in LIBDIR (mode 0700)."""
+def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool) -> None:
+    """Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700)."""
     if is_library(libdir):
         raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
     if os.path.exists(libdir) and not os.path.isdir(libdir):
         raise click.ClickException(f"{libdir} exists and is not a directory")
+    if os.path.isdir(libdir) and os.listdir(libdir) and not force:
+        raise click.ClickException(
+            f"{os.path.abspath(libdir)} is not empty: give a new or empty directory "
+            f"(or --force to make the library beside its files, leaving its mode as it is)"
+        )
     st = Store.create(
         libdir, {"toc_max_tokens": toc_max_tokens}, map_size=map_size_mb << 20 if map_size_mb else None
     )
@@ -66,25 +80,53 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None) -> None:
 
 @click.command()
 @library_argument
-@click.option("--repair", is_flag=True, help="Fix what can be fixed (the library must not be mounted).")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Fix what can be fixed; a damaged store is salvaged into a new one, the old one kept "
+    "(the library must not be mounted).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @handle_errors
 def check(libdir: str, repair: bool, as_json: bool) -> None:
-    """Verify every invariant of the store (fsck); exit status 1 if problems remain."""
+    """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
+    problems remain, 4 if the store is damaged (not repaired)."""
     libdir = resolve_libdir(libdir)
-    if repair and mount_info(libdir):
+    if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
-    st = Store(libdir, readonly=not repair)  # a plain check never writes
-    try:
-        report = run_check(st, repair=repair)
-    finally:
-        st.close()
+    pages = walk(store_path(libdir))  # plain reads: nothing here can crash on a damaged file
+    salvaged = None
+    if pages.unsettled:  # the mount wrote faster than the pages could be walked: LMDB alone checks
+        click.echo("note: the store changed during every page walk; its pages were not verified", err=True)
+    elif pages.problems:
+        if not repair:
+            if as_json:
+                echo_json(damage_json(pages))
+            else:
+                click.echo(describe_damage(pages))
+            more = f" (and {len(pages.problems) - 1} more)" if len(pages.problems) > 1 else ""
+            raise Damaged(f"the library's store is damaged: {pages.problems[0]}{more}; see the report above")
+        if indexer_pid(libdir):  # it has the old store open: it would go on writing into the renamed one
+            raise Busy(f"the indexer of {libdir} (pid {indexer_pid(libdir)}) is running: stop it first")
+        salvaged = salvage(libdir)
+        click.echo(os.linesep.join(salvaged.lines()), err=as_json)
+    # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
+    report = run_isolated(lambda: _check_store(libdir, repair), "checking the library's store")
     if as_json:
-        echo_json(report.to_json())
+        echo_json({**report.to_json(), **({"salvage": vars(salvaged)} if salvaged else {})})
     else:
         click.echo(describe(report))
     if not report.clean:
         raise SystemExit(1)
+
+
+def _check_store(libdir: str, repair: bool) -> Report:
+    """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child)."""
+    st = Store(libdir, readonly=not repair)  # a plain check never writes
+    try:
+        return run_check(st, repair=repair)
+    finally:
+        st.close()
 
 
 @click.command()
@@ -93,7 +135,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 @handle_errors
 def status(libdir: str, as_json: bool) -> None:
     """Is it mounted, what is the indexer doing, what went wrong last."""
-    out = status_facts(resolve_libdir(libdir))
+    libdir = resolve_libdir(libdir)
+    out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report instead
     if as_json:
         echo_json(out)
     else:
@@ -102,8 +145,9 @@ def status(libdir: str, as_json: bool) -> None:
 
 def status_facts(libdir: str) -> dict:
     """What ``libraryfs status --json`` prints: the store's facts, the mount (live, or stale after a crash),
-    the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``."""
-    st = Store(libdir, readonly=True)
+    the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``.
+    Every page of the store is walked first: a damaged store is :class:`~libraryfs.errors.Damaged`."""
+    st = Store(libdir, readonly=True, verify=True)
     try:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
@@ -178,7 +222,16 @@ def _print_status(out: dict) -> None:
             f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
             f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s"
         )
-    click.echo(f"last error  {idx.get('last_error') or 'none'}")
+    llm_error = (idx.get("builder") or {}).get("last_error")
+    llm_line = (
+        f"LLM endpoint {llm_error.get('kind')} in the {llm_error.get('job')} job "
+        f"{_duration(max(0.0, time.time() - llm_error.get('time', time.time())))} ago: {llm_error.get('message')}"
+        if llm_error
+        else ""
+    )
+    click.echo(f"last error  {idx.get('last_error') or llm_line or 'none'}")
+    if idx.get("last_error") and llm_line:
+        click.echo(f"LLM error   {llm_line}")
     _print_llm(idx.get("builder") or {})
     if "stats" in out:
         s = out["stats"]
@@ -240,14 +293,7 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
     if not term.strip():
         raise click.ClickException("the search term is empty")
     libdir = resolve_libdir(libdir)
-    st = Store(libdir, readonly=True)
-    try:
-        with st.read() as t:
-            paths = run_find(t, term, limit)
-    finally:
-        st.close()
-    minfo = mount_info(libdir)
-    prefix = minfo["mountpoint"] if minfo else ""
+    paths, prefix = run_isolated(lambda: _find_paths(libdir, term, limit))
     if not paths:
         raise click.ClickException(f"no match for {term!r}")
     if null:
@@ -257,6 +303,18 @@ def find(libdir: str, term: str, limit: int, null: bool) -> None:
         return
     for p in paths:
         click.echo(display_path(os.fsencode(prefix) + p))
+
+
+def _find_paths(libdir: str, term: str, limit: int) -> tuple[list[bytes], str]:
+    """The finder's paths for ``term`` and the mountpoint to prefix them with ("" when not mounted)."""
+    st = Store(libdir, readonly=True)
+    try:
+        with st.read() as t:
+            paths = run_find(t, term, limit)
+    finally:
+        st.close()
+    minfo = mount_info(libdir)
+    return paths, minfo["mountpoint"] if minfo else ""
 
 
 @click.command()

@@ -2,7 +2,8 @@
 and the indexer (``python -m libraryfs.daemon.mountd|indexer …``), which parse the same shared flags.
 
 A process entry's errors are one line on stderr prefixed with the program (``libraryfs-mountd: library … is
-already mounted by pid 1234``) and exit status 1 — what systemd's journal and the launcher's log show.
+already mounted by pid 1234``) and exit status 1 (4 for a damaged store) — what systemd's journal and the
+launcher's log show.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ INDEX_KEYS = ("index.poll_s", "index.toc_max_tokens", "log.level")
 
 def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., None]]:
     """Run a process body returning an exit status; a domain error becomes ``<prog>: <message>`` on stderr
-    and exit status 1 (no traceback)."""
+    and its exit status (1; 4 for a damaged store), no traceback."""
 
     def deco(f: Callable[..., int]) -> Callable[..., None]:
         @functools.wraps(f)
@@ -41,7 +42,7 @@ def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., No
                 status = f(*args, **kwargs)
             except LibraryError as e:
                 click.echo(f"{prog}: {e}", err=True)
-                status = 1
+                status = e.exit_code
             sys.exit(status)
 
         return wrapper

@@ -41,7 +41,10 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
+from libraryfs.index import catalogue
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
+from libraryfs.index.lines import TOC_FORMAT
+from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
 
@@ -117,6 +120,7 @@ class Indexer(InboxFiler, TocWriter):
         self.hooks = list(hooks or [])
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
+        catalogue.open_table(self.store)
         self.exclusion = TocExclusion()
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
@@ -149,7 +153,7 @@ class Indexer(InboxFiler, TocWriter):
                 self.beat()
                 with self.store.read() as t:
                     tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
-                    never = t.cfg(S.CFG_TOC_GEN) is None
+                    never = t.cfg(S.CFG_TOC_GEN) is None or t.cfg(S.CFG_TOC_FORMAT) != b"%d" % TOC_FORMAT
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
                 if tail > cursor or never or first or inbox_busy or self._deferred:
@@ -209,13 +213,14 @@ class Indexer(InboxFiler, TocWriter):
             records = t.journal_since(cursor, 100_000)
         rep.records = len(records)
         upto = records[-1][0] if records else cursor
-        dirty_dirs, dirty_entries, dead_names = _changes(records)
+        dirty_dirs, dirty_entries, dead_names, renamed = _changes(records)
         if full:
             self._add_everything(dirty_dirs, dirty_entries)
         # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
         dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
         self._file_inbox(rep)
+        self._refresh_catalogue(renamed, full)
         # 4. TOCs: changed dirs and their ancestors, deepest first
         rendered: list[int] = []
         for d in self._deepest_first(dirty_dirs | self._deferred):
@@ -224,7 +229,7 @@ class Indexer(InboxFiler, TocWriter):
             self.beat()
         rep.dirs_rendered = len(rendered)
         # 5. commit
-        self._commit(upto, rendered)
+        self._commit(upto, rendered, full)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         self.passes += 1
@@ -286,9 +291,10 @@ class Indexer(InboxFiler, TocWriter):
                     expanded[a] = len(depth_path) - 1 - k
         return sorted(expanded, key=lambda i: -expanded[i])
 
-    def _commit(self, upto: int, rendered: list[int]) -> None:
+    def _commit(self, upto: int, rendered: list[int], full: bool = False) -> None:
         """End of a pass in one write transaction: TOC generation + 1, the list of rewritten directories (the
-        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed."""
+        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed; a full
+        pass also records the TOC text rules it used (``config[toc_format]``)."""
 
         def fin(t: Txn) -> None:
             gen = t.cfg_int(S.CFG_TOC_GEN) + 1
@@ -296,9 +302,25 @@ class Indexer(InboxFiler, TocWriter):
             t.put_cfg(S.CFG_TOC_DIRTY, S.dumps(rendered[:5000]))
             if upto > t.cfg_int(S.CFG_CURSOR):
                 t.put_cfg(S.CFG_CURSOR, S.u64(upto))
+            if full:
+                t.put_cfg(S.CFG_TOC_FORMAT, b"%d" % TOC_FORMAT)
             t.journal_trim(upto)
 
         self.store.run_write(fin)
+
+    def _refresh_catalogue(self, renamed: set[int], full: bool) -> None:
+        """Bring the name catalogue up to date (:mod:`libraryfs.index.catalogue`); a renamed directory or a
+        full pass rebuilds it (paths below moved). A failure is recorded and never stops the pass."""
+        try:
+            with self.store.read() as t:
+                moved_dir = any((node := t.inode(i)) is not None and node.is_dir for i in renamed)
+            if moved_dir or full:
+                self.store.run_write(catalogue.mark_rebuild)
+            catalogue.refresh(self.store, self.max_tokens, count_tokens)
+        except Exception as e:  # derived data: the next pass (or a full one) retries
+            self.last_error = f"catalogue: {type(e).__name__}: {e}"
+            log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
+        self.beat()
 
     # ------------------------------------------------------------------------------------------------
     def _after_pass(self) -> None:
@@ -379,10 +401,12 @@ class Indexer(InboxFiler, TocWriter):
             for name, ino in dead_names:
                 t.del_name(name, ino)
                 if t.inode(ino) is None:
+                    catalogue.forget(t, ino)
                     t.del_meta(ino)
             for ino, m, _d in todo:
                 if t.inode(ino) is None:
                     continue
+                catalogue.record(t, ino, t.entry_meta(ino), m)
                 t.put_meta(ino, m)
                 t.put_name(os.fsencode(m.name), ino, m.parent)
 
@@ -414,24 +438,27 @@ class Indexer(InboxFiler, TocWriter):
         if (
             h == meta.hash
             and meta.summary is not None
+            and meta.outline == OUTLINE_VERSION
             and not retry_fallback
             and not (force and meta.by != self.builder.name)
         ):
             return m, None
-        binary = b"\0" in sample[:4096] or _mostly_binary(sample)
-        text = "" if binary else sample.decode("utf-8", "replace")
-        if binary or node.size > TOKEN_LIMIT_BYTES:
+        ext = extract(os.fsdecode(name), data if node.size <= HASH_LIMIT_BYTES else sample, node.size)  # type: ignore[possibly-undefined]
+        if ext.binary or node.size > TOKEN_LIMIT_BYTES:
             tokens, approx = (node.size + 3) // 4, True
         else:
             tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
         m.hash, m.tokens, m.approx, m.link = h, tokens, approx, False
+        m.defines, m.keywords, m.outline = ext.outline.names, ext.keywords, OUTLINE_VERSION
         doc = EntryDoc(
             path=os.fsdecode(rel.lstrip(b"/")),
             name=os.fsdecode(name),
             content_hash=h,
-            text=text,
+            text=ext.text,
             size_bytes=node.size,
-            is_binary=binary,
+            is_binary=ext.binary,
+            outline=ext.outline,
+            head=ext.head,
         )
         return m, doc
 
@@ -474,13 +501,17 @@ class Indexer(InboxFiler, TocWriter):
             log.warning("could not write indexer status: %s", e)
 
 
-def _changes(records: list) -> tuple[set[int], dict[int, tuple[int, bytes]], list[tuple[bytes, int]]]:
+def _changes(
+    records: list,
+) -> tuple[set[int], dict[int, tuple[int, bytes]], list[tuple[bytes, int]], set[int]]:
     """What journal ``records`` (``[(seq, record)]``) changed: directories to re-render, entries to
-    re-examine (``{ino: (parent, name)}``; ``(0, b"")`` for a content-only write) and names that died
-    (``[(name, ino)]``, to drop from the ``names`` DB)."""
+    re-examine (``{ino: (parent, name)}``; ``(0, b"")`` for a content-only write), names that died
+    (``[(name, ino)]``, to drop from the ``names`` DB) and renamed inodes (a renamed directory moves the
+    catalogue's paths below it)."""
     dirty_dirs: set[int] = set()
     dirty_entries: dict[int, tuple[int, bytes]] = {}
     dead_names: list[tuple[bytes, int]] = []
+    renamed: set[int] = set()
     for _seq, r in records:
         if r.parent:
             dirty_dirs.add(r.parent)
@@ -495,17 +526,10 @@ def _changes(records: list) -> tuple[set[int], dict[int, tuple[int, bytes]], lis
             dirty_dirs.add(r.ino)
         if r.op == S.OP_RENAME and r.old_name:
             dead_names.append((r.old_name, r.ino))
+            renamed.add(r.ino)
         if r.op in (S.OP_UNLINK, S.OP_RMDIR):
             dead_names.append((r.name, r.ino))
-    return dirty_dirs, dirty_entries, dead_names
-
-
-def _mostly_binary(sample: bytes) -> bool:
-    """Binary if more than 2.5% of the sample does not decode as UTF-8 (one stray byte is still text)."""
-    if not sample:
-        return False
-    bad = sample.decode("utf-8", "replace").count("\ufffd")
-    return bad * 10 > len(sample) // 4 + 1
+    return dirty_dirs, dirty_entries, dead_names, renamed
 
 
 # the process entry: `python -m libraryfs.daemon.indexer LIBDIR [options]` (flags parsed by the CLI)

@@ -32,7 +32,7 @@ from libraryfs.fs.store import Store
 from libraryfs.hooks import HookContext, indexer_hooks
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import INDEXER_LOCK, acquire_lock
+from libraryfs.layout import INDEXER_LOCK, adopt_lock
 from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
 
 log = logging.getLogger("libraryfs.indexer")
@@ -91,7 +91,7 @@ class IndexerProcess:
             os.nice(self.settings["index"]["nice"])
         except OSError:
             pass
-        self.lock_fd = acquire_lock(self.libdir, INDEXER_LOCK)
+        self.lock_fd = adopt_lock(self.libdir, INDEXER_LOCK)  # the launcher may have taken it for us
         try:
             self.store = Store(self.libdir)
             builder = make_builder(self.libdir, self.store, self.use_llm, self.llm_overrides or None)

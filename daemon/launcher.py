@@ -21,9 +21,13 @@ import subprocess
 import sys
 import time
 
-from libraryfs.errors import Busy, LibraryError, LibraryMissing
+from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing
 from libraryfs.fs.store import is_library
 from libraryfs.layout import (
+    INDEXER_LOCK,
+    LOCK_FD_ENV,
+    acquire_lock,
+    hand_over_lock,
     indexer_pid,
     is_libraryfs_mount,
     libdir_of_mount,
@@ -110,19 +114,27 @@ def mount_overrides(
     }
 
 
-def _spawn(argv: list[str], log: str, env: dict | None) -> subprocess.Popen:
-    """Start ``python -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET."""
+def _spawn(argv: list[str], log: str, env: dict | None, lock_fd: int | None = None) -> subprocess.Popen:
+    """Start ``python -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
+    ``lock_fd``: a held lock the child inherits and adopts (:func:`libraryfs.layout.adopt_lock`)."""
     penv = dict(os.environ, **(env or {}))
     penv.pop("NOTIFY_SOCKET", None)
+    penv.pop(LOCK_FD_ENV, None)
+    if lock_fd is not None:
+        penv[LOCK_FD_ENV] = str(lock_fd)
     with open(log, "ab") as out:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", *argv],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
             start_new_session=True,
             env=penv,
+            pass_fds=() if lock_fd is None else (lock_fd,),
         )
+    if lock_fd is not None:
+        hand_over_lock(lock_fd, proc.pid)
+    return proc
 
 
 def start(
@@ -152,31 +164,54 @@ def start(
     read_only = bool(overrides["mount.read_only"])
     created = not os.path.exists(os.path.abspath(mountpoint))
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files the
+    # inbox through the same mountpoint, which is live again. Otherwise its lock is taken now, before the
+    # mount answers, and handed to the indexer: no reader sees "not running" while it starts up.
+    running, lock_fd = _claim_indexer(libdir) if indexer and not read_only else (None, None)
     try:
-        info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
-    except BaseException:
-        if created:  # leave nothing behind for a mount that never came up
-            try:
-                os.rmdir(mountpoint)
-            except OSError:
-                pass
-        raise
-    if indexer and not read_only:
-        # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files
-        # the inbox through the same mountpoint, which is live again
-        info["indexer_pid"] = indexer_pid(libdir) or start_indexer(libdir, mountpoint, llm=llm, env=env)
+        try:
+            info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
+        except BaseException:
+            if created:  # leave nothing behind for a mount that never came up
+                try:
+                    os.rmdir(mountpoint)
+                except OSError:
+                    pass
+            raise
+        if lock_fd is not None:
+            info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
+        elif running:
+            info["indexer_pid"] = running
+    finally:
+        if lock_fd is not None:
+            os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     write_run(libdir, info)
     return info
+
+
+def _claim_indexer(libdir: str) -> tuple[int | None, int | None]:
+    """``(pid of a running indexer, None)`` to adopt it, else ``(None, fd)``: ``indexer.lock`` taken for the
+    indexer about to be started (:func:`start_indexer` hands it over). A lock taken meanwhile by another
+    process (a ``libraryfs index`` pass) is that process's: its pid is returned."""
+    running = indexer_pid(libdir)
+    if running:
+        return running, None
+    try:
+        return None, acquire_lock(libdir, INDEXER_LOCK)
+    except Busy:
+        return indexer_pid(libdir), None
 
 
 def _start_server(libdir: str, mountpoint: str, overrides: dict, timeout_s: float, env: dict | None) -> dict:
     """Spawn the mount server and wait until the mountpoint answers; returns the ``run.json`` facts."""
     log = log_path(libdir, "mount")
+    start = _log_size(log)  # what an earlier server wrote is not this one's error
     server = _spawn(["libraryfs.daemon.mountd", libdir, mountpoint, *flag_argv(overrides)], log, env)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise LaunchError(f"mount server exited: {_last_line(log)}")
+        rc = server.poll()
+        if rc is not None:
+            raise _server_error(rc, _last_line(log, start))
         if wait_until_mounted(mountpoint, 0.2):
             break
     else:
@@ -192,15 +227,20 @@ def _start_server(libdir: str, mountpoint: str, overrides: dict, timeout_s: floa
 
 
 def start_indexer(
-    libdir: str, mountpoint: str | None, llm: bool | None = None, env: dict | None = None
+    libdir: str,
+    mountpoint: str | None,
+    llm: bool | None = None,
+    env: dict | None = None,
+    lock_fd: int | None = None,
 ) -> int:
-    """Spawn the indexer daemon for ``libdir`` (its output appended to ``logs/indexer.log``); returns its pid."""
+    """Spawn the indexer daemon for ``libdir`` (its output appended to ``logs/indexer.log``); returns its pid.
+    ``lock_fd``: ``indexer.lock``, already taken by the caller, which the indexer inherits and keeps."""
     argv = ["libraryfs.daemon.indexer", libdir]
     if mountpoint:
         argv += ["--mountpoint", mountpoint]
     if llm is not None:
         argv.append("--llm" if llm else "--no-llm")
-    return _spawn(argv, log_path(libdir, "indexer"), env).pid
+    return _spawn(argv, log_path(libdir, "indexer"), env, lock_fd).pid
 
 
 def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
@@ -210,8 +250,8 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
     if nothing is mounted there.
     """
     target = os.path.abspath(target)
-    if is_library(target):
-        libdir: str | None = target
+    if not is_libraryfs_mount(target) and is_library(target):  # a mountpoint first: its content may hold
+        libdir: str | None = target  # a store/data.mdb file of its own
         info = read_run(target)
         mountpoint = info.get("mountpoint")
     else:
@@ -254,10 +294,34 @@ def _unmount(mountpoint: str, lazy: bool) -> None:
     raise Busy(f"{msg} (close files under it, or use --lazy)")
 
 
-def _last_line(path: str) -> str:
-    """The mount server's last error line in its log (``"no output"``/``"no log"`` when there is none)."""
+def _log_size(path: str) -> int:
+    """Bytes in the log at ``path`` now (0 when absent)."""
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _server_error(rc: int, line: str) -> LibraryError:
+    """The error of a mount server that exited with status ``rc`` (negative: killed by a signal) after
+    writing ``line`` last: its own exit status (4 for a damaged store) and message."""
+    if rc < 0:
+        sig = signal.Signals(-rc).name
+        err = LaunchError(f"mount server died of {sig}" + (f" after: {line}" if line != "no output" else ""))
+        if sig in ("SIGBUS", "SIGSEGV", "SIGABRT"):  # LMDB on a damaged file; run `libraryfs check`
+            err = Damaged(f"{err}; the library's store may be damaged: run `libraryfs check`")
+        return err
+    err = LaunchError(f"mount server exited: {line}")
+    err.exit_code = rc if rc > 1 else 1
+    return err
+
+
+def _last_line(path: str, start: int = 0) -> str:
+    """The mount server's last error line in its log after byte ``start`` (``"no output"``/``"no log"`` when
+    there is none)."""
     try:
         with open(path, errors="replace") as f:
+            f.seek(start)
             lines = [ln.strip() for ln in f if ln.strip()]
         for ln in reversed(lines):
             if "libraryfs-mountd:" in ln or "Error" in ln or "error" in ln:
@@ -285,8 +349,12 @@ def run_foreground(
     read_only = bool((overrides or {}).get("mount.read_only"))
     child = None
     if indexer and not read_only:
-        running = indexer_pid(libdir)
-        pid = running or start_indexer(libdir, mountpoint, llm=llm)
+        running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
+        try:
+            pid = running or start_indexer(libdir, mountpoint, llm=llm, lock_fd=lock_fd)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
         child = None if running else pid
         info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(), "indexer_pid": pid}
         write_run(libdir, {**info, "started": time.time()})

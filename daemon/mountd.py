@@ -203,8 +203,10 @@ def run(
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
     check_paths(libdir, mountpoint)
+    if not read_only and not os.access(os.path.join(libdir, "store"), os.W_OK):
+        raise LibraryError(f"the library {libdir} cannot be written (read-only): mount it with --read-only")
     lock_fd = acquire_lock(libdir, MOUNT_LOCK)
-    store = Store(libdir)
+    store = Store(libdir, readonly=read_only, verify=True)  # a damaged store is refused, never served
     try:
         from libraryfs.daemon.launcher import clear_stale
 

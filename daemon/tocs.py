@@ -17,7 +17,9 @@ from libraryfs.fs.exclude import GIT_DIR, Placement
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import dir_settled, page0_moved
+from libraryfs.index import catalogue
 from libraryfs.index.jobs import SectionDoc
+from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
 from libraryfs.index.toc import Item, render
 from libraryfs.index.tokens import count_tokens
 
@@ -49,13 +51,17 @@ class TocWriter:
             self._deferred.add(ino)
             return False
         self._deferred.discard(ino)
-        node, path, items, missing, claimed = listed
+        node, path, items, children, missing, claimed = listed
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
             self._update_entries(missing, [], rep)
             return self._render_dir(ino, rep, upto, _retry=False)
         title = "/" if ino == S.ROOT_INO else os.fsdecode(path.rsplit(b"/", 1)[-1])
+        profile, names = apply_children(items, children, title, relative=self.builder.name == "deterministic")
         sect = SectionDoc(
-            path=os.fsdecode(path.lstrip(b"/")), entries=[(os.fsdecode(i.name), i.summary) for i in items]
+            path=os.fsdecode(path.lstrip(b"/")),
+            entries=[(os.fsdecode(i.name), i.summary) for i in items],
+            profile=profile,
+            names=names,
         )
         description = self._call("describe", [sect])[0] if items else "empty section"
         groups = None
@@ -64,6 +70,10 @@ class TocWriter:
         total_tokens = sum(i.tokens for i in items)
         total_entries = sum((i.entries if i.is_dir else 1) for i in items)
         gen = node.generation
+        extra = None
+        if ino == S.ROOT_INO:
+            with self.store.read() as t:
+                extra = catalogue.master_lines(t)
         facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
         out = render(
             title,
@@ -73,6 +83,7 @@ class TocWriter:
             count_tokens=count_tokens,
             header_facts=facts,
             groups=groups,
+            root_extra=extra,
             root_in_pages_dir=claimed,
         )
 
@@ -91,6 +102,8 @@ class TocWriter:
                 toc_levels=out.levels,
                 toc_max_page_tokens=max(out.page_tokens),
                 toc_page_tokens=list(out.page_tokens),
+                profile=profile,
+                names=names,
                 extra=old.extra,
             )
             t.put_meta(ino, m)
@@ -100,9 +113,10 @@ class TocWriter:
         return True
 
     def _toc_items(self, ino: int):  # -> tuple | None | "deferred": see the docstring
-        """``(node, path, TOC items, entries missing a current summary, page 0 moved to .index/)`` of
-        directory ``ino``; None if it is no longer a reachable directory, ``"deferred"`` if it was never
-        indexed and has not settled. One read transaction."""
+        """``(node, path, TOC items, what each item holds, entries missing a current summary, page 0 moved
+        to .index/)`` of directory ``ino``; None if it is no longer a reachable directory, ``"deferred"`` if
+        it was never indexed and has not settled. One read transaction. What an item holds (its terms and
+        defined names, :mod:`libraryfs.index.sections`) is what its line is told apart by."""
         with self.store.read() as t:
             node = t.inode(ino)
             if node is None or not node.is_dir:
@@ -118,6 +132,7 @@ class TocWriter:
                 return "deferred"
             place = self.exclusion.classify(t, ino, path)
             items: list[Item] = []
+            children: list[Child] = []
             missing: dict[int, tuple[int, bytes]] = {}
             ignored = self.exclusion.child_filter(t, path)
             for name, child in t.iter_dir(ino):
@@ -134,6 +149,11 @@ class TocWriter:
                     if page0_moved(t, child_place, child):
                         item.toc_link = f"{PAGES_DIRNAME}/{INDEX_FILE}"
                     items.append(item)
+                    children.append(
+                        child_of_section(
+                            os.fsdecode(name), sm.profile, sm.names, sm.entries_total, sm.tokens_total
+                        )
+                    )
                 else:
                     em = t.entry_meta(child) or S.EntryMeta()
                     if em.summary is None or em.size != cn.size:
@@ -148,5 +168,8 @@ class TocWriter:
                             approx=em.approx,
                         )
                     )
+                    children.append(
+                        child_of_entry(os.fsdecode(name), em.keywords, em.defines, em.tokens or 0)
+                    )
             moved = page0_moved(t, place, ino)
-        return node, path, items, missing, moved
+        return node, path, items, children, missing, moved

@@ -10,9 +10,11 @@ import errno
 
 
 class LibraryError(Exception):
-    """Base of every domain error. ``str(e)`` is a one-line message for users."""
+    """Base of every domain error. ``str(e)`` is a one-line message for users; ``exit_code`` is the CLI's
+    and the daemons' exit status for it (README "Exit status")."""
 
     errno = errno.EIO
+    exit_code = 1
 
 
 class NotFound(LibraryError):
@@ -134,6 +136,19 @@ class Corrupt(LibraryError):
     errno = errno.EIO
 
 
+class Damaged(Corrupt):
+    """The store's file is damaged: truncated, a bad meta page, overwritten pages, or an engine error or
+    crash while reading it (EIO). Every command says so in one line and exits with status 4
+    (:data:`EXIT_DAMAGED`); ``libraryfs check --repair`` salvages what is readable into a new store."""
+
+    errno = errno.EIO
+    exit_code = 4
+
+
+#: Exit status of every command and daemon that finds the library's store damaged (README "Exit status").
+EXIT_DAMAGED = Damaged.exit_code
+
+
 class SchemaMismatch(LibraryError):
     """The store's schema version is one this release cannot serve: newer than it knows, or older and not
     readable until migrated (a read-only open). The CLI and the daemons print it on one line and exit with
@@ -192,6 +207,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         BadHandle,
         RangeError,
         Corrupt,
+        Damaged,
         SchemaMismatch,
         LibraryMissing,
         Busy,

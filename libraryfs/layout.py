@@ -12,6 +12,9 @@ One owner for everything a process needs to know about another one::
       <view>.lock       held while a derived view is written (``episodes.lock``): one writer per view
       run.json          pids and mountpoint recorded by ``libraryfs mount``
 
+(logs, locks and ``run.json`` move to a per-user runtime directory when the library directory cannot be
+written: :func:`state_dir`.)
+
 A lock is an exclusive ``flock(2)`` on its file, taken without blocking by a process (:func:`acquire_lock`,
 :class:`~libraryfs.errors.Busy` names the holder's pid) or, for a derived view, waited for
 (:func:`view_writer`). Whether a process runs is read from its lock, never from a pid file alone: a lock
@@ -24,9 +27,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -49,16 +54,34 @@ def config_path(libdir: str) -> str:
     return os.path.join(os.path.abspath(libdir), CONFIG_FILE)
 
 
+def state_dir(libdir: str) -> str:
+    """Where the processes of ``libdir`` keep their locks, logs and ``run.json``: the library directory
+    itself, or — when it cannot be written (a read-only filesystem or directory, which can still be mounted
+    with ``--read-only``) — ``$XDG_RUNTIME_DIR/libraryfs/<hash of its path>`` (else under the temporary
+    directory, per user), created 0700. Every process of one library computes the same place."""
+    libdir = os.path.abspath(libdir)
+    if os.access(libdir, os.W_OK) or not os.path.isdir(libdir):
+        return libdir
+    base = os.environ.get("XDG_RUNTIME_DIR") or os.path.join(
+        tempfile.gettempdir(), f"libraryfs-{os.getuid()}"
+    )
+    d = os.path.join(base, "libraryfs", hashlib.sha256(os.fsencode(libdir)).hexdigest()[:16])
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    return d
+
+
 def log_path(libdir: str, process: str) -> str:
-    """``<libdir>/logs/<process>.log`` (``process``: ``"mount"`` or ``"indexer"``); creates ``logs/`` (0700)."""
-    logs = os.path.join(os.path.abspath(libdir), LOGS_DIR)
+    """``logs/<process>.log`` in :func:`state_dir` (``process``: ``"mount"`` or ``"indexer"``); creates
+    ``logs/`` (0700)."""
+    logs = os.path.join(state_dir(libdir), LOGS_DIR)
     os.makedirs(logs, mode=0o700, exist_ok=True)
     return os.path.join(logs, f"{process}.log")
 
 
 def lock_path(libdir: str, name: str) -> str:
-    """Path of the lock file ``name`` (:data:`MOUNT_LOCK`, :data:`INDEXER_LOCK`, ``"<view>.lock"``)."""
-    return os.path.join(os.path.abspath(libdir), name)
+    """Path of the lock file ``name`` (:data:`MOUNT_LOCK`, :data:`INDEXER_LOCK`, ``"<view>.lock"``) in
+    :func:`state_dir`."""
+    return os.path.join(state_dir(libdir), name)
 
 
 # -- locks -------------------------------------------------------------------------------------------------
@@ -82,6 +105,39 @@ def acquire_lock(libdir: str, name: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
+
+
+#: Environment variable through which a launcher hands a held lock's fd to the process it starts
+#: (:func:`adopt_lock`): the indexer's lock is taken before the mount comes up, so that no reader of the
+#: mount ever sees "the indexer is not running" while it is starting.
+LOCK_FD_ENV = "LIBRARYFS_LOCK_FD"
+
+
+def hand_over_lock(fd: int, pid: int) -> None:
+    """Record ``pid`` as the holder of the lock ``fd`` (taken by :func:`acquire_lock`, inherited by ``pid``
+    through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{pid}\n".encode(), 0)
+
+
+def adopt_lock(libdir: str, name: str) -> int:
+    """The lock ``name`` of ``libdir``: the one a launcher handed over in ``$LIBRARYFS_LOCK_FD`` when that fd
+    is this lock's file (flock(2) locks belong to the open file description, which fork/exec share), else
+    :func:`acquire_lock`. The variable is removed, so this process's children do not inherit the claim.
+    Raises what :func:`acquire_lock` raises."""
+    raw = os.environ.pop(LOCK_FD_ENV, "")
+    if raw.isdigit():
+        fd = int(raw)
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(lock_path(libdir, name)))
+        except OSError:
+            same = False
+        if same:
+            os.set_inheritable(fd, False)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # ours already: a no-op that proves it
+            hand_over_lock(fd, os.getpid())
+            return fd
+    return acquire_lock(libdir, name)
 
 
 def lock_holder(libdir: str, name: str) -> int | None:
@@ -251,10 +307,15 @@ def mount_info(libdir: str) -> dict | None:
             info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
     finally:
         st.close()
-    mp = info.get("mountpoint")  # type: ignore[attr-defined]
+    if not isinstance(info, dict):
+        return None
+    if not info.get("mountpoint"):  # a --read-only mount records nothing in the store: run.json says
+        run = read_run(libdir)
+        info = {**run, "pid": run.get("server_pid"), "read_only": True} if run else {}
+    mp = info.get("mountpoint")
     if not mp or not is_live(mp) or not is_libraryfs_mount(mp):
         return None
-    return info  # type: ignore[return-value]
+    return info
 
 
 # -- processes ---------------------------------------------------------------------------------------------
@@ -289,7 +350,7 @@ def read_run(libdir: str) -> dict:
     """``run.json`` of ``libdir``: ``{"libdir", "mountpoint", "server_pid", "indexer_pid", "started"}``
     recorded by ``libraryfs mount`` (``{}`` when absent or unreadable)."""
     try:
-        with open(os.path.join(os.path.abspath(libdir), RUN_FILE)) as f:
+        with open(os.path.join(state_dir(libdir), RUN_FILE)) as f:
             out = json.load(f)
     except (OSError, ValueError):
         return {}
@@ -298,7 +359,7 @@ def read_run(libdir: str) -> dict:
 
 def write_run(libdir: str, info: dict) -> None:
     """Replace ``run.json`` atomically (write to a temporary file, then rename)."""
-    path = os.path.join(os.path.abspath(libdir), RUN_FILE)
+    path = os.path.join(state_dir(libdir), RUN_FILE)
     with open(path + ".tmp", "w") as f:
         json.dump(info, f)
     os.replace(path + ".tmp", path)
@@ -307,7 +368,7 @@ def write_run(libdir: str, info: dict) -> None:
 def remove_run(libdir: str) -> None:
     """Delete ``run.json`` (missing is fine)."""
     with contextlib.suppress(OSError):
-        os.unlink(os.path.join(os.path.abspath(libdir), RUN_FILE))
+        os.unlink(os.path.join(state_dir(libdir), RUN_FILE))
 
 
 # -- the indexer's progress --------------------------------------------------------------------------------

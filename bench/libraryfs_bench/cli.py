@@ -70,6 +70,20 @@ def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _require_gcide(contents: tuple[str, ...]) -> None:
+    """One line and exit status 1 before anything runs when the encyclopedia content is asked for and the
+    GNU dictionary (Debian ``dict-gcide``) is not installed."""
+    from libraryfs_bench.theorem import content
+
+    if "encyclopedia" in contents:
+        missing = [p for p in (content.GCIDE_INDEX, content.GCIDE_DICT) if not os.path.exists(p)]
+        if missing:
+            raise click.ClickException(
+                f"the encyclopedia content needs the GNU dictionary ({missing[0]} is missing): "
+                f"apt-get install dict-gcide, or pass --content hash,numeric"
+            )
+
+
 @bench.command("theorem")
 @click.option(
     "--mount",
@@ -180,6 +194,7 @@ def theorem(
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    _require_gcide(opts.contents)
     llm = None
     if llm_model:
         llm = (_theorem_client(setting_overrides(kwargs)), llm_model)

@@ -2,7 +2,7 @@
 
 Each check has a code (``I1`` … ``I8`` as in the schema docstring; ``I0`` for an undecodable inode).
 ``check(store)`` returns a :class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck
-habit). Repairs are conservative: dangling dirents are removed, wrong dirent types rewritten, wrong link
+habit). Repairs are conservative: a missing root is recreated empty (a salvaged store), dangling dirents are removed, wrong dirent types rewritten, wrong link
 counts corrected, orphaned inodes (nlink 0 or unreachable) freed, stray data chunks past EOF dropped,
 ``next_ino`` raised, stale or undecodable meta/TOC records dropped (the indexer rebuilds them). The report
 carries the store's schema version and the migrations still pending (a read-only check of an older store).
@@ -12,6 +12,7 @@ Reads the store only through the typed layer and its backend transaction (no eng
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -19,6 +20,7 @@ from functools import partial
 from libraryfs.errors import Corrupt
 from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
+from libraryfs.fs.lmdb_pages import WalkReport
 from libraryfs.fs.store import Store, Txn
 
 
@@ -111,8 +113,15 @@ class _Checker:
         self.check_inodes()
         root = self.inodes.get(S.ROOT_INO)
         if root is None or not root.is_dir:
-            self.problem("I1", S.ROOT_INO, "root inode missing or not a directory")
-            return self.r
+            now = time.time_ns()
+            new = S.Inode(S.ROOT_INO, S.S_IFDIR | 0o755, os.getuid(), os.getgid(), 2, 0, now, now, now)
+            self.problem(
+                "I1", S.ROOT_INO, "root inode missing or not a directory", lambda: self.t.put_inode(new)
+            )
+            if not self.repair:
+                return self.r
+            self.apply_fixes()  # a salvaged store whose inodes were lost: an empty root to hang the rest on
+            self.inodes[S.ROOT_INO] = new
         for step in (self.check_dirents, self.check_tree, self.check_links, self.check_data):
             step()
             self.apply_fixes()
@@ -246,6 +255,9 @@ class _Checker:
         kv = self.t.kv
         for k, v in kv.range(S.DB_META):
             ino = S.from_u64(k)
+            if ino == S.CATALOGUE_INO:  # the name catalogue's pseudo directory: a section record, no inode
+                self._check_catalogue_meta(v)
+                continue
             node = self.inodes.get(ino)
             drop = lambda k=k: kv.delete(S.DB_META, k)  # noqa: E731
             if node is None:
@@ -263,8 +275,27 @@ class _Checker:
                 )
         for k, _ in kv.range(S.DB_TOC, keys_only=True):
             ino = S.from_u64(k)
+            if ino == S.CATALOGUE_INO:
+                continue
             if ino not in self.inodes or not self.inodes[ino].is_dir:
                 self.problem("I8", ino, "TOC page of a missing directory", partial(kv.delete, S.DB_TOC, k))
+
+    def _check_catalogue_meta(self, raw: bytes) -> None:
+        """I8 for the name catalogue's section record: it decodes as a section record (derived data: a
+        damaged one is dropped and the indexer rebuilds the catalogue)."""
+        kv = self.t.kv
+
+        def drop() -> None:
+            kv.delete(S.DB_META, S.u64(S.CATALOGUE_INO))
+            kv.delete_range(S.DB_TOC, S.u64(S.CATALOGUE_INO), S.u64(S.CATALOGUE_INO + 1))
+
+        try:
+            rec = S.decode_meta(raw)
+        except Corrupt as e:
+            self.problem("I8", S.CATALOGUE_INO, f"undecodable catalogue record: {e}", drop)
+            return
+        if not isinstance(rec, S.SectionMeta):
+            self.problem("I8", S.CATALOGUE_INO, "the catalogue record is not a section record", drop)
 
 
 def describe(report: Report) -> str:
@@ -283,5 +314,34 @@ def describe(report: Report) -> str:
         "clean"
         if not report.problems
         else ("repaired" if report.clean else f"{len(report.problems)} problem(s) found")
+    )
+    return os.linesep.join(lines)
+
+
+def damage_json(pages: WalkReport) -> dict:
+    """JSON-able report of a damaged store (:func:`libraryfs.fs.lmdb_pages.walk`'s findings)."""
+    return {
+        "clean": False,
+        "damaged": True,
+        "problems": pages.problems,
+        "records_readable": pages.records,
+        "records_expected": pages.expected,
+    }
+
+
+def describe_damage(pages: WalkReport, max_lines: int = 20) -> str:
+    """Human-readable report of a damaged store: a first line saying so, the problems (at most
+    ``max_lines``), what could be read per table, and how to salvage it."""
+    lines = [f"the library's store is damaged: {len(pages.problems)} problem(s) in its data file"]
+    lines += [f"  {p}" for p in pages.problems[:max_lines]]
+    if len(pages.problems) > max_lines:
+        lines.append(f"  … {len(pages.problems) - max_lines} more")
+    if pages.expected:
+        readable = ", ".join(f"{t} {pages.records.get(t, 0)}/{n}" for t, n in sorted(pages.expected.items()))
+        lines.append(f"readable records (read/expected): {readable}")
+    else:
+        lines.append("no table could be reached from the current meta page")
+    lines.append(
+        "run `libraryfs check --repair` to salvage what is readable into a new store (the damaged one is kept)"
     )
     return os.linesep.join(lines)

@@ -7,7 +7,9 @@ features and benchmarks) takes these names from here instead of spelling them:
 * ``.index/`` in a directory whose TOC needs more than one page, holding pages ``0001.md``, ``0002.md``, …
   (the page-name scheme: four decimal digits, from 1; page 0 is ``INDEX.md``);
 * at the root only: the control plane ``.libraryfs/`` (``status.json``, ``stats.json``, ``journal``, and
-  ``budget`` when the mount has a read budget) and the finder ``.find/<term>/``.
+  ``budget`` when the mount has a read budget), the finder ``.find/<term>/`` and the name catalogue
+  ``.catalogue/`` (its own ``INDEX.md`` and ``.index/`` pages: every name the library's entries define,
+  sorted, :mod:`libraryfs.index.catalogue`; present once the indexer has built it).
 
 Generated names are resolved by lookup only and never listed by ``readdir``, and a directory excluded from
 TOCs (a dot-directory or an ignored path, :mod:`libraryfs.fs.exclude`) has none of them. ``INDEX.md`` is
@@ -30,16 +32,18 @@ INDEX_FILE = "INDEX.md"  #: a directory's generated TOC (page 0)
 PAGES_DIRNAME = ".index"  #: the directory of further TOC pages (1, 2, …)
 CTL_DIRNAME = ".libraryfs"  #: the read-only control plane, at the root only
 FIND_DIRNAME = ".find"  #: the deterministic finder, at the root only
+CATALOGUE_DIRNAME = ".catalogue"  #: the name catalogue (TOC pages over every defined name), at the root only
 
 INDEX_NAME = INDEX_FILE.encode()
 PAGES_DIR = PAGES_DIRNAME.encode()
 CTL_DIR = CTL_DIRNAME.encode()
 FIND_DIR = FIND_DIRNAME.encode()
+CATALOGUE_DIR = CATALOGUE_DIRNAME.encode()
 
 #: Names generated in every directory that has a TOC (``INDEX.md`` may be the user's: module doc).
 RESERVED_NAMES = frozenset({INDEX_NAME, PAGES_DIR})
 #: Names generated at the root (the user cannot create them there).
-RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR})
+RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR, CATALOGUE_DIR})
 #: Every generated name, as ``str`` (for checks on relative paths outside the view, e.g. ingest).
 GENERATED_NAMES = frozenset(n.decode() for n in RESERVED_NAMES | RESERVED_ROOT)
 
@@ -98,5 +102,5 @@ def is_reserved(name: bytes, parent: int) -> bool:
 
 def is_generated(name: str, at_root: bool) -> bool:
     """``str`` form of :func:`is_reserved` for a path component: ``at_root`` says whether its directory is
-    the library's root (``.libraryfs`` and ``.find`` are generated only there)."""
+    the library's root (``.libraryfs``, ``.find`` and ``.catalogue`` are generated only there)."""
     return is_reserved(name.encode("utf-8", "surrogateescape"), ROOT_INO if at_root else 0)

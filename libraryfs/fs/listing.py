@@ -1,10 +1,12 @@
 """Directory listings of the view: opendir/readdir/releasedir.
 
 ``opendir`` snapshots the whole listing into a directory handle: the stored dirents in name-byte order. The
-generated names of a real directory (``INDEX.md``, ``.index``, and at the root ``.libraryfs`` and ``.find``)
-are resolved by lookup only and never listed, so tools that walk a tree see only what is stored (issue 14:
-``cp -a``, ``rsync --delete``, ``tar``, ``diff -r``, ``git status``; :mod:`libraryfs.fs.virtual`). A virtual
-directory (``.index/``, ``/.libraryfs/``, ``/.find/<term>/``) lists its generated entries. ``readdir`` walks the snapshot from an offset, so offsets stay stable while the directory
+generated names of a real directory (``INDEX.md``, ``.index``, and at the root ``.libraryfs``, ``.find`` and
+``.catalogue``) are resolved by lookup only and never listed, so tools that walk a tree see only what is
+stored (issue 14: ``cp -a``, ``rsync --delete``, ``tar``, ``diff -r``, ``git status``;
+:mod:`libraryfs.fs.virtual`). A virtual directory (``.index/``, ``/.libraryfs/``, ``/.find/<term>/``,
+``/.catalogue/``) lists its generated entries. ``readdir`` walks the snapshot from an offset, so offsets stay
+stable while the directory
 changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
 ``st_mode``, ino)``.
 """

@@ -50,9 +50,9 @@ def check_new_name(t: Txn, name: bytes, parent: int, virtual: VirtualNamespace) 
     """Refuse ``name`` as a new dirent in directory inode ``parent``.
 
     Raises InvalidArgument (empty, ``.``, ``..``), NameTooLong (over NAME_MAX bytes, ENAMETOOLONG); for a
-    name the view generates there (``.index`` in a TOC directory; ``.libraryfs``/``.find`` at the root):
-    Exists or AccessDenied (:meth:`VirtualNamespace.check_new_name`). ``INDEX.md`` is allowed: the user's
-    own wins over the generated one.
+    name the view generates there (``.index`` in a TOC directory; ``.libraryfs``/``.find``/``.catalogue`` at
+    the root): Exists or AccessDenied (:meth:`VirtualNamespace.check_new_name`). ``INDEX.md`` is allowed: the
+    user's own wins over the generated one.
     """
     if not name or name in (b".", b".."):
         raise InvalidArgument("invalid name")

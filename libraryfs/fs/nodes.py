@@ -27,6 +27,9 @@ class Kind(enum.Enum):
     FIND = "find"  #: ``/.find/``: the finder
     FINDTERM = "findterm"  #: ``/.find/<term>/``: the matches of a term
     FINDLINK = "findlink"  #: ``/.find/<term>/<NN-name>``: a symlink to one match
+    #: ``/.catalogue/``: the name catalogue; its pages are the TOC/PAGES/PAGE of pseudo directory
+    #: :data:`~libraryfs.fs.schema.CATALOGUE_INO`
+    CATALOGUE = "catalogue"
 
     @property
     def is_toc_page(self) -> bool:
@@ -35,11 +38,12 @@ class Kind(enum.Enum):
 
     @property
     def is_virtual_dir(self) -> bool:
-        """A generated directory (``.index/``, ``/.libraryfs/``, ``/.find/``, ``/.find/<term>/``)."""
+        """A generated directory (``.index/``, ``/.libraryfs/``, ``/.find/``, ``/.find/<term>/``,
+        ``/.catalogue/``)."""
         return self in _VIRTUAL_DIRS
 
 
-_VIRTUAL_DIRS = frozenset({Kind.PAGES, Kind.CTL, Kind.FIND, Kind.FINDTERM})
+_VIRTUAL_DIRS = frozenset({Kind.PAGES, Kind.CTL, Kind.FIND, Kind.FINDTERM, Kind.CATALOGUE})
 
 
 @dataclass(slots=True)

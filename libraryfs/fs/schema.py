@@ -34,6 +34,12 @@ only checks that they open). Their key/value layout is owned by the module named
              ``0x00 + b"spend"`` → JSON spending window
 ``units``    :mod:`libraryfs.features.episodes.unitdb`: ``b"u" + episode + 0x00 + step:u64`` → unit JSON;
              ``b"m" + episode`` → episode meta JSON
+``catalogue`` :mod:`libraryfs.index.catalogue`: the name catalogue (every name an entry defines → the
+             entry, as a B+tree): ``b"n" + casefold(name) + 0x00 + name + 0x00 + ino:u64`` → ``u32`` (how many
+             names that entry defines); ``b"p" + page:u32`` → node JSON; ``b"d" + page:u32`` → ``b""`` (a leaf
+             to re-render); ``b"s"`` → state JSON. Its rendered pages are ``toc`` pages of the pseudo
+             directory :data:`CATALOGUE_INO`, with a section record there (token counts); ``check``
+             accepts both
 ``extra``    reserved for extensions (no user yet)
 
 Invariants (verified by :mod:`libraryfs.fs.check`)
@@ -94,8 +100,12 @@ CORE_DBS = _TREE_DBS + _INDEX_DBS  #: the core tables, opened with every store
 DB_LLMCACHE = b"llmcache"
 DB_UNITS = b"units"
 DB_EXTRA = b"extra"
+DB_CATALOGUE = b"catalogue"
 #: Tables that extensions may create (checked for existence only).
-EXTENSION_DBS = (DB_LLMCACHE, DB_UNITS, DB_EXTRA)
+EXTENSION_DBS = (DB_LLMCACHE, DB_UNITS, DB_EXTRA, DB_CATALOGUE)
+#: Pseudo directory inode whose ``toc`` pages and ``meta`` section record are the name catalogue's (no
+#: inode has this number: inode numbers are handed out from 1 upwards).
+CATALOGUE_INO = (1 << 64) - 2
 MAX_DBS = 32
 
 # ---- config keys (table ``config``); u64 values are big-endian ------------------------------------------
@@ -112,6 +122,9 @@ CFG_CREATED = b"created_ns"  #: u64: creation time of the library (ns)
 CFG_SECURITY_XATTRS = b"has_security_xattrs"  #: b"1" once any ``security.*`` xattr has been stored
 CFG_MIGRATION = b"migration_progress"  #: u64 source version + resume key of a migration under way
 CFG_SCHEMA_HISTORY = b"schema_history"  #: JSON list of {"from", "to", "at_ns", "release", "records"}
+CFG_TOC_FORMAT = (
+    b"toc_format"  #: ASCII int: the TOC text rules the last full pass used (libraryfs.index.lines)
+)
 
 # Inode flags
 F_GENERATED = 1  #: content produced by a builder (read-only through the mount)
@@ -333,8 +346,7 @@ class _MetaRecord:
             if type(value) is not types.get(key):
                 break  # an unknown key, a None or a wrong type: the careful path below
         else:  # the common case (every key known, every type right): positional, on read paths
-            if "toc_page_tokens" in obj:
-                _check_ints(obj["toc_page_tokens"])
+            _check_items(obj)
             return cls._known(obj)  # type: ignore[attr-defined]  # each subclass's classmethod
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
@@ -348,14 +360,23 @@ class _MetaRecord:
                 raise Corrupt(f"meta record: {key}={value!r} is not of type {want.__name__}")
             else:
                 known[key] = value
-        if "toc_page_tokens" in known:
-            _check_ints(known["toc_page_tokens"])
+        _check_items(known)
         return cls(**known, extra=extra)  # type: ignore[call-arg]  # the dataclass subclasses' fields
 
 
-def _check_ints(values: list) -> None:
-    if any(type(x) is not int for x in values):
-        raise Corrupt(f"meta record: toc_page_tokens={values!r} is not a list of integers")
+#: known keys whose values are containers: the type every item (dict: every value, keys are str) must have
+_ITEM_TYPES = {"toc_page_tokens": int, "defines": str, "keywords": str, "names": str, "profile": int}
+
+
+def _check_items(obj: dict[str, Any]) -> None:
+    """Raise Corrupt when a container value of a known key holds an item of the wrong type."""
+    for key, want in _ITEM_TYPES.items():
+        value = obj.get(key)
+        if value is None:
+            continue
+        items = value.values() if isinstance(value, dict) else value
+        if any(type(x) is not want for x in items):
+            raise Corrupt(f"meta record: {key}={value!r} holds an item that is not of type {want.__name__}")
 
 
 @dataclass(slots=True)
@@ -367,6 +388,10 @@ class EntryMeta(_MetaRecord):
     past the hashing limit, ``"link:<16 hex>"`` for a symlink; ``tokens``: o200k tokens of the content
     (an estimate of bytes/4 when ``approx``); ``summary``: the TOC line, written by builder ``by``
     (``"deterministic"`` when the configured builder fell back). None: never examined/summarised.
+    ``defines``: the names the entry defines (API objects, code symbols, glossary terms; fully qualified
+    where the document says so, in document order, at most 400); ``keywords``: its characteristic words
+    (at most 16, best first); ``outline``: the version of the extraction that wrote both
+    (:data:`libraryfs.index.outline.OUTLINE_VERSION`; None: never extracted).
     """
 
     name: str = ""
@@ -379,6 +404,9 @@ class EntryMeta(_MetaRecord):
     link: bool = False
     summary: str | None = None
     by: str | None = None
+    defines: list[str] | None = None
+    keywords: list[str] | None = None
+    outline: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -396,6 +424,9 @@ class EntryMeta(_MetaRecord):
             g("link", False),
             g("summary"),
             g("by"),
+            g("defines"),
+            g("keywords"),
+            g("outline"),
         )
 
     _TYPES: ClassVar[dict[str, type]] = {
@@ -409,6 +440,9 @@ class EntryMeta(_MetaRecord):
         "link": bool,
         "summary": str,
         "by": str,
+        "defines": list,
+        "keywords": list,
+        "outline": int,
     }
 
 
@@ -421,7 +455,9 @@ class SectionMeta(_MetaRecord):
     generation the TOC was built from; ``toc_journal_seq``: the journal seq it reflects (None: no TOC yet,
     shown as stale); ``toc_pages``/``toc_levels``: pages and levels of the bounded TOC;
     ``toc_page_tokens``: o200k tokens of each page (the mount never loads the tokenizer);
-    ``toc_max_page_tokens``: their maximum.
+    ``toc_max_page_tokens``: their maximum. ``profile``: term → entries below holding it (the top 64,
+    :mod:`libraryfs.index.sections`); ``names``: representative names defined below it (at most 24);
+    both None until rendered by a release that keeps them.
     """
 
     description: str | None = None
@@ -433,6 +469,8 @@ class SectionMeta(_MetaRecord):
     toc_levels: int = 0
     toc_max_page_tokens: int = 0
     toc_page_tokens: list[int] = field(default_factory=list)
+    profile: dict[str, int] | None = None
+    names: list[str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -449,6 +487,8 @@ class SectionMeta(_MetaRecord):
             g("toc_levels", 0),
             g("toc_max_page_tokens", 0),
             g("toc_page_tokens", []),
+            g("profile"),
+            g("names"),
         )
 
     _TYPES: ClassVar[dict[str, type]] = {
@@ -461,6 +501,8 @@ class SectionMeta(_MetaRecord):
         "toc_levels": int,
         "toc_max_page_tokens": int,
         "toc_page_tokens": list,
+        "profile": dict,
+        "names": list,
     }
 
 

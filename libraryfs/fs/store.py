@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from libraryfs.errors import Corrupt, LibraryMissing
+from libraryfs.errors import Corrupt, Damaged, LibraryMissing
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend, bound_getter
@@ -355,9 +355,11 @@ class Store:
     ``Store(libdir)`` opens an existing library (read-write: an older schema is migrated first, see
     :mod:`libraryfs.fs.migrations`; ``readonly``: served as it is when every pending step allows that);
     :meth:`create` initialises one. ``backend``: an open backend to use instead of the library's LMDB store
-    (opened with the same ``readonly``). Raises :class:`LibraryMissing` when ``libdir`` holds no library,
-    :class:`Corrupt` when its store is unreadable, :class:`~libraryfs.errors.SchemaMismatch` when its
-    schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
+    (opened with the same ``readonly``); ``verify``: walk every page of the LMDB store before opening it
+    (default: when opened read-write, so that no writer writes into a damaged store; ``status`` asks for it
+    read-only). Raises :class:`LibraryMissing` when ``libdir`` holds no library,
+    :class:`~libraryfs.errors.Damaged` when its store is damaged, :class:`~libraryfs.errors.SchemaMismatch`
+    when its schema cannot be served. Open it *after* any fork (py-lmdb refuses an environment inherited over fork).
     """
 
     def __init__(
@@ -367,6 +369,7 @@ class Store:
         readonly: bool = False,
         map_size: int | None = None,
         backend: Backend | None = None,
+        verify: bool | None = None,
         _new: bool = False,
     ) -> None:
         self.libdir = os.path.abspath(os.fspath(libdir))
@@ -374,7 +377,9 @@ class Store:
         if backend is None:
             if not is_library(self.libdir):
                 raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
-            backend = lmdb_backend.LmdbBackend(self.libdir, readonly=readonly, map_size=map_size)
+            backend = lmdb_backend.LmdbBackend(
+                self.libdir, readonly=readonly, map_size=map_size, verify=verify
+            )
         self.backend: Backend = backend
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
@@ -387,8 +392,8 @@ class Store:
                 raw = t.cfg(S.CFG_SCHEMA_VERSION)
         except StoreError as e:
             self.backend.close()
-            raise Corrupt(
-                f"{self.libdir}: the store is corrupt or unreadable ({e}); "
+            raise Damaged(
+                f"the library's store is damaged: {self.libdir}: {e}; "
                 f"run `libraryfs check` or restore it from a backup"
             ) from e
         try:

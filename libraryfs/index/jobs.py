@@ -5,8 +5,10 @@ The indexer calls an :class:`IndexBuilder` for four jobs, always in batches:
 =====================  ===================================  ==========================================
 job                    with an LLM (libraryfs.llm)          :class:`DeterministicBuilder` (the default)
 =====================  ===================================  ==========================================
-summarize entries      one line, ≤ ~20 words                first heading or first sentence, truncated
-describe sections      one line from its entries' lines     most frequent terms of its entries
+summarize entries      one line, ≤ ~20 words                title, first sentence and the names it
+                                                            defines (:mod:`libraryfs.index.lines`)
+describe sections      one line from its entries' lines     terms most of its entries share, and names
+                                                            (:mod:`libraryfs.index.sections`)
 file inbox entries     existing section or a new name       best lexical match among sections, else
                                                             ``unsorted``
 group a large TOC      named semantic groups                ``None``: contiguous name ranges (B-tree)
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from libraryfs.fs.generated import GENERATED_NAMES
+from libraryfs.index.lines import entry_summary
+from libraryfs.index.outline import Outline, binary_kind, outline
 
 SUMMARY_MAX_WORDS = 20
 SAMPLE_BYTES = 8192  #: bytes of an entry's content given to a builder
@@ -40,6 +44,8 @@ class EntryDoc:
     text: str
     size_bytes: int
     is_binary: bool = False
+    outline: Outline | None = None  #: from the whole text (the indexer's), else computed from ``text``
+    head: bytes = b""  #: first bytes of a binary entry (its type)
 
 
 @dataclass
@@ -49,6 +55,8 @@ class SectionDoc:
     path: str
     entries: list[tuple[str, str]] = field(default_factory=list)
     description: str = ""
+    profile: dict[str, int] | None = None  #: term → entries below holding it (the indexer's)
+    names: list[str] | None = None  #: representative names defined below it
 
 
 @dataclass
@@ -93,11 +101,8 @@ but so do does did been being only over under about after before between both sa
 entry entries section index rst txt html pdf bytes tok tokens empty file""".split()
 )
 _WORD = re.compile(r"\b[A-Za-z][A-Za-z0-9_'-]{2,29}\b")  # ≤ 30 chars: no 250-char names as terms
-_RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>%.!$&/|])\1{2,}\s*$")
 _ROLE = re.compile(r":[a-z:]+:`~?!?([^`<]*?)(?:\s*<[^>]*>)?`")
 _MARKUP = re.compile(r"[*`|]+")
-_RST_INDEX_ENTRY = re.compile(r"^(single|pair|triple|see|seealso|module|keyword|builtin|statement|object):\s")
-_SENT_END = re.compile(r"(?<=[.!?])\s")
 
 
 def clean_line(text: str, max_words: int = SUMMARY_MAX_WORDS) -> str:
@@ -111,57 +116,12 @@ def clean_line(text: str, max_words: int = SUMMARY_MAX_WORDS) -> str:
 
 
 def deterministic_summary(doc: EntryDoc) -> str:
-    """First heading (Markdown ``#``, reST underline) or first sentence, ≤ 20 words; facts for binary."""
+    """What the entry is and what it defines (:func:`libraryfs.index.lines.entry_summary` of its outline);
+    the type and size of a binary entry."""
     if doc.is_binary:
-        return f"binary data, {doc.size_bytes:,} bytes"
-    lines = doc.text.lstrip("\ufeff").splitlines()
-    # Markdown heading
-    for ln in lines[:40]:
-        s = ln.strip()
-        if s.startswith("#") and s.lstrip("#").strip():
-            head = clean_line(s.lstrip("#").strip())
-            first = _first_sentence(lines)
-            return clean_line(f"{head}: {first}") if first and first != head else head
-    # reST title: a text line followed (or surrounded) by an underline
-    for i in range(len(lines) - 1):
-        s, nxt = lines[i].strip(), lines[i + 1].strip()
-        if s and not _RST_UNDERLINE.match(s) and _RST_UNDERLINE.match(nxt) and len(nxt) >= len(s) - 1:
-            head = clean_line(s)
-            first = _first_sentence(lines[i + 2 :])
-            return clean_line(f"{head}: {first}") if first else head
-    first = _first_sentence(lines)
-    if first:
-        return first
-    return "empty file" if doc.size_bytes == 0 else f"{doc.size_bytes:,} bytes of text"
-
-
-def _first_sentence(lines: list[str]) -> str:
-    para: list[str] = []
-    for ln in lines:
-        s = ln.strip()
-        if not s:
-            if para:
-                break
-            continue
-        if (
-            s.startswith("..")
-            or s.startswith(":")
-            or _RST_UNDERLINE.match(s)
-            or s.startswith("#")
-            or s.startswith("<!--")
-            or _RST_INDEX_ENTRY.match(s)
-        ):
-            if para:
-                break
-            continue
-        para.append(s)
-        if len(" ".join(para)) > 400:
-            break
-    if not para:
-        return ""
-    text = " ".join(para)
-    sentence = _SENT_END.split(text, maxsplit=1)[0]
-    return clean_line(sentence)
+        return f"{binary_kind(doc.head)}, {doc.size_bytes:,} bytes"
+    o = doc.outline or outline(doc.name, doc.text, size_bytes=doc.size_bytes)
+    return entry_summary(o, doc.name) or f"{doc.size_bytes:,} bytes of text"
 
 
 def terms(text: str) -> list[str]:
@@ -170,14 +130,21 @@ def terms(text: str) -> list[str]:
 
 
 def deterministic_description(section: SectionDoc, top: int = 6) -> str:
-    """``"<n> entries: t1, t2, …"`` with the most frequent terms of the entries' names and lines."""
+    """The terms most of its entries share and a few names below it, from the indexer's profile
+    (:func:`libraryfs.index.sections.describe`); without one, ``"<n> entries: t1, t2, …"`` with the most
+    frequent terms of the entries' names and lines."""
+    n = len(section.entries)
+    if not n:
+        return "empty section"
+    if section.profile is not None:
+        from libraryfs.index.sections import describe
+
+        own = set(terms(section.path.rsplit("/", 1)[-1].replace("-", " ").replace("_", " ")))
+        return describe(section.profile, section.names or [], n, own) or f"{n} entr{'y' if n == 1 else 'ies'}"
     c: Counter[str] = Counter()
     for name, line in section.entries:
         c.update(set(terms(name.replace("_", " ").replace("-", " ").rsplit(".", 1)[0])))
         c.update(set(terms(line)))
-    n = len(section.entries)
-    if not n:
-        return "empty section"
     common = [w for w, _ in c.most_common(top)]
     return f"{n} entr{'y' if n == 1 else 'ies'}" + (f": {', '.join(common)}" if common else "")
 

@@ -22,6 +22,10 @@ from dataclasses import dataclass
 
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index.jobs import Group
+from libraryfs.index.lines import range_summary
+from libraryfs.index.sections import MAX_TERMS, terms_for
+from libraryfs.index.terms import distinctive
+from libraryfs.index.terms import words as _words
 
 DEFAULT_MAX_TOKENS = 2000
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
@@ -38,6 +42,8 @@ class Item:
     entries: int = 0  #: for a section: number of entries below it
     is_link: bool = False
     approx: bool = False
+    terms: dict[str, int] | None = None  #: profile (term → entries holding it) for range lines
+    names: list[str] | None = None  #: defined or representative names, best first, for range lines
     toc_link: str = INDEX_FILE  #: for a section: its page 0, relative to it (``.index/INDEX.md`` when moved)
 
 
@@ -64,7 +70,8 @@ def sanitize(text: str, max_chars: int = 240) -> str:
 def display_name(name: bytes) -> str:
     """A name as shown in a TOC line: undecodable bytes as ``\\xNN``, control chars escaped, ``[]`` escaped."""
     s = name.decode("utf-8", "backslashreplace")
-    s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
+    if _CTRL.search(s):
+        s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
     return s.replace("[", "\\[").replace("]", "\\]")
 
 
@@ -100,6 +107,7 @@ def render(
     count_tokens: Callable[[str], int],
     header_facts: str = "",
     groups: list[Group] | None = None,
+    root_extra: list[str] | None = None,
     root_in_pages_dir: bool = False,
 ) -> Rendered:
     """Render the pages of one directory. ``items`` must be sorted by name bytes.
@@ -112,13 +120,19 @@ def render(
     item exactly once; each group then starts a new run of leaf pages titled by the group name. Raises
     ``ValueError`` if ``max_tokens`` < 200 or a single entry line alone exceeds the bound (cannot happen with
     sanitised summaries and C ≥ 200).
+
+    ``root_extra``: link lines the caller made (the master page's line to the name catalogue), appended
+    to ``INDEX.md`` after the entries and counted against its bound. A range line of a multi-page
+    directory says what its range holds: the terms that tell it apart from the other ranges of its level
+    and its first defined names (from ``Item.terms`` and ``Item.names``).
     """
     if max_tokens < 200:
         raise ValueError("max_tokens must be at least 200")
     head = _Head(sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts)
 
     # one page?
-    lines0 = [entry_line(i, "../" if root_in_pages_dir else "") for i in items]
+    extra = list(root_extra or [])
+    lines0 = [entry_line(i, "../" if root_in_pages_dir else "") for i in items] + extra
     head_cost = count_tokens("\n".join(head(0, 1, ""))) + 24
     line_cost = [count_tokens(ln) + 1 for ln in lines0]
     if head_cost + sum(line_cost) <= max_tokens:
@@ -127,8 +141,9 @@ def render(
 
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
     leaves = _leaf_pages(items, _runs(items, groups), budget, count_tokens)
+    ranges = _Ranges(items, set(_words(dir_title)))
     root_lines, all_pages, page_titles, levels = _index_levels(
-        leaves, budget, count_tokens, root_in_pages_dir
+        leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
     )
     npages = len(all_pages) + 1
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
@@ -173,14 +188,18 @@ def _runs(items: list[Item], groups: list[Group] | None) -> list[tuple[str, list
     return [("", list(range(len(items))))]
 
 
+_Leaf = tuple[str, list[str], str, list[int]]  # (group title, lines, range label, item indexes)
+
+
 def _leaf_pages(
     items: list[Item], runs: list[tuple[str, list[int]]], budget: int, count_tokens: Callable[[str], int]
-) -> list[tuple[str, list[str], str]]:
+) -> list[_Leaf]:
     """Cut each run into leaf pages of at most ``budget`` tokens of lines (links ``../name`` from inside
-    ``.index/``): ``(group title, lines, range label)`` per page. Raises ValueError for a line over budget."""
+    ``.index/``): ``(group title, lines, range label, item indexes)`` per page. Raises ValueError for a line
+    over budget."""
     leaf_lines = [entry_line(i, "../") for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
-    pages: list[tuple[str, list[str], str]] = []
+    pages: list[_Leaf] = []
     for gtitle, idxs in runs:
         cur: list[int] = []
         cost = 0
@@ -198,48 +217,59 @@ def _leaf_pages(
 
 
 def _index_levels(
-    leaves: list[tuple[str, list[str], str]],
+    leaves: list[_Leaf],
     budget: int,
     count_tokens: Callable[[str], int],
+    ranges: _Ranges,
+    extra: list[str],
     root_in_pages_dir: bool = False,
 ) -> tuple[list[str], list[list[str]], list[str], int]:
-    """Build index levels above the leaf pages until the root's lines fit ``budget`` tokens.
+    """Build index levels above the leaf pages until the root's lines (and ``extra``) fit ``budget`` tokens.
 
     Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
     ``(label, page number, entries below)``; links from the root go into ``.index/`` (siblings when the
-    root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are siblings. Raises
-    ValueError past 12 levels.
+    root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are siblings; each line ends
+    with what its range holds (``ranges``). Raises ValueError past 12 levels.
     """
+    extra_cost = sum(count_tokens(ln) + 1 for ln in extra)
     root_link = page_file if root_in_pages_dir else page_relpath
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
     level: list[tuple[str, int, int]] = []
-    for gtitle, lines, label in leaves:
+    runs_of_level: list[_Run] = []  # what the pages of a level hold (for their range lines)
+    for gtitle, lines, label, idxs in leaves:
         all_pages.append(lines)
         page_titles.append(gtitle or label)
         level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
+        runs_of_level.append(ranges.of_items(idxs))
     levels = 2
     while True:
+        descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt in level])
         idx_lines = [
-            f"- [{lab}]({root_link(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}" for lab, p, cnt in level
+            f"- [{lab}]({root_link(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}{descs[k]}"
+            for k, (lab, p, cnt) in enumerate(level)
         ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
-        if sum(cost) <= budget:
-            return idx_lines, all_pages, page_titles, levels
+        if sum(cost) + extra_cost <= budget:
+            return idx_lines + extra, all_pages, page_titles, levels
         nxt: list[tuple[str, int, int]] = []
-        for g in _pack(cost, budget):
-            sib = [f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries" for k in g]
+        nxt_runs: list[_Run] = []
+        for g in pack(cost, budget):
+            sib = [
+                f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g
+            ]
             all_pages.append(sib)
             lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)
             nxt.append((lab, len(all_pages), sum(level[k][2] for k in g)))
-        level = nxt
+            nxt_runs.append(_Run.merged([runs_of_level[k] for k in g]))
+        level, runs_of_level = nxt, nxt_runs
         levels += 1
         if levels > 12:
             raise ValueError("TOC tree too deep")
 
 
-def _pack(cost: list[int], budget: int) -> list[list[int]]:
+def pack(cost: list[int], budget: int) -> list[list[int]]:
     """Consecutive indexes of ``cost`` grouped so that each group's sum stays within ``budget`` (a single
     item over it forms its own group)."""
     out: list[list[int]] = []
@@ -256,10 +286,62 @@ def _pack(cost: list[int], budget: int) -> list[list[int]]:
     return out
 
 
-def _leaf(gtitle: str, idxs: list[int], items: list[Item], lines: list[str]) -> tuple[str, list[str], str]:
+def _leaf(gtitle: str, idxs: list[int], items: list[Item], lines: list[str]) -> _Leaf:
     first, last = _short(display_name(items[idxs[0]].name)), _short(display_name(items[idxs[-1]].name))
     label = f"{first} … {last}" if first != last else first
-    return gtitle, [lines[k] for k in idxs], label
+    return gtitle, [lines[k] for k in idxs], label, idxs
+
+
+#: names a range line shows (the run's most representative)
+RANGE_NAMES = 3
+
+
+@dataclass
+class _Run:
+    """What a run of items (a page's range) holds: summed term profiles and its first names."""
+
+    terms: dict[str, int]
+    names: list[str]
+
+    @classmethod
+    def merged(cls, runs: list[_Run]) -> _Run:
+        """What consecutive runs hold together (an index page's range over its child pages)."""
+        terms: dict[str, int] = {}
+        for r in runs:
+            for t, c in r.terms.items():
+                terms[t] = terms.get(t, 0) + c
+        return cls(terms, [n for r in runs for n in r.names][:RANGE_NAMES])
+
+
+class _Ranges:
+    """The range lines' descriptions of one directory: its items, and the words its title already says."""
+
+    def __init__(self, items: list[Item], exclude: set[str]) -> None:
+        self.items, self.exclude = items, exclude
+
+    def of_items(self, idxs: list[int]) -> _Run:
+        """What the items at ``idxs`` hold together."""
+        terms: dict[str, int] = {}
+        names: list[str] = []
+        for k in idxs:
+            it = self.items[k]
+            for t, c in (it.terms or {}).items():
+                terms[t] = terms.get(t, 0) + c
+            if it.names and len(names) < RANGE_NAMES:
+                names.append(it.names[0])
+        return _Run(terms, names)
+
+    def describe(self, runs: list[_Run], sizes: list[int]) -> list[str]:
+        """``": terms · names: …"`` for each range line of one level (terms distinctive among that level's
+        ranges, :func:`libraryfs.index.terms.distinctive`); ``""`` everywhere when the items carry no terms."""
+        if not any(r.terms or r.names for r in runs):
+            return [""] * len(runs)
+        top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude)
+        out = []
+        for r, t, size in zip(runs, top, sizes, strict=False):
+            text = sanitize(range_summary(t[: terms_for(size)], r.names), 200)
+            out.append(f": {text}" if text else "")
+        return out
 
 
 def _short(s: str, n: int = 40) -> str:

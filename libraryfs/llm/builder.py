@@ -24,6 +24,7 @@ The model only ever writes text for the index; it never decides what a lookup re
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -39,9 +40,11 @@ from libraryfs.llm.client import BadAnswer, ChatClient, LLMError, SpendLimitReac
 from libraryfs.llm.config import LLMConfig
 
 MAX_PAUSE_S = 900.0  #: longest pause after repeated endpoint failures, seconds
+ERROR_LOG_INTERVAL_S = 300.0  #: an error kind is logged at most once per this many seconds
 MAX_SECTIONS_IN_FILE_PROMPT = 200  #: sections listed when filing (the rest cannot be chosen by the model)
 
 Validator = Callable[[Any, set[int]], dict[int, Any]]
+log = logging.getLogger("libraryfs.llm")
 
 
 class LLMIndexBuilder:
@@ -75,6 +78,7 @@ class LLMIndexBuilder:
         }
         self.errors: dict[str, int] = {}
         self.last_error: dict[str, Any] | None = None
+        self._logged: dict[str, float] = {}  # error kind → when it was last logged
         self.new_sections = 0
 
     # -- the four jobs ----------------------------------------------------------------------------------
@@ -239,15 +243,26 @@ class LLMIndexBuilder:
         self._error(job, e)
 
     def _error(self, job: str, e: BaseException) -> None:
+        """Count and record an error (``status()["last_error"]``, shown by ``libraryfs status``) and log it:
+        the first of its kind, then at most once per :data:`ERROR_LOG_INTERVAL_S` per kind."""
         kind = "spend_limit" if isinstance(e, SpendLimitReached) else getattr(e, "kind", type(e).__name__)
+        now = time.time()
+        message = " ".join(str(e).split())[:300]
         with self._lock:
             self.errors[kind] = self.errors.get(kind, 0) + 1
-            self.last_error = {
-                "time": time.time(),
-                "job": job,
-                "kind": kind,
-                "message": " ".join(str(e).split())[:300],
-            }
+            self.last_error = {"time": now, "job": job, "kind": kind, "message": message}
+            due = now - self._logged.get(kind, 0.0) >= ERROR_LOG_INTERVAL_S
+            if due:
+                self._logged[kind] = now
+        if due:
+            log.warning(
+                "LLM endpoint %s (model %s): %s in the %s job: %s; deterministic results are used meanwhile",
+                self.config.base_url,
+                self.config.model,
+                kind,
+                job,
+                message,
+            )
 
     def _batches(self, items: list[tuple[int, dict]], whole: bool) -> list[list[tuple[int, dict]]]:
         if whole:

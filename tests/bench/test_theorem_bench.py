@@ -125,3 +125,13 @@ def test_through_a_real_mount(tmp_path):
     trials = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
     auto = [t for t in trials if t["condition"] == "AUTO"]
     assert auto and all(t["correct"] and t["via"] == "mount" and t["index_reads"] >= 1 for t in auto)
+
+
+def test_without_dict_gcide_it_says_what_to_install(tmp_path, monkeypatch):
+    from libraryfs_bench.theorem import content
+
+    monkeypatch.setattr(content, "GCIDE_INDEX", str(tmp_path / "no-dictd" / "gcide.index"))
+    res = CliRunner().invoke(bench, ["theorem", "--dir", str(tmp_path / "d"), "--n", "50", "--steps", "0"])
+    assert res.exit_code != 0
+    assert "apt-get install dict-gcide" in res.output and res.output.count("\n") == 1, res.output
+    assert not (tmp_path / "d").exists()  # nothing ran

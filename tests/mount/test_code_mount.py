@@ -123,8 +123,8 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     file_dir = _follow(mounted.mnt, pkg, "parser.py/")
     assert file_dir == "code/tinyrepo/pkg/parser.py"
     index_text = open(mounted.p(f"{file_dir}/INDEX.md"), encoding="utf-8").read()
-    # the symbol's header comment is its one-line summary in the file's INDEX.md
-    assert "Parser.parse — method · pkg/parser.py:9-17 · Split lines into a dict." in index_text
+    # the symbol's header comment gives its line in the file's INDEX.md: kind and summary (the link is its name)
+    assert "[Parser.parse.py](Parser.parse.py) — method: Split lines into a dict." in index_text
     sym = _follow(mounted.mnt, file_dir, "Parser.parse.py")
     with open(mounted.p(sym), encoding="utf-8") as f:
         body = f.read()
@@ -186,7 +186,7 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
                 '    return "\\n".join(lines)\n'
             )
         delay = _wait_for(
-            index_md, "join_lines — function · pkg/util.py:9-11 · Join lines back with newlines.", 10.0
+            index_md, "[join_lines.py](join_lines.py) — function: Join lines back with newlines.", 10.0
         )
         assert delay is not None, open(index_md, encoding="utf-8").read()
         print(f"\nedit → file's INDEX.md in the mount: {time.monotonic() - t0:.2f} s")

@@ -35,6 +35,7 @@ EXPECTED = {
     E.Busy: errno.EBUSY,
     E.Unavailable: errno.EIO,
     E.Compacted: errno.EIO,
+    E.Damaged: errno.EIO,
 }
 
 

@@ -1,0 +1,167 @@
+"""The deterministic text of TOC lines (issue 13 item 2): what an entry is and defines; what sets a
+section apart from its siblings; what a range of a multi-page TOC holds.
+
+* :func:`entry_summary` — ``title: lead sentence. Defines: a, b, c, … (+N)`` from an entry's
+  :class:`~libraryfs.index.outline.Outline`, with what repeats the entry's own name left out (the name is
+  the line's link) and within :data:`SUMMARY_MAX_CHARS`;
+* :func:`section_summary` — ``distinctive terms · names`` of a section among its siblings;
+* :func:`range_summary` — the same for one page's range of entries among the other pages of a
+  multi-page TOC.
+
+Text that would address a reader (a model) with instructions is never copied into a line
+(:func:`looks_like_instructions`); the renderer (:mod:`libraryfs.index.toc`) escapes everything else.
+"""
+
+from __future__ import annotations
+
+import re
+
+from libraryfs.index.outline import Outline
+
+#: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
+#: full pass used another version runs a full pass (``config[toc_format]``)
+TOC_FORMAT = 2
+SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
+HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
+LEAD_MAX_WORDS = 20
+SECTION_TERMS = 6
+SECTION_NAMES = 4
+
+#: imperative text aimed at a model reading the TOC ("prompt injection"): never reproduced in a line
+_INSTRUCTIONS = re.compile(
+    r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|all|any|your)\b.{0,30}"
+    r"\b(?:instructions?|prompts?|rules|directions|messages?)\b"
+    r"|\b(?:you are now|act as|pretend to be|new instructions|system prompt|jailbreak)\b"
+    r"|\b(?:assistant|agent|ai|llm|model)\s*[:,]\s*(?:please\s+)?(?:ignore|delete|run|execute|send|reveal)\b",
+    re.I,
+)
+
+
+def looks_like_instructions(text: str) -> bool:
+    """Whether ``text`` addresses a model with instructions (``ignore previous instructions …``)."""
+    return bool(_INSTRUCTIONS.search(text[:2000]))
+
+
+def _words_cut(text: str, max_words: int) -> str:
+    w = text.split()
+    return " ".join(w[:max_words]) + (" …" if len(w) > max_words else "")
+
+
+def _stem_of(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    for ext in (".rst.txt", ".tar.gz"):
+        if base.lower().endswith(ext):
+            return base[: -len(ext)]
+    return base.rsplit(".", 1)[0] if "." in base.strip(".") else base
+
+
+def _norm(s: str) -> str:
+    return re.sub(r"[\W_]+", "", s).lower()
+
+
+def _title_part(title: str, name: str) -> str:
+    """The title without what repeats the entry's name (``json --- JSON encoder`` → ``JSON encoder``)."""
+    stem = _norm(_stem_of(name))
+    if not title or _norm(title) == stem:
+        return ""
+    for sep in (" --- ", " -- ", " — ", " - ", ": "):
+        head, found, rest = title.partition(sep)
+        if found and _norm(head) == stem and rest.strip():
+            return rest.strip()
+    return title
+
+
+def display_names(names: list[str], title: str, name: str) -> list[str]:
+    """Names as shown on the entry's line: relative to the entry's module (``json.dumps`` → ``dumps``
+    on ``json.rst.txt``: the first dotted component that most names share, or the entry's own stem), the
+    module itself left out, top-level names before their members, ``_private`` ones last."""
+    if not names:
+        return []
+    firsts = [n.split(".", 1)[0] for n in names if "." in n]
+    common = max(sorted(set(firsts)), key=firsts.count) if firsts else ""
+    module = common if firsts.count(common) * 10 >= len(names) * 6 else ""
+    stem = _stem_of(name)
+    prefixes = [p + "." for p in (module, stem) if p]
+    shown = []
+    for n in names:
+        if n in (module, stem) and len(names) > 1:
+            continue
+        for p in prefixes:
+            if n.startswith(p) and len(n) > len(p):
+                n = n[len(p) :]
+                break
+        shown.append(n)
+    rank = {n: k for k, n in enumerate(shown)}
+    return sorted(dict.fromkeys(shown), key=lambda n: (n.startswith("_"), n.count("."), rank[n]))
+
+
+def entry_summary(o: Outline, name: str, max_chars: int = SUMMARY_MAX_CHARS) -> str:
+    """One line saying what the entry is and what it defines (see the module docstring)."""
+    if o.kind in ("binary", "empty"):
+        return o.detail
+    title = _title_part(o.title, name)
+    lead = o.lead
+    if lead and looks_like_instructions(lead):
+        lead = "text addressed to an AI model as instructions (not reproduced)"
+    if title and looks_like_instructions(title):
+        title = "instructions addressed to an AI model"
+    if lead and title and _norm(lead).startswith(_norm(title)):
+        title = ""
+    lead = _words_cut(lead, LEAD_MAX_WORDS)
+    if o.symbol:  # a code-index symbol file: its name is the line's link
+        head = o.detail + (f": {lead}" if lead else "")
+    else:
+        head = ": ".join(p for p in (title, lead) if p) or o.detail
+    names = display_names(o.names, o.title, name) if not o.symbol else []
+    extra, label = (names, "defines") if names else (o.headings, "sections")
+    room = HEAD_MAX_CHARS if extra else max_chars
+    head = _chars_cut(head.rstrip(), room)
+    return _append_list(head, label, extra, max_chars)
+
+
+def _chars_cut(text: str, max_chars: int) -> str:
+    """``text`` cut at a word boundary to at most ``max_chars`` characters (… appended when cut)."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[: max_chars - 1]
+    if " " in cut[max_chars // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip(" ,;:") + "…"
+
+
+def _append_list(head: str, label: str, items: list[str], max_chars: int) -> str:
+    """``head`` + ``. Label: a, b, … (+N)`` with as many items as fit in ``max_chars``."""
+    if not items:
+        return head or "text"
+    sep = ". " if head and not head.endswith((".", "…", "!", "?", ":")) else " "
+    prefix = f"{head}{sep}{label.capitalize()}: " if head else f"{label.capitalize()}: "
+    room = max_chars - len(prefix)
+    shown: list[str] = []
+    used = 0
+    for k, it in enumerate(items):
+        more = len(items) - k - 1
+        tail = f" (+{more})" if more else ""
+        cost = len(it) + (2 if shown else 0)
+        if used + cost + len(tail) > room:
+            break
+        shown.append(it)
+        used += cost
+    if not shown:
+        return head or f"{label}: {items[0][:max_chars]}"
+    rest = len(items) - len(shown)
+    return prefix + ", ".join(shown) + (f" (+{rest})" if rest else "")
+
+
+def section_summary(terms: list[str], names: list[str], n_entries: int) -> str:
+    """A section's line among its siblings: its distinctive terms, then a few names defined below it."""
+    parts = []
+    if terms:
+        parts.append(", ".join(terms))
+    if names:
+        parts.append("names: " + ", ".join(names))
+    return " · ".join(parts) if parts else ("empty section" if not n_entries else "")
+
+
+def range_summary(terms: list[str], names: list[str]) -> str:
+    """What one page's range of entries holds, among the other pages of the same TOC."""
+    return section_summary(terms, names, 1)

@@ -1,0 +1,53 @@
+"""The name catalogue through a real FUSE mount: ``/.catalogue/`` appears once names are defined, its pages
+link the defining entries (the links open), its name is reserved, and a deleted entry's names leave it."""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+
+import pytest
+
+from libraryfs.index.toc import links
+
+
+def _targets(mounted, page_rel: str) -> list[str]:
+    """Absolute mount paths of the link targets of the page at ``page_rel``."""
+    with open(mounted.p(page_rel), "rb") as f:
+        page = f.read()
+    base = posixpath.dirname(page_rel)
+    return [mounted.p(posixpath.normpath(posixpath.join(base, os.fsdecode(lk)))) for lk in links(page)]
+
+
+def test_catalogue_appears_links_open_and_follows_deletes(mounted):
+    root_names = os.listdir(mounted.mnt)
+    assert ".catalogue" not in root_names
+    with pytest.raises(OSError) as e:  # reserved before it exists: the name is not the user's
+        os.mkdir(mounted.p(".catalogue"))
+    assert e.value.errno == errno.EACCES
+    os.makedirs(mounted.p("docs"))
+    with open(mounted.p("docs/shapes.rst"), "w") as f:
+        f.write("Shapes\n======\n\n.. module:: shapes\n\n.. function:: area(shape)\n\n   The area.\n\n")
+        f.write(".. class:: Polygon\n\n   .. method:: perimeter()\n\n      Its perimeter.\n")
+    with open(mounted.p("docs/notes.md"), "w") as f:
+        f.write("# Notes\n\nNothing is defined here.\n")
+    mounted.wait_indexed()
+    assert ".catalogue" not in os.listdir(mounted.mnt)  # generated names resolve, are never listed
+    assert os.path.isdir(mounted.p(".catalogue"))
+    with pytest.raises(OSError) as e:
+        os.mkdir(mounted.p(".catalogue"))
+    assert e.value.errno == errno.EEXIST
+    master = open(mounted.p("INDEX.md"), "rb").read().decode()
+    assert ".catalogue/" in master
+    page = open(mounted.p(".catalogue/INDEX.md"), "rb").read().decode()
+    for name in ("shapes.area", "shapes.Polygon", "shapes.Polygon.perimeter"):
+        assert f"[{name}]" in page
+    targets = _targets(mounted, ".catalogue/INDEX.md")
+    assert targets and all(t == mounted.p("docs/shapes.rst") for t in targets)
+    assert all(os.path.isfile(t) for t in targets)  # the links open through the mount
+    os.unlink(mounted.p("docs/shapes.rst"))
+    mounted.wait_indexed()
+    page = open(mounted.p(".catalogue/INDEX.md"), "rb").read().decode()  # an empty catalogue keeps its page
+    assert "shapes" not in page and "0 names" in page and _targets(mounted, ".catalogue/INDEX.md") == []
+    assert ".catalogue/" not in open(mounted.p("INDEX.md"), "rb").read().decode()  # the master drops its line

@@ -1,0 +1,78 @@
+"""The store's data file read with plain reads (meta pages, page walk, salvage) and the isolated reader."""
+
+import os
+import signal
+import struct
+
+import pytest
+
+from libraryfs.errors import Damaged, NotFound
+from libraryfs.fs import lmdb_pages
+from libraryfs.fs import schema as S
+from libraryfs.fs.check import check
+from libraryfs.fs.isolated import run_isolated
+from libraryfs.fs.salvage import salvage
+from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
+
+
+@pytest.fixture
+def filled(libdir):
+    st = Store(libdir)
+    tree = StoreTree(st)
+    for i in range(40):
+        tree.write_bytes(f"d{i % 4}/f{i}.md", os.urandom(50 + i * 2000))
+    st.close()
+    return str(libdir)
+
+
+def tables(libdir) -> dict:
+    """Every record of every core table, read through LMDB (the independent source)."""
+    st = Store(libdir, readonly=True)
+    try:
+        with st.read() as t:
+            return {name: list(t.kv.range(name)) for name in S.CORE_DBS}
+    finally:
+        st.close()
+
+
+def test_walk_reaches_every_record_lmdb_has(filled):
+    seen: dict[str, int] = {}
+    report = lmdb_pages.walk(
+        os.path.join(filled, "store"), lambda t, k, v: seen.__setitem__(t, seen.get(t, 0) + 1)
+    )
+    assert report.clean, report.problems
+    want = {name.decode(): len(rows) for name, rows in tables(filled).items() if rows}
+    assert {t: n for t, n in seen.items() if n} == want
+
+
+def test_a_bad_meta_page_is_damage_before_lmdb_opens(filled):
+    path = os.path.join(filled, "store", "data.mdb")
+    psize = lmdb_pages.check_meta(os.path.join(filled, "store")).page_size
+    with open(path, "r+b") as f:
+        f.seek(psize + 16)
+        f.write(struct.pack("<I", 0x12345678))  # meta page 1's magic number
+    with pytest.raises(Damaged, match="meta page 1 has no LMDB magic"):
+        Store(filled, readonly=True)
+
+
+def test_salvage_of_an_intact_store_is_byte_exact(filled):
+    before = tables(filled)
+    report = salvage(filled)
+    assert report.problems == [] and os.path.isdir(report.kept)
+    assert tables(filled) == before
+    st = Store(filled)
+    try:
+        assert check(st).problems == []
+    finally:
+        st.close()
+
+
+def test_a_crashing_reader_is_a_report_not_a_crash():
+    with pytest.raises(Damaged, match="SIGABRT"):
+        run_isolated(os.abort)
+    with pytest.raises(Damaged, match="SIGSEGV"):
+        run_isolated(lambda: os.kill(os.getpid(), signal.SIGSEGV))
+    assert run_isolated(lambda: {"answer": 42}) == {"answer": 42}
+    with pytest.raises(NotFound, match="gone"):
+        run_isolated(lambda: (_ for _ in ()).throw(NotFound("gone")))
