@@ -26,10 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs.fs import schema as S
 from libraryfs.fs.fuse_adapter import FuseOps, run
-from libraryfs.fs.generated import toc_page_paths
 from libraryfs.fs.store import Store
+from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
 
 log = logging.getLogger("libraryfs.mount")
@@ -37,40 +36,6 @@ log = logging.getLogger("libraryfs.mount")
 POLL_S = 0.2  #: how often (seconds) the TOC generation is read (one LMDB read, a few µs)
 SYNC_INTERVAL_S = 1.0  #: how often (seconds) the store is synced while serving
 STOP_TIMEOUT_S = 5.0  #: how long :meth:`MountTasks.stop` waits for the thread
-
-
-class TocWatcher:
-    """Finds the TOC files to invalidate after the indexer commits (one :meth:`poll` per tick).
-
-    The indexer bumps ``CFG_TOC_GEN`` and lists the directories it re-rendered in ``CFG_TOC_DIRTY``. The
-    first poll only records the generation (nothing cached can be stale before the mount served it).
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.last_gen = -1
-
-    def poll(self) -> list[bytes]:
-        """Absolute paths of the TOC pages rewritten since the last poll (``INDEX.md`` and ``.index/NNNN.md``
-        of each re-rendered directory that still exists); ``[]`` when the generation did not move."""
-        with self.store.read() as t:
-            gen = t.cfg_int(S.CFG_TOC_GEN)
-            if gen == self.last_gen:
-                return []
-            paths: list[bytes] = []
-            if self.last_gen >= 0:
-                dirty: list[int] = (
-                    S.loads(  # type: ignore[assignment]  # a JSON list of inode numbers
-                        t.cfg(S.CFG_TOC_DIRTY), []
-                    )
-                    or []
-                )
-                for ino in dirty:
-                    p = t.path_of(ino)
-                    if p is not None:
-                        paths.extend(toc_page_paths(p, t.toc_page_count(ino)))
-        self.last_gen = gen
-        return paths
 
 
 class MountTasks:

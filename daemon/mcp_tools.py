@@ -1,0 +1,489 @@
+"""The MCP tools: the reference filesystem server's tools (names and argument shapes where the meaning
+matches) over :class:`~libraryfs.daemon.mcp_ops.LibraryOps`, and the registry they and the features'
+tools are added through.
+
+Every tool carries MCP annotations (read-only, destructive, idempotent; never open-world: it touches
+nothing but the library), returns text for the model beside structured content for programs, and keeps
+each response within a token budget (:class:`Budget`): a cut response ends with an explicit
+``[libraryfs: truncated …]`` line naming the argument that gets the rest (``offset``, ``cursor``).
+
+Errors are tool errors (``isError``, the message for the model), never crashes: a
+:class:`~libraryfs.errors.LibraryError` becomes ``"ENOENT: /notes/x.md: no such file"`` — the errno the
+mount would return — and nothing is written partially (writes are atomic, :meth:`LibraryOps.write`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno as errno_mod
+import fnmatch
+import functools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, is_dir, is_link, show
+from libraryfs.errors import InvalidArgument, LibraryError, to_errno
+from libraryfs.fs.tree import DirTree, StoreTree, Tree
+from libraryfs.index.tokens import count_tokens
+from libraryfs.layout import is_live
+
+MARKER = "[libraryfs: truncated"  #: how every cut response's last line begins
+TEXT_SNIFF_BYTES = 8192  #: bytes looked at for a NUL byte (binary file)
+
+
+def error_text(e: LibraryError, path: str | None = None) -> str:
+    """``"ENOENT: /notes/x.md: no such file"``: the errno name the mount would answer, the path, the reason."""
+    code = to_errno(e) or errno_mod.EIO
+    name = errno_mod.errorcode.get(code, "EIO")
+    where = f"{path}: " if path else ""
+    return f"{name}: {where}{e or os.strerror(code)}"
+
+
+class Budget:
+    """The token budget of one response (o200k tokens, :func:`libraryfs.index.tokens.count_tokens`)."""
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    def fit(self, text: str, tokens: int | None = None) -> tuple[str, bool]:
+        """The longest prefix of ``text`` within ``tokens`` (default: the whole budget), cut at a line
+        end when one is in the second half; ``(prefix, cut)``."""
+        limit = self.tokens if tokens is None else tokens
+        if len(text) <= limit:  # a token is at least one character
+            return text, False
+        total = count_tokens(text)
+        if total <= limit:
+            return text, False
+        keep = max(1, len(text) * limit // total)
+        while keep > 1 and count_tokens(text[:keep]) > limit:
+            keep = keep * 9 // 10
+        nl = text.rfind("\n", 0, keep)
+        if nl > keep // 2:
+            keep = nl + 1
+        return text[:keep], True
+
+
+def result(text: str, **structured: Any) -> CallToolResult:
+    """A tool result: ``text`` for the model, ``structured`` (JSON-able) for programs."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+
+@dataclass
+class ToolAnn:
+    """What a tool does to the library (MCP ToolAnnotations hints)."""
+
+    read_only: bool = True
+    destructive: bool = False
+    idempotent: bool = True
+
+    def mcp(self, title: str) -> ToolAnnotations:
+        """As MCP ``ToolAnnotations`` (never open-world: only the library is touched)."""
+        return ToolAnnotations(
+            title=title,
+            read_only_hint=self.read_only,
+            destructive_hint=self.destructive,
+            idempotent_hint=self.idempotent,
+            open_world_hint=False,
+        )
+
+
+READ = ToolAnn()
+CREATE = ToolAnn(read_only=False, destructive=False, idempotent=True)
+REPLACE = ToolAnn(read_only=False, destructive=True, idempotent=True)
+CHANGE = ToolAnn(read_only=False, destructive=True, idempotent=False)
+
+
+class ToolRegistry:
+    """Adds tools to an :class:`MCPServer`, each wrapped so that library errors become tool errors, and
+    write tools are refused on a read-only server. Also what features register through
+    (:meth:`libraryfs.hooks.Feature.mcp_tools`): ``add(fn, name, title, ann)``, :attr:`budget`,
+    :attr:`ops`, :attr:`libdir`, :meth:`path`, :meth:`result`."""
+
+    def __init__(self, server: MCPServer, ops: LibraryOps, libdir: str, budget: Budget) -> None:
+        self.server = server
+        self.ops = ops
+        self.libdir = libdir
+        self.budget = budget
+        self.names: list[str] = []
+        self._tree: StoreTree | None = None
+
+    def path(self, p: str) -> bytes:
+        """An agent's path confined to the library (:func:`~libraryfs.daemon.mcp_ops.clean_path`)."""
+        return clean_path(p, self.ops.mountpoint)
+
+    result = staticmethod(result)
+    #: the annotation presets, for features (which do not import this module)
+    READ, CREATE, REPLACE, CHANGE = READ, CREATE, REPLACE, CHANGE
+
+    def tree(self) -> Tree:
+        """A :class:`~libraryfs.fs.tree.Tree` over the library for features' builders and readers: through
+        the mount when it is live (the kernel's caches stay coherent), else over this server's store. Use
+        it under :attr:`ops`'s ``lock``."""
+        mp = self.ops.mountpoint
+        if mp and is_live(mp):
+            return DirTree(mp)
+        if self._tree is None:
+            self._tree = StoreTree(self.ops.view.store)
+        return self._tree
+
+    def add(self, fn: Callable[..., CallToolResult], name: str, title: str, ann: ToolAnn = READ) -> None:
+        """Register ``fn`` (a sync function; its docstring is the tool's description, its type hints the
+        input schema) as tool ``name``. A :class:`LibraryError` or ``ValueError`` it raises becomes a tool
+        error; a write tool on a read-only server fails with EROFS before ``fn`` runs."""
+        ops = self.ops
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+            if not ann.read_only and ops.read_only:
+                raise ToolError(f"EROFS: {name}: the library is served read-only (--read-only)")
+            try:
+                return fn(*args, **kwargs)
+            except LibraryError as e:
+                raise ToolError(error_text(e, getattr(e, "path", None))) from None
+            except (ValueError, UnicodeError) as e:
+                raise ToolError(f"EINVAL: {e}") from None
+
+        self.server.add_tool(wrapper, name=name, title=title, annotations=ann.mcp(title))
+        self.names.append(name)
+
+
+def _err(e: LibraryError, path: bytes) -> LibraryError:
+    e.path = show(path)  # type: ignore[attr-defined]
+    return e
+
+
+def decode_text(data: bytes, path: bytes, complete: bool) -> str:
+    """``data`` as UTF-8 text; a trailing partial character is dropped when ``complete`` is False.
+    Raises InvalidArgument (EINVAL) for a binary file (a NUL byte, or not UTF-8)."""
+    if b"\x00" in data[:TEXT_SNIFF_BYTES]:
+        raise _err(InvalidArgument("binary file (a NUL byte): not readable as text"), path)
+    for cut in range(0, 1 if complete else 4):
+        try:
+            return data[: len(data) - cut].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    raise _err(InvalidArgument("binary file (not UTF-8): not readable as text"), path)
+
+
+class Edit(BaseModel):
+    """One replacement of ``edit_file``: ``oldText`` must occur exactly once."""
+
+    oldText: str = Field(description="Text to replace; must occur exactly once in the file")
+    newText: str = Field(description="Replacement text")
+
+
+class FsTools:
+    """The filesystem tools (module doc); :meth:`register` adds them to a :class:`ToolRegistry`."""
+
+    def __init__(self, reg: ToolRegistry, *, max_write_bytes: int) -> None:
+        self.reg = reg
+        self.ops = reg.ops
+        self.budget = reg.budget
+        self.max_write_bytes = max_write_bytes
+
+    def register(self) -> None:
+        """Add every filesystem tool to the registry."""
+        r = self.reg
+        r.add(self.read_text_file, "read_text_file", "Read a text file", READ)
+        r.add(self.read_multiple_files, "read_multiple_files", "Read several text files", READ)
+        r.add(self.write_file, "write_file", "Create or replace a file", REPLACE)
+        r.add(self.edit_file, "edit_file", "Edit a file by exact replacements", CHANGE)
+        r.add(self.create_directory, "create_directory", "Create a directory (with parents)", CREATE)
+        r.add(self.list_directory, "list_directory", "List a directory", READ)
+        r.add(self.directory_tree, "directory_tree", "A directory's tree", READ)
+        r.add(self.move_file, "move_file", "Move or rename a file or directory", CHANGE)
+        r.add(self.search_files, "search_files", "Find files by name pattern", READ)
+        r.add(self.get_file_info, "get_file_info", "A file's metadata and index facts", READ)
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def _text(self, p: bytes, offset: int, tokens: int) -> tuple[str, int, int, bool]:
+        """``(text, next offset, size in bytes, cut)``: the file's text from byte ``offset`` within
+        ``tokens``. Reads at most 16 bytes per token of the budget."""
+        size = self.ops.stat(self.ops.follow(p))["st_size"]
+        want = max(0, min(size - offset, tokens * 16))
+        data = self.ops.read(p, offset, want)
+        text = decode_text(data, p, complete=offset + len(data) >= size)
+        kept, cut = self.budget.fit(text, tokens)
+        nxt = offset + len(kept.encode())
+        return kept, nxt, size, cut or nxt < size
+
+    def read_text_file(
+        self, path: str, head: int | None = None, tail: int | None = None, offset: int = 0
+    ) -> CallToolResult:
+        """Read a UTF-8 text file of the library (INDEX.md pages included). `head`/`tail`: only the first /
+        last N lines. `offset`: start at this byte (a truncated answer names the offset of the rest).
+        Paths are library paths: 'notes/plan.md' or '/notes/plan.md'."""
+        p = self.reg.path(path)
+        if head is not None and tail is not None:
+            raise ValueError("give head or tail, not both")
+        if offset < 0 or (head is not None and head < 0) or (tail is not None and tail < 0):
+            raise ValueError("offset, head and tail must be ≥ 0")
+        try:
+            if head is None and tail is None:
+                text, nxt, size, cut = self._text(p, offset, self.budget.tokens)
+                if cut:
+                    text += f"\n{MARKER} at byte {nxt} of {size}; call read_text_file with offset={nxt} for the rest]"
+                return result(
+                    text,
+                    path=show(p),
+                    size_bytes=size,
+                    offset=offset,
+                    next_offset=nxt if cut else None,
+                    truncated=cut,
+                )
+            data = self.ops.read(p)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        lines = decode_text(data, p, complete=True).splitlines(keepends=True)
+        part = lines[:head] if head is not None else lines[len(lines) - tail :] if tail else []
+        text, cut = self.budget.fit("".join(part))
+        if cut:
+            text += f"\n{MARKER} to the token budget; read fewer lines, or use offset]"
+        return result(text, path=show(p), size_bytes=len(data), lines=len(part), truncated=cut)
+
+    def read_multiple_files(self, paths: list[str]) -> CallToolResult:
+        """Read several text files at once; the token budget is shared equally. A file that cannot be read
+        gets its error in place of its content (the others are still returned)."""
+        if not paths:
+            raise ValueError("paths is empty")
+        share = max(64, self.budget.tokens // len(paths))
+        parts, files = [], []
+        for raw in paths:
+            try:
+                p = self.reg.path(raw)
+                text, nxt, size, cut = self._text(p, 0, share)
+                if cut:
+                    text += f"\n{MARKER} at byte {nxt} of {size}; call read_text_file with offset={nxt}]"
+                parts.append(f"{show(p)}:\n{text}")
+                files.append({"path": show(p), "size_bytes": size, "truncated": cut, "error": None})
+            except LibraryError as e:
+                msg = error_text(e, raw)
+                parts.append(f"{raw}: Error - {msg}")
+                files.append({"path": raw, "size_bytes": None, "truncated": False, "error": msg})
+        return result("\n---\n".join(parts), files=files)
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def _check_content(self, content: str) -> bytes:
+        data = content.encode("utf-8", "surrogatepass")
+        if len(data) > self.max_write_bytes:
+            raise InvalidArgument(
+                f"content is {len(data):,} bytes; this server accepts at most {self.max_write_bytes:,} "
+                "(--max-write-bytes)"
+            )
+        return data
+
+    def write_file(self, path: str, content: str) -> CallToolResult:
+        """Create a file or replace its content (atomically: readers see the old or the new content). The
+        directory must exist (create_directory). The indexer then lists it in its directory's INDEX.md."""
+        p = self.reg.path(path)
+        data = self._check_content(content)
+        try:
+            created = self.ops.write(p, data)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        verb = "Created" if created else "Replaced"
+        return result(
+            f"{verb} {show(p)} ({len(data):,} bytes)", path=show(p), size_bytes=len(data), created=created
+        )
+
+    def edit_file(self, path: str, edits: list[Edit], dryRun: bool = False) -> CallToolResult:  # noqa: N803
+        """Apply exact text replacements to a file, in order; each oldText must occur exactly once (else
+        nothing is written). Returns a unified diff; dryRun=true only shows it."""
+        p = self.reg.path(path)
+        if not edits:
+            raise ValueError("edits is empty")
+        try:
+            old = decode_text(self.ops.read(p), p, complete=True)
+            new = old
+            for k, e in enumerate(edits, 1):
+                if not e.oldText:
+                    raise _err(InvalidArgument(f"edit {k}: oldText is empty"), p)
+                n = new.count(e.oldText)
+                if n != 1:
+                    why = "not found" if n == 0 else f"ambiguous: it occurs {n} times (add context)"
+                    raise _err(InvalidArgument(f"edit {k}: oldText {why}; nothing was written"), p)
+                new = new.replace(e.oldText, e.newText, 1)
+            diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), show(p), show(p)))
+            if not dryRun:
+                self._check_content(new)
+                self.ops.write(p, new.encode("utf-8", "surrogatepass"))
+        except LibraryError as e:
+            raise _err(e, p) from None
+        text, cut = self.budget.fit(diff or "(no change)\n")
+        if cut:
+            text += f"\n{MARKER}: the diff is longer than the token budget]"
+        return result(text, path=show(p), applied=not dryRun, diff=diff, truncated=cut)
+
+    def create_directory(self, path: str) -> CallToolResult:
+        """Create a directory and any missing parents (an existing directory is fine). A directory is a
+        section: the indexer gives it an INDEX.md."""
+        p = self.reg.path(path)
+        try:
+            made = self.ops.makedirs(p)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        text = f"Created {show(p)}" if made else f"{show(p)} already exists"
+        return result(text, path=show(p), created=[show(m) for m in made])
+
+    def move_file(self, source: str, destination: str) -> CallToolResult:
+        """Move or rename a file or directory. Fails if the destination exists."""
+        src, dst = self.reg.path(source), self.reg.path(destination)
+        try:
+            self.ops.move(src, dst)
+        except LibraryError as e:
+            raise _err(e, src) from None
+        return result(f"Moved {show(src)} to {show(dst)}", source=show(src), destination=show(dst))
+
+    # -- listing ---------------------------------------------------------------------------------------
+    @staticmethod
+    def _kind(st: dict) -> str:
+        return "directory" if is_dir(st) else "symlink" if is_link(st) else "file"
+
+    def list_directory(self, path: str = "/", cursor: int = 0, limit: int = 200) -> CallToolResult:
+        """List a directory: [DIR]/[FILE]/[LINK] lines, generated names (INDEX.md, .index/, .find/,
+        .libraryfs/) marked. Paginated: pass the returned next_cursor as cursor for the next page."""
+        p = self.reg.path(path)
+        if cursor < 0 or limit < 1:
+            raise ValueError("cursor must be ≥ 0 and limit ≥ 1")
+        try:
+            items = self.ops.listdir(p)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        lines, entries = [], []
+        tag = {"directory": "[DIR]", "file": "[FILE]", "symlink": "[LINK]"}
+        end = min(len(items), cursor + limit)
+        for name, st in items[cursor:end]:
+            kind, gen = self._kind(st), self.ops.generated(name, p)
+            n = os.fsdecode(name)
+            lines.append(f"{tag[kind]} {n}{' (generated)' if gen else ''}")
+            entries.append({"name": n, "type": kind, "size_bytes": st["st_size"], "generated": gen})
+        text, cut = self.budget.fit("\n".join(lines))
+        if cut:
+            shown = text.count("\n") + (0 if text.endswith("\n") else 1)
+            end, entries = cursor + shown, entries[:shown]
+            text = "\n".join(lines[:shown])
+        nxt = end if end < len(items) else None
+        if nxt is not None:
+            text += f"\n{MARKER}: {len(items) - end} more; call list_directory with cursor={nxt}]"
+        return result(text, path=show(p), entries=entries, total=len(items), next_cursor=nxt)
+
+    def _walk(self, root: bytes, depth: int, visit: Callable[[bytes, bytes, dict, int], bool]) -> None:
+        """Breadth-first over real entries below ``root`` to ``depth`` levels; ``visit(parent, name, stat,
+        level) -> descend``; generated directories are not entered."""
+        level = [root]
+        for d in range(1, depth + 1):
+            nxt = []
+            for parent in level:
+                try:
+                    items = self.ops.listdir(parent)
+                except LibraryError:
+                    continue
+                for name, st in items:
+                    if self.ops.generated(name, parent):
+                        continue
+                    if visit(parent, name, st, d) and is_dir(st):
+                        nxt.append(parent.rstrip(b"/") + b"/" + name)
+            level = nxt
+
+    def directory_tree(self, path: str = "/", depth: int = 2, max_entries: int = 500) -> CallToolResult:
+        """A directory's tree as JSON ({name, type, children}), `depth` levels deep (1–8), generated files
+        left out. Cut at max_entries or the token budget (marked)."""
+        p = self.reg.path(path)
+        if not 1 <= depth <= 8 or max_entries < 1:
+            raise ValueError("depth must be 1–8 and max_entries ≥ 1")
+        try:
+            if not is_dir(self.ops.stat(self.ops.follow(p))):
+                raise _err(InvalidArgument("not a directory"), p)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        nodes: dict[bytes, list] = {p.rstrip(b"/") or b"/": []}
+        count = [0]
+
+        def visit(parent: bytes, name: bytes, st: dict, _d: int) -> bool:
+            if count[0] >= max_entries:
+                return False
+            count[0] += 1
+            node: dict[str, Any] = {"name": os.fsdecode(name), "type": self._kind(st)}
+            if is_dir(st):
+                node["children"] = nodes.setdefault(parent.rstrip(b"/") + b"/" + name, [])
+            nodes[parent.rstrip(b"/") or b"/"].append(node)
+            return True
+
+        self._walk(p, depth, visit)
+        tree = nodes[p.rstrip(b"/") or b"/"]
+        text, cut = self.budget.fit(json.dumps(tree, indent=1, ensure_ascii=False))
+        cut = cut or count[0] >= max_entries
+        if cut:
+            text += f"\n{MARKER}: more entries; use a deeper path, a smaller depth or list_directory]"
+        return result(text, path=show(p), tree=tree if not cut else None, entries=count[0], truncated=cut)
+
+    def search_files(
+        self,
+        path: str,
+        pattern: str,
+        excludePatterns: list[str] | None = None,
+        limit: int = 200,  # noqa: N803
+    ) -> CallToolResult:
+        """Find files and directories below `path` whose name or relative path matches the glob `pattern`
+        (case-insensitive; '*.md', 'notes/**' style). For a name whose section you do not know, `find`
+        (the index) is faster."""
+        p = self.reg.path(path)
+        if not pattern or limit < 1:
+            raise ValueError("pattern must be non-empty and limit ≥ 1")
+        pat, excl = pattern.lower(), [x.lower() for x in excludePatterns or []]
+        found: list[str] = []
+        base = len(p.rstrip(b"/")) + 1
+
+        def visit(parent: bytes, name: bytes, st: dict, _d: int) -> bool:
+            full = parent.rstrip(b"/") + b"/" + name
+            rel, n = os.fsdecode(full[base:]).lower(), os.fsdecode(name).lower()
+            if any(fnmatch.fnmatchcase(rel, x) or fnmatch.fnmatchcase(n, x) for x in excl):
+                return False
+            if len(found) < limit and (fnmatch.fnmatchcase(n, pat) or fnmatch.fnmatchcase(rel, pat)):
+                found.append(show(full))
+            return len(found) < limit
+
+        try:
+            self.ops.stat(self.ops.follow(p))
+        except LibraryError as e:
+            raise _err(e, p) from None
+        self._walk(p, 64, visit)
+        text, cut = self.budget.fit("\n".join(found) or "No matches found")
+        cut = cut or len(found) >= limit
+        if cut:
+            text += f"\n{MARKER}: limit of {limit} matches or the token budget; narrow the pattern]"
+        return result(text, matches=found, truncated=cut)
+
+    def get_file_info(self, path: str) -> CallToolResult:
+        """Metadata of a file or directory (size, times, permissions, type) and what the index knows about
+        it (its one-line summary and size in tokens)."""
+        p = self.reg.path(path)
+        try:
+            st = self.ops.stat(p)
+            meta = self.ops.entry_meta(p)
+        except LibraryError as e:
+            raise _err(e, p) from None
+        parent, name = p.rsplit(b"/", 1)
+        info = {
+            "path": show(p),
+            "type": self._kind(st),
+            "size_bytes": st["st_size"],
+            "modified_ns": st["st_mtime"],
+            "accessed_ns": st["st_atime"],
+            "changed_ns": st["st_ctime"],
+            "permissions": oct(st["st_mode"] & 0o7777)[2:],
+            "isDirectory": is_dir(st),
+            "isFile": self._kind(st) == "file",
+            "generated": bool(name) and self.ops.generated(name, parent or b"/"),
+            **meta,
+        }
+        text = "\n".join(f"{k}: {v}" for k, v in info.items())
+        return result(text, **info)
