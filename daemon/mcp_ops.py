@@ -18,6 +18,8 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
+from collections.abc import Callable
 
 from libraryfs.errors import (
     AccessDenied,
@@ -36,6 +38,7 @@ PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path
 NAME_MAX = 255  #: bytes per component
 SYMLOOP_MAX = 8  #: links followed while resolving one path (ELOOP past it)
 READ_CHUNK_BYTES = 1 << 20
+MOUNT_PROBE_S = 1.0  #: how long a probe of the mount state is reused (seconds)
 
 
 class Loop(LibraryError):
@@ -98,17 +101,30 @@ class LibraryOps:
 
     Every method takes :attr:`lock` (the view's handle table and LMDB read transactions are per thread);
     errors are :class:`~libraryfs.errors.LibraryError` subclasses, as the mount would answer with errno.
-    ``uid``/``gid`` own what is created (the server's). ``mountpoint`` is where the library is mounted, if
-    it is, for symbolic links that name it.
+    ``uid``/``gid`` own what is created (the server's). ``mount_probe() -> str | None`` says where the
+    library is mounted now, if it is (paths and symbolic links may name the mountpoint); it is asked at
+    most once per :data:`MOUNT_PROBE_S`.
     """
 
-    def __init__(self, view: LibraryView, *, mountpoint: str | None = None) -> None:
+    def __init__(self, view: LibraryView, *, mount_probe: Callable[[], str | None] | None = None) -> None:
         self.view = view
-        self.mountpoint = mountpoint
+        self._probe = mount_probe
+        self._mount: tuple[float, str | None] = (-MOUNT_PROBE_S, None)
         self.lock = threading.RLock()
         self.uid, self.gid = os.getuid(), os.getgid()
         self.pid = os.getpid()
         self._tmp = itertools.count()
+
+    @property
+    def mountpoint(self) -> str | None:
+        """Where the library is mounted (a live mount), or None."""
+        if self._probe is None:
+            return None
+        at, mp = self._mount
+        if time.monotonic() - at >= MOUNT_PROBE_S:
+            mp = self._probe()
+            self._mount = (time.monotonic(), mp)
+        return mp
 
     @property
     def read_only(self) -> bool:

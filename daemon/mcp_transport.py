@@ -159,7 +159,7 @@ def run_process(
     if transport == "http":
         check_bind(host, token)
     served = Served(libdir, opts)
-    indexer = start_indexer_if_needed(served.libdir, opts)
+    indexer = start_indexer_if_needed(served.libdir, opts, served.store)
     try:
         if transport == "stdio":
             serve_stdio(served)

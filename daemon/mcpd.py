@@ -149,7 +149,7 @@ class LibraryTools:
         st.pop("mount_started_ns", None)
         st["backlog"] = backlog
         st["indexer_pid"] = indexer_pid(self.reg.libdir)
-        st["mount"] = mount_info(self.reg.libdir)
+        st["mount"] = mount_info(self.reg.libdir, self.ops.view.store)
         st["mcp"] = {"pid": os.getpid(), "read_only": self.ops.read_only, "tools": len(self.reg.names)}
         st["reads"] = self.ops.view.stats.to_json()
         doc = json.loads(json.dumps(st, default=str))
@@ -182,9 +182,8 @@ class Served:
         self.libdir = os.path.abspath(libdir)
         self.opts = opts
         self.store = Store(self.libdir, readonly=False)
-        info = mount_info(self.libdir)
         self.view = LibraryView(self.store, read_only=opts.read_only, finder=find, count_tokens=None)
-        self.ops = LibraryOps(self.view, mountpoint=info["mountpoint"] if info else None)
+        self.ops = LibraryOps(self.view, mount_probe=self._mountpoint)
         self.bus = InMemorySubscriptionBus()
         self.server = MCPServer(
             "libraryfs",
@@ -199,6 +198,10 @@ class Served:
         LibraryTools(self.registry).register()
         self.features = register_features(self.registry)
         self._resources()
+
+    def _mountpoint(self) -> str | None:
+        info = mount_info(self.libdir, self.store)
+        return info["mountpoint"] if info else None
 
     def _resources(self) -> None:
         ops = self.ops
@@ -248,13 +251,13 @@ class Served:
         self.store.close()
 
 
-def start_indexer_if_needed(libdir: str, opts: ServerOptions) -> int | None:
+def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> int | None:
     """Start an indexer for ``libdir`` when none runs (pid, to stop on exit), else None."""
     if opts.read_only or not opts.indexer or indexer_pid(libdir):
         return None
     from libraryfs.daemon.launcher import start_indexer
 
-    info = mount_info(libdir)
+    info = mount_info(libdir, store)
     pid = start_indexer(libdir, info["mountpoint"] if info else None)
     log.info("started the indexer (pid %d)", pid)
     return pid
