@@ -1,0 +1,125 @@
+"""The MCP server's path confinement, symbolic-link containment, token budget and pagination, on a real LMDB
+store with the SDK's real client connected in-process (no subprocess, no mount)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import anyio  # noqa: E402
+from mcp import Client  # noqa: E402
+
+from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
+from libraryfs.daemon.mcp_tools import MARKER, Budget  # noqa: E402
+from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
+from libraryfs.errors import InvalidArgument, NameTooLong  # noqa: E402
+from libraryfs.index.tokens import count_tokens  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "raw, want",
+    [
+        ("notes/a.md", b"/notes/a.md"),
+        ("/notes//./a.md", b"/notes/a.md"),
+        ("library://notes/a.md", b"/notes/a.md"),
+        ("/mnt/lib/notes/a.md", b"/notes/a.md"),
+        ("/mnt/library", b"/mnt/library"),  # not the mountpoint: a library path like any other
+        ("", b"/"),
+        (".", b"/"),
+    ],
+)
+def test_clean_path_confines(raw, want):
+    assert clean_path(raw, "/mnt/lib") == want
+
+
+@pytest.mark.parametrize(
+    "raw, exc",
+    [
+        ("..", InvalidArgument),
+        ("notes/../../etc/passwd", InvalidArgument),
+        ("a\x00b", InvalidArgument),
+        ("x" * 4096, NameTooLong),
+        ("d/" + "n" * 256, NameTooLong),
+    ],
+)
+def test_clean_path_refuses(raw, exc):
+    with pytest.raises(exc):
+        clean_path(raw)
+
+
+@pytest.fixture
+def served(libdir):
+    s = Served(str(libdir), ServerOptions(indexer=False, response_tokens=200))
+    yield s
+    s.close()
+
+
+def test_symlinks_are_followed_only_inside_the_library(served):
+    ops: LibraryOps = served.ops
+    v, uid, gid = ops.view, ops.uid, ops.gid
+    ops.makedirs(b"/notes/sub")
+    ops.write(b"/notes/plan.md", b"plan\n")
+    v.symlink(b"/notes/alias", b"plan.md", uid, gid)
+    v.symlink(b"/notes/sub/up", b"../plan.md", uid, gid)
+    v.symlink(b"/notes/dir", b"sub", uid, gid)
+    v.symlink(b"/notes/abs", b"/etc/passwd", uid, gid)
+    v.symlink(b"/notes/escape", b"../../../etc/passwd", uid, gid)
+    v.symlink(b"/notes/loop1", b"loop2", uid, gid)
+    v.symlink(b"/notes/loop2", b"loop1", uid, gid)
+    assert ops.read(b"/notes/alias") == b"plan\n"
+    assert ops.read(b"/notes/sub/up") == b"plan\n"
+    assert ops.follow(b"/notes/dir/up") == b"/notes/plan.md"
+    for p in (b"/notes/abs", b"/notes/escape"):
+        with pytest.raises(OutsideLibrary):
+            ops.read(p)
+    with pytest.raises(Loop):
+        ops.read(b"/notes/loop1")
+    ops.write(b"/notes/alias", b"new\n")  # writes through the link, like open(2)
+    assert ops.read(b"/notes/plan.md") == b"new\n"
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_text_file", {"path": "notes/abs"})
+            assert r.is_error and "EXDEV" in r.content[0].text and "outside the library" in r.content[0].text
+
+    anyio.run(main)
+
+
+def test_budget_fit_cuts_at_a_line_within_the_budget():
+    text = "".join(f"line {i} with some words é\n" for i in range(400))
+    kept, cut = Budget(100).fit(text)
+    assert cut and count_tokens(kept) <= 100 and kept.endswith("\n") and text.startswith(kept)
+    assert Budget(100).fit("short\n") == ("short\n", False)
+
+
+def test_truncated_reads_continue_at_next_offset_and_reassemble(served):
+    body = "".join(f"{i}: naïve café — résumé entry number {i}\n" for i in range(300))
+    served.ops.write(b"/long.md", body.encode())
+
+    async def main():
+        async with Client(served.server) as c:
+            parts, offset, calls = [], 0, 0
+            while offset is not None:
+                r = await c.call_tool("read_text_file", {"path": "long.md", "offset": offset})
+                text, sc = r.content[0].text, r.structured_content
+                calls += 1
+                if sc["truncated"]:
+                    text, marker = text.rsplit("\n", 1)  # the marker follows the text after one newline
+                    assert marker.startswith(MARKER) and f"offset={sc['next_offset']}" in marker
+                assert count_tokens(text) <= 200
+                parts.append(text)
+                offset = sc["next_offset"]
+            assert "".join(parts) == body and calls > 3
+
+            seen, cursor = [], 0
+            for i in range(25):
+                served.ops.write(b"/d%02d.md" % i, b"x")
+            while cursor is not None:
+                r = await c.call_tool("list_directory", {"path": "/", "cursor": cursor, "limit": 10})
+                seen += [e["name"] for e in r.structured_content["entries"]]
+                cursor = r.structured_content["next_cursor"]
+            assert sorted(n for n in seen if n.startswith("d")) == [f"d{i:02d}.md" for i in range(25)]
+            assert len(seen) == len(set(seen))
+
+    anyio.run(main)
