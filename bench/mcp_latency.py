@@ -8,6 +8,8 @@ Every sample is one client-side call, timed with ``time.perf_counter_ns``, files
 
 * ``mcp`` — ``call_tool("read_text_file", {"path"})`` / ``call_tool("write_file", {"path", "content"})``:
   JSON-RPC over the stdio pipes, the SDK on both sides, the server's view;
+* ``in-memory`` — the same tool calls through the SDK's client connected to the server in this process
+  (both SDK sides, no pipes, no second process);
 * ``in-process`` — :class:`~libraryfs.daemon.mcp_ops.LibraryOps` ``read``/``write`` over a
   :class:`~libraryfs.fs.view.LibraryView` opened in this process: the server's work without any transport
   (so ``mcp`` − ``in-process`` is the protocol's cost);
@@ -37,9 +39,8 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 from libraryfs.daemon import launcher
-from libraryfs.daemon.mcp_ops import LibraryOps
+from libraryfs.daemon.mcpd import Served, ServerOptions
 from libraryfs.fs.store import Store
-from libraryfs.fs.view import LibraryView
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {"1KiB": 1024, "64KiB": 64 * 1024}
@@ -146,20 +147,38 @@ async def mcp_side(libdir: str, mnt: str, rels: dict, n: int) -> tuple[dict, dic
 
 
 def in_process(libdir: str, rels: dict, n: int) -> dict:
-    """LibraryOps read/write in this process (no transport)."""
-    st = Store(libdir)
+    """The server's work in this process: :class:`LibraryOps` calls (no protocol, ``in-process``), and the
+    same tools through the SDK's client connected in memory (both SDK sides, no pipes, no second process:
+    ``in-memory``)."""
+    served = Served(libdir, ServerOptions(indexer=False, max_write_bytes=1 << 20))
+    ops = served.ops
+    out = {}
     try:
-        ops = LibraryOps(LibraryView(st, count_tokens=None))
-        out = {}
         for label, size in SIZES.items():
             enc = [p.encode() for p in rels[label]]
-            out[(label, "read")] = timed(lambda p, _k: ops.read(b"/" + p), enc, n)
-            out[(label, "write")] = timed(
+            out[(label, "read", "in-process")] = timed(lambda p, _k: ops.read(b"/" + p), enc, n)
+            out[(label, "write", "in-process")] = timed(
                 lambda p, k, size=size: ops.write(b"/" + p, body(size, k).encode()), enc, n
             )
+
+        async def sdk() -> None:
+            async with Client(served.server) as c:
+                for label, size in SIZES.items():
+
+                    async def read(rel: str, _k: int) -> None:
+                        assert not (await c.call_tool("read_text_file", {"path": rel})).is_error
+
+                    async def write(rel: str, k: int, size: int = size) -> None:
+                        r = await c.call_tool("write_file", {"path": rel, "content": body(size, k)})
+                        assert not r.is_error
+
+                    out[(label, "read", "in-memory")] = await atimed(read, rels[label], n)
+                    out[(label, "write", "in-memory")] = await atimed(write, rels[label], n)
+
+        anyio.run(sdk)
         return out
     finally:
-        st.close()
+        served.close()
 
 
 def measure(n: int, files: int) -> dict:
@@ -185,7 +204,7 @@ def measure(n: int, files: int) -> dict:
         samples.update({(*k, "mcp"): v for k, v in mcp_rows.items()})
     finally:
         launcher.stop(mnt)
-    samples.update({(*k, "in-process"): v for k, v in in_process(libdir, rels, n).items()})
+    samples.update(in_process(libdir, rels, n))
     shutil.rmtree(tmp, ignore_errors=True)
     rows = [{"size": k[0], "op": k[1], "path": k[2], **stats_us(v)} for k, v in samples.items()]
     return {
@@ -203,7 +222,7 @@ def table(doc: dict) -> str:
     """The result as a text table: p50 / p95 per path, and MCP's p50 over the mount's."""
     by = {(r["size"], r["op"], r["path"]): r for r in doc["rows"]}
     lines = [
-        f"{'size':6} {'op':22} {'mount p50/p95 µs':>18} {'mcp p50/p95 µs':>16} {'in-proc p50 µs':>15} {'mcp/mount':>9}"
+        f"{'size':6} {'op':22} {'mount p50/p95 µs':>18} {'mcp p50/p95 µs':>16} {'in-mem p50':>10} {'in-proc p50':>11} {'mcp/mount':>9}"
     ]
     for label in SIZES:
         for op, mount_op in (
@@ -212,10 +231,11 @@ def table(doc: dict) -> str:
             ("write", "write (in place)"),
         ):
             m, c, i = by[(label, mount_op, "mount")], by[(label, op, "mcp")], by[(label, op, "in-process")]
+            mem = by[(label, op, "in-memory")]
             lines.append(
                 f"{label:6} {op + ' vs ' + mount_op.split(' ', 1)[-1] if op != mount_op else op:22} "
                 f"{m['p50_us']:>8.0f}/{m['p95_us']:<9.0f} {c['p50_us']:>7.0f}/{c['p95_us']:<8.0f} "
-                f"{i['p50_us']:>15.0f} {c['p50_us'] / m['p50_us']:>8.1f}x"
+                f"{mem['p50_us']:>10.0f} {i['p50_us']:>11.0f} {c['p50_us'] / m['p50_us']:>8.1f}x"
             )
     v = doc["visibility"]["mount sees an MCP write"]
     lines.append(

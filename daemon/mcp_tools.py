@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, is_dir, is_link, show
 from libraryfs.errors import InvalidArgument, LibraryError, to_errno
 from libraryfs.fs.tree import DirTree, StoreTree, Tree
-from libraryfs.index.tokens import count_tokens
+from libraryfs.index.tokens import count_tokens, decode_bytes, encode
 from libraryfs.layout import is_live
 
 MARKER = "[libraryfs: truncated"  #: how every cut response's last line begins
@@ -55,19 +55,25 @@ class Budget:
 
     def fit(self, text: str, tokens: int | None = None) -> tuple[str, bool]:
         """The longest prefix of ``text`` within ``tokens`` (default: the whole budget), cut at a line
-        end when one is in the second half; ``(prefix, cut)``."""
+        end when one is in the second half; ``(prefix, cut)``. One tokenisation of a prefix a few times
+        the budget long (the cut is where the budget's last token ends), one count to confirm."""
         limit = self.tokens if tokens is None else tokens
         if len(text) <= limit:  # a token is at least one character
             return text, False
-        total = count_tokens(text)
-        if total <= limit:
+        span = limit * 5  # ~4 characters per token in English text; doubled until it holds the budget
+        while True:
+            ids = encode(text[:span])
+            if len(ids) > limit or span >= len(text):
+                break
+            span *= 2
+        if len(ids) <= limit:
             return text, False
-        keep = max(1, len(text) * limit // total)
-        while keep > 1 and count_tokens(text[:keep]) > limit:
-            keep = keep * 9 // 10
+        keep = len(decode_bytes(ids[:limit]).decode("utf-8", "ignore"))
         nl = text.rfind("\n", 0, keep)
         if nl > keep // 2:
             keep = nl + 1
+        while keep > 1 and count_tokens(text[:keep]) > limit:  # re-tokenising a prefix can differ at its end
+            keep = keep * 19 // 20
         return text[:keep], True
 
 
