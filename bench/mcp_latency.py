@@ -150,7 +150,9 @@ def in_process(libdir: str, rels: dict, n: int) -> dict:
     """The server's work in this process: :class:`LibraryOps` calls (no protocol, ``in-process``), and the
     same tools through the SDK's client connected in memory (both SDK sides, no pipes, no second process:
     ``in-memory``)."""
-    served = Served(libdir, ServerOptions(indexer=False, max_write_bytes=1 << 20))
+    served = Served(
+        libdir, ServerOptions(indexer=False, max_write_bytes=1 << 20, inline_tools=True)
+    )  # as over stdio
     ops = served.ops
     out = {}
     try:

@@ -109,12 +109,17 @@ CHANGE = ToolAnn(read_only=False, destructive=True, idempotent=False)
 
 class ToolRegistry:
     """Adds tools to an :class:`MCPServer`, each wrapped so that library errors become tool errors, and
-    write tools are refused on a read-only server. Also what features register through
+    write tools are refused on a read-only server. ``inline``: run tools on the event loop (one client, as
+    over stdio: saves a worker-thread hop per call, measured in ``bench/mcp_latency.py``) instead of in a
+    worker thread (HTTP: a long call must not stall other sessions). Also what features register through
     (:meth:`libraryfs.hooks.Feature.mcp_tools`): ``add(fn, name, title, ann)``, :attr:`budget`,
     :attr:`ops`, :attr:`libdir`, :meth:`path`, :meth:`result`."""
 
-    def __init__(self, server: MCPServer, ops: LibraryOps, libdir: str, budget: Budget) -> None:
+    def __init__(
+        self, server: MCPServer, ops: LibraryOps, libdir: str, budget: Budget, *, inline: bool = False
+    ) -> None:
         self.server = server
+        self.inline = inline
         self.ops = ops
         self.libdir = libdir
         self.budget = budget
@@ -146,8 +151,7 @@ class ToolRegistry:
         error; a write tool on a read-only server fails with EROFS before ``fn`` runs."""
         ops = self.ops
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+        def call(*args: Any, **kwargs: Any) -> CallToolResult:
             if not ann.read_only and ops.read_only:
                 raise ToolError(f"EROFS: {name}: the library is served read-only (--read-only)")
             try:
@@ -156,6 +160,18 @@ class ToolRegistry:
                 raise ToolError(error_text(e, getattr(e, "path", None))) from None
             except (ValueError, UnicodeError) as e:
                 raise ToolError(f"EINVAL: {e}") from None
+
+        if self.inline:  # a coroutine function: the SDK runs it on the event loop, no thread hop
+
+            @functools.wraps(fn)
+            async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                return call(*args, **kwargs)
+
+        else:  # a plain function: the SDK runs it in a worker thread
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                return call(*args, **kwargs)
 
         self.server.add_tool(wrapper, name=name, title=title, annotations=ann.mcp(title))
         self.names.append(name)

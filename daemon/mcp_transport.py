@@ -10,6 +10,7 @@ Origin checks) is on for loopback binds.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ipaddress
 import logging
@@ -158,7 +159,7 @@ def run_process(
     configure_logging(load_settings(libdir, {}))
     if transport == "http":
         check_bind(host, token)
-    served = Served(libdir, opts)
+    served = Served(libdir, dataclasses.replace(opts, inline_tools=transport == "stdio"))
     indexer = start_indexer_if_needed(served.libdir, opts, served.store)
     try:
         if transport == "stdio":

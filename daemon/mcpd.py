@@ -65,13 +65,15 @@ adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md').
 class ServerOptions:
     """How one MCP server serves its library: ``read_only`` refuses every write tool (EROFS);
     ``response_tokens`` bounds one response; ``max_write_bytes`` one written content; ``indexer`` starts
-    an indexer when none runs; ``poll_s`` is the TOC-notification poll interval."""
+    an indexer when none runs; ``poll_s`` is the TOC-notification poll interval; ``inline_tools`` runs tools
+    on the event loop (stdio: one client) instead of worker threads."""
 
     read_only: bool = False
     response_tokens: int = RESPONSE_TOKENS
     max_write_bytes: int = MAX_WRITE_BYTES
     indexer: bool = True
     poll_s: float = POLL_S
+    inline_tools: bool = False
 
 
 def page_uri(path: bytes) -> str:
@@ -193,7 +195,9 @@ class Served:
             subscriptions=self.bus,
             log_level="WARNING",
         )
-        self.registry = ToolRegistry(self.server, self.ops, self.libdir, Budget(opts.response_tokens))
+        self.registry = ToolRegistry(
+            self.server, self.ops, self.libdir, Budget(opts.response_tokens), inline=opts.inline_tools
+        )
         FsTools(self.registry, max_write_bytes=opts.max_write_bytes).register()
         LibraryTools(self.registry).register()
         self.features = register_features(self.registry)
