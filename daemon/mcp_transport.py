@@ -14,6 +14,7 @@ import dataclasses
 import hmac
 import ipaddress
 import logging
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -163,6 +164,9 @@ def run_process(
     indexer = start_indexer_if_needed(served.libdir, opts, served.store)
     try:
         if transport == "stdio":
+            signal.signal(
+                signal.SIGTERM, _stop_on_sigterm
+            )  # end like a closed stdin: indexer stopped, store closed
             serve_stdio(served)
         else:
             body = max_body_bytes or 2 * opts.max_write_bytes + (1 << 20)  # JSON escaping can double text
@@ -171,3 +175,7 @@ def run_process(
         stop_indexer(indexer)
         served.close()
     return 0
+
+
+def _stop_on_sigterm(_signum, _frame) -> None:
+    raise SystemExit(0)

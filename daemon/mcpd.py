@@ -101,8 +101,9 @@ class LibraryTools:
         p = self.reg.path(path)
         if page < 0:
             raise ValueError("page must be ≥ 0")
-        base = p.rstrip(b"/")
-        file = base + b"/" + (INDEX_FILE.encode() if page == 0 else PAGES_DIR + b"/" + page_name(page))
+        file = (
+            p.rstrip(b"/") + b"/" + (INDEX_FILE.encode() if page == 0 else PAGES_DIR + b"/" + page_name(page))
+        )
         try:
             data = self.ops.read(file)
         except LibraryError as e:
@@ -110,13 +111,10 @@ class LibraryTools:
         text = data.decode("utf-8", "replace")
         where = file.rsplit(b"/", 1)[0]
         out_links = []
-        for target in links(data):
-            full = clean_path(os.fsdecode(where + b"/" + target)) if b".." not in target else None
-            if target.startswith(b"../") and where.endswith(b"/" + PAGES_DIR):
-                full = clean_path(os.fsdecode(base + b"/" + target[3:]))
-            if full is not None:
-                kind = "page" if full.endswith(b"/" + INDEX_FILE.encode()) or b"/.index/" in full else "entry"
-                out_links.append({"path": show(full), "kind": kind})
+        for target in links(data):  # relative to the page's directory; normpath keeps them in the library
+            full = os.path.normpath(where + b"/" + target)
+            page_link = full.endswith(b"/" + INDEX_FILE.encode()) or b"/" + PAGES_DIR + b"/" in full
+            out_links.append({"path": show(full), "kind": "page" if page_link else "entry"})
         shown, cut = self.reg.budget.fit(text)
         if cut:
             shown += f"\n{MARKER}: read the rest with read_text_file path={show(file)} offset={len(shown.encode())}]"
