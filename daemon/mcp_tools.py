@@ -76,6 +76,15 @@ class Budget:
             keep = keep * 19 // 20
         return text[:keep], True
 
+    def fit_lines(self, lines: list[str]) -> tuple[str, int]:
+        """The first lines of ``lines`` (joined by newlines) within the budget, whole lines only;
+        ``(text, how many)`` — fewer than ``len(lines)`` when cut (never 0 for a non-empty list)."""
+        text, cut = self.fit("\n".join(lines))
+        if not cut:
+            return text, len(lines)
+        n = max(1, min(text.count("\n"), len(lines)))  # at least one line: a cursor always moves on
+        return "\n".join(lines[:n]), n
+
 
 def result(text: str, **structured: Any) -> CallToolResult:
     """A tool result: ``text`` for the model, ``structured`` (JSON-able) for programs."""
@@ -342,7 +351,7 @@ class FsTools:
         text, cut = self.budget.fit(diff or "(no change)\n")
         if cut:
             text += f"\n{MARKER}: the diff is longer than the token budget]"
-        return result(text, path=show(p), applied=not dryRun, diff=diff, truncated=cut)
+        return result(text, path=show(p), applied=not dryRun, truncated=cut)
 
     def create_directory(self, path: str) -> CallToolResult:
         """Create a directory and any missing parents (an existing directory is fine). A directory is a
@@ -387,11 +396,9 @@ class FsTools:
             n = os.fsdecode(name)
             lines.append(f"{tag[kind]} {n}{' (generated)' if gen else ''}")
             entries.append({"name": n, "type": kind, "size_bytes": st["st_size"], "generated": gen})
-        text, cut = self.budget.fit("\n".join(lines))
-        if cut:
-            shown = text.count("\n") + (0 if text.endswith("\n") else 1)
+        text, shown = self.budget.fit_lines(lines)
+        if shown < len(lines):
             end, entries = cursor + shown, entries[:shown]
-            text = "\n".join(lines[:shown])
         nxt = end if end < len(items) else None
         if nxt is not None:
             text += f"\n{MARKER}: {len(items) - end} more; call list_directory with cursor={nxt}]"
@@ -478,11 +485,12 @@ class FsTools:
         except LibraryError as e:
             raise _err(e, p) from None
         self._walk(p, 64, visit)
-        text, cut = self.budget.fit("\n".join(found) or "No matches found")
-        cut = cut or len(found) >= limit
+        text, shown = self.budget.fit_lines(found)
+        cut = shown < len(found) or len(found) >= limit
+        found = found[:shown]
         if cut:
             text += f"\n{MARKER}: limit of {limit} matches or the token budget; narrow the pattern]"
-        return result(text, matches=found, truncated=cut)
+        return result(text or "No matches found", matches=found, truncated=cut)
 
     def get_file_info(self, path: str) -> CallToolResult:
         """Metadata of a file or directory (size, times, permissions, type) and what the index knows about

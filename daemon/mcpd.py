@@ -137,8 +137,11 @@ class LibraryTools:
                 continue
             hits.append({"path": show(p), "summary": meta.get("summary"), "tokens": meta.get("tokens")})
         lines = [f"{h['path']} — {h['summary'] or ''}".rstrip(" —") for h in hits]
-        text, cut = self.reg.budget.fit("\n".join(lines) or f"No entries match {term!r}")
-        return result(text, term=term, matches=hits, truncated=cut)
+        text, shown = self.reg.budget.fit_lines(lines)
+        cut = shown < len(hits)
+        if cut:
+            text += f"\n{MARKER}: {len(hits) - shown} more; lower limit or narrow the term]"
+        return result(text or f"No entries match {term!r}", term=term, matches=hits[:shown], truncated=cut)
 
     def status(self) -> CallToolResult:
         """The library's state: the indexer (running, backlog, last pass), the TOC generation, the mount if

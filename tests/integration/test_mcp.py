@@ -4,6 +4,7 @@ resource notifications, and clean errors for bad input (nothing written partiall
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -167,15 +168,27 @@ async def _bad_input(c) -> None:
     )
 
 
-def test_stdio_tools_index_find_recall_and_errors(libdir):
-    async def main():
-        async with Client(stdio_params(str(libdir), "--max-write-bytes", "100000")) as c:
+@contextlib.contextmanager
+def _server(transport: str, libdir, *args: str):
+    """What ``Client`` connects to: stdio parameters, or the URL of a running HTTP server."""
+    if transport == "stdio":
+        yield stdio_params(str(libdir), *args)
+    else:
+        with http_server(str(libdir), *args) as url:
+            yield url
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_tools_index_find_recall_and_errors(libdir, transport):
+    async def main(target):
+        async with Client(target) as c:
             await _tools_and_toc(c)
             await _write_edit_index_find(c)
             await _recall(c)
             await _bad_input(c)
 
-    anyio.run(main)
+    with _server(transport, libdir, "--max-write-bytes", "100000") as target:
+        anyio.run(main, target)
     _check_store(libdir)
 
 
@@ -202,9 +215,10 @@ async def _has(c, tool: str, args: dict, needle: str) -> bool:
     return not r.is_error and needle in _text(r)
 
 
-def test_read_only_refuses_every_write_tool(libdir):
-    async def main():
-        async with Client(stdio_params(str(libdir), "--read-only")) as c:
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_read_only_refuses_every_write_tool(libdir, transport):
+    async def main(target):
+        async with Client(target) as c:
             writes = [
                 ("write_file", {"path": "a.md", "content": "x"}),
                 ("create_directory", {"path": "d"}),
@@ -214,24 +228,15 @@ def test_read_only_refuses_every_write_tool(libdir):
             for name, args in writes:
                 assert "EROFS" in _text(await _call(c, name, args, error=True))
             r = await _call(c, "list_directory", {"path": "/"})
-            assert [
-                e["name"] for e in r.structured_content["entries"] if not e["generated"]
-            ] == []  # nothing was created
+            assert [e["name"] for e in r.structured_content["entries"] if not e["generated"]] == []
 
-    anyio.run(main)
+    with _server(transport, libdir, "--read-only") as target:
+        anyio.run(main, target)
 
 
-def test_http_tools_and_bearer_token(libdir, tmp_path):
-    async def session(url: str):
-        async with Client(url) as c:
-            await _tools_and_toc(c)
-            await _call(c, "write_file", {"path": "from-http.md", "content": "# Over HTTP\n"})
-            assert _text(await _call(c, "read_text_file", {"path": "from-http.md"})) == "# Over HTTP\n"
-            assert "EINVAL" in _text(await _call(c, "read_text_file", {"path": "../x"}, error=True))
-
-    with http_server(str(libdir)) as url:
+def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
+    with http_server(str(libdir), "--no-indexer") as url:
         assert url.startswith("http://127.0.0.1:")
-        anyio.run(session, url)
         # request bodies are capped: a declared 40 MiB body is refused (413) before it is sent
         assert _declare_body(url, 40 << 20) == 413
 
