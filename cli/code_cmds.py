@@ -147,28 +147,7 @@ def budget_verify(plan: str, as_json: bool) -> None:
     except ValueError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "ok": r.ok,
-                    "nodes": r.n_nodes,
-                    "edges": r.n_edges,
-                    "roots": r.roots,
-                    "violations": [
-                        {
-                            "kind": v.kind,
-                            "node": v.node,
-                            "dimension": v.dimension,
-                            "need": v.need,
-                            "have": v.have,
-                            "message": str(v),
-                        }
-                        for v in r.violations
-                    ],
-                },
-                indent=2,
-            )
-        )
+        click.echo(json.dumps(r.to_json(), indent=2))
     elif r.ok:
         click.echo(
             f"plan conserves its budget: {r.n_nodes} nodes, {r.n_edges} edges, roots: {', '.join(r.roots)}"

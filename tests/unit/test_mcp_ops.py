@@ -3,6 +3,8 @@ store with the SDK's real client connected in-process (no subprocess, no mount).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("mcp")
@@ -121,5 +123,54 @@ def test_truncated_reads_continue_at_next_offset_and_reassemble(served):
                 cursor = r.structured_content["next_cursor"]
             assert sorted(n for n in seen if n.startswith("d")) == [f"d{i:02d}.md" for i in range(25)]
             assert len(seen) == len(set(seen))
+
+    anyio.run(main)
+
+
+def test_feature_tools_budget_verify_cards_block_code_outline(served):
+    ops = served.ops
+    ops.makedirs(b"/plans")
+    plan = {
+        "nodes": [
+            {"id": "lead", "budget": {"tokens": 100, "calls": 4}, "cost": {"calls": 1}, "children": ["w"]},
+            {"id": "w", "budget": {"tokens": 101, "calls": 3}},
+        ]
+    }
+    ops.write(b"/plans/p.json", json.dumps(plan).encode())
+    ops.makedirs(b"/cards/medium/algebra")
+    ops.makedirs(b"/cards/universal")
+    ops.write(b"/cards/medium/algebra/b-card.md", b"# B\n")
+    ops.write(b"/cards/medium/algebra/a-card.md", b"# A\n")
+    ops.write(b"/cards/universal/u-card.md", b"# U\n")
+    ops.makedirs(b"/code/repo/pkg/mod.py")
+    ops.write(b"/code/repo/pkg/mod.py/SYMBOLS.md", b"# pkg/mod.py\n\n| f | function |\n")
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("budget_verify", {"plan": plan})
+            assert not r.is_error and r.structured_content["ok"] is False
+            assert "node 'lead' overspends tokens" in r.content[0].text
+            plan["nodes"][1]["budget"]["tokens"] = 100
+            r = await c.call_tool("budget_verify", {"plan": plan})
+            assert r.structured_content["ok"] is True and "conserves" in r.content[0].text
+            r = await c.call_tool("budget_verify", {"path": "plans/p.json"})
+            assert r.structured_content["ok"] is False  # the file still holds the overspending plan
+            assert (await c.call_tool("budget_verify", {})).is_error
+            r = await c.call_tool("cards_block", {"tier": "medium", "domain": "algebra"})
+            assert r.structured_content["paths"] == [
+                "cards/medium/algebra/a-card.md",
+                "cards/medium/algebra/b-card.md",
+                "cards/universal/u-card.md",
+            ]
+            assert r.content[0].text.index("# A") < r.content[0].text.index("# U")
+            assert (
+                await c.call_tool("cards_block", {"tier": "easy", "domain": "algebra"})
+            ).structured_content["paths"] == []
+            assert (await c.call_tool("cards_block", {"tier": "nope", "domain": "algebra"})).is_error
+            r = await c.call_tool("code_outline", {"repo": "repo", "file": "pkg/mod.py"})
+            assert r.content[0].text.startswith("# pkg/mod.py")
+            for args in ({"repo": "repo", "file": "nope.py"}, {"repo": "..", "file": "etc/passwd"}):
+                r = await c.call_tool("code_outline", args)
+                assert r.is_error, r.content[0].text
 
     anyio.run(main)

@@ -44,24 +44,12 @@ def register(reg: Any) -> None:
             else:
                 plan = json.loads(raw)
         r = verify_plan(plan)
-        violations = [
-            {
-                "kind": v.kind,
-                "node": v.node,
-                "dimension": v.dimension,
-                "need": v.need,
-                "have": v.have,
-                "message": str(v),
-            }
-            for v in r.violations
-        ]
+        doc = r.to_json()
         if r.ok:
             text = f"plan conserves its budget: {r.n_nodes} nodes, {r.n_edges} edges, roots: {', '.join(r.roots)}"
         else:
-            text = "plan rejected:\n" + "\n".join(v["message"] for v in violations)
-        return reg.result(
-            text, ok=r.ok, nodes=r.n_nodes, edges=r.n_edges, roots=r.roots, violations=violations
-        )
+            text = "plan rejected:\n" + "\n".join(v["message"] for v in doc["violations"])
+        return reg.result(text, **doc)
 
     reg.add(code_outline, "code_outline", "Outline of a source file (code index)", reg.READ)
     reg.add(budget_verify, "budget_verify", "Verify a delegation plan's budget", reg.READ)
