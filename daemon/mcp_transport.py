@@ -10,14 +10,14 @@ Origin checks) is on for loopback binds.
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import ipaddress
 import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import uvicorn
@@ -141,38 +141,42 @@ def _announce(url: str) -> None:
 
 
 def run_process(
-    libdir: str,
-    opts: ServerOptions,
-    *,
-    transport: str = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token: str | None = None,
-    max_body_bytes: int = 0,
+    libdir: str, overrides: Mapping[str, Any] | None = None, *, token: str | None = None, indexer: bool = True
 ) -> int:
-    """The ``libraryfs mcp`` process: settings and logging (stderr), the server, an indexer when none runs
+    """The ``libraryfs mcp`` process: settings (``[mcp]``, ``[log]``: flags in ``overrides`` > environment >
+    ``config.toml`` > defaults) and logging (stderr), the server, an indexer when none runs and ``indexer``
     (stopped on exit), then the transport until the client leaves or a signal; returns the exit status.
 
-    Raises :class:`~libraryfs.errors.LibraryError` when the library cannot be opened or the bind is refused.
+    Raises :class:`~libraryfs.errors.LibraryError` (a :class:`~libraryfs.settings.SettingsError` for a bad
+    setting) when the library cannot be opened or the bind is refused, ``OSError`` when it cannot bind.
     """
-    from libraryfs.settings import configure_logging, load_settings
+    from libraryfs.settings import MCP_TABLES, configure_logging, load_settings
 
-    configure_logging(load_settings(libdir, {}))
-    if transport == "http":
-        check_bind(host, token)
-    served = Served(libdir, dataclasses.replace(opts, inline_tools=transport == "stdio"))
-    indexer = start_indexer_if_needed(served.libdir, opts, served.store)
+    settings = load_settings(libdir, overrides, tables=MCP_TABLES)
+    configure_logging(settings)
+    m = settings["mcp"]
+    stdio = m["transport"] == "stdio"
+    if not stdio:
+        check_bind(m["host"], token)
+    opts = ServerOptions(
+        read_only=m["read_only"],
+        response_tokens=m["response_tokens"],
+        max_write_bytes=m["max_write_bytes"],
+        indexer=indexer,
+        inline_tools=stdio,
+    )
+    served = Served(libdir, opts)
+    child = start_indexer_if_needed(served.libdir, opts, served.store)
     try:
-        if transport == "stdio":
-            signal.signal(
-                signal.SIGTERM, _stop_on_sigterm
-            )  # end like a closed stdin: indexer stopped, store closed
+        if stdio:
+            # SIGTERM ends the server like a closed stdin: its indexer stopped, the store closed
+            signal.signal(signal.SIGTERM, _stop_on_sigterm)
             serve_stdio(served)
         else:
-            body = max_body_bytes or 2 * opts.max_write_bytes + (1 << 20)  # JSON escaping can double text
-            serve_http(served, host, port, token=token, max_body_bytes=body)
+            body = 2 * opts.max_write_bytes + (1 << 20)  # JSON escaping can double a content's size
+            serve_http(served, m["host"], m["port"], token=token, max_body_bytes=body)
     finally:
-        stop_indexer(indexer)
+        stop_indexer(child)
         served.close()
     return 0
 

@@ -215,8 +215,8 @@ async def _has(c, tool: str, args: dict, needle: str) -> bool:
     return not r.is_error and needle in _text(r)
 
 
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_read_only_refuses_every_write_tool(libdir, transport):
+@pytest.mark.parametrize("transport, given_by", [("stdio", "flag"), ("http", "config.toml")])
+def test_read_only_refuses_every_write_tool(libdir, transport, given_by):
     async def main(target):
         async with Client(target) as c:
             writes = [
@@ -230,7 +230,9 @@ def test_read_only_refuses_every_write_tool(libdir, transport):
             r = await _call(c, "list_directory", {"path": "/"})
             assert [e["name"] for e in r.structured_content["entries"] if not e["generated"]] == []
 
-    with _server(transport, libdir, "--read-only") as target:
+    if given_by == "config.toml":  # the one settings loader: [mcp] in the library's config.toml
+        (libdir / "config.toml").write_text("[mcp]\nread_only = true\n")
+    with _server(transport, libdir, *(["--read-only"] if given_by == "flag" else [])) as target:
         anyio.run(main, target)
 
 
