@@ -187,6 +187,7 @@ class ToolRegistry:
 
 
 def _err(e: LibraryError, path: bytes) -> LibraryError:
+    """``e`` with the library path it concerns, for :func:`error_text` (``ENOENT: /notes/x.md: …``)."""
     e.path = show(path)  # type: ignore[attr-defined]
     return e
 
@@ -241,6 +242,10 @@ class FsTools:
         size = self.ops.stat(self.ops.follow(p))["st_size"]
         want = max(0, min(size - offset, tokens * 16))
         data = self.ops.read(p, offset, want)
+        skip = 0
+        while offset and skip < 3 and skip < len(data) and data[skip] & 0xC0 == 0x80:
+            skip += 1  # an offset inside a UTF-8 character: start at the next one
+        data, offset = data[skip:], offset + skip
         text = decode_text(data, p, complete=offset + len(data) >= size)
         kept, cut = self.budget.fit(text, tokens)
         nxt = offset + len(kept.encode())
@@ -260,13 +265,14 @@ class FsTools:
         try:
             if head is None and tail is None:
                 text, nxt, size, cut = self._text(p, offset, self.budget.tokens)
+                start = nxt - len(text.encode())  # past a partial character at ``offset``
                 if cut:
                     text += f"\n{MARKER} at byte {nxt} of {size}; call read_text_file with offset={nxt} for the rest]"
                 return result(
                     text,
                     path=show(p),
                     size_bytes=size,
-                    offset=offset,
+                    offset=start,
                     next_offset=nxt if cut else None,
                     truncated=cut,
                 )
@@ -325,7 +331,7 @@ class FsTools:
             f"{verb} {show(p)} ({len(data):,} bytes)", path=show(p), size_bytes=len(data), created=created
         )
 
-    def edit_file(self, path: str, edits: list[Edit], dryRun: bool = False) -> CallToolResult:  # noqa: N803
+    def edit_file(self, path: str, edits: list[Edit], dryRun: bool = False) -> CallToolResult:
         """Apply exact text replacements to a file, in order; each oldText must occur exactly once (else
         nothing is written). Returns a unified diff; dryRun=true only shows it."""
         p = self.reg.path(path)
@@ -459,7 +465,7 @@ class FsTools:
         path: str,
         pattern: str,
         excludePatterns: list[str] | None = None,
-        limit: int = 200,  # noqa: N803
+        limit: int = 200,
     ) -> CallToolResult:
         """Find files and directories below `path` whose name or relative path matches the glob `pattern`
         (case-insensitive; '*.md', 'notes/**' style). For a name whose section you do not know, `find`

@@ -174,3 +174,15 @@ def test_feature_tools_budget_verify_cards_block_code_outline(served):
                 assert r.is_error, r.content[0].text
 
     anyio.run(main)
+
+
+def test_an_offset_inside_a_character_starts_at_the_next_one(served):
+    served.ops.write(b"/u.md", "héllo\n".encode())
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_text_file", {"path": "u.md", "offset": 2})  # inside "é"
+            assert not r.is_error and r.content[0].text == "llo\n"
+            assert r.structured_content["offset"] == 3
+
+    anyio.run(main)
