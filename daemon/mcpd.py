@@ -28,8 +28,10 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
+from mcp import types
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
@@ -178,6 +180,44 @@ def register_features(reg: ToolRegistry) -> list[str]:
     return added
 
 
+class LegacySubscriptions:
+    """``resources/subscribe`` / ``unsubscribe`` for clients on protocol versions before 2026-07-28 (which
+    have no ``subscriptions/listen``): which session listens to which URI; :meth:`publish` sends each a
+    ``notifications/resources/updated``. A session whose send fails is forgotten."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, tuple[Any, set[str]]] = {}
+
+    def install(self, server: MCPServer) -> None:
+        """Serve the two methods on ``server`` (through its low-level server: ``MCPServer`` has no public
+        hook for them in mcp 2.x, pinned ``<3``); the capability ``resources.subscribe`` follows."""
+        low = server._lowlevel_server
+        low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self.subscribe)
+        low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe)
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """Remember that this session listens to ``params.uri``."""
+        self.sessions.setdefault(id(ctx.session), (ctx.session, set()))[1].add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        """Forget that this session listens to ``params.uri``."""
+        entry = self.sessions.get(id(ctx.session))
+        if entry is not None:
+            entry[1].discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def publish(self, uri: str) -> None:
+        """Tell every session subscribed to ``uri`` that it changed."""
+        for key, (session, uris) in list(self.sessions.items()):
+            if uri not in uris:
+                continue
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # the session is gone (client disconnected): forget it
+                self.sessions.pop(key, None)
+
+
 class Served:
     """One server over one library: the store, the view, the :class:`MCPServer`, its subscription bus."""
 
@@ -203,6 +243,8 @@ class Served:
         LibraryTools(self.registry).register()
         self.features = register_features(self.registry)
         self._resources()
+        self.legacy = LegacySubscriptions()
+        self.legacy.install(self.server)
 
     def _mountpoint(self) -> str | None:
         info = mount_info(self.libdir, self.store)
@@ -246,6 +288,7 @@ class Served:
                 paths = []
             for p in paths:
                 await self.bus.publish(ResourceUpdated(uri=page_uri(p)))
+                await self.legacy.publish(page_uri(p))
             await anyio.sleep(self.opts.poll_s)
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 
 import anyio
 import pytest
@@ -23,6 +24,7 @@ from libraryfs.fs.store import Store
 
 pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
+from mcp.types import ResourceUpdatedNotification  # noqa: E402
 
 FS_TOOLS = {
     "read_text_file",
@@ -193,11 +195,11 @@ def test_tools_index_find_recall_and_errors(libdir, transport):
 
 
 def test_stdio_subscription_hears_the_indexer_rewrite_a_toc(libdir):
+    """``subscriptions/listen`` (protocol 2026-07-28)."""
+
     async def main():
         async with Client(stdio_params(str(libdir))) as c:
-            await _call(c, "create_directory", {"path": "notes"})
-            await wait_for(lambda: _has(c, "read_index", {"path": "notes"}, "Index of /notes"))
-            uri = "library://notes/INDEX.md"
+            uri = await _section(c)
             async with c.listen(resource_subscriptions=[uri]) as sub:
                 await _call(c, "write_file", {"path": "notes/new.md", "content": "# Fresh note\n"})
                 with anyio.fail_after(30):
@@ -208,6 +210,40 @@ def test_stdio_subscription_hears_the_indexer_rewrite_a_toc(libdir):
             assert "new.md" in page.contents[0].text
 
     anyio.run(main)
+
+
+def test_legacy_resources_subscribe_hears_the_indexer_rewrite_a_toc(libdir):
+    """``resources/subscribe`` and ``notifications/resources/updated`` (protocol versions before 2026-07-28,
+    the initialize handshake: what most desktop clients speak)."""
+    heard: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    async def main():
+        async with Client(stdio_params(str(libdir)), mode="legacy", message_handler=on_message) as c:
+            assert c.server_capabilities.resources.subscribe is True
+            uri = await _section(c)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated (2026-07-28)
+                await c.subscribe_resource(uri)
+            await _call(c, "write_file", {"path": "notes/new.md", "content": "# Fresh note\n"})
+
+            async def got():
+                return uri in heard
+
+            await wait_for(got)
+            assert "new.md" in (await c.read_resource(uri)).contents[0].text
+
+    anyio.run(main)
+
+
+async def _section(c) -> str:
+    """Create ``notes/``, wait until the indexer has given it a TOC, return the TOC's URI."""
+    await _call(c, "create_directory", {"path": "notes"})
+    await wait_for(lambda: _has(c, "read_index", {"path": "notes"}, "Index of /notes"))
+    return "library://notes/INDEX.md"
 
 
 async def _has(c, tool: str, args: dict, needle: str) -> bool:
