@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import click
@@ -37,11 +38,9 @@ def mcp_cmd(libdir: str, token_file: str | None, no_indexer: bool, **kwargs) -> 
     client disconnects or on SIGTERM/SIGINT; 1 on a library, setting or bind error (one line); 2 on a
     malformed command line; 3 when the mcp extra is missing (pip install 'libraryfs[mcp]').
     """
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("mcp") is None:
         click.echo("libraryfs: this command needs the mcp extra: pip install 'libraryfs[mcp]'", err=True)
-        raise SystemExit(3) from None
+        raise SystemExit(3)
     from libraryfs.daemon.mcp_transport import run_process
 
     token = os.environ.get(TOKEN_ENV) or None
