@@ -11,7 +11,8 @@ hold unlinked files open). Writes are journaled, so the indexer indexes them: wh
 server is not read-only, it starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on
 exit.
 
-Tools: :mod:`libraryfs.daemon.mcp_tools` (the reference filesystem server's) and :class:`LibraryTools`
+Tools: :mod:`libraryfs.daemon.mcp_tools` (the reference filesystem server's; registered through
+:mod:`libraryfs.daemon.mcp_registry`) and :class:`LibraryTools`
 (``read_index``, ``find``, ``status``), plus each installed feature's (``Feature.mcp_tools``).
 Resources: ``library://INDEX.md`` and ``library://{path}/INDEX.md``; a background task polls the TOC
 generation (:class:`~libraryfs.fs.tocwatch.TocWatcher`) and publishes ``ResourceUpdated`` for every page
@@ -39,7 +40,8 @@ from mcp.types import CallToolResult
 
 from libraryfs import __version__
 from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, show
-from libraryfs.daemon.mcp_tools import MARKER, READ, Budget, FsTools, ToolRegistry, _err, result
+from libraryfs.daemon.mcp_registry import MARKER, READ, Budget, ToolRegistry, at_path, result
+from libraryfs.daemon.mcp_tools import FsTools
 from libraryfs.errors import LibraryError
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIR, page_name
 from libraryfs.fs.store import Store
@@ -109,7 +111,7 @@ class LibraryTools:
         try:
             data = self.ops.read(file)
         except LibraryError as e:
-            raise _err(e, file) from None
+            raise at_path(e, file) from None
         text = data.decode("utf-8", "replace")
         where = file.rsplit(b"/", 1)[0]
         out_links = []

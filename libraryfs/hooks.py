@@ -43,7 +43,7 @@ class Feature:
     extra installing its dependencies (``libraryfs[episodes]``); ``modules``: top-level modules that extra
     provides; ``indexer_hook``: ``"module:factory"`` of its indexer hook, or None; ``mcp_tools``:
     ``"module:register"`` of its MCP tools, or None (``register(registry)`` is called by ``libraryfs mcp``
-    with a :class:`libraryfs.daemon.mcp_tools.ToolRegistry`; the core never imports it)."""
+    with a :class:`libraryfs.daemon.mcp_registry.ToolRegistry`; the core never imports it)."""
 
     name: str
     extra: str

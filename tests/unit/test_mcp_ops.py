@@ -13,7 +13,7 @@ import anyio  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
-from libraryfs.daemon.mcp_tools import MARKER, Budget  # noqa: E402
+from libraryfs.daemon.mcp_registry import MARKER, Budget  # noqa: E402
 from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
 from libraryfs.errors import InvalidArgument, NameTooLong  # noqa: E402
 from libraryfs.index.tokens import count_tokens  # noqa: E402

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def register(reg: Any) -> None:
-    """Add ``cards_block`` to ``reg`` (a :class:`libraryfs.daemon.mcp_tools.ToolRegistry`)."""
+    """Add ``cards_block`` to ``reg`` (a :class:`libraryfs.daemon.mcp_registry.ToolRegistry`)."""
 
     def cards_block(tier: str, domain: str, include_text: bool = True) -> Any:
         """The cards block (tier, domain) reads, in order: cards/<tier>/<domain>/*.md then

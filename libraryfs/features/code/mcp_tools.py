@@ -9,7 +9,7 @@ from typing import Any
 
 
 def register(reg: Any) -> None:
-    """Add ``code_outline`` and ``budget_verify`` to ``reg`` (a :class:`libraryfs.daemon.mcp_tools.ToolRegistry`)."""
+    """Add ``code_outline`` and ``budget_verify`` to ``reg`` (a :class:`libraryfs.daemon.mcp_registry.ToolRegistry`)."""
 
     def code_outline(repo: str, file: str) -> Any:
         """Outline of one source file of an indexed repository (`libraryfs code add`): its symbols with

@@ -12,7 +12,7 @@ from typing import Any
 
 
 def register(reg: Any) -> None:
-    """Add ``recall`` to ``reg`` (a :class:`libraryfs.daemon.mcp_tools.ToolRegistry`)."""
+    """Add ``recall`` to ``reg`` (a :class:`libraryfs.daemon.mcp_registry.ToolRegistry`)."""
 
     def recall(episode: str, question: str, budget_tokens: int = 200) -> Any:
         """Recall from an episode (episodes/<id>/steps.jsonl, one JSON object per step): the few steps that
