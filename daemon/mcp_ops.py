@@ -204,19 +204,24 @@ class LibraryOps:
             finally:
                 self.view.release(fh)
 
-    def listdir(self, path: bytes) -> list[tuple[bytes, dict]]:
+    def listdir(self, path: bytes, stat: bool = True) -> list[tuple[bytes, dict]]:
         """``(name, stat)`` of every entry of the directory at ``path`` (links followed), generated names
-        (``INDEX.md``, ``.index``, ``.libraryfs``, ``.find``) included, ``.``/``..`` not; sorted by name."""
+        (``INDEX.md``, ``.index``, ``.libraryfs``, ``.find``) included, ``.``/``..`` not; sorted by name.
+
+        ``stat=False``: only ``{"st_mode": file type bits}`` from the listing itself (no lookup per entry:
+        what a walk or one page of a large directory needs)."""
         with self.lock:
             real = self.follow(path)
             fh = self.view.opendir(real)
             try:
-                names = [n for n, _m, _i, _o in self.view.readdir(fh, 0) if n not in (b".", b"..")]
+                listed = sorted((n, m) for n, m, _i, _o in self.view.readdir(fh, 0) if n not in (b".", b".."))
             finally:
                 self.view.releasedir(fh)
+            if not stat:
+                return [(n, {"st_mode": m}) for n, m in listed]
             base = real.rstrip(b"/")
             out = []
-            for n in sorted(names):
+            for n, _m in listed:
                 try:
                     out.append((n, self.view.getattr(base + b"/" + n)))
                 except NotFound:  # removed by another process since the listing

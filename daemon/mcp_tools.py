@@ -225,7 +225,11 @@ class FsTools:
     # -- listing ---------------------------------------------------------------------------------------
     @staticmethod
     def _kind(st: dict) -> str:
-        return "directory" if is_dir(st) else "symlink" if is_link(st) else "file"
+        if is_dir(st):
+            return "directory"
+        if is_link(st):
+            return "symlink"
+        return "file" if st["st_mode"] & 0o170000 == 0o100000 else "other"  # FIFOs, sockets, devices
 
     def list_directory(self, path: str = "/", cursor: int = 0, limit: int = 200) -> CallToolResult:
         """List a directory: [DIR]/[FILE]/[LINK] lines, generated names (INDEX.md, .index/, .find/,
@@ -234,17 +238,22 @@ class FsTools:
         if cursor < 0 or limit < 1:
             raise ValueError("cursor must be ≥ 0 and limit ≥ 1")
         try:
-            items = self.ops.listdir(p)
+            items = self.ops.listdir(p, stat=False)  # names and types; sizes only for this page
+            real = self.ops.follow(p).rstrip(b"/")
         except LibraryError as e:
             raise at_path(e, p) from None
         lines, entries = [], []
-        tag = {"directory": "[DIR]", "file": "[FILE]", "symlink": "[LINK]"}
+        tag = {"directory": "[DIR]", "file": "[FILE]", "symlink": "[LINK]", "other": "[OTHER]"}
         end = min(len(items), cursor + limit)
         for name, st in items[cursor:end]:
             kind, gen = self._kind(st), self.ops.generated(name, p)
+            try:
+                size = self.ops.stat(real + b"/" + name)["st_size"]
+            except LibraryError:  # removed by another process since the listing
+                size = None
             n = os.fsdecode(name)
             lines.append(f"{tag[kind]} {n}{' (generated)' if gen else ''}")
-            entries.append({"name": n, "type": kind, "size_bytes": st["st_size"], "generated": gen})
+            entries.append({"name": n, "type": kind, "size_bytes": size, "generated": gen})
         text, shown = self.budget.fit_lines(lines)
         if shown < len(lines):
             end, entries = cursor + shown, entries[:shown]
@@ -261,7 +270,7 @@ class FsTools:
             nxt = []
             for parent in level:
                 try:
-                    items = self.ops.listdir(parent)
+                    items = self.ops.listdir(parent, stat=False)
                 except LibraryError:
                     continue
                 for name, st in items:
