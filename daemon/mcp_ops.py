@@ -112,6 +112,7 @@ class LibraryOps:
         self._mount: tuple[float, str | None] = (-MOUNT_PROBE_S, None)
         self.lock = threading.RLock()
         self.uid, self.gid = os.getuid(), os.getgid()
+        self.groups = {self.gid, *os.getgroups()}
         self.pid = os.getpid()
         self._tmp = itertools.count()
 
@@ -181,6 +182,27 @@ class LibraryOps:
                 out.append(p)
         return out
 
+    def access(self, path: bytes, want: int) -> None:
+        """Raise AccessDenied (EACCES) unless this process may ``want`` (``os.R_OK | os.W_OK | os.X_OK``) the
+        object at ``path`` by its mode bits, owner and group — the check the kernel makes on the mount
+        (``default_permissions``, access(2)); root passes, as with CAP_DAC_OVERRIDE."""
+        if self.uid == 0:
+            return
+        st = self.view.getattr(path)
+        mode = st["st_mode"]
+        if st["st_uid"] == self.uid:
+            bits = (mode >> 6) & 7
+        elif st["st_gid"] in self.groups:
+            bits = (mode >> 3) & 7
+        else:
+            bits = mode & 7
+        if want & ~bits:
+            raise AccessDenied(f"{show(path)}: permission denied")
+
+    def _may_change(self, parent: bytes) -> None:
+        """Creating or removing a name in ``parent`` needs write and search permission on it."""
+        self.access(parent or b"/", os.W_OK | os.X_OK)
+
     # -- reading -----------------------------------------------------------------------------------------
     def read(self, path: bytes, offset: int = 0, size: int | None = None) -> bytes:
         """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None).
@@ -191,6 +213,7 @@ class LibraryOps:
             real = self.follow(path)
             if is_dir(self.view.getattr(real)):
                 raise IsADir(f"{show(path)} is a directory")
+            self.access(real, os.R_OK)
             fh, _direct = self.view.open(real, os.O_RDONLY)
             try:
                 out = bytearray()
@@ -212,6 +235,7 @@ class LibraryOps:
         what a walk or one page of a large directory needs)."""
         with self.lock:
             real = self.follow(path)
+            self.access(real, os.R_OK)
             fh = self.view.opendir(real)
             try:
                 listed = sorted((n, m) for n, m, _i, _o in self.view.readdir(fh, 0) if n not in (b".", b".."))
@@ -260,6 +284,8 @@ class LibraryOps:
                 raise IsADir(f"{show(path)} is a directory")
             else:
                 mode, created = (r.node.mode if r.node else 0o644) & 0o7777, False
+                self.access(path, os.W_OK)
+            self._may_change(parent)
             tmp = self._temp_name(parent, name)
             fh = self.view.create(tmp, mode, os.O_WRONLY | os.O_EXCL, self.uid, self.gid)
             try:
@@ -290,8 +316,13 @@ class LibraryOps:
         with self.lock:
             cur = b""
             for comp in [p for p in path.split(b"/") if p]:
-                cur += b"/" + comp
+                parent, cur = cur, cur + b"/" + comp
                 try:
+                    if self.uid != 0:
+                        try:
+                            self.view.getattr(cur)
+                        except NotFound:
+                            self._may_change(parent)
                     self.view.mkdir(cur, 0o755, self.uid, self.gid)
                     created.append(cur)
                 except Exists:
@@ -303,6 +334,8 @@ class LibraryOps:
         """Rename ``src`` to ``dst``; fails with Exists (EEXIST) when ``dst`` exists (RENAME_NOREPLACE),
         as the reference filesystem server's ``move_file`` does."""
         with self.lock:
+            self._may_change(src.rsplit(b"/", 1)[0])
+            self._may_change(dst.rsplit(b"/", 1)[0])
             self.view.rename(src, dst, 1)  # RENAME_NOREPLACE
 
     def entry_meta(self, path: bytes) -> dict:

@@ -15,7 +15,7 @@ from mcp import Client  # noqa: E402
 from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
 from libraryfs.daemon.mcp_registry import MARKER, Budget  # noqa: E402
 from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
-from libraryfs.errors import InvalidArgument, NameTooLong  # noqa: E402
+from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong  # noqa: E402
 from libraryfs.index.tokens import count_tokens  # noqa: E402
 
 
@@ -186,3 +186,28 @@ def test_an_offset_inside_a_character_starts_at_the_next_one(served):
             assert r.structured_content["offset"] == 3
 
     anyio.run(main)
+
+
+def test_mode_bits_are_checked_as_the_mount_checks_them(served):
+    """The kernel checks modes on the mount (default_permissions); the MCP server checks them the same way
+    for its own uid. Files made by root here; the server then acts as an unprivileged uid."""
+    ops = served.ops
+    ops.makedirs(b"/shared")
+    ops.write(b"/shared/a.md", b"a\n")  # 0644, owner root
+    ops.uid, ops.gid, ops.groups = 12345, 12345, {12345}  # "other" for every file above
+    assert ops.read(b"/shared/a.md") == b"a\n"  # o+r
+    for change in (
+        lambda: ops.write(b"/shared/a.md", b"b\n"),  # no o+w on the file
+        lambda: ops.write(b"/shared/new.md", b"n\n"),  # no o+w on the directory
+        lambda: ops.makedirs(b"/shared/sub"),
+        lambda: ops.move(b"/shared/a.md", b"/shared/b.md"),
+    ):
+        with pytest.raises(AccessDenied):
+            change()
+    ops.view.chmod(b"/shared/a.md", 0o640)
+    with pytest.raises(AccessDenied):
+        ops.read(b"/shared/a.md")
+    ops.makedirs(b"/shared")  # an existing directory needs no permission
+    ops.uid = 0
+    assert ops.read(b"/shared/a.md") == b"a\n"  # root passes, as on the mount
+    assert [n for n, _st in ops.listdir(b"/shared")] == [b"INDEX.md", b"a.md"]
