@@ -206,6 +206,19 @@ class VirtualNamespace:
                 out.append((G.CATALOGUE_DIR, S.S_IFDIR, self.vino(("catalogue",))))
         return out
 
+    def dir_inos(self, t: Txn, r: Resolved) -> tuple[int, int]:
+        """``(ino, parent ino)`` of a virtual directory, as ``stat`` reports them (the ``.`` and ``..``
+        dirents). Raises NotADir for a virtual file."""
+        k = r.kind
+        if not k.is_virtual_dir:
+            raise NotADir("not a directory")
+        ino = self.getattr(t, r)["st_ino"]
+        if k is Kind.PAGES:
+            return ino, r.ino
+        if k is Kind.FINDTERM:
+            return ino, self.vino((Kind.FIND.value,))
+        return ino, S.ROOT_INO
+
     def listdir(self, t: Txn, r: Resolved) -> list[tuple[bytes, int, int]]:
         """Entries ``(name, type bits, ino)`` of a virtual directory. Raises NotADir for a virtual file."""
         k = r.kind
