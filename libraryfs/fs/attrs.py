@@ -83,7 +83,10 @@ class AttrOps(ViewService):
                 raise BadHandle("no path and no handle")
             r = self.resolver.resolve(t, path)
             if r.is_real:
-                return inode_stat(r.node)  # type: ignore[arg-type]
+                node = r.node
+                if node.nlink > 1 and not node.is_dir:  # type: ignore[union-attr]
+                    self.handles.links.note(path, r.ino)  # its other names' caches go stale on changes
+                return inode_stat(node)  # type: ignore[arg-type]
             return self.virtual.getattr(t, r)
 
     # ------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ listing, so ``readdir`` offsets stay stable while the directory changes (ARCHITE
 are positive ints, never reused while the mount lives.
 
 The table also counts the open handles of each inode (an unlinked inode lives until its last close, POSIX
-unlink(2)) and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
+unlink(2)), the names of hard-linked files the kernel knows (:class:`~libraryfs.fs.aliases.LinkNames`),
+and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
 ``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
 (C11); the view unlinks it for real and remembers the hidden name here only.
 """
@@ -14,6 +15,8 @@ unlink(2)) and keeps libfuse's *hidden names*: a file unlinked while open is ren
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from libraryfs.fs.aliases import LinkNames
 
 
 @dataclass(slots=True)
@@ -49,6 +52,8 @@ class HandleTable:
         self._open: dict[int, int] = {}  # inode → open file handles
         #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
         self.hidden: dict[tuple[int, bytes], int] = {}
+        #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
+        self.links = LinkNames()
         self._next_fh = 1
 
     def _new_fh(self) -> int:

@@ -6,7 +6,8 @@
 2. :meth:`MountTasks.start`: one thread that (a) watches the indexer's TOC generation and drops the kernel's
    cached attributes and pages of every TOC file the indexer rewrote (through
    :meth:`FuseOps.invalidate <libraryfs.fs.fuse_adapter.FuseOps.invalidate>`, libfuse's
-   ``fuse_invalidate_path``), and (b) syncs the store every ``sync_interval_s`` so committed data survives
+   ``fuse_invalidate_path``) and of the paths the FUSE loop deferred to it (other names of a hard-linked
+   file that is open, :mod:`libraryfs.fs.aliases`), and (b) syncs the store every ``sync_interval_s`` so committed data survives
    an OS crash within that window (ARCHITECTURE §7: unsynced commits survive a process crash only);
 3. :func:`fuse_adapter.run <libraryfs.fs.fuse_adapter.run>` mounts and serves until unmounted (libfuse's
    ``destroy`` syncs the store);
@@ -42,7 +43,8 @@ class MountTasks:
     """The background thread of a mount: TOC cache invalidation and the periodic sync (module doc).
 
     ``invalidate(path bytes) -> int`` drops the kernel's caches of one path (0, or a negative errno: a
-    failure only delays freshness). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
+    failure only delays freshness); ``deferred() -> list[bytes]`` (optional) hands over more paths to
+    invalidate that the FUSE loop could not safely invalidate itself (hard links' other names while open). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
     and the next pass runs.
     """
 
@@ -53,9 +55,11 @@ class MountTasks:
         *,
         poll_s: float = POLL_S,
         sync_interval_s: float = SYNC_INTERVAL_S,
+        deferred: Callable[[], list[bytes]] | None = None,
     ) -> None:
         self.store = store
         self.invalidate = invalidate
+        self.deferred = deferred
         self.poll_s = poll_s
         self.sync_interval_s = sync_interval_s
         self.watcher = TocWatcher(store)
@@ -81,6 +85,8 @@ class MountTasks:
         """One pass: invalidate rewritten TOC files; sync when ``sync_interval_s`` has passed since
         ``last_sync_s`` (monotonic s). Returns the time of the last sync."""
         for path in self.watcher.poll():
+            self.invalidate(path)
+        for path in self.deferred() if self.deferred is not None else ():
             self.invalidate(path)
         if time.monotonic() - last_sync_s >= self.sync_interval_s:
             self.store.sync()
@@ -115,7 +121,7 @@ def serve(
     :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
     """
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
-    tasks = MountTasks(view.store, ops.invalidate)
+    tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
     tasks.start()
     try:
         run(

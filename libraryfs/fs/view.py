@@ -121,6 +121,17 @@ class LibraryView:
         """libfuse's hidden names of files unlinked while open: ``(parent ino, name) → ino`` (C11)."""
         return self.handles.hidden
 
+    def aliases(self, path: bytes | None) -> tuple[list[bytes], bool]:
+        """The other names of the hard-linked file at ``path`` that the kernel has looked up (their cached
+        attributes go stale when this name changes the inode; :mod:`libraryfs.fs.aliases`), and whether
+        dropping those caches from inside a request is safe now: no handle is open on the inode, so no read
+        or writeback of it can be waiting for this single-threaded loop (the kernel would block on its
+        page locks). ``([], True)`` for a name that is not noted."""
+        if path is None:
+            return [], True
+        ino, others = self.handles.links.others(path)
+        return others, not others or self.handles.open_count(ino) == 0
+
     def resolve(self, t: Txn, path: bytes) -> Resolved:
         """Resolve an absolute path in transaction ``t`` (:meth:`Resolver.resolve`)."""
         return self.resolver.resolve(t, path)
