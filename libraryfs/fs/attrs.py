@@ -74,7 +74,7 @@ class AttrOps(ViewService):
             h = self.handles.file(fh) if fh is not None else None  # a lookup by path: no handle
             if h is not None and (path is None or h.virtual is None):
                 if h.virtual is not None:
-                    return self.virtual.stat_snapshot(fh, len(h.virtual))  # type: ignore[arg-type]
+                    return self.virtual.stat_snapshot(fh, len(h.virtual), h.vkey)  # type: ignore[arg-type]
                 node = t.inode(h.ino)
                 if node is None:
                     raise NotFound("stale handle")

@@ -2,9 +2,16 @@
 
 :class:`FileData` is the one service that moves bytes. A write commits one LMDB transaction and journals
 the first write of each handle (later ones are journaled once more at release), so the indexer sees every
-changed file without one record per ``write(2)``. Generated files are opened as snapshots (consistent reads;
-the adapter serves them with ``direct_io``) and every read is charged to the mount's read accounting
-(``stats.json``, the read budget: EDQUOT past it). Paths are absolute bytes; sizes and offsets bytes; errors
+changed file without one record per ``write(2)``. Generated files are opened as snapshots (consistent reads)
+and every read is charged to the mount's read accounting
+(``stats.json``, the read budget: EDQUOT past it).
+
+Page cache (what :meth:`FileData.open` tells the kernel, instead of libfuse's ``auto_cache``): a generated
+file is served through the page cache, so a shared ``mmap`` works, and never keeps it (each open reads its
+own snapshot); it gets ``direct_io`` only for an open whose snapshot size differs from the size the kernel
+holds (the kernel would cut reads at that size). A regular file keeps its cached pages when the same path
+was last opened at the same inode generation (every data change bumps it, also store-side writes behind the
+kernel); otherwise they are dropped at open. Paths are absolute bytes; sizes and offsets bytes; errors
 :mod:`libraryfs.errors` classes.
 """
 
@@ -21,11 +28,14 @@ from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
 
+CACHED_PATHS_MAX = 100_000  #: paths whose last-open generation is remembered (page cache decisions)
+
 
 def truncate_node(t: Txn, node: S.Inode, length: int, parent: int, name: bytes) -> None:
     """Set ``node``'s size to ``length`` bytes in write transaction ``t`` (growing makes a hole): mtime,
     ctime, one more generation, and a WRITE journal record naming ``parent``/``name`` (0/``b""``: none)."""
-    t.truncate_data(node.ino, node.size, length)
+    delta = t.truncate_data(node.ino, node.size, length)
+    node.blocks = 0 if delta is None else node.blocks + delta
     now = now_ns()
     node.size = length
     node.mtime_ns = node.ctime_ns = now
@@ -46,6 +56,18 @@ class FileData(ViewService):
     ) -> None:
         super().__init__(store, resolver, read_only=read_only)
         self.accounting = accounting
+        #: path → ``(ino, generation)`` at its last open: the data the kernel may have cached for that name
+        self.cached_gen: dict[bytes, tuple[int, int]] = {}
+
+    def _keep_cache(self, path: bytes, node: S.Inode) -> bool:
+        """Whether the kernel's cached pages of ``path`` are current (module doc), and remember this open."""
+        seen = (node.ino, node.generation)
+        keep = self.cached_gen.get(path) == seen
+        if not keep:
+            if len(self.cached_gen) >= CACHED_PATHS_MAX:
+                self.cached_gen.clear()  # forgetting only drops pages that might have been kept
+            self.cached_gen[path] = seen
+        return keep
 
     def create(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int:
         """``open(O_CREAT)``: create (or, without O_EXCL, open) a regular file; returns a handle.
@@ -75,7 +97,9 @@ class FileData(ViewService):
         return self.handles.open_file(ino, flags)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files.
+        """Open a file; returns ``(handle, direct_io)``; :meth:`keep_cache` tells whether the kernel may keep
+        its cached pages (module doc). ``direct_io`` is True only for a generated file whose size changed
+        since the kernel last asked.
 
         O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
         AccessDenied; opening a directory for writing raises IsADir.
@@ -86,9 +110,9 @@ class FileData(ViewService):
             if not r.is_real:
                 snap = self.virtual.open(t, r, flags)
                 fh = self.handles.open_snapshot(
-                    snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens
+                    snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens, vkey=snap.key
                 )
-                return fh, True
+                return fh, not self.virtual.size_is_known(snap)
             node = r.node
             assert node is not None
             if node.is_dir and acc != os.O_RDONLY:
@@ -103,7 +127,20 @@ class FileData(ViewService):
                     truncate_node(t, n, 0, 0, b"")
 
             self.store.run_write(fn)
-        return self.handles.open_file(node.ino, flags), False
+            node = self.store_node(node.ino) or node
+        fh = self.handles.open_file(node.ino, flags)
+        self.handles.file(fh).keep_cache = self._keep_cache(path, node)  # type: ignore[union-attr]
+        return fh, False
+
+    def store_node(self, ino: int) -> S.Inode | None:
+        """The stored inode ``ino`` now (None if gone)."""
+        with self.store.read() as t:
+            return t.inode(ino)
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
+        h = self.handles.file(fh)
+        return h is not None and h.keep_cache
 
     def read(self, fh: int, size: int, offset: int, pid: int = 0) -> bytes:
         """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json).
@@ -160,7 +197,7 @@ class FileData(ViewService):
             end = off + len(data)
             if end > S.MAX_FILE_SIZE:
                 raise FileTooBig("file too large")
-            t.write_data(h.ino, off, data)
+            node.blocks += t.write_data(h.ino, off, data, node.size)
             now = now_ns()
             node.size = max(node.size, end)
             node.mtime_ns = node.ctime_ns = now

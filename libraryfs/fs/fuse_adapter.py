@@ -125,7 +125,9 @@ class FuseOps(mfusepy.Operations):
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
     def init_with_config(self, conn_info, config_3) -> None:
-        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok, auto_cache; keep the fuse handle."""
+        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok; keep the fuse handle. No
+        ``auto_cache``: the view decides per open whether the kernel keeps cached pages (it would keep a
+        generated file's stale pages whenever libfuse's copy of its attributes is younger than 1 s)."""
         if config_3 is not None:
             entry, attr, negative = self.timeouts_s
             config_3.entry_timeout = entry
@@ -134,7 +136,7 @@ class FuseOps(mfusepy.Operations):
             config_3.use_ino = 1
             config_3.hard_remove = 0  # see the module docstring: hidden names keep fstat working
             config_3.nullpath_ok = 1
-            config_3.auto_cache = 1
+            config_3.auto_cache = 0
         self.fuse_ptr = current_session()
         if self.on_init is not None:
             self.on_init()
@@ -260,11 +262,13 @@ class FuseOps(mfusepy.Operations):
 
     @_op
     def open(self, path, fi):
-        """open(2) → :meth:`LibraryView.open`; generated files get direct_io (never a stale page cache)."""
+        """open(2) → :meth:`LibraryView.open`; FOPEN_DIRECT_IO / FOPEN_KEEP_CACHE as the view says."""
         fh, direct = self.view.open(_b(path), fi.flags)
         fi.fh = fh
         if direct:
             fi.direct_io = 1
+        elif self.view.keep_cache(fh):
+            fi.keep_cache = 1
         return 0
 
     @_op

@@ -31,6 +31,8 @@ class Handle:
     journaled: bool = False  #: a WRITE record for this handle is already in the journal
     wrote_after_journal: bool = False  #: written again since that record (release journals once more)
     read_any: bool = False  #: the handle has returned data (its first read costs one read)
+    vkey: tuple = ()  #: a snapshot's object key (:class:`~libraryfs.fs.virtual.Snapshot`)
+    keep_cache: bool = False  #: the kernel may keep this file's cached pages at this open (FOPEN_KEEP_CACHE)
 
 
 @dataclass(slots=True)
@@ -69,10 +71,13 @@ class HandleTable:
         self._open[ino] = self._open.get(ino, 0) + 1
         return fh
 
-    def open_snapshot(self, content: bytes, flags: int, *, is_toc: bool, toc_tokens: int) -> int:
-        """A new handle on the ``content`` bytes of a generated file. Returns the handle number."""
+    def open_snapshot(
+        self, content: bytes, flags: int, *, is_toc: bool, toc_tokens: int, vkey: tuple = ()
+    ) -> int:
+        """A new handle on the ``content`` bytes of a generated file (object ``vkey``). Returns the handle
+        number."""
         fh = self._new_fh()
-        self._files[fh] = Handle(0, flags, content, is_toc, toc_tokens)
+        self._files[fh] = Handle(0, flags, content, is_toc, toc_tokens, vkey=vkey)
         return fh
 
     def file(self, fh: int | None) -> Handle | None:

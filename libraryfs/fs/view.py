@@ -25,8 +25,10 @@ attribute         service                                           state
 ``attrs``         :class:`~libraryfs.fs.attrs.AttrOps`              whether a ``security.*`` xattr exists
 ================  ================================================  ==========================================
 
-Generated files are served with ``direct_io`` and never from a stale kernel page cache; the mount
-invalidates their attributes when the indexer commits (:mod:`libraryfs.fs.mount`). Writing them is EACCES;
+Generated files are served through the page cache (a shared ``mmap`` works) but never from a stale one:
+every open drops their cached pages, and an open whose size the kernel does not hold gets ``direct_io``
+(:mod:`libraryfs.fs.filedata`); the mount invalidates their attributes when the indexer commits
+(:mod:`libraryfs.fs.mount`). Writing them is EACCES;
 removing them (``unlink INDEX.md``, ``rmdir .index``) succeeds without effect, so ``rm -r DIR`` works (C05).
 Behaviour against POSIX and pjdfstest: ``docs/posix.md``.
 """
@@ -196,8 +198,13 @@ class LibraryView:
         return self.files.create(path, mode, flags, uid, gid)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files."""
+        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True only for a generated file
+        whose size changed since the kernel last asked (:mod:`libraryfs.fs.filedata`)."""
         return self.files.open(path, flags)
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
+        return self.files.keep_cache(fh)
 
     def read(self, fh: int, size: int, offset: int, pid: int = 0) -> bytes:
         """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json)."""

@@ -63,6 +63,7 @@ class Snapshot:
     content: bytes
     is_toc: bool  #: a TOC page (its first read counts as a TOC page read)
     toc_tokens: int  #: tokens of the page as served (0 for control files)
+    key: tuple = ()  #: the object's key (its inode number is :meth:`VirtualNamespace.vino` of it)
 
 
 class VirtualNamespace:
@@ -85,6 +86,8 @@ class VirtualNamespace:
         self.started_ns = started_ns
         self.finder = finder
         self._vino: dict[tuple, int] = {}
+        #: key → the last ``st_size`` this mount reported for the object: what the kernel holds as its size
+        self.reported_size: dict[tuple, int] = {}
 
     def vino(self, key: tuple) -> int:
         """Stable inode number (> :data:`~libraryfs.fs.generated.VIRT_BASE`) of virtual object ``key``."""
@@ -145,11 +148,20 @@ class VirtualNamespace:
         node = S.Inode(
             self.vino(key), mode, os.getuid(), os.getgid(), nlink, size, times_ns, times_ns, times_ns
         )
+        node.blocks = S.chunk_blocks(size)  # as if stored
+        self.reported_size[key] = size
         return inode_stat(node)
 
-    def stat_snapshot(self, fh: int, size: int) -> dict:
-        """``fstat`` of open handle ``fh`` on a generated file: its snapshot of ``size`` bytes."""
-        return self.stat(("h", fh), _FILE_MODE, size, self.started_ns)
+    def stat_snapshot(self, fh: int, size: int, key: tuple = ()) -> dict:
+        """``fstat`` of open handle ``fh`` on a generated file (the object ``key``): its snapshot of ``size``
+        bytes."""
+        return self.stat(key or ("h", fh), _FILE_MODE, size, self.started_ns)
+
+    def size_is_known(self, snap: Snapshot) -> bool:
+        """Whether the kernel holds ``len(snap.content)`` as the object's size (the last size this mount
+        reported for it). When it does not, the page cache must not serve the snapshot: the kernel would
+        cut reads at the old size (for up to the attribute timeout, or until the mount invalidates it)."""
+        return self.reported_size.get(snap.key) == len(snap.content)
 
     def getattr(self, t: Txn, r: Resolved) -> dict:
         """``stat`` of a resolved virtual object; TOC times follow the directory and the TOC generation."""
@@ -251,9 +263,10 @@ class VirtualNamespace:
             raise AccessDenied("generated files are read-only")
         if r.kind.is_toc_page:
             content, raw, marker = self.toc.served(t, r.ino, r.page)
-            return Snapshot(content, True, self.toc.tokens(t, r.ino, r.page, raw, marker))
+            tokens = self.toc.tokens(t, r.ino, r.page, raw, marker)
+            return Snapshot(content, True, tokens, ("toc", r.ino, r.page))
         if r.kind is Kind.CTLFILE:
-            return Snapshot(self.control.content(t, r.name), False, 0)
+            return Snapshot(self.control.content(t, r.name), False, 0, ("ctl", r.name))
         raise NotFound("no such file")
 
     def readlink(self, r: Resolved) -> bytes:

@@ -66,17 +66,19 @@ def test_previous_release_library_migrates_checks_clean_and_reads_the_same(old_l
     caplog.set_level(logging.WARNING, logger="libraryfs.migrations")
     st = Store(libdir)  # a read-write open migrates
     try:
-        assert st.schema_version == S.SCHEMA_VERSION == version(st) == 2
+        assert st.schema_version == S.SCHEMA_VERSION == version(st) == 3
         assert short_dirents(st) == 0
         assert "migrating the library from schema 1 to 2" in caplog.text  # never silent
+        assert "migrating the library from schema 2 to 3" in caplog.text
         report = check(st)
-        assert report.problems == [] and report.schema_version == 2 and not report.pending_migrations
+        assert report.problems == [] and report.schema_version == 3 and not report.pending_migrations
         with st.read() as t:
             history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
             assert t.cfg(S.CFG_MIGRATION) is None
             for _ino, rec in t.iter_meta():  # every record the previous release wrote decodes, typed
                 assert isinstance(rec, S.EntryMeta | S.SectionMeta) and rec.extra == {}
-        assert [(h["from"], h["to"]) for h in history] == [(1, 2)] and history[0]["records"] >= 11
+        assert [(h["from"], h["to"]) for h in history] == [(1, 2), (2, 3)] and history[0]["records"] >= 11
+        assert history[1]["records"] == report.inodes  # every inode record rewritten once
         got = view_snapshot(st)
     finally:
         st.close()
@@ -84,9 +86,9 @@ def test_previous_release_library_migrates_checks_clean_and_reads_the_same(old_l
     assert got["find"] == manifest["find"]  # names table and meta summaries
     st = Store(libdir)  # the next open has nothing to do
     try:
-        assert version(st) == 2
+        assert version(st) == 3
         with st.read() as t:
-            assert len(S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))) == 1
+            assert len(S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))) == 2
     finally:
         st.close()
 
@@ -98,8 +100,11 @@ def test_read_only_open_of_schema_1_serves_it_unchanged_and_check_says_what_is_p
         assert st.schema_version == 1
         report = check(st)
         assert report.problems == [] and report.schema_version == 1
-        assert report.pending_migrations == ["1 → 2: dirents record the child's file type"]
-        assert describe(report).splitlines()[0].startswith("schema 1 (this release writes 2; pending")
+        assert report.pending_migrations == [
+            "1 → 2: dirents record the child's file type",
+            "2 → 3: inodes record their allocated blocks (st_blocks without holes)",
+        ]
+        assert describe(report).splitlines()[0].startswith("schema 1 (this release writes 3; pending")
         got = view_snapshot(st)
         assert short_dirents(st) > 0 and version(st) == 1  # nothing written
     finally:
@@ -123,7 +128,11 @@ def test_a_migration_in_small_batches_resumes_where_it_stopped(old_lib, monkeypa
             raise RuntimeError("power cut")
         return real.step(t, resume, batch)
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", {1: migrations.Migration(1, real.summary, crashing, True)})
+    monkeypatch.setattr(
+        migrations,
+        "MIGRATIONS",
+        {**migrations.MIGRATIONS, 1: migrations.Migration(1, real.summary, crashing, True)},
+    )
     monkeypatch.setattr(migrations, "BATCH_RECORDS", 7)
     with pytest.raises(RuntimeError, match="power cut"):
         Store(libdir)
@@ -136,14 +145,14 @@ def test_a_migration_in_small_batches_resumes_where_it_stopped(old_lib, monkeypa
         assert 0 < done_early < n_short
     finally:
         st.close()
-    monkeypatch.setattr(migrations, "MIGRATIONS", {1: real})
+    monkeypatch.setattr(migrations, "MIGRATIONS", {**migrations.MIGRATIONS, 1: real})
     st = Store(libdir)  # the next writer finishes the job from the recorded progress
     try:
-        assert version(st) == 2 and short_dirents(st) == 0 and check(st).problems == []
+        assert version(st) == 3 and short_dirents(st) == 0 and check(st).problems == []
         with st.read() as t:
             history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
             assert t.cfg(S.CFG_MIGRATION) is None
-        assert history[-1]["records"] == n_short  # each dirent rewritten once over both runs
+        assert history[-2]["records"] == n_short  # each dirent rewritten once over both runs
     finally:
         st.close()
 
@@ -172,7 +181,7 @@ def test_a_damaged_old_store_still_migrates_and_check_repair_fixes_it(old_lib):
     raw.close()
     st = Store(libdir)
     try:
-        assert version(st) == 2
+        assert version(st) == 3
         assert sorted({p.code for p in check(st).problems}) == ["I2"]
         assert check(st, repair=True).clean and check(st).problems == []
     finally:
@@ -202,14 +211,14 @@ def test_a_step_that_old_readers_cannot_serve_refuses_read_only_opens(libdir, mo
         return (rows[-1][0] + b"\0" if len(rows) == batch else None), len(rows)
 
     registry = dict(migrations.MIGRATIONS)
-    registry[2] = migrations.Migration(2, "test step", mark_inodes, read_compatible=False)
+    registry[3] = migrations.Migration(3, "test step", mark_inodes, read_compatible=False)
     monkeypatch.setattr(migrations, "MIGRATIONS", registry)
-    monkeypatch.setattr(S, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(S, "SCHEMA_VERSION", 4)
     with pytest.raises(SchemaMismatch, match="open it read-write once"):
         Store(libdir, readonly=True)
     st = Store(libdir)
     try:
-        assert version(st) == 3 and seen == [S.u64(S.ROOT_INO)]
+        assert version(st) == 4 and seen == [S.u64(S.ROOT_INO)]
     finally:
         st.close()
     Store(libdir, readonly=True).close()
