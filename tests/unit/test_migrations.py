@@ -8,6 +8,7 @@ is written in tests/helpers/schema1_fixture.py.
 from __future__ import annotations
 
 import json
+import os
 import logging
 
 import pytest
@@ -230,3 +231,56 @@ def test_the_registry_covers_every_version_in_order():
         assert m.source == source and m.summary and m.step.__doc__
     with pytest.raises(ValueError, match="registered twice"):
         migrations.migration(1, "again", read_compatible=True)(lambda t, r, b: (None, 0))
+
+
+def _as_schema_2(libdir) -> None:
+    """Rewrite a current library in the schema-2 form: 64-byte inode records (no ``blocks``), version 2."""
+    raw = LmdbBackend(libdir)
+
+    def downgrade(t) -> None:
+        for k, v in list(t.range(S.DB_INODES)):
+            node = S.Inode.unpack(S.from_u64(k), v)
+            t.put(S.DB_INODES, k, node.pack()[: S.INODE_SIZE_V2])
+        t.put(S.DB_CONFIG, S.CFG_SCHEMA_VERSION, S.u64(2))
+
+    raw.run_write(downgrade)
+    raw.close()
+
+
+def test_schema_2_inodes_get_their_allocated_blocks_and_du_stops_counting_holes(libdir):
+    st = Store(libdir)
+    v = LibraryView(st)
+    fh = v.create(b"/sparse", 0o644, os.O_RDWR, 0, 0)
+    v.truncate(None, 1 << 30, fh)
+    v.write(fh, b"x", 0)
+    v.release(fh)
+    fh = v.create(b"/dense", 0o644, os.O_RDWR, 0, 0)
+    v.write(fh, b"y" * 100_000, 0)
+    v.release(fh)
+    st.close()
+    _as_schema_2(libdir)
+    st = Store(libdir, readonly=True)  # read-compatible: served with the old estimate, nothing written
+    try:
+        assert st.schema_version == 2
+        assert LibraryView(st).getattr(b"/sparse")["st_blocks"] == (1 << 30) // 512
+        assert check(st).pending_migrations == [
+            "2 → 3: inodes record their allocated blocks (st_blocks without holes)"
+        ]
+    finally:
+        st.close()
+    st = Store(libdir)  # a writer migrates
+    try:
+        assert version(st) == 3
+        v = LibraryView(st)
+        assert v.getattr(b"/sparse")["st_blocks"] == 8  # one byte stored: one 4 KiB page
+        assert v.getattr(b"/dense")["st_blocks"] == 128 + 72  # 64 KiB + 34,464 bytes in 4 KiB pages
+        assert v.getattr(b"/")["st_blocks"] == 0
+        with st.read() as t:
+            assert all(len(val) == S.INODE_SIZE for _k, val in t.kv.range(S.DB_INODES))
+            history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
+        assert history[-1]["from"] == 2 and history[-1]["records"] == 3
+        assert check(st).problems == []
+        nxt, changed = st.run_write(lambda t: migrations.MIGRATIONS[2].step(t, b"", 10_000))
+        assert (nxt, changed) == (None, 0)  # idempotent
+    finally:
+        st.close()
