@@ -8,8 +8,8 @@ is written in tests/helpers/schema1_fixture.py.
 from __future__ import annotations
 
 import json
-import os
 import logging
+import os
 
 import pytest
 from helpers.schema1_fixture import snapshot, unpack
