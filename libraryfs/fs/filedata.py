@@ -18,9 +18,20 @@ kernel); otherwise they are dropped at open. Paths are absolute bytes; sizes and
 from __future__ import annotations
 
 import os
+import shutil
 import stat as _stat
 
-from libraryfs.errors import AccessDenied, BadHandle, Exists, FileTooBig, InvalidArgument, IsADir, NotFound
+from libraryfs.errors import (
+    AccessDenied,
+    BadHandle,
+    Exists,
+    FileTooBig,
+    InvalidArgument,
+    IsADir,
+    NoSpace,
+    NotFound,
+    NotSupported,
+)
 from libraryfs.fs import schema as S
 from libraryfs.fs.handles import Handle
 from libraryfs.fs.nameops import add_child, check_new_name
@@ -28,6 +39,8 @@ from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
 
+FALLOC_FL_KEEP_SIZE = 0x01  #: fallocate(2): do not change the file size
+FALLOC_FL_PUNCH_HOLE = 0x02  #: fallocate(2): deallocate the range (with KEEP_SIZE only)
 CACHED_PATHS_MAX = 100_000  #: paths whose last-open generation is remembered (page cache decisions)
 
 
@@ -230,6 +243,47 @@ class FileData(ViewService):
             if not node.is_reg:
                 raise InvalidArgument("not a regular file")
             truncate_node(t, node, length, 0, b"")
+
+        self.store.run_write(fn)
+
+    def fallocate(self, path: bytes | None, fh: int | None, mode: int, offset: int, length: int) -> None:
+        """``fallocate(2)`` on a regular file (``posix_fallocate(3)`` is mode 0).
+
+        Mode 0 extends the size to ``offset + length`` (like ``ftruncate``; the range reads as zeros) and
+        ``FALLOC_FL_KEEP_SIZE`` leaves it; both only check that the disk has ``length`` bytes free (ENOSPC
+        otherwise) and reserve nothing: the store is copy-on-write (LMDB), so no allocation could guarantee
+        a later overwrite its space — OpenZFS does the same. ``FALLOC_FL_PUNCH_HOLE | KEEP_SIZE`` frees the
+        range (``st_blocks`` drops). Other modes (collapse, insert, zero range, unshare): NotSupported
+        (EOPNOTSUPP). Raises InvalidArgument (offset < 0, length ≤ 0, punch without KEEP_SIZE), FileTooBig,
+        IsADir, EROFS.
+        """
+        punch = mode == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        if mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE):
+            raise NotSupported("fallocate mode not supported")
+        if offset < 0 or length <= 0 or (mode & FALLOC_FL_PUNCH_HOLE and not punch):
+            raise InvalidArgument("bad fallocate range or mode")
+        end = offset + length
+        if end > S.MAX_FILE_SIZE:
+            raise FileTooBig("file too large")
+        require_writable(self.read_only)
+        if not punch and shutil.disk_usage(self.store.libdir).free < length:
+            raise NoSpace("not enough free space to allocate")
+
+        def fn(t: Txn) -> None:
+            node = self.resolver.node_for(t, path, fh)
+            if node.is_dir:
+                raise IsADir("is a directory")
+            if not node.is_reg:
+                raise InvalidArgument("not a regular file")
+            if punch:
+                if offset < node.size:
+                    node.blocks += t.punch_data(node.ino, offset, min(end, node.size))
+                    node.mtime_ns = node.ctime_ns = now_ns()
+                    node.generation += 1
+                    t.put_inode(node)
+                    t.journal(S.JournalRecord(S.OP_WRITE, node.ino, 0, b"", node.mtime_ns))
+            elif not mode & FALLOC_FL_KEEP_SIZE and end > node.size:
+                truncate_node(t, node, end, 0, b"")
 
         self.store.run_write(fn)
 

@@ -290,6 +290,13 @@ class FuseOps(mfusepy.Operations):
         return 0
 
     @_op
+    def fallocate(self, path, mode, offset, size, fi):
+        """fallocate(2)/posix_fallocate(3) → :meth:`LibraryView.fallocate`; EOPNOTSUPP for other modes."""
+        self.view.fallocate(_b(path), _fh(fi), mode, offset, size)
+        self._refresh(self.view.aliases(_b(path)))
+        return 0
+
+    @_op
     def release(self, path, fi):
         """close(2) of the last reference → :meth:`LibraryView.release` (frees unlinked files)."""
         self.view.release(fi.fh)

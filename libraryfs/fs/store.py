@@ -247,6 +247,30 @@ class Txn:
                 delta += blocks(new_size % cs) - blocks(len(old))
         return delta
 
+    def punch_data(self, ino: int, offset: int, end: int) -> int:
+        """Make bytes ``[offset, end)`` a hole (``FALLOC_FL_PUNCH_HOLE``): chunks inside the range are
+        dropped, the covered part of a chunk at either edge reads as zeros (a chunk is cut short where the
+        hole reaches its stored end). Returns the change of the file's ``blocks`` (I9)."""
+        cs = S.CHUNK_SIZE
+        blocks = S.chunk_blocks
+        kv = self.kv
+        delta = 0
+        first, last = offset // cs, (end - 1) // cs
+        for k, v in list(kv.range(S.DB_DATA, S.data_key(ino, first), S.data_key(ino, last + 1))):
+            base = S.from_u64(k[8:16]) * cs
+            lo, hi = max(offset - base, 0), min(end - base, cs)
+            if lo == 0 and hi >= len(v):
+                kv.delete(S.DB_DATA, k)
+                new = b""
+            elif hi >= len(v):
+                new = v[:lo]
+            else:
+                new = v[:lo] + bytes(hi - lo) + v[hi:]
+            if new:
+                kv.put(S.DB_DATA, k, new)
+            delta += blocks(len(new)) - blocks(len(v))
+        return delta
+
     # -- xattrs ----------------------------------------------------------------------------------------
     def getxattr(self, ino: int, name: bytes) -> bytes | None:
         """Value of an extended attribute or ``None``."""

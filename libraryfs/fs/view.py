@@ -218,6 +218,11 @@ class LibraryView:
         """Set a file's size (``truncate``/``ftruncate``); growing makes a hole."""
         self.files.truncate(path, length, fh)
 
+    def fallocate(self, path: bytes | None, fh: int | None, mode: int, offset: int, length: int) -> None:
+        """``fallocate(2)``: mode 0 and KEEP_SIZE (size only, nothing reserved), PUNCH_HOLE|KEEP_SIZE
+        (:meth:`FileData.fallocate <libraryfs.fs.filedata.FileData.fallocate>`); other modes EOPNOTSUPP."""
+        self.files.fallocate(path, fh, mode, offset, length)
+
     def release(self, fh: int) -> None:
         """Close a handle; the last close of an unlinked file frees its inode."""
         self.files.release(fh)

@@ -12,6 +12,7 @@ from libraryfs.errors import (
     AccessDenied,
     BadHandle,
     Exists,
+    FileTooBig,
     InvalidArgument,
     IsADir,
     NameTooLong,
@@ -428,3 +429,26 @@ def test_map_growth_from_a_tiny_map(tmp_path):
         assert check(st).problems == []
     finally:
         st.close()
+
+
+def test_fallocate_extends_keeps_punches_and_refuses_other_modes(v):
+    mkfile(v, b"/f", b"a" * 200_000)
+    fh = v.open(b"/f", os.O_RDWR)[0]
+    blocks = v.getattr(b"/f")["st_blocks"]
+    v.fallocate(None, fh, 0, 0, 300_000)  # mode 0: the size grows, nothing is stored
+    assert v.getattr(b"/f")["st_size"] == 300_000 and v.getattr(b"/f")["st_blocks"] == blocks
+    v.fallocate(None, fh, 1, 0, 1 << 20)  # KEEP_SIZE
+    assert v.getattr(b"/f")["st_size"] == 300_000
+    v.fallocate(b"/f", None, 3, 65_536, 70_000)  # PUNCH_HOLE | KEEP_SIZE: chunk 1 freed, chunk 2 zeroed
+    assert v.read(fh, 200_000, 0) == b"a" * 65_536 + bytes(70_000) + b"a" * 64_464
+    assert v.getattr(b"/f")["st_blocks"] == blocks - 128
+    v.fallocate(None, fh, 3, 190_000, 50_000)  # the tail of the last chunk: cut short
+    assert v.read(fh, 20_000, 180_000) == b"a" * 10_000 + bytes(10_000)
+    for mode, exc in ((0x08, NotSupported), (0x10, NotSupported), (2, InvalidArgument)):
+        with pytest.raises(exc):  # collapse, zero range, punch without KEEP_SIZE
+            v.fallocate(None, fh, mode, 0, 10)
+    with pytest.raises(InvalidArgument):
+        v.fallocate(None, fh, 0, 0, 0)
+    with pytest.raises(FileTooBig):
+        v.fallocate(None, fh, 0, 0, 1 << 52)
+    v.release(fh)
