@@ -134,21 +134,16 @@ class FileData(ViewService):
             require_writable(self.read_only)
         if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
 
-            def fn(t: Txn) -> None:
+            def fn(t: Txn) -> S.Inode | None:
                 n = t.inode(node.ino)
                 if n is not None:
                     truncate_node(t, n, 0, 0, b"")
+                return n
 
-            self.store.run_write(fn)
-            node = self.store_node(node.ino) or node
+            node = self.store.run_write(fn) or node
         fh = self.handles.open_file(node.ino, flags)
         self.handles.file(fh).keep_cache = self._keep_cache(path, node)  # type: ignore[union-attr]
         return fh, False
-
-    def store_node(self, ino: int) -> S.Inode | None:
-        """The stored inode ``ino`` now (None if gone)."""
-        with self.store.read() as t:
-            return t.inode(ino)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

@@ -452,3 +452,21 @@ def test_fallocate_extends_keeps_punches_and_refuses_other_modes(v):
     with pytest.raises(FileTooBig):
         v.fallocate(None, fh, 0, 0, 1 << 52)
     v.release(fh)
+
+
+def test_other_names_of_a_hard_linked_file_are_known_for_invalidation(v):
+    mkfile(v, b"/a", b"x")
+    assert v.aliases(b"/a") == ([], True)  # one name: nothing to refresh
+    v.mkdir(b"/d", 0o755, UID, GID)
+    v.link(b"/a", b"/d/b")
+    assert v.aliases(b"/d/b") == ([b"/a"], True)
+    v.link(b"/a", b"/c")
+    assert v.getattr(b"/a")["st_nlink"] == 3
+    assert v.aliases(b"/a") == ([b"/c", b"/d/b"], True)
+    fh = v.open(b"/c", os.O_RDONLY)[0]  # open: the refresh is deferred (not safe inside a request)
+    assert v.aliases(b"/a") == ([b"/c", b"/d/b"], False)
+    v.release(fh)
+    v.rename(b"/c", b"/e")
+    v.unlink(b"/a")
+    assert v.aliases(b"/d/b") == ([b"/e"], True)
+    assert v.aliases(b"/a") == ([], True)
