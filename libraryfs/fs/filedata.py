@@ -222,6 +222,16 @@ class FileData(ViewService):
 
         return self.store.run_write(fn)
 
+    def _regular(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode:
+        """The regular file at ``path`` or open as ``fh``; IsADir for a directory, InvalidArgument for another
+        type."""
+        node = self.resolver.node_for(t, path, fh)
+        if node.is_dir:
+            raise IsADir("is a directory")
+        if not node.is_reg:
+            raise InvalidArgument("not a regular file")
+        return node
+
     def truncate(self, path: bytes | None, length: int, fh: int | None = None) -> None:
         """Set a file's size (``truncate``/``ftruncate``); growing makes a hole. Raises IsADir, AccessDenied,
         InvalidArgument (negative length, not a regular file), FileTooBig."""
@@ -232,12 +242,7 @@ class FileData(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            node = self.resolver.node_for(t, path, fh)
-            if node.is_dir:
-                raise IsADir("is a directory")
-            if not node.is_reg:
-                raise InvalidArgument("not a regular file")
-            truncate_node(t, node, length, 0, b"")
+            truncate_node(t, self._regular(t, path, fh), length, 0, b"")
 
         self.store.run_write(fn)
 
@@ -265,11 +270,7 @@ class FileData(ViewService):
             raise NoSpace("not enough free space to allocate")
 
         def fn(t: Txn) -> None:
-            node = self.resolver.node_for(t, path, fh)
-            if node.is_dir:
-                raise IsADir("is a directory")
-            if not node.is_reg:
-                raise InvalidArgument("not a regular file")
+            node = self._regular(t, path, fh)
             if punch:
                 if offset < node.size:
                     node.blocks += t.punch_data(node.ino, offset, min(end, node.size))
