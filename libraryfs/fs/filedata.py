@@ -141,9 +141,7 @@ class FileData(ViewService):
                 return n
 
             node = self.store.run_write(fn) or node
-        fh = self.handles.open_file(node.ino, flags)
-        self.handles.file(fh).keep_cache = self._keep_cache(path, node)  # type: ignore[union-attr]
-        return fh, False
+        return self.handles.open_file(node.ino, flags, self._keep_cache(path, node)), False
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

@@ -64,10 +64,10 @@ class HandleTable:
         return fh
 
     # -- files ---------------------------------------------------------------------------------------------
-    def open_file(self, ino: int, flags: int) -> int:
+    def open_file(self, ino: int, flags: int, keep_cache: bool = False) -> int:
         """A new handle on real inode ``ino``; counts it as open. Returns the handle number."""
         fh = self._new_fh()
-        self._files[fh] = Handle(ino, flags)
+        self._files[fh] = Handle(ino, flags, keep_cache=keep_cache)
         self._open[ino] = self._open.get(ino, 0) + 1
         return fh
 

@@ -143,6 +143,7 @@ INODE_FMT = ">IIIIQqqqQIIQ"  # mode uid gid nlink size atime mtime ctime generat
 INODE_SIZE = struct.calcsize(INODE_FMT)  #: 72 bytes (schema 3)
 INODE_FMT_V2 = INODE_FMT[:-1]  #: schemas 1 and 2: the same fields without ``blocks``
 INODE_SIZE_V2 = struct.calcsize(INODE_FMT_V2)  #: 64 bytes
+_INODE = struct.Struct(INODE_FMT)  # compiled once: every getattr decodes an inode
 ALLOC_UNIT = 4096  #: bytes: a data chunk occupies whole pages of this size in ``st_blocks`` (I9)
 
 
@@ -219,8 +220,7 @@ class Inode:
 
     def pack(self) -> bytes:
         """Encode as the 72-byte ``inodes`` value."""
-        return struct.pack(
-            INODE_FMT,
+        return _INODE.pack(
             self.mode,
             self.uid,
             self.gid,
@@ -240,11 +240,11 @@ class Inode:
         """Decode an ``inodes`` value; raises ``struct.error`` on a corrupt record. A 64-byte record of
         schema ≤ 2 (served read-only before its migration) gets ``blocks`` from its size, as those releases
         reported it."""
-        if len(raw) == INODE_SIZE_V2:
-            node = cls(ino, *struct.unpack(INODE_FMT_V2, raw))
-            node.blocks = (node.size + 511) // 512 if node.is_reg else 0
-            return node
-        return cls(ino, *struct.unpack(INODE_FMT, raw))
+        if len(raw) != INODE_SIZE_V2:
+            return cls(ino, *_INODE.unpack(raw))
+        node = cls(ino, *struct.unpack(INODE_FMT_V2, raw))
+        node.blocks = (node.size + 511) // 512 if node.is_reg else 0
+        return node
 
     @property
     def is_dir(self) -> bool:

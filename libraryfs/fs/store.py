@@ -202,8 +202,7 @@ class Txn:
         pos = 0
         n_total = len(data)
         kv = self.kv
-        blocks = S.chunk_blocks
-        delta = 0
+        delta = 0  # in 4 KiB pages until the end (S.chunk_blocks, inlined: this is every write)
         while pos < n_total:
             abs_off = offset + pos
             c, coff = divmod(abs_off, cs)
@@ -213,7 +212,7 @@ class Txn:
                 old = b""
             else:
                 old = kv.get(S.DB_DATA, key) or b""
-            old_blocks = blocks(len(old))
+            old_pages = (len(old) + 4095) >> 12
             if coff == 0 and n == cs:
                 new = data[pos : pos + n]
             else:
@@ -221,9 +220,9 @@ class Txn:
                     old = old + bytes(coff - len(old))
                 new = old[:coff] + data[pos : pos + n] + old[coff + n :]
             kv.put(S.DB_DATA, key, new)
-            delta += blocks(len(new)) - old_blocks
+            delta += ((len(new) + 4095) >> 12) - old_pages
             pos += n
-        return delta
+        return delta * 8
 
     def truncate_data(self, ino: int, old_size: int, new_size: int) -> int | None:
         """Drop data past ``new_size`` (growing needs nothing: holes read as zeros). Returns the change of
