@@ -133,9 +133,10 @@ class FileData(ViewService):
         if acc != os.O_RDONLY or flags & os.O_TRUNC:
             require_writable(self.read_only)
         if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
+            ino = node.ino
 
             def fn(t: Txn) -> S.Inode | None:
-                n = t.inode(node.ino)
+                n = t.inode(ino)
                 if n is not None:
                     truncate_node(t, n, 0, 0, b"")
                 return n

@@ -223,7 +223,7 @@ class NameOps(ViewService):
         """Hard link ``new`` to the file at ``existing``. Directories: EPERM (POSIX link(2))."""
         require_writable(self.read_only)
 
-        def fn(t: Txn) -> None:
+        def fn(t: Txn) -> int:
             r = self.resolver.resolve(t, existing)
             if not r.is_real:
                 raise NotPermitted("cannot link generated files")
