@@ -470,3 +470,19 @@ def test_other_names_of_a_hard_linked_file_are_known_for_invalidation(v):
     v.unlink(b"/a")
     assert v.aliases(b"/d/b") == ([b"/e"], True)
     assert v.aliases(b"/a") == ([], True)
+
+
+def test_dot_entries_carry_inode_numbers(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+
+    def dots(path: bytes) -> list[tuple[bytes, int]]:
+        fh = v.opendir(path)
+        out = [(n, ino) for n, _m, ino, _nxt in v.readdir(fh, 0)][:2]
+        v.releasedir(fh)
+        return out
+
+    d, root, ctl = (v.getattr(p)["st_ino"] for p in (b"/d", b"/", b"/.libraryfs"))
+    assert dots(b"/") == [(b".", root), (b"..", root)]  # the root is its own parent
+    assert dots(b"/d") == [(b".", d), (b"..", root)]
+    assert dots(b"/.libraryfs") == [(b".", ctl), (b"..", root)]
+    assert 0 not in (d, root, ctl)
