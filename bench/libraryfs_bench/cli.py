@@ -344,7 +344,7 @@ def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, **k
 
 
 @click.command("eval")
-@click.argument("checkouts", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.argument("checkouts", nargs=-1)
 @click.option(
     "--max-commits",
     default=500,
@@ -357,8 +357,29 @@ def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, **k
     "--sample", is_flag=True, help="Draw --max-commits uniformly at random instead of the most recent."
 )
 @click.option("--seed", default=0, show_default=True, help="Seed for --sample.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines) here.")
+@click.option(
+    "--train-share",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.7,
+    show_default=True,
+    help="Per repository, this share of the tasks (earliest first) is the training split.",
+)
+@click.option(
+    "--no-fit",
+    is_flag=True,
+    help="Judge the shipped router on every task instead of fitting on the training split.",
+)
+@click.option(
+    "--from-tasks",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Read tasks written by --tasks-out (no git).",
+)
+@click.option(
+    "--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines; .gz compresses)."
+)
+@click.option("--public", is_flag=True, help="--tasks-out without messages and with hashed authors.")
+@click.option("--out", "out_json", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def code_eval(
     checkouts: tuple[str, ...],
     max_commits: int,
@@ -366,106 +387,132 @@ def code_eval(
     until: str | None,
     sample: bool,
     seed: int,
-    as_json: bool,
+    train_share: float,
+    no_fit: bool,
+    from_tasks: str | None,
     tasks_out: str | None,
+    public: bool,
+    out_json: str | None,
+    as_json: bool,
 ) -> None:
-    """Route real commits of CHECKOUTS (default: .) and score against the written rubric."""
-    import subprocess
-    from dataclasses import asdict
+    """Route real commits of CHECKOUTS (default: .; PATH@REV pins a commit) and score against the written
+    rubric: fit on the earlier tasks of each repository, report the later ones (issue 17)."""
+    from libraryfs_bench.code.evalset import RUBRIC, load_tasks, save_tasks
 
-    from libraryfs_bench.code.evalset import RUBRIC, build_tasks, summarize
-
-    tasks, counts = [], {}
     t0 = time.perf_counter()
-    for co in checkouts or (".",):
+    if from_tasks:
+        if checkouts:
+            raise click.UsageError("give CHECKOUTS or --from-tasks, not both")
         try:
-            ts, c = build_tasks(co, max_commits, since=since, until=until, sample=sample, seed=seed)
-        except subprocess.CalledProcessError as e:
-            raise click.ClickException(
-                f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})"
-            ) from None
-        tasks += ts
-        counts[os.path.abspath(co)] = c
-    s = summarize(tasks, counts)
-    s["elapsed_s"] = round(time.perf_counter() - t0, 1)
+            tasks, counts = load_tasks(from_tasks), {}
+        except (OSError, ValueError) as e:
+            raise click.ClickException(str(e)) from None
+    else:
+        tasks, counts = _eval_tasks(checkouts or (".",), max_commits, since, until, sample, seed)
     if tasks_out:
-        with open(tasks_out, "w", encoding="utf-8") as f:
-            for t in tasks:
-                f.write(json.dumps(asdict(t)) + "\n")
+        save_tasks(tasks_out, tasks, public=public)
+    result = _eval_result(tasks, counts, train_share, no_fit)
+    result["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    if out_json:
+        _write_json(out_json, result)
     if as_json:
-        click.echo(json.dumps(s, indent=2))
+        click.echo(json.dumps(result, indent=2))
         return
     click.echo(RUBRIC)
-    for co, c in counts.items():
-        click.echo(
-            f"{co}: {c['commits']} commits seen ({c['merge']} merge, {c['root']} root, {c['bot']} bot), "
-            f"{c['eligible']} eligible, {c['selected']} selected, {c['no_code']} without code → "
-            f"{c['tasks']} tasks ({c['renames']} renamed files, {c['symbols_skipped']} over "
-            f"the symbol cap)"
-        )
-    n = s["n"]
-    if not n:
+    _print_eval(result)
+
+
+def _eval_tasks(checkouts, max_commits, since, until, sample, seed) -> tuple[list, dict]:
+    import subprocess
+
+    from libraryfs_bench.code.evalset import build_tasks
+
+    tasks, counts = [], {}
+    for arg in checkouts:
+        path, rev = arg, "HEAD"
+        if not os.path.isdir(path) and "@" in arg:
+            path, rev = arg.rsplit("@", 1)
+        if not os.path.isdir(path):
+            raise click.ClickException(f"{path}: no such directory")
+        try:
+            ts, c = build_tasks(
+                path, max_commits, since=since, until=until, sample=sample, seed=seed, rev=rev
+            )
+        except subprocess.CalledProcessError as e:
+            raise click.ClickException(
+                f"{arg}: not a git repository or unknown revision ({e.stderr.decode(errors='replace').strip()})"
+            ) from None
+        tasks += ts
+        counts[os.path.abspath(path)] = c
+    return tasks, counts
+
+
+def _eval_result(tasks: list, counts: dict, train_share: float, no_fit: bool) -> dict:
+    from libraryfs.features.code.footprint import MODEL
+    from libraryfs.features.code.router import THRESHOLDS
+    from libraryfs_bench.code.fit import evaluate, fit, time_split
+
+    result: dict = {"counts": counts, "n": len(tasks)}
+    if not tasks:
+        return result
+    if no_fit:
+        result["all"] = evaluate(tasks, tasks, MODEL, THRESHOLDS)
+        result["parameters"] = {"model": MODEL.as_dict(), "thresholds": THRESHOLDS.as_dict(), "fitted": False}
+        return result
+    train, held = time_split(tasks, train_share)
+    if not train or not held:
+        raise click.ClickException("too few tasks for a training and a held-out split")
+    f = fit(train)
+    result["split"] = {
+        "train_share": train_share,
+        "train": len(train),
+        "held_out": len(held),
+        "per_repo": {
+            r: {
+                "train": sum(t.repo == r for t in train),
+                "held_out": sum(t.repo == r for t in held),
+                "held_out_from": min((t.commit_time_s for t in held if t.repo == r), default=None),
+            }
+            for r in sorted({t.repo for t in tasks})
+        },
+    }
+    result["parameters"] = f.as_dict() | {"fitted": True}
+    result["train"] = evaluate(train, train, f.model, f.thresholds)
+    result["held_out"] = evaluate(held, train, f.model, f.thresholds)
+    return result
+
+
+def _print_eval(result: dict) -> None:
+    from libraryfs_bench.code.report import format_counts, format_evaluation
+
+    for line in format_counts(result["counts"]):
+        click.echo(line)
+    if not result["n"]:
         click.echo("no tasks: the history has no eligible commit that changes code")
         return
+    p = result["parameters"]
     click.echo("")
-    click.echo(f"{'':24s} {'misrouted':>14s} {'rate':>7s}  {'Wilson 95%':>15s}")
-    for who, label in (
-        ("router", "router"),
-        ("baseline", "regex baseline"),
-        ("majority", f"always {s['majority']['label']}"),
-    ):
-        r = s[who]
-        lo, hi = r["wilson95"]
-        click.echo(f"{label:24s} {r['misrouted']:>6d} / {n:<6d} {r['rate']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
-    if len(s["by_repo"]) > 1:
-        for repo, r in s["by_repo"].items():
-            for who in ("router", "baseline"):
-                lo, hi = r[f"{who}_wilson95"]
-                k = r[f"{who}_misrouted"]
-                click.echo(
-                    f"  {repo[:12] + ' ' + who:22s} {k:>6d} / {r['n']:<6d} {k / r['n']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}"
-                )
-    m = s["mcnemar"]
     click.echo(
-        f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
-        f"{m['baseline_only_wrong']}, p = {m['p']:.3g}"
+        f"parameters ({'fitted on the training split' if p['fitted'] else 'shipped'}): "
+        f"weights {p['model']['weights']}, size weights {p['model']['size_weights']}, thresholds {p['thresholds']}"
     )
-    b = s["cluster_bootstrap"]
-    if b["router95"] is None:
-        click.echo(f"cluster bootstrap: {b['clusters']} (repo, author, week) cluster(s) — no interval")
+    if "all" in result:
+        click.echo("\n".join(format_evaluation(f"all {result['n']} tasks (shipped router)", result["all"])))
     else:
+        s = result["split"]
+        per = ", ".join(f"{r} {v['train']}/{v['held_out']}" for r, v in s["per_repo"].items())
         click.echo(
-            f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
-            f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
-            f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}"
+            f"split: {s['train']} training / {s['held_out']} held-out tasks (train/held-out per repo: {per})"
         )
-    fr = s["footprint_recall"]
-    if fr["tasks"]:
-        lo, hi = fr["any_hit_wilson95"]
+        click.echo("")
         click.echo(
-            f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
-            f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
-            f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})"
+            "\n".join(format_evaluation(f"HELD-OUT ({s['held_out']} later tasks)", result["held_out"]))
         )
-    click.echo(f"gold: {s['gold_distribution']}")
-    click.echo(
-        "confusion (rows gold, columns router): "
-        + "; ".join(
-            f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items())
-            for g, row in s["confusion_gold_by_predicted"].items()
+        click.echo("")
+        click.echo(
+            "\n".join(format_evaluation(f"training split ({s['train']} tasks, fitted on)", result["train"]))
         )
-    )
-    ind = s["independence"]
-    span = ""
-    if ind["first"] is not None:
-        span = (
-            f", authored {time.strftime('%Y-%m-%d', time.gmtime(ind['first']))} → "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(ind['last']))}"
-        )
-    click.echo(
-        f"independence: {ind['repos']} repos, {ind['authors']} authors, {ind['clusters']} clusters{span}; "
-        f"{s['elapsed_s']} s"
-    )
+    click.echo(f"{result['elapsed_s']} s")
 
 
 bench.add_command(bench_cmd, "cards")
