@@ -62,7 +62,7 @@ class Thresholds:
 
 
 #: Fitted with the footprint weights (:data:`libraryfs.features.code.footprint.MODEL`); see docs/code.md.
-THRESHOLDS = Thresholds(fast_max=0.9, sub_max=1.7)
+THRESHOLDS = Thresholds(fast_max=0.5004, sub_max=1.0207)
 
 
 @dataclass(slots=True)
