@@ -8,8 +8,8 @@ reads everything the pipeline's agents read (**monolithic**). Every agent gets a
 budget (EDQUOT past it); tokens are what the server reports; messages are delegations + artifacts handed
 between agents + the result (``libraryfs.features.code.supervisor``).
 
-Tasks: the three hand cases of issue 17, one question, and the subjects of this repository's last
-``--history`` commits (real tasks, not written for this script).
+Tasks: the three hand cases of issue 17, one question, and the subjects of the last ``--history`` commits of
+this repository up to commit :data:`TASKS_REV` (real tasks, not written for this script).
 
 Model: by default a **scripted** OpenAI-compatible server on loopback (tests/helpers: canned answers of the
 right shape, usage = characters / 4 of the messages) — it measures the plumbing, not answer quality;
@@ -42,9 +42,13 @@ HAND = [
 ]
 
 
-def tasks_from_history(n: int) -> list[str]:
-    """Subjects of this repository's last ``n`` non-merge commits."""
-    out = subprocess.run(["git", "-C", ROOT, "log", "--no-merges", f"-{n}", "--format=%s"], capture_output=True,
+#: Tasks from history are read at this commit (on main), so that the task list does not move with new commits.
+TASKS_REV = "2d0c835"
+
+
+def tasks_from_history(n: int, rev: str = TASKS_REV) -> list[str]:
+    """Subjects of the last ``n`` non-merge commits of this repository up to ``rev``."""
+    out = subprocess.run(["git", "-C", ROOT, "log", "--no-merges", f"-{n}", "--format=%s", rev], capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     return [s for s in out.splitlines() if s.strip()]
 

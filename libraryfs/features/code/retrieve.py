@@ -176,6 +176,7 @@ class Retriever:
                 for key in {s.name.lower(), s.qualname.lower()}:
                     self.name_of.setdefault(key, []).append(sid)
         self.vocab = {t for d in docs for t in d}
+        self.path_terms = {path: frozenset(tokenize(path)) for path in index.files}
         self.bm25 = BM25Okapi(docs) if docs else None
 
     # ---- single retrievers ----------------------------------------------------------------------------
@@ -202,8 +203,7 @@ class Retriever:
     def _paths(self, terms: list[str]) -> list[str]:
         want = set(terms)
         scored = []
-        for path in self.index.files:
-            comps = set(tokenize(path))
+        for path, comps in self.path_terms.items():
             n = len(want & comps)
             if n:
                 scored.append((-n, path.count("/"), path))

@@ -160,7 +160,11 @@ class Supervisor:
             if any(producers[a] != sup.id and records[producers[a]].status != "done" for a in node.inputs):
                 rec.error = "an input's producer did not finish"
                 continue
-            child = tracker.spawn(node.contract, nid)
+            try:
+                child = tracker.spawn(node.contract, nid)
+            except BudgetExceeded as e:  # e.g. the slower agents before it used up the run's seconds
+                rec.status, rec.error = "failed", f"not started: {e}"
+                continue
             try:
                 spec_r = f"reads={node.read_count},tokens={node.read_tokens}"
                 with self.sessions(spec_r) as root:
