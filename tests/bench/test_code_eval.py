@@ -163,9 +163,13 @@ def test_history_at_a_commit_sees_only_its_ancestors(history):
     )
     commits = log.stdout.split()
     at_second = h.at(commits[1])
-    assert len(at_second) == 2  # the initial import and the fix of f1
-    assert at_second.commits[-1] == ("pkg/m1.py",)
-    assert len(h.at(commits[-1])) == 5  # README-only commit has no source file
+    # the initial import and the fix of f1 (ordered by committer time, then id: here the same second)
+    initial = tuple(sorted(["pkg/__init__.py"] + [f"pkg/m{i}.py" for i in range(5)]))
+    assert sorted(tuple(sorted(c)) for c in at_second.commits) == sorted([initial, ("pkg/m1.py",)])
+    assert len(h.at(commits[-1])) == 5  # the README-only commit has no source file
+    # the documented order: committer time, then commit id
+    expected = sorted((c for c in commits if h.files.get(c)), key=lambda c: (h.time[c], c))
+    assert h.at(commits[-1]).commits == [h.files[c] for c in expected]
     assert repo_name("/x/click.git") == "click" and repo_name("/x/proj/") == "proj"
 
 
