@@ -15,7 +15,8 @@ Model: by default a **scripted** OpenAI-compatible server on loopback (tests/hel
 right shape, usage = characters / 4 of the messages) — it measures the plumbing, not answer quality;
 ``--local`` runs the real SmolLM2-135M-Instruct (``libraryfs.llm.local``); ``--base-url/--model`` any endpoint.
 
-Usage: ``python bench/code_exec.py [--local] [--history 8] [--context-tokens 1500] [--out FILE]``;
+Usage: ``python bench/code_exec.py [--local] [--history 8] [--context-tokens 1500] [--artifact-tokens 800]
+[--output-tokens 300] [--out FILE]``;
 JSON in ``bench/results/code_exec.json`` (``code_exec_local.json`` with ``--local``).
 """
 
@@ -166,12 +167,17 @@ def main() -> None:
     ap.add_argument("--model", default="model")
     ap.add_argument("--history", type=int, default=8, help="tasks from this repository's last N commits")
     ap.add_argument("--context-tokens", type=int, default=1500, help="code each agent may read (tokens)")
+    ap.add_argument(
+        "--artifact-tokens", type=int, default=800, help="each input artifact an agent reads (tokens)"
+    )
+    ap.add_argument("--output-tokens", type=int, default=300, help="longest answer (tokens)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     from libraryfs.features.code.plan import PlanSizes
     from libraryfs.fs.store import Store
 
-    sizes = PlanSizes(context_tokens=args.context_tokens, artifact_tokens=800, output_tokens=300)
+    sizes = PlanSizes(context_tokens=args.context_tokens, artifact_tokens=args.artifact_tokens,
+                      output_tokens=args.output_tokens, seconds=600.0 if args.local else 120.0)  # fmt: skip
     tasks = HAND + tasks_from_history(args.history)
     tmp = tempfile.mkdtemp(prefix="libraryfs-code-exec-")
     try:

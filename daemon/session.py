@@ -21,7 +21,7 @@ from libraryfs.daemon import launcher
 @contextlib.contextmanager
 def mount_session(libdir: str, budget: str | None = None, timeout_s: float = 20.0) -> Iterator[str]:
     """Mount ``libdir`` on a new private directory (no indexer) with read ``budget`` (``"reads=N,tokens=M"``,
-    see :func:`libraryfs.fs.budget.parse_budget_spec`; ``None`` = unlimited) and yield the mountpoint;
+    the mount server's ``--budget`` spec; ``None`` = unlimited) and yield the mountpoint;
     unmount when the block ends (lazily if a file is still open). Raises ``launcher.LaunchError`` (or a
     :class:`libraryfs.errors.LibraryError`) when the library cannot be mounted — e.g. it is mounted
     elsewhere."""

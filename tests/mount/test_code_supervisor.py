@@ -201,3 +201,28 @@ def test_code_run_refuses_a_mounted_library(code_library, run_cli):
     with mount_session(str(code_library)):
         r = run_cli("code", "run", "x", "--repo", "demo", "--library", str(code_library))
     assert r.returncode == 1 and "is mounted" in r.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.llm_local
+def test_a_swarm_runs_with_the_real_local_model(code_library, local_llm):
+    """The same machinery with SmolLM2-135M answering every agent (its schema as a grammar): each agent makes
+    one real request inside its budgeted mount, and what it wrote is a typed artifact."""
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import LLMConfig
+    from libraryfs.llm.local import RECOMMENDED
+    from libraryfs.llm.spend import SpendLimiter
+
+    cfg = LLMConfig(base_url=local_llm.base_url, model=local_llm.model, timeout_s=300.0)
+    cfg.structured_output = RECOMMENDED["structured_output"]
+    client = ChatClient(cfg, SpendLimiter(0, 0))
+    sizes = PlanSizes(context_tokens=400, artifact_tokens=400, output_tokens=200, seconds=600.0)
+    plan = build_plan("Make save return a copy of the record", "demo", "MULTIAGENT", FILES[:2], shape="swarm",
+                      sizes=sizes)  # fmt: skip
+    result = Supervisor(client, _sessions(code_library, []), sizes).run(plan, run_id="r-local")
+    assert [n.calls for n in result.nodes] == [1, 1, 1], [(n.id, n.error) for n in result.nodes]
+    assert all(n.prompt_tokens > 0 and n.completion_tokens > 0 for n in result.nodes)
+    assert result.ok, [(n.id, n.error) for n in result.nodes]
+    patch = json.loads(_read_store(code_library, "code/.runs/r-local/integrator/patch.json"))
+    assert isinstance(patch["summary"], str) and isinstance(patch["edits"], list)
+    print("local model run:", json.dumps(result.totals()), "final patch:", json.dumps(patch)[:300])
