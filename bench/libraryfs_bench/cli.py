@@ -413,13 +413,15 @@ def code_eval(
         save_tasks(tasks_out, tasks, public=public)
     result = _eval_result(tasks, counts, train_share, no_fit)
     result["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    if out_json:
-        _write_json(out_json, result)
-    if as_json:
+    if as_json:  # stdout stays one JSON document: the file is written without a "wrote" line
+        if out_json:
+            with open(out_json, "w", encoding="utf-8") as f:
+                json.dump(result, f, indent=2)
         click.echo(json.dumps(result, indent=2))
         return
     click.echo(RUBRIC)
     _print_eval(result)
+    write_json(out_json, result)
 
 
 def _eval_tasks(checkouts, max_commits, since, until, sample, seed) -> tuple[list, dict]:

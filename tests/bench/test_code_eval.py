@@ -146,10 +146,15 @@ def test_eval_cli(history, tmp_path):
         assert name in r.output
     assert len(load_tasks(str(out))) == 4
     # the same tasks from the file: same result, no git needed
-    r2 = CliRunner().invoke(cli, ["code", "eval", "--from-tasks", str(out), "--train-share", "0.5", "--json"])
+    result = tmp_path / "result.json"
+    r2 = CliRunner().invoke(
+        cli,
+        ["code", "eval", "--from-tasks", str(out), "--train-share", "0.5", "--json", "--out", str(result)],
+    )
     assert r2.exit_code == 0, r2.output
     doc = json.loads(r2.output)
     assert doc["held_out"]["n"] == 2 and doc["parameters"]["fitted"] is True
+    assert json.loads(result.read_text())["held_out"] == doc["held_out"]
     r = CliRunner().invoke(cli, ["code", "eval", str(tmp_path)])
     assert r.exit_code == 1 and "not a git repository" in r.output
     r = CliRunner().invoke(cli, ["code", "eval", f"{history}@nosuchrev"])
