@@ -108,7 +108,7 @@ def measure(tasks: list[str], lib: str, client, sizes) -> list[dict]:
     from libraryfs.features.code.retrieve import Retriever
     from libraryfs.features.code.router import route
     from libraryfs.features.code.supervisor import Supervisor, monolithic_plan
-    from libraryfs.layout import open_tree
+    from libraryfs.fs.tree import open_tree
 
     tree = open_tree(lib)
     index = load_index(tree, "libraryfs")

@@ -9,19 +9,21 @@ at a time (``mount.lock``), so sessions of one library run one after another.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 
 from libraryfs.daemon import launcher
+from libraryfs.fs.budget import budget_state
+
+__all__ = ["mount_session", "budget_state"]
 
 
 @contextlib.contextmanager
 def mount_session(libdir: str, budget: str | None = None, timeout_s: float = 20.0) -> Iterator[str]:
     """Mount ``libdir`` on a new private directory (no indexer) with read ``budget`` (``"reads=N,tokens=M"``,
-    the mount server's ``--budget`` spec; ``None`` = unlimited) and yield the mountpoint;
+    :func:`libraryfs.fs.budget.parse_budget_spec`; ``None`` = unlimited) and yield the mountpoint;
     unmount when the block ends (lazily if a file is still open). Raises ``launcher.LaunchError`` (or a
     :class:`libraryfs.errors.LibraryError`) when the library cannot be mounted — e.g. it is mounted
     elsewhere."""
@@ -36,13 +38,3 @@ def mount_session(libdir: str, budget: str | None = None, timeout_s: float = 20.
             launcher.stop(mnt, lazy=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-
-
-def budget_state(mountpoint: str) -> dict | None:
-    """The mount's ``.libraryfs/budget`` (limits, used, remaining, refused), or ``None`` without a budget.
-    Reading it costs nothing against the budget."""
-    try:
-        with open(os.path.join(mountpoint, ".libraryfs", "budget"), encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None

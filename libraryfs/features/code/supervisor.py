@@ -50,6 +50,7 @@ from libraryfs.features.code.plan import (
     run_gates,
     supervisor_seconds,
 )
+from libraryfs.fs.budget import budget_state
 from libraryfs.index.tokens import count_tokens
 
 Sessions = Callable[[str | None], AbstractContextManager[str]]
@@ -255,9 +256,10 @@ class Supervisor:
 
 
 def _budget_state(root: str) -> dict | None:
+    """The session's read budget (:func:`libraryfs.fs.budget.budget_state`); ``None`` when there is none or
+    it cannot be read (the accounting is then missing from the record; the mount still enforces it)."""
     try:
-        with open(os.path.join(root, ".libraryfs", "budget"), encoding="utf-8") as f:
-            return json.load(f)
+        return budget_state(root)
     except (OSError, ValueError):
         return None
 
