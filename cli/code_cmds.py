@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from libraryfs.cli.common import close_tree, needs_feature, open_tree
+from libraryfs.cli.common import close_tree, handle_errors, needs_feature, open_tree
 from libraryfs.cli.options import (
     library_option,
     llm_field_overrides,
@@ -181,6 +181,7 @@ def _load_index(tree: Tree, repo: str):
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @llm_options
 @needs_feature("code")
+@handle_errors
 def code_run(task, repo, library_dir, budget_spec, monolithic, plan_only, as_json, **kwargs) -> None:
     """Route TASK, turn it into a plan of sub-agent contracts, gate it, and run it through budgeted mounts.
 
