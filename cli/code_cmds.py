@@ -27,8 +27,10 @@ from libraryfs.errors import LibraryError
 if TYPE_CHECKING:
     from libraryfs.fs.tree import Tree
 
-#: Exit status of ``code run`` when an agent failed (3 is taken: a missing extra, ``cli.common``).
-EXIT_AGENT_FAILED = 4
+#: Exit statuses of ``code run`` beyond every command's 0–4 (README "Exit status": 2 usage, 3 missing extra,
+#: 4 damaged store): the plan was refused by a gate before anything ran; the run ended with a failed agent.
+EXIT_PLAN_REFUSED = 5
+EXIT_AGENT_FAILED = 6
 
 
 @click.group("code")
@@ -185,8 +187,9 @@ def _load_index(tree: Tree, repo: str):
 def code_run(task, repo, library_dir, budget_spec, monolithic, plan_only, as_json, **kwargs) -> None:
     """Route TASK, turn it into a plan of sub-agent contracts, gate it, and run it through budgeted mounts.
 
-    Exit status: 0 done, 1 usage/library/model error, 2 plan refused by a gate (nothing was run),
-    3 the code extra is not installed, 4 the run finished with a failed agent."""
+    Exit status: 0 done, 1 library/model error, 2 usage error, 3 the code extra is not installed, 4 the
+    library's store is damaged, 5 plan refused by a gate (nothing was run), 6 the run ended with a failed
+    agent."""
     from libraryfs.features.code.plan import PlanRefused, run_gates
     from libraryfs.layout import mount_info
 
@@ -200,7 +203,7 @@ def code_run(task, repo, library_dir, budget_spec, monolithic, plan_only, as_jso
         report = run_gates(plan)
         click.echo(json.dumps(plan.to_dict(), indent=2) if as_json else f"{plan.topology}: {report}")
         if not report.ok:
-            raise SystemExit(2)
+            raise SystemExit(EXIT_PLAN_REFUSED)
         return
     from libraryfs.daemon.session import mount_session
     from libraryfs.features.code.supervisor import Supervisor
@@ -210,7 +213,7 @@ def code_run(task, repo, library_dir, budget_spec, monolithic, plan_only, as_jso
         result = sup.run(plan)
     except PlanRefused as e:
         click.echo(str(e), err=True)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_PLAN_REFUSED) from None
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:

@@ -192,7 +192,7 @@ def test_code_run_cli_routes_gates_and_runs(code_library, model, run_cli):
         "tokens=10",
         env=env,
     )
-    assert r.returncode == 2 and "refused" in r.stderr
+    assert r.returncode == 5 and "refused" in r.stderr
     assert len(model.requests) == 1  # the refused run asked nothing
 
 
@@ -229,14 +229,15 @@ def test_a_swarm_runs_with_the_real_local_model(code_library, local_llm):
     print("local model run:", json.dumps(result.totals()), "final patch:", json.dumps(patch)[:300])
 
 
-def test_code_run_exits_4_when_an_agent_fails(code_library, run_cli):
-    """An endpoint that refuses every request (HTTP 401, not retried) fails the agent: exit 4, not 3 (which
-    means a missing extra); the endpoint comes from the shared ``--llm-*`` flags."""
+def test_code_run_exits_6_when_an_agent_fails(code_library, run_cli):
+    """An endpoint that refuses every request (HTTP 401, not retried) fails the agent: exit 6, none of every
+    command's 1–4 (3 a missing extra, 4 a damaged store); the endpoint comes from the shared ``--llm-*``
+    flags."""
     from helpers.llm_server import Status
 
     with LLMServer(default=Status(401, "bad key")) as srv:
         r = run_cli("code", "run", "who calls save", "--repo", "demo", "--library", str(code_library),
                     "--llm-base-url", srv.base_url, "--llm-model", "scripted")  # fmt: skip
-        assert r.returncode == 4, (r.returncode, r.stdout, r.stderr)
+        assert r.returncode == 6, (r.returncode, r.stdout, r.stderr)
         assert len(srv.requests) == 1
     assert "reader" in r.stdout and "failed" in r.stdout
