@@ -144,7 +144,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == f"t={starts[1]} visit={place}#2"
 
-    # the answer command: the answer read from ≤ 64 tokens of evidence, and "unknown" with status 4
+    # the answer command: the answer read from ≤ 64 tokens of evidence, and "unknown" with status 7
     def answer(q: str, *extra: str) -> subprocess.CompletedProcess:
         cmd = [
             sys.executable,
@@ -168,4 +168,4 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     r = answer(f"How many separate visits to {place} were there before step {starts[2]}?")
     assert (r.returncode, r.stdout) == (0, "2\n")
     r = answer("what is the meaning of life")
-    assert (r.returncode, r.stdout.strip()) == (4, "unknown")
+    assert (r.returncode, r.stdout.strip()) == (7, "unknown")
