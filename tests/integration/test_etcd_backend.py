@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.etcd_cluster import clear_prefix, start_cluster
 from helpers.tcp_proxy import LossyProxy
+from helpers.wait import wait_until
 
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
@@ -421,11 +422,7 @@ def _drain_watch(w, end: list) -> None:
 
 
 def _wait_for(cond, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
+    wait_until(cond, timeout_s, "the watch's condition", poll_s=0.005)
 
 
 # -- leases and watches ---------------------------------------------------------------------------------

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,26 +19,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import unavailable
+from helpers.mount import require_fuse, unmount_and_stop
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.layout import mount_state
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TIMEOUT_S = 30.0
 
 
 @pytest.fixture(autouse=True)
 def need_fuse():
-    why = None
-    if not os.path.exists("/dev/fuse"):
-        why = "/dev/fuse is missing"
-    elif not shutil.which("fusermount3"):
-        why = "fusermount3 is missing (apt-get install fuse3)"
-    if why:
-        unavailable(why)
+    require_fuse()
 
 
 class Listener:
@@ -90,11 +82,11 @@ def procs(tmp_path):
     started: list[tuple[subprocess.Popen, str | None]] = []
     yield started
     for p, mnt in started:
+        if mnt and mount_state(mnt) in ("live", "stale"):
+            unmount_and_stop(mnt, [p.pid])
         if p.poll() is None:
             p.kill()
-            p.wait(10)
-        if mnt and mount_state(mnt) in ("live", "stale"):
-            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+        p.wait(10)
 
 
 def spawn(

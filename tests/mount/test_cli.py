@@ -4,18 +4,13 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers.wait import wait_until
 
 
-def wait_for(pred, timeout_s=15.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+def wait_for(pred, timeout_s=30.0):
+    wait_until(pred, timeout_s, "the mirrored change")
 
 
 def test_find_and_dot_find(mounted, run_cli):
@@ -97,7 +92,12 @@ def test_ingest_watch_mirrors_changes(mounted, tmp_path):
     try:
         wait_for(lambda: os.path.exists(mounted.p("docs/sub/b.md")))
         assert not os.path.exists(mounted.p("docs/.hidden"))
-        time.sleep(1.0)  # the observer is running once the first copy is done
+
+        def mirrored() -> bool:  # "watching" is printed before the observer starts: probe until it mirrors
+            (src / "probe.md").write_text("probe\n")
+            return os.path.exists(mounted.p("docs/probe.md"))
+
+        wait_until(mirrored, 60, "the ingest watcher to mirror a change (its observer runs)")
         (src / "c.md").write_text("# C\n")
         (src / "a.md").write_text("# A2\n")
         os.unlink(src / "sub" / "b.md")

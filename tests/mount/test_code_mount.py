@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.mount import mount
+from helpers.wait import wait_until
 
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import open_tree
-from libraryfs.layout import pid_alive, wait_exit
 
 pytestmark = pytest.mark.mount
 
@@ -90,18 +91,14 @@ def _follow(mnt: str, here: str, text: str) -> str:
     return os.path.normpath(os.path.join(here, target)) if here else target
 
 
-def _wait_for(path: str, needle: str, timeout_s: float) -> float | None:
-    """Seconds until ``needle`` appears in the file at ``path`` (re-read each time), or None."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            with open(path, encoding="utf-8") as f:
-                if needle in f.read():
-                    return time.monotonic() - t0
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return None
+def _wait_for(path: str, needle: str, timeout_s: float = 30.0) -> None:
+    """Until ``needle`` appears in the file at ``path`` (re-read each time); AssertionError on timeout."""
+
+    def has() -> bool:
+        with open(path, encoding="utf-8") as f:
+            return needle in f.read()
+
+    wait_until(has, timeout_s, f"{needle!r} in {path}", ignore=(OSError,))
 
 
 def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
@@ -168,12 +165,13 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
         env=env,
     )
     try:
-        line = ""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not line.startswith("watching"):
+
+        def watching() -> bool:
             line = proc.stdout.readline()
             assert line or proc.poll() is None, proc.stderr.read()
-        assert line.startswith("watching"), line
+            return line.startswith("watching")
+
+        wait_until(watching, 60, "`code add --watch` to say it is watching")
         mounted.wait_indexed()
         index_md = mounted.p("code/tinyrepo/pkg/util.py/INDEX.md")
         assert "strip_comment.py" in open(index_md, encoding="utf-8").read()
@@ -185,22 +183,19 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
                 '\n\ndef join_lines(lines):\n    """Join lines back with newlines."""\n'
                 '    return "\\n".join(lines)\n'
             )
-        delay = _wait_for(
-            index_md, "[join_lines.py](join_lines.py) — function: Join lines back with newlines.", 10.0
-        )
-        assert delay is not None, open(index_md, encoding="utf-8").read()
+        _wait_for(index_md, "[join_lines.py](join_lines.py) — function: Join lines back with newlines.")
         print(f"\nedit → file's INDEX.md in the mount: {time.monotonic() - t0:.2f} s")
         with open(mounted.p("code/tinyrepo/pkg/util.py/join_lines.py"), encoding="utf-8") as f:
             assert f.read().startswith("# join_lines — function")
 
         # a deletion reaches the mount too: the file's directory goes, the parent INDEX.md drops it
         os.remove(repo / "pkg" / "util.py")
-        gone = _wait_for(mounted.p("code/tinyrepo/pkg/INDEX.md"), "", 0.1)  # readable
-        assert gone is not None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists(mounted.p("code/tinyrepo/pkg/util.py")):
-            time.sleep(0.05)
-        assert not os.path.exists(mounted.p("code/tinyrepo/pkg/util.py"))
+        wait_until(
+            lambda: not os.path.exists(mounted.p("code/tinyrepo/pkg/util.py")),
+            30,
+            "util.py/ to go from the mount",
+        )
+        assert open(mounted.p("code/tinyrepo/pkg/INDEX.md")).read()  # readable
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -212,13 +207,6 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
 
 
 def test_budget_mount_refuses_reads_with_edquot(tmp_path):
-    from conftest import fuse_available, unavailable
-
-    why = fuse_available()
-    if why:
-        unavailable(why)
-    from libraryfs.daemon import launcher
-
     libdir = tmp_path / "blib"
     Store.create(libdir, {"toc_max_tokens": 2000}).close()
     tree = open_tree(str(libdir))  # not mounted: writes straight into the store (no page cache to hide reads)
@@ -227,9 +215,7 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
     tree.close()
 
     mnt = tmp_path / "bmnt"
-    mnt.mkdir()
-    info = launcher.start(str(libdir), str(mnt), indexer=False, llm=False, budget="reads=3,tokens=100000")
-    try:
+    with mount(libdir, mnt, indexer=False, budget="reads=3,tokens=100000"):
         budget_file = os.path.join(mnt, ".libraryfs", "budget")
         first = json.loads(open(budget_file).read())
         assert first["limits"] == {"reads": 3, "tokens": 100000}
@@ -263,9 +249,3 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
         again = json.loads(open(budget_file).read())
         print("\n.libraryfs/budget after the refusals:", json.dumps(again))
         assert again["used"] == left["used"] and again["refused"] > left["refused"]
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        pid = info.get("server_pid")
-        wait_exit(pid, 10)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)

@@ -4,7 +4,8 @@ pass over the hook's own files are done."""
 
 import json
 import os
-import time
+
+from helpers.wait import wait_until
 
 from libraryfs.fs.store import Store
 from libraryfs.hooks import features
@@ -44,15 +45,14 @@ def test_the_hook_waits_for_another_episodes_writer(mounted):
         with view_writer(mounted.libdir, "episodes"):
             with open(mounted.p("episodes/e2/steps.jsonl"), "w") as f:
                 f.write(json.dumps({"t": 0, "action": "noop", "location": "cave"}) + "\n")
+
             # the pass consumed the journal, then the hook found the lock taken: "hooks", not "idle"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+            def hook_waiting() -> bool:
                 with st.read() as t:
                     backlog = index_backlog(t)
-                if backlog["pending_records"] == 0 and backlog["state"] == "hooks":
-                    break
-                time.sleep(0.05)
-            assert backlog["state"] == "hooks", backlog
+                return backlog["pending_records"] == 0 and backlog["state"] == "hooks"
+
+            wait_until(hook_waiting, 60, "the indexer to wait in its hooks for the episodes lock")
             assert not os.path.exists(mounted.p("episodes/e2/steps"))  # nothing written while we hold it
     finally:
         st.close()

@@ -15,23 +15,21 @@ inotify-tools fuse3.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import Mounted, fuse_available, unavailable
+from helpers.facility import unavailable
+from helpers.mount import Mounted, mount
+from helpers.wait import wait_exit, wait_until
 
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-from libraryfs.layout import pid_alive, wait_exit
 
 TOOLS = (
     "bash",
@@ -81,53 +79,14 @@ def out(script: str, m: str, **kw) -> str:
     return r.stdout
 
 
-def _teardown(m: Mounted) -> None:
-    for args in (["-u"], ["-uz"]):
-        if subprocess.run(["fusermount3", *args, m.mnt], capture_output=True).returncode == 0:
-            break
-    wait_exit(m.info.get("server_pid"), 10)
-    for key in ("indexer_pid", "server_pid"):
-        pid = m.info.get(key)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGTERM if key == "indexer_pid" else signal.SIGKILL)
-            wait_exit(pid, 5)
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
-
-
-@contextlib.contextmanager
-def mount_library(libdir: Path, mnt: Path, **kw):
-    """Mount ``libdir`` at ``mnt`` (server + indexer); always unmounted; the store is checked after."""
-    why = fuse_available()
-    if why:
-        unavailable(why)
-    from libraryfs.daemon import launcher
-
-    mnt.mkdir(exist_ok=True)
-    info = launcher.start(str(libdir), str(mnt), llm=False, timeouts="1,1,1", **kw)
-    m = Mounted(libdir, mnt, info)
-    try:
-        yield m
-    finally:
-        _teardown(m)
-    st = Store(libdir)
-    try:
-        report = check(st)
-    finally:
-        st.close()
-    assert report.problems == [], describe(report)
-
-
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """One mount for the cases that cannot interfere with each other (each uses its own subdirectory)."""
     _need_tools()
     base = tmp_path_factory.mktemp("posix")
     Store.create(base / "lib", {"toc_max_tokens": 2000}).close()
-    with mount_library(base / "lib", base / "mnt") as m:
+    with mount(base / "lib", base / "mnt") as m:  # its teardown also scans the indexer log for tracebacks
         yield m
-    log = (base / "lib" / "logs" / "indexer.log").read_text(errors="replace")
-    assert "Traceback" not in log, log[-3000:]
 
 
 def case_dir(m: Mounted, name: str) -> str:
@@ -416,15 +375,18 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
     shared.wait_indexed()
     ev = M + "/../c15.ev"
     iw = subprocess.Popen(
-        ["inotifywait", "-mrq", "-e", "close_write,moved_to,create,delete", "--format", "%e %w%f", M],
+        ["inotifywait", "-mr", "-e", "close_write,moved_to,create,delete", "--format", "%e %w%f", M],
         stdout=open(ev, "w"),
         stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        time.sleep(1)
+        # inotifywait says "Watches established." on stderr once it listens
+        wait_until(lambda: "Watches established" in iw.stderr.readline(), 30, "inotifywait to listen")
         out("echo a > $M/x.md; mv $M/x.md $M/y.md; rm $M/y.md", M)
         store_create(shared, M + "/z.md", b"daemon\n")  # <daemon-internal write of z.md>
-        time.sleep(1.5)
+        out("touch $M/barrier.md", M)  # events arrive in order: once this one is there, so are the others
+        wait_until(lambda: f"CREATE {M}/barrier.md" in open(ev).read(), 30, "the barrier's inotify event")
     finally:
         iw.terminate()
         iw.wait()
@@ -438,7 +400,8 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
     # the indexer learns about z.md from the store (the journal), not from inotify
     shared.wait_indexed()
     assert "z.md" in open(M + "/INDEX.md").read()
-    # <count INDEX.md rewrites with no user activity>: none (it never re-triggers on its own writes)
+    # <count INDEX.md rewrites with no user activity>: none (it never re-triggers on its own writes); an
+    # observation window of 3 s (15 indexer polls), not a wait for anything
     gen = toc_generation(shared)
     time.sleep(3)
     assert toc_generation(shared) == gen
@@ -601,7 +564,7 @@ def test_c25_killed_server_leaves_dead_mount_then_remount(mounted):
             f.write(text)
     mounted.wait_indexed()
     os.kill(mounted.server_pid, signal.SIGKILL)
-    wait_exit(mounted.server_pid, 5)
+    assert wait_exit(mounted.server_pid, 10)
     assert out("ls $M 2>&1 | grep -c 'not connected'", M) == "1\n"
     # <start daemon>: the launcher finds the stale mount in /proc/mounts, clears it, remounts; the indexer
     # of the first start is still running and keeps indexing
@@ -629,7 +592,7 @@ def test_c26_map_full_is_enospc_and_space_is_reused(tmp_path):
         unavailable("cannot mount a tmpfs (not root?)")
     try:
         Store.create(disk / "lib", map_size=16 << 20).close()
-        with mount_library(disk / "lib", tmp_path / "mnt") as m:
+        with mount(disk / "lib", tmp_path / "mnt") as m:
             M = m.mnt
             r = sh(
                 """

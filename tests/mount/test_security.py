@@ -19,7 +19,7 @@ import tempfile
 
 import pytest
 from helpers.llm_server import IndexModel, LLMServer
-from test_hostile import _fuse_or_skip, mount_library, wait_idle
+from helpers.mount import mount, require_fuse
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
@@ -65,10 +65,10 @@ def _mount_options(mnt: str) -> list[str]:
 
 
 def test_mount_is_private_by_default(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt, indexer=False):
+    with mount(libdir, mnt, indexer=False):
         os.chmod(mnt, 0o755)
         with open(os.path.join(mnt, "open.md"), "w") as f:
             f.write("world readable mode, still private\n")
@@ -81,10 +81,10 @@ def test_mount_is_private_by_default(public_dir):
 
 
 def test_allow_other_only_when_asked_and_modes_are_enforced(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt, indexer=False, allow_other=True):
+    with mount(libdir, mnt, indexer=False, allow_other=True):
         os.chmod(mnt, 0o755)
         assert "allow_other" in _mount_options(mnt)
         for name, mode in (("public.md", 0o644), ("secret.md", 0o600)):
@@ -131,7 +131,7 @@ WRITES = {
 
 
 def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
     _populate(libdir)
@@ -169,7 +169,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
 
 
 def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
-    _fuse_or_skip()
+    require_fuse()
     assert PASSWD_MARK in open("/etc/passwd").read()
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
@@ -179,7 +179,7 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             "LIBRARYFS_LLM_MODEL": "test-model",
             "LIBRARYFS_LLM_API_KEY": "sk-test",
         }
-        with mount_library(libdir, mnt, llm=True, env=env):
+        with mount(libdir, mnt, llm=True, env=env) as m:
             os.makedirs(os.path.join(mnt, "notes"))
             os.makedirs(os.path.join(mnt, "inbox"))
             with open(os.path.join(mnt, "notes/real.md"), "w") as f:
@@ -190,7 +190,7 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             os.symlink("/etc/passwd", os.path.join(mnt, "inbox/pw-in-inbox"))
             with open(os.path.join(mnt, "inbox/filed.md"), "w") as f:
                 f.write("# To be filed where the model says: ../../etc\n")
-            wait_idle(libdir, timeout_s=40)
+            m.wait_indexed()
             tocs = b""
             for dirpath, dirnames, filenames in os.walk(mnt):
                 dirnames[:] = [d for d in dirnames if d not in (".libraryfs", ".find", "etcdir")]
@@ -249,10 +249,10 @@ def test_library_directory_is_created_0700(public_dir, run_cli):
 
 
 def test_logs_and_locks_are_not_reachable_by_others(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt):
+    with mount(libdir, mnt):
         for rel in ("logs/mount.log", "logs/indexer.log", "mount.lock", "run.json", "store/lock.mdb"):
             p = os.path.join(libdir, rel)
             assert os.path.exists(p), rel
@@ -264,13 +264,13 @@ def test_logs_and_locks_are_not_reachable_by_others(public_dir):
 
 
 def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
-    _fuse_or_skip()
+    require_fuse()
     a_lib, a_mnt = str(tmp_path / "a-lib"), str(tmp_path / "a-mnt")
     b_lib, b_mnt = str(tmp_path / "b-lib"), str(tmp_path / "b-mnt")
     for lib in (a_lib, b_lib):
         Store.create(lib).close()
     secret = "zebra-secret-4711"
-    with mount_library(a_lib, a_mnt), mount_library(b_lib, b_mnt):
+    with mount(a_lib, a_mnt) as a, mount(b_lib, b_mnt) as b:
         os.makedirs(os.path.join(a_mnt, f"{secret}-section"))
         with open(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md"), "w") as f:
             f.write(f"# {secret}\n\nOnly library A knows this.\n")
@@ -278,8 +278,8 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
         with open(os.path.join(b_mnt, "public", "b.md"), "w") as f:
             f.write("# B's own note\n")
         open(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md")).read()  # a read counted in A's stats
-        wait_idle(a_lib)
-        wait_idle(b_lib)
+        a.wait_indexed()
+        b.wait_indexed()
         seen_b = ""
         for rel in (
             "INDEX.md",
