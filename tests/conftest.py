@@ -8,7 +8,7 @@
 * ``etcd_cluster`` / ``etcd_backend`` — a real 3-member etcd cluster on loopback (tests/helpers/etcd_cluster.py).
 
 Markers say what a test needs and are applied here, by directory (``unit``, ``mount``, ``integration``,
-``bench``) and by fixture (``mount`` for ``mounted``, ``etcd``, ``llm_local``), so ``pytest -m "not mount"``
+``bench``, ``posix`` for tests/posix_behaviour) and by fixture (``mount`` for ``mounted``, ``etcd``, ``llm_local``), so ``pytest -m "not mount"``
 selects what runs without FUSE. Every test also runs under the log guard of tests/helpers/checklogs.py and
 the session under the source-tree guard of tests/helpers/treeguard.py.
 
@@ -42,7 +42,14 @@ from libraryfs.fs.store import Store  # noqa: E402
 pytest_plugins = ["helpers.checklogs", "helpers.treeguard"]
 
 TESTS = Path(__file__).resolve().parent
-LAYERS = ("unit", "mount", "integration", "bench")  #: tests/<layer>/ → marker <layer>
+LAYERS = {
+    "unit": "unit",
+    "mount": "mount",
+    "integration": "integration",
+    "bench": "bench",
+    "posix_behaviour": "posix",
+}
+#: tests/<directory>/ → marker
 FIXTURE_MARKS = {
     "mounted": "mount",
     "etcd_cluster": "etcd",
@@ -64,7 +71,7 @@ def pytest_collection_modifyitems(config, items):
         except ValueError:
             layer = ""
         if layer in LAYERS:
-            item.add_marker(layer)
+            item.add_marker(LAYERS[layer])
         for fixture, marker in FIXTURE_MARKS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
