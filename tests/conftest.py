@@ -77,6 +77,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(marker)
 
 
+REPORTS = pytest.StashKey[dict]()  #: the test's phase reports ("setup", "call", "teardown")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so fixtures can tell in teardown whether the test failed."""
+    rep = yield
+    item.stash.setdefault(REPORTS, {})[rep.when] = rep
+    return rep
+
+
+def call_failed(request) -> bool:
+    """Whether the running test's call phase failed (for fixtures in teardown)."""
+    rep = request.node.stash.get(REPORTS, {}).get("call")
+    return rep is not None and rep.failed
+
+
 @pytest.fixture
 def libdir(tmp_path: Path) -> Path:
     """A new empty library (TOC bound 2,000 tokens)."""
@@ -98,6 +115,8 @@ def mounted(request, libdir: Path, tmp_path: Path, expected_log_patterns):
         expected_log=expected_log_patterns,
     ) as m:
         yield m
+        if call_failed(request):
+            m.expect_server_alive = False  # the failure is the report; a dead server follows from it
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ def _env(monkeypatch, srv):
     monkeypatch.setenv("LIBRARYFS_LLM_API_KEY", "test-key")
 
 
+@pytest.mark.expect_log(r"episode unit extraction failed")  # the garbage answer and the HTTP 500
 def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
     replies = [json.dumps(MODEL_ANSWER), "this is not JSON at all", 500]
     with LLMServer(default=lambda req: replies.pop(0) if replies else 500) as srv:

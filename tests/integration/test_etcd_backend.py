@@ -457,6 +457,7 @@ def test_lease_is_single_holder_and_taken_over_within_ttl_after_kill_9(etcd_back
     finally:
         p.kill()
         p.wait()
+        p.stdout.close()
 
 
 def test_watch_delivers_every_change_in_order_across_a_member_kill(etcd_backend, etcd_cluster):

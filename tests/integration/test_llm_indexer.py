@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from helpers.files import read_file
 from helpers.llm_server import IndexModel, LLMServer, Raw
 from helpers.mount import mount
 from helpers.wait import wait_until
@@ -126,7 +127,7 @@ def test_mounted_toc_shows_the_models_summaries(llm_mounted):
         f.write("# Groceries\n\nBuy milk and eggs.\n")
     m.wait_indexed()
     wait_until(
-        lambda: "Model summary of first.md" in open(m.p("notes/INDEX.md")).read(), 30, "the model's summary"
+        lambda: "Model summary of first.md" in read_file(m.p("notes/INDEX.md")), 30, "the model's summary"
     )
-    assert "Model description of notes" in open(m.p("INDEX.md")).read()
+    assert "Model description of notes" in read_file(m.p("INDEX.md"))
     assert srv.chat_requests("summarize")

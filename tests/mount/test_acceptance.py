@@ -1,9 +1,11 @@
 """The foundation issue's acceptance, through real mounts and the real CLI."""
 
+import errno
 import os
 import signal
 import subprocess
 
+from helpers.files import read_file
 from helpers.wait import wait_exit, wait_until
 
 from libraryfs.fs.check import check
@@ -42,7 +44,7 @@ def test_shell_write_edit_delete_and_directory_rename_reach_the_tocs(mounted):
     except AssertionError:
         print(
             read(mounted.p("proj/archive/INDEX.md")).decode(),
-            open(os.path.join(mounted.libdir, "logs", "indexer.log")).read()[-2000:],
+            read_file(os.path.join(mounted.libdir, "logs", "indexer.log"))[-2000:],
         )
         raise
     st = os.stat(mounted.p("proj/archive/INDEX.md"))
@@ -58,8 +60,8 @@ def test_kill_9_then_mount_again_recovers(mounted, run_cli):
     try:
         os.listdir(mounted.mnt)
         raise AssertionError("the mount should be dead")
-    except OSError as e:
-        assert e.errno == 107  # ENOTCONN: transport endpoint is not connected
+    except OSError as e:  # a dead mount: ENOTCONN, or ECONNABORTED for a request the server never answered
+        assert e.errno in (errno.ENOTCONN, errno.ECONNABORTED), e
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
     mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]

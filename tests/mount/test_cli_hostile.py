@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.files import read_file
 from helpers.wait import wait_until
 
 from libraryfs.layout import indexer_pid, mount_state, read_run, wait_exit
@@ -103,7 +104,7 @@ def test_non_regular_inbox_entries_are_filed_into_unsorted(mounted):
     wait_until(lambda: os.listdir(mounted.p("inbox")) == ["INDEX.md"], 60, "the inbox to be filed")
     assert sorted(os.listdir(mounted.p("unsorted"))) == ["INDEX.md", "adir", "fifo", "pw"]
     mounted.wait_indexed()
-    assert b"root:" not in open(mounted.p("unsorted/INDEX.md"), "rb").read()
+    assert b"root:" not in read_file(mounted.p("unsorted/INDEX.md"), "rb")
 
 
 @pytest.mark.no_indexer

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.files import read_file
 from helpers.mount import mount
 from helpers.wait import wait_until
 
@@ -108,7 +109,7 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "indexed tinyrepo: 3 files, 3 symbols, 1 import edges, 1 call edges" in r.stdout
     mounted.wait_indexed()
-    print("\n" + open(mounted.p("code/tinyrepo/pkg/parser.py/INDEX.md"), encoding="utf-8").read())
+    print("\n" + read_file(mounted.p("code/tinyrepo/pkg/parser.py/INDEX.md"), encoding="utf-8"))
 
     # root → code/ → tinyrepo/ → pkg/ → parser.py/ → Parser.parse.py, each step a link in an INDEX.md
     code = _follow(mounted.mnt, "", "code/")
@@ -119,7 +120,7 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     pkg = _follow(mounted.mnt, repo_dir, "pkg/")
     file_dir = _follow(mounted.mnt, pkg, "parser.py/")
     assert file_dir == "code/tinyrepo/pkg/parser.py"
-    index_text = open(mounted.p(f"{file_dir}/INDEX.md"), encoding="utf-8").read()
+    index_text = read_file(mounted.p(f"{file_dir}/INDEX.md"), encoding="utf-8")
     # the symbol's header comment gives its line in the file's INDEX.md: kind and summary (the link is its name)
     assert "[Parser.parse.py](Parser.parse.py) — method: Split lines into a dict." in index_text
     sym = _follow(mounted.mnt, file_dir, "Parser.parse.py")
@@ -128,9 +129,9 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     assert body.splitlines()[0] == "# Parser.parse — method · pkg/parser.py:9-17 · Split lines into a dict."
     assert "    def parse(self, text):" in body and "strip_comment(line)" in body
     # SYMBOLS.md carries the resolved cross-file call; SOURCE.py is the whole file
-    symbols_md = open(mounted.p(f"{file_dir}/SYMBOLS.md"), encoding="utf-8").read()
+    symbols_md = read_file(mounted.p(f"{file_dir}/SYMBOLS.md"), encoding="utf-8")
     assert "pkg/util.py::strip_comment" in symbols_md
-    assert open(mounted.p(f"{file_dir}/SOURCE.py"), encoding="utf-8").read() == PARSER_PY
+    assert read_file(mounted.p(f"{file_dir}/SOURCE.py"), encoding="utf-8") == PARSER_PY
 
     # code route reads the index back through the mount
     r = _cli(
@@ -174,8 +175,8 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
         wait_until(watching, 60, "`code add --watch` to say it is watching")
         mounted.wait_indexed()
         index_md = mounted.p("code/tinyrepo/pkg/util.py/INDEX.md")
-        assert "strip_comment.py" in open(index_md, encoding="utf-8").read()
-        assert "join_lines" not in open(index_md, encoding="utf-8").read()
+        assert "strip_comment.py" in read_file(index_md, encoding="utf-8")
+        assert "join_lines" not in read_file(index_md, encoding="utf-8")
 
         t0 = time.monotonic()
         with open(repo / "pkg" / "util.py", "a") as f:
@@ -195,7 +196,7 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
             30,
             "util.py/ to go from the mount",
         )
-        assert open(mounted.p("code/tinyrepo/pkg/INDEX.md")).read()  # readable
+        assert read_file(mounted.p("code/tinyrepo/pkg/INDEX.md"))  # readable
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -203,7 +204,10 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, proc.stderr.read()
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 0, err
 
 
 def test_budget_mount_refuses_reads_with_edquot(tmp_path):
@@ -217,7 +221,7 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
     mnt = tmp_path / "bmnt"
     with mount(libdir, mnt, indexer=False, budget="reads=3,tokens=100000"):
         budget_file = os.path.join(mnt, ".libraryfs", "budget")
-        first = json.loads(open(budget_file).read())
+        first = json.loads(read_file(budget_file))
         assert first["limits"] == {"reads": 3, "tokens": 100000}
         assert first["remaining"]["reads"] == 3 and first["refused"] == 0
 
@@ -233,7 +237,7 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
         assert refused_at == 3
         assert got == [f"# note {i}\n\nsome words about note {i}\n" for i in range(3)]
 
-        left = json.loads(open(budget_file).read())  # the control file itself is free
+        left = json.loads(read_file(budget_file))  # the control file itself is free
         assert left["used"]["reads"] == 3 and left["remaining"]["reads"] == 0
         assert (
             0 < left["used"]["tokens"] < 100
@@ -244,8 +248,8 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
         assert left["refused"] >= 1
         # still refused, and nothing more is consumed
         with pytest.raises(OSError) as ei:
-            open(os.path.join(mnt, "notes", "n4.md")).read()
+            read_file(os.path.join(mnt, "notes", "n4.md"))
         assert ei.value.errno == errno.EDQUOT
-        again = json.loads(open(budget_file).read())
+        again = json.loads(read_file(budget_file))
         print("\n.libraryfs/budget after the refusals:", json.dumps(again))
         assert again["used"] == left["used"] and again["refused"] > left["refused"]

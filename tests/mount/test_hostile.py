@@ -22,6 +22,7 @@ import tempfile
 import time
 
 import pytest
+from helpers.files import read_file
 from helpers.mount import mount, require_fuse, unavailable
 from helpers.wait import wait_until
 from hypothesis import HealthCheck, given, settings
@@ -261,7 +262,7 @@ def test_random_operations_leave_a_clean_store_and_valid_tocs(shared_mount):
     shared_mount["mounted"].wait_indexed()
     for k in range(3):
         d = os.path.join(mnt, b"left%d" % k)
-        page = open(os.path.join(d, b"INDEX.md"), "rb").read()
+        page = read_file(os.path.join(d, b"INDEX.md"), "rb")
         targets = set(links(page))
         assert targets == set(os.listdir(d)) - {b"INDEX.md"}, page
         for t in targets:
@@ -294,7 +295,7 @@ def test_non_utf8_name_does_not_stop_the_indexer(mounted):
     with open(mounted.p("s/plain.md"), "w") as f:
         f.write("# plain\n")
     mounted.wait_indexed(timeout_s=10)
-    page = open(mounted.p("s/INDEX.md"), "rb").read()
+    page = read_file(mounted.p("s/INDEX.md"), "rb")
     assert b"plain.md" in page and b"%FF%FE-latin1.md" in page
 
 
@@ -352,7 +353,7 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
         pages = 0
         while todo:
             rel = todo.pop()
-            page = open(os.path.join(os.fsencode(big), rel), "rb").read()
+            page = read_file(os.path.join(os.fsencode(big), rel), "rb")
             pages += 1
             base = os.path.dirname(rel)
             for t in links(page):
@@ -531,7 +532,7 @@ def test_full_disk_is_enospc_and_recovers(tmp_path, run_cli):
                 os.unlink(p)
             with open(os.path.join(mnt, "after.txt"), "wb") as f:
                 f.write(b"room again\n")
-            assert open(os.path.join(mnt, "after.txt"), "rb").read() == b"room again\n"
+            assert read_file(os.path.join(mnt, "after.txt"), "rb") == b"room again\n"
         assert _fill(fs)
         assert_one_line_error(run_cli("init", os.path.join(fs, "lib2")))
 
@@ -612,7 +613,7 @@ def test_remount_after_server_killed(mounted, run_cli):
     from libraryfs.layout import read_run
 
     mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]
-    assert open(mounted.p("kept.txt")).read() == "kept\n"
+    assert read_file(mounted.p("kept.txt")) == "kept\n"
 
 
 # =====================================================================================================

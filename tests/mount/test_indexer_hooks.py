@@ -5,6 +5,7 @@ pass over the hook's own files are done."""
 import json
 import os
 
+from helpers.files import read_file
 from helpers.wait import wait_until
 
 from libraryfs.fs.store import Store
@@ -31,8 +32,8 @@ def test_steps_appended_through_the_mount_become_anchor_views(mounted):
     mounted.wait_indexed(timeout_s=60)
     visits = sorted(os.listdir(mounted.p("episodes/e1/visits/meadow")))
     assert "2.md" in visits and "last.md" in visits
-    assert "t=2" in open(mounted.p("episodes/e1/visits/meadow/2.md")).read()
-    assert b"visits/" in open(mounted.p("episodes/e1/INDEX.md"), "rb").read()
+    assert "t=2" in read_file(mounted.p("episodes/e1/visits/meadow/2.md"))
+    assert b"visits/" in read_file(mounted.p("episodes/e1/INDEX.md"), "rb")
 
 
 def test_the_hook_waits_for_another_episodes_writer(mounted):

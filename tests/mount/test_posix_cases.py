@@ -28,6 +28,7 @@ import time
 
 import pytest
 from helpers.facility import unavailable
+from helpers.files import read_file
 from helpers.mount import Mounted, mount
 from helpers.wait import wait_exit, wait_until
 
@@ -220,10 +221,10 @@ ls $M/full; ls -d $M/src
     )
     assert o.splitlines() == ["1", "2", "1", "INDEX.md", "f.md", "1", "INDEX.md", "x", M + "/src"]
     shared.wait_indexed()
-    top = open(M + "/INDEX.md").read()
+    top = read_file(M + "/INDEX.md")
     assert "](e/INDEX.md)" in top and "p2/" not in top and "(p/" not in top
-    assert "q/" in open(M + "/e/INDEX.md").read()
-    assert "f.md" in open(M + "/e/q/INDEX.md").read()
+    assert "q/" in read_file(M + "/e/INDEX.md")
+    assert "f.md" in read_file(M + "/e/q/INDEX.md")
 
 
 def test_c08_odd_names_and_long_paths(mounted):
@@ -245,7 +246,7 @@ python3 -c "import os;os.open('$M/'+'c'*256, os.O_CREAT|os.O_WRONLY)" 2>&1 | gre
     )
     assert r.stdout.splitlines() == ["True", "opened", "1", "1", "True", "ok", "1"], r.stderr
     shared.wait_indexed()  # the indexer survives all of it and lists the Latin-1 name
-    assert "caf" in open(M + "/INDEX.md", errors="replace").read()
+    assert "caf" in read_file(M + "/INDEX.md", errors="replace")
 
 
 def test_c11_unlink_while_open(shared):
@@ -264,7 +265,7 @@ PY
     )
     assert o == "b'keep me' 7\n4\n[]\nrmdir ok\n"
     shared.wait_indexed()
-    assert ".fuse_hidden" not in open(M + "/INDEX.md").read()
+    assert ".fuse_hidden" not in read_file(M + "/INDEX.md")
 
 
 def test_c12_exclusive_create_under_concurrency(shared):
@@ -308,7 +309,7 @@ diff -q $M/INDEX.md $M/../c14.before >/dev/null && echo STALE; grep -c 'new.md' 
     )
     os.unlink(M + "/../c14.before")
     assert "STALE" not in o and int(o.split()[-1]) >= 1
-    old = open(M + "/INDEX.md", "rb").read()
+    old = read_file(M + "/INDEX.md", "rb")
     # <store-side rewrite of INDEX.md with different text of identical length>
     new = old.swapcase()
     assert new != old and len(new) == len(old)
@@ -335,23 +336,25 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
     M = case_dir(shared, "c15")
     shared.wait_indexed()
     ev = M + "/../c15.ev"
-    iw = subprocess.Popen(
-        ["inotifywait", "-mr", "-e", "close_write,moved_to,create,delete", "--format", "%e %w%f", M],
-        stdout=open(ev, "w"),
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with open(ev, "w") as evf:
+        iw = subprocess.Popen(
+            ["inotifywait", "-mr", "-e", "close_write,moved_to,create,delete", "--format", "%e %w%f", M],
+            stdout=evf,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         # inotifywait says "Watches established." on stderr once it listens
         wait_until(lambda: "Watches established" in iw.stderr.readline(), 30, "inotifywait to listen")
         out("echo a > $M/x.md; mv $M/x.md $M/y.md; rm $M/y.md", M)
         store_create(shared, M + "/z.md", b"daemon\n")  # <daemon-internal write of z.md>
         out("touch $M/barrier.md", M)  # events arrive in order: once this one is there, so are the others
-        wait_until(lambda: f"CREATE {M}/barrier.md" in open(ev).read(), 30, "the barrier's inotify event")
+        wait_until(lambda: f"CREATE {M}/barrier.md" in read_file(ev), 30, "the barrier's inotify event")
     finally:
         iw.terminate()
         iw.wait()
-    events = open(ev).read().splitlines()
+        iw.stderr.close()
+    events = read_file(ev).splitlines()
     os.unlink(ev)
     assert f"CREATE {M}/x.md" in events
     assert f"CLOSE_WRITE,CLOSE {M}/x.md" in events
@@ -360,7 +363,7 @@ def test_c15_inotify_sees_shell_ops_not_daemon_writes(shared):
     assert not [e for e in events if "z.md" in e]
     # the indexer learns about z.md from the store (the journal), not from inotify
     shared.wait_indexed()
-    assert "z.md" in open(M + "/INDEX.md").read()
+    assert "z.md" in read_file(M + "/INDEX.md")
     # <count INDEX.md rewrites with no user activity>: none (it never re-triggers on its own writes); an
     # observation window of 3 s (15 indexer polls), not a wait for anything
     gen = toc_generation(shared)
@@ -441,7 +444,7 @@ ln -s /etc/passwd $M/escape.md
     shared.wait_indexed()
     o = out("grep -rc 'root:' $M --include=INDEX.md | grep -v ':0'", M)
     assert o == ""
-    assert "escape.md" in open(M + "/INDEX.md").read()  # listed, but never followed
+    assert "escape.md" in read_file(M + "/INDEX.md")  # listed, but never followed
 
 
 def test_c19_xattrs_cp_a_and_mv_from_other_fs(shared, tmp_path):
@@ -534,9 +537,9 @@ def test_c25_killed_server_leaves_dead_mount_then_remount(mounted):
     o = out("echo ok > $M/after.md && cat $M/after.md; cat $M/INDEX.md >/dev/null && echo intact", M)
     assert o == "ok\nintact\n"
     for name, text in notes.items():
-        assert open(mounted.p(name)).read() == text
+        assert read_file(mounted.p(name)) == text
     mounted.wait_indexed()
-    assert "after.md" in open(mounted.p("INDEX.md")).read()
+    assert "after.md" in read_file(mounted.p("INDEX.md"))
 
 
 def test_c26_map_full_is_enospc_and_space_is_reused(tmp_path):

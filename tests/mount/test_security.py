@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 
 import pytest
+from helpers.files import read_file
 from helpers.llm_server import IndexModel, LLMServer
 from helpers.mount import mount, require_fuse
 
@@ -144,7 +145,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
     try:
         assert "no indexer" in r.stdout  # a read-only mount starts no indexer
         assert "ro" in _mount_options(mnt)
-        assert open(os.path.join(mnt, "notes/a.md")).read() == "# alpha\n"
+        assert read_file(os.path.join(mnt, "notes/a.md")) == "# alpha\n"
         assert os.listdir(os.path.join(mnt, "notes")) == ["INDEX.md", "a.md"] or sorted(
             os.listdir(os.path.join(mnt, "notes"))
         ) == ["INDEX.md", "a.md"]
@@ -170,7 +171,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
 
 def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
     require_fuse()
-    assert PASSWD_MARK in open("/etc/passwd").read()
+    assert PASSWD_MARK in read_file("/etc/passwd")
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
     with LLMServer(default=IndexModel(file_to={"pw-in-inbox": "../../etc"})) as srv:
@@ -195,7 +196,7 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             for dirpath, dirnames, filenames in os.walk(mnt):
                 dirnames[:] = [d for d in dirnames if d not in (".libraryfs", ".find", "etcdir")]
                 if "INDEX.md" in filenames:
-                    tocs += open(os.path.join(dirpath, "INDEX.md"), "rb").read()
+                    tocs += read_file(os.path.join(dirpath, "INDEX.md"), "rb")
             assert PASSWD_MARK.encode() not in tocs
             assert b"pw" in tocs and b"real.md" in tocs
             wire = b"".join(r.body for r in srv.requests)
@@ -277,7 +278,7 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
         os.makedirs(os.path.join(b_mnt, "public"))
         with open(os.path.join(b_mnt, "public", "b.md"), "w") as f:
             f.write("# B's own note\n")
-        open(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md")).read()  # a read counted in A's stats
+        read_file(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md"))  # a read counted in A's stats
         a.wait_indexed()
         b.wait_indexed()
         seen_b = ""
@@ -288,7 +289,7 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
             ".libraryfs/stats.json",
             ".libraryfs/journal",
         ):
-            seen_b += open(os.path.join(b_mnt, rel)).read()
+            seen_b += read_file(os.path.join(b_mnt, rel))
         seen_b += "".join(os.listdir(os.path.join(b_mnt, ".find")))
         assert not os.path.exists(os.path.join(b_mnt, ".find", secret, "01-" + secret + ".md"))
         r = run_cli("status", b_lib, "--json")
@@ -297,7 +298,7 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
         assert r.returncode != 0 and r.stdout == ""  # "no match" (its message repeats the term itself)
         assert secret not in seen_b
         assert a_lib not in seen_b and a_mnt not in seen_b
-        status_b = json.loads(open(os.path.join(b_mnt, ".libraryfs/status.json")).read())
+        status_b = json.loads(read_file(os.path.join(b_mnt, ".libraryfs/status.json")))
         assert status_b["library"] == b_lib
         # and A does see its own secret (the check above can fail)
-        assert secret in open(os.path.join(a_mnt, "INDEX.md")).read()
+        assert secret in read_file(os.path.join(a_mnt, "INDEX.md"))

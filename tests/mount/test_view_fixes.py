@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 from helpers.facility import unavailable
+from helpers.files import read_file
 from helpers.view import cat, mkfile  # noqa: F401 (shared helpers)
 from helpers.view import names as view_names
 from helpers.wait import wait_until
@@ -281,7 +282,7 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     try:
 
         def fresh() -> bool:
-            page = open(d + "/INDEX.md", "rb").read()
+            page = read_file(d + "/INDEX.md", "rb")
             return STALE not in page and os.stat(d + "/INDEX.md").st_size == len(page)
 
         wait_until(fresh, 30, "the stale marker to go once the indexer lock is held")

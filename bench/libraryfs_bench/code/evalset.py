@@ -185,6 +185,8 @@ class BlobReader:
         if self.proc.stdin:
             self.proc.stdin.close()
         self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
 
 
 def index_at(reader: BlobReader, rev: str, name: str) -> CodeIndex:
