@@ -127,6 +127,8 @@ def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def test_a_killed_caller_leaves_no_server_behind(tmp_path):
@@ -151,3 +153,4 @@ def test_a_killed_caller_leaves_no_server_behind(tmp_path):
         if caller.poll() is None:
             caller.kill()
             caller.wait()
+        caller.stdout.close()
