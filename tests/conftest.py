@@ -32,6 +32,12 @@ if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir
     atexit.register(shutil.rmtree, _hypothesis_dir, ignore_errors=True)
 
+# The indexer daemon lowers its own priority (index.nice = 10: the mount server wins the CPU). On a loaded
+# machine a niced daemon gets a few percent of a core, so a test waiting for it to finish a pass or to exit
+# waits on the scheduler, not on libraryfs. The daemons the tests start run at the tests' priority; the
+# renice itself is tested with the variable removed (test_service_lifecycle).
+os.environ.setdefault("LIBRARYFS_INDEX_NICE", "0")
+
 import pytest  # noqa: E402
 from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401, E402  (fixtures)
 from helpers.local_llm import local_llm  # noqa: F401, E402  (session fixture: the real local model)

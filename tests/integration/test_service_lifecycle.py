@@ -92,7 +92,7 @@ def procs(tmp_path):
 def spawn(
     procs, args: list[str], log: Path, notify_socket: str | None, mnt: str | None = None, **env
 ) -> subprocess.Popen:
-    e = dict(os.environ, **env)
+    e = {k: v for k, v in dict(os.environ, **env).items() if v is not None}  # None: remove the variable
     e.pop("NOTIFY_SOCKET", None)
     if notify_socket:
         e["NOTIFY_SOCKET"] = notify_socket
@@ -357,3 +357,22 @@ def test_indexer_second_instance_fails_with_one_line(libdir, tmp_path, listener,
     assert r.stderr.strip() == f"libraryfs-indexer: library {libdir} is already indexed by pid {p.pid}"
     p.send_signal(signal.SIGTERM)
     assert p.wait(TIMEOUT_S) == 0
+
+
+def test_the_indexer_lowers_its_priority_by_default(libdir, tmp_path, listener, procs):
+    """``index.nice`` defaults to 10: by READY the indexer has added it to the nice value it started with
+    (the suite runs its daemons at its own priority, tests/conftest.py, so the default is tested here)."""
+    p = spawn(
+        procs,
+        ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"],
+        tmp_path / "i.log",
+        listener.address,
+        LIBRARYFS_INDEX_NICE=None,
+        LIBRARYFS_INDEXER_NICE=None,
+    )
+    listener.wait_for("READY")
+    with open(f"/proc/{p.pid}/stat") as f:
+        nice = int(f.read().rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+    assert nice == min(19, os.nice(0) + 10)
+    p.kill()  # a niced process on a loaded machine may take long to stop; its lock goes with it
+    p.wait(TIMEOUT_S)
