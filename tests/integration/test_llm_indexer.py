@@ -92,6 +92,7 @@ def test_indexer_writes_the_models_toc_and_files_the_inbox(lib):
         assert len(srv.requests) == n  # unchanged content: zero requests, also for a new builder
 
 
+@pytest.mark.expect_log(r"garbage_body .*deterministic results are used meanwhile")  # logged, never silent
 def test_indexer_with_garbage_endpoint_keeps_deterministic_tocs_and_says_why(lib):
     with LLMServer(default=Raw(b"<html>502 Bad Gateway</html>", content_type="text/html")) as srv:
         b = make_builder(lib.libdir, lib, overrides(srv.base_url, down_backoff_s=60))
