@@ -16,7 +16,7 @@ from libraryfs.settings import load_settings, rows
 
 @click.group("config")
 def config_group() -> None:
-    """Show settings (mount server, indexer, logging, the LLM endpoint)."""
+    """Show settings (mount server, indexer, logging, the LLM endpoint, the MCP server)."""
 
 
 @config_group.command("show")
@@ -29,6 +29,7 @@ def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
     overrides = setting_overrides(kwargs)
     cfg = load_config(libdir, llm_field_overrides(overrides))
     process = load_settings(libdir)
+    mcp = load_settings(libdir, tables=("mcp",))
     values = cfg.to_dict(mask=True)
     if as_json:
         doc = {
@@ -37,6 +38,7 @@ def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
             "settings": values,
             "sources": cfg.sources,
             "process": {k: {"value": v, "source": src} for k, v, src in rows(process)},
+            "mcp": {k: {"value": v, "source": src} for k, v, src in rows(mcp)},
         }
         click.echo(json.dumps(doc, indent=2))
         return
@@ -48,11 +50,12 @@ def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
         click.echo(f"  {k:<{width}}  {shown!s:<40}  {cfg.sources.get(k, 'default')}")
     if cfg.sources.get("ignored"):
         click.echo(f"  ignored keys in {CONFIG_FILE}: {cfg.sources['ignored']}")
-    click.echo("mount server, indexer, logging:")
-    table = rows(process)
-    width = max(len(k) for k, _v, _s in table)
-    for k, v, src in table:
-        click.echo(f"  {k:<{width}}  {'-' if v is None else v!s:<40}  {src}")
+    for title, loaded in (("mount server, indexer, logging:", process), ("MCP server (libraryfs mcp):", mcp)):
+        click.echo(title)
+        table = rows(loaded)
+        width = max(len(k) for k, _v, _s in table)
+        for k, v, src in table:
+            click.echo(f"  {k:<{width}}  {'-' if v is None else v!s:<40}  {src}")
 
 
 commands: list = [config_group]

@@ -21,7 +21,7 @@ from libraryfs.errors import LibraryError
 _library_option = library_option(required=True)
 
 
-EXIT_UNKNOWN = 4  #: ``libraryfs answer``: the evidence does not determine the answer
+EXIT_UNKNOWN = 7  #: ``libraryfs answer``: the evidence does not determine the answer
 
 
 def _llm_reader(libdir: str):
@@ -218,7 +218,7 @@ def answer_cmd(
 ) -> None:
     """Answer QUESTION about EPISODE from the evidence recall packs within the budget (and nothing else).
 
-    Prints the answer; exit status 4 (and "unknown") when the evidence does not determine it.
+    Prints the answer; exit status 7 (and "unknown") when the evidence does not determine it.
     """
     from libraryfs.features.episodes.answer import answer
 

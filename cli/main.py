@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "episode_cmds",  # episode append/build/watch, recall, answer
     "demo_cmd",  # demo (the main job on real input)
     "llm_cmds",  # llm serve (the real local model)
+    "mcp_cmd",  # mcp (the library over the Model Context Protocol)
 )
 
 

@@ -228,14 +228,17 @@ class Indexer(InboxFiler, TocWriter):
                 rendered.append(d)
             self.beat()
         rep.dirs_rendered = len(rendered)
-        # 5. commit
-        self._commit(upto, rendered, full)
+        # 5. commit: the cursor and the state it leaves the indexer in are published together, so a reader
+        # never sees every record consumed beside the previous pass's "idle" (before this pass's hooks ran)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
-        self.passes += 1
-        self.last_report = rep
-        self.state = "settling" if self._deferred else final_state
-        self._write_status()
+        before = (self.passes, self.last_report)
+        self.passes, self.last_report, self.state = self.passes + 1, rep, ("settling" if self._deferred else final_state)
+        try:
+            self._commit(upto, rendered, full)
+        except BaseException:
+            (self.passes, self.last_report), self.state = before, "indexing"
+            raise
         if rep.records or rep.dirs_rendered or rep.filed:
             log.info(
                 "pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s",
@@ -293,10 +296,14 @@ class Indexer(InboxFiler, TocWriter):
 
     def _commit(self, upto: int, rendered: list[int], full: bool = False) -> None:
         """End of a pass in one write transaction: TOC generation + 1, the list of rewritten directories (the
-        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed; a full
-        pass also records the TOC text rules it used (``config[toc_format]``)."""
+        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed, and the
+        indexer's status (:attr:`state` as the caller set it) — :func:`libraryfs.layout.wait_until_idle`
+        reads the cursor and the state in one transaction and relies on them changing together; a full pass
+        also records the TOC text rules it used (``config[toc_format]``)."""
+        status = self._status_json()
 
         def fin(t: Txn) -> None:
+            t.put_cfg(S.CFG_INDEXER_STATUS, status)
             gen = t.cfg_int(S.CFG_TOC_GEN) + 1
             t.put_cfg(S.CFG_TOC_GEN, S.u64(gen))
             t.put_cfg(S.CFG_TOC_DIRTY, S.dumps(rendered[:5000]))
@@ -479,6 +486,15 @@ class Indexer(InboxFiler, TocWriter):
 
     # ------------------------------------------------------------------------------------------------
     def _write_status(self) -> None:
+        """Publish :meth:`_status_json` (its own write transaction; a store error is logged, never raised)."""
+        status = self._status_json()
+        try:
+            self.store.run_write(lambda t: t.put_cfg(S.CFG_INDEXER_STATUS, status))
+        except LibraryError as e:
+            log.warning("could not write indexer status: %s", e)
+
+    def _status_json(self) -> bytes:
+        """The ``CFG_INDEXER_STATUS`` record: pid, state, passes, last pass, last error, builder, TOC bound."""
         rep = self.last_report
         builder_status = {}
         try:
@@ -495,10 +511,7 @@ class Indexer(InboxFiler, TocWriter):
             "toc_max_tokens": self.max_tokens,
             "updated_ns": now_ns(),
         }
-        try:
-            self.store.run_write(lambda t: t.put_cfg(S.CFG_INDEXER_STATUS, S.dumps(status)))
-        except LibraryError as e:
-            log.warning("could not write indexer status: %s", e)
+        return S.dumps(status)
 
 
 def _changes(

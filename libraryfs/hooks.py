@@ -41,12 +41,15 @@ GROUP = "libraryfs.features"  #: entry point group of the features
 class Feature:
     """An optional memory kind. ``name``: its command group and package (``episodes``); ``extra``: the pip
     extra installing its dependencies (``libraryfs[episodes]``); ``modules``: top-level modules that extra
-    provides; ``indexer_hook``: ``"module:factory"`` of its indexer hook, or None."""
+    provides; ``indexer_hook``: ``"module:factory"`` of its indexer hook, or None; ``mcp_tools``:
+    ``"module:register"`` of its MCP tools, or None (``register(registry)`` is called by ``libraryfs mcp``
+    with a :class:`libraryfs.daemon.mcp_registry.ToolRegistry`; the core never imports it)."""
 
     name: str
     extra: str
     modules: tuple[str, ...] = ()
     indexer_hook: str | None = None
+    mcp_tools: str | None = None
 
 
 @dataclass

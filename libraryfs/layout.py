@@ -285,12 +285,13 @@ def wait_until_mounted(mountpoint: str, timeout_s: float = 10.0, poll_s: float =
         time.sleep(poll_s)
 
 
-def mount_info(libdir: str) -> dict | None:
+def mount_info(libdir: str, store: Store | None = None) -> dict | None:
     """``{"pid", "mountpoint", "started", ...}`` of the live mount server of ``libdir``, or None.
 
     Live means: a process holds ``mount.lock``, ``/proc/mounts`` lists a libraryfs mount at the mountpoint
     it recorded in the store, and that mount answers ``statvfs`` (a mount detached lazily while files
-    stay open does not count).
+    stay open does not count). ``store``: the library's store when this process has it open already
+    (py-lmdb refuses to open one environment twice in a process); else it is opened read-only.
     """
     libdir = os.path.abspath(libdir)
     try:
@@ -299,14 +300,15 @@ def mount_info(libdir: str) -> dict | None:
     except OSError:
         return None
     try:
-        st = Store(libdir, readonly=True)
+        st = store or Store(libdir, readonly=True)
     except LibraryError:
         return None
     try:
         with st.read() as t:
             info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
     finally:
-        st.close()
+        if store is None:
+            st.close()
     if not isinstance(info, dict):
         return None
     if not info.get("mountpoint"):  # a --read-only mount records nothing in the store: run.json says

@@ -30,10 +30,18 @@ One TOML file per library (tables other than these are ignored)::
     model = "qwen2.5:7b-instruct"
     api_key_env = "GROQ_KEY"     # the *name* of a variable holding the key (never the key itself)
 
+    [mcp]                        # `libraryfs mcp` (docs/mcp.md); the bearer token is never stored here
+    transport = "stdio"          # or "http"
+    host = "127.0.0.1"           # HTTP bind; off loopback a token (LIBRARYFS_MCP_TOKEN) is required
+    port = 8765
+    read_only = false
+    response_tokens = 8000       # token budget of one tool response
+    max_write_bytes = 8388608    # largest content write_file/edit_file accept
+
 Every key has an environment variable ``LIBRARYFS_<TABLE>_<KEY>`` (:func:`env_var`:
 ``LIBRARYFS_MOUNT_ENTRY_TIMEOUT_S``, ``LIBRARYFS_INDEX_POLL_S``, ``LIBRARYFS_LOG_LEVELS``,
 ``LIBRARYFS_LLM_BASE_URL``, …); older names stay accepted below it (``LIBRARYFS_INDEXER_NICE``). An unknown
-key in ``[mount]``/``[index]``/``[log]`` is an error (a typo must not be silently ignored); unknown keys in
+key in ``[mount]``/``[index]``/``[log]``/``[mcp]`` is an error (a typo must not be silently ignored); unknown keys in
 ``[llm]`` are reported by ``config show`` and otherwise ignored, as they always were.
 
 The API key is never read from the file (a key there is refused): it comes from ``LIBRARYFS_LLM_API_KEY``,
@@ -57,7 +65,9 @@ from libraryfs.layout import config_path
 
 #: Tables read by the processes (the mount server never reads ``[llm]``: it never calls a model).
 PROCESS_TABLES = ("mount", "index", "log")
-TABLES = (*PROCESS_TABLES, "llm")
+TABLES = (*PROCESS_TABLES, "llm", "mcp")
+#: Tables read by ``libraryfs mcp`` (it never calls a model either).
+MCP_TABLES = ("mcp", "log")
 #: Tables whose unknown keys are ignored (reported) instead of refused.
 LENIENT_TABLES = ("llm",)
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt")
@@ -157,6 +167,29 @@ SPEC: dict[str, Setting] = {
         choices=STRUCTURED_MODES,
     ),
     "llm.temperature": _f(0.0, "sampling temperature"),
+    "mcp.transport": Setting(
+        "choice",
+        "stdio",
+        "MCP transport: stdio | http",
+        choices=("stdio", "http"),
+        flag="--transport",
+        metavar="stdio|http",
+    ),
+    "mcp.host": Setting(
+        "str", "127.0.0.1", "MCP HTTP bind address (off loopback a token is required)", flag="--host"
+    ),
+    "mcp.port": _i(8765, "MCP HTTP port (0: any free one)", 0, high=65535, flag="--port"),
+    "mcp.read_only": Setting("bool", False, "MCP: refuse every write tool (EROFS)", flag="--read-only"),
+    "mcp.response_tokens": _i(
+        8000, "token budget of one MCP tool response", 200, high=1_000_000, flag="--response-tokens"
+    ),
+    "mcp.max_write_bytes": _i(
+        8 << 20,
+        "largest content MCP write_file/edit_file accept, bytes",
+        1,
+        high=1 << 30,
+        flag="--max-write-bytes",
+    ),
 }
 #: File keys that are not settings of their own but are understood (``[llm] api_key_env``).
 FILE_ONLY = {"llm.api_key_env"}

@@ -1,12 +1,16 @@
-"""Shared fixtures: temporary libraries, real FUSE mounts in a subprocess, consistency checks.
+"""Shared fixtures and the suite's layers (tests/README.md).
 
 * ``libdir``  — an initialised, empty library in a temporary directory.
-* ``mounted`` — that library mounted at a temporary mountpoint by the real server process (and, unless the
-  test is marked ``@pytest.mark.no_indexer``, the real indexer daemon). It is always unmounted in teardown
-  (``fusermount3 -u``, then ``-uz``), the processes are killed if still alive, and the store must pass
-  ``libraryfs check`` afterwards (s3ql's habit: every test ends with the checker).
-* ``local_llm`` — the real local model served on loopback, one server per session, started by the first test
-  that asks for it (tests/helpers/local_llm.py; tests marked ``llm_local`` and ``slow``).
+* ``mounted`` — that library mounted by :func:`helpers.mount.mount` (the real server and, unless the test is
+  marked ``no_indexer``, the real indexer daemon); unmounted, checked and its logs scanned in teardown.
+* ``run_cli`` — the real ``libraryfs`` command line in a subprocess.
+* ``local_llm`` — the real local model served on loopback, one server per session (tests/helpers/local_llm.py).
+* ``etcd_cluster`` / ``etcd_backend`` — a real 3-member etcd cluster on loopback (tests/helpers/etcd_cluster.py).
+
+Markers say what a test needs and are applied here, by directory (``unit``, ``mount``, ``integration``,
+``bench``, ``posix`` for tests/posix_behaviour) and by fixture (``mount`` for ``mounted``, ``etcd``, ``llm_local``), so ``pytest -m "not mount"``
+selects what runs without FUSE. Every test also runs under the log guard of tests/helpers/checklogs.py and
+the session under the source-tree guard of tests/helpers/treeguard.py.
 
 In CI (``CI=true``) a missing /dev/fuse or fusermount3 is an error, never a skip (a mount test that skips in
 CI is a failure).
@@ -14,24 +18,50 @@ CI is a failure).
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
-from typing import NoReturn
 
-import pytest
-from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401  (fixtures)
-from helpers.local_llm import local_llm  # noqa: F401  (session fixture: the real local model)
+# hypothesis keeps its example database and caches under ./.hypothesis unless told otherwise: keep them out
+# of the source tree (before hypothesis is imported)
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+    _hypothesis_dir = tempfile.mkdtemp(prefix="libraryfs-hypothesis-")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = _hypothesis_dir
+    atexit.register(shutil.rmtree, _hypothesis_dir, ignore_errors=True)
 
-from libraryfs.fs.check import check, describe
-from libraryfs.fs.store import Store
-from libraryfs.layout import pid_alive, wait_exit, wait_until_idle
+# The indexer daemon lowers its own priority (index.nice = 10: the mount server wins the CPU). On a loaded
+# machine a niced daemon gets a few percent of a core, so a test waiting for it to finish a pass or to exit
+# waits on the scheduler, not on libraryfs. The daemons the tests start run at the tests' priority; the
+# renice itself is tested with the variable removed (test_service_lifecycle).
+os.environ.setdefault("LIBRARYFS_INDEX_NICE", "0")
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+import pytest  # noqa: E402
+from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401, E402  (fixtures)
+from helpers.local_llm import local_llm  # noqa: F401, E402  (session fixture: the real local model)
+from helpers.mount import Mounted, mount  # noqa: F401, E402  (Mounted: the type of the mounted fixture)
+
+from libraryfs.fs.store import Store  # noqa: E402
+
+pytest_plugins = ["helpers.checklogs", "helpers.treeguard"]
+
+TESTS = Path(__file__).resolve().parent
+LAYERS = {
+    "unit": "unit",
+    "mount": "mount",
+    "integration": "integration",
+    "bench": "bench",
+    "posix_behaviour": "posix",
+}
+#: tests/<directory>/ → marker
+FIXTURE_MARKS = {
+    "mounted": "mount",
+    "etcd_cluster": "etcd",
+    "etcd_backend": "etcd",
+    "local_llm": "llm_local",
+}  #: a test using the fixture gets the marker
 
 
 def pytest_configure(config):
@@ -39,22 +69,35 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "timeouts(spec): kernel cache timeouts 'entry,attr,negative'")
 
 
-def unavailable(why: str) -> NoReturn:
-    """A facility a test needs is missing: skip here, but fail in CI, where .ci/run installs everything.
+def pytest_collection_modifyitems(config, items):
+    """Mark every test by its directory and by the facilities its fixtures need."""
+    for item in items:
+        try:
+            layer = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
+        except ValueError:
+            layer = ""
+        if layer in LAYERS:
+            item.add_marker(LAYERS[layer])
+        for fixture, marker in FIXTURE_MARKS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
 
-    The one place the suite skips: a mount test that skips in CI is a failure (ARCHITECTURE §6)."""
-    if IN_CI:
-        pytest.fail(f"required in CI: {why}")
-    pytest.skip(why)
+
+REPORTS = pytest.StashKey[dict]()  #: the test's phase reports ("setup", "call", "teardown")
 
 
-def fuse_available() -> str | None:
-    """None if real mounts are possible here, else why not."""
-    if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing"
-    if not (shutil.which("fusermount3") or shutil.which("fusermount")):
-        return "fusermount3 is missing (apt-get install fuse3)"
-    return None
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so fixtures can tell in teardown whether the test failed."""
+    rep = yield
+    item.stash.setdefault(REPORTS, {})[rep.when] = rep
+    return rep
+
+
+def call_failed(request) -> bool:
+    """Whether the running test's call phase failed (for fixtures in teardown)."""
+    rep = request.node.stash.get(REPORTS, {}).get("call")
+    return rep is not None and rep.failed
 
 
 @pytest.fixture
@@ -65,87 +108,27 @@ def libdir(tmp_path: Path) -> Path:
     return d
 
 
-class Mounted:
-    """A live mount of a temporary library: ``.libdir``, ``.mnt`` (str paths), helpers."""
-
-    def __init__(self, libdir: Path, mnt: Path, info: dict) -> None:
-        self.libdir = str(libdir)
-        self.mnt = str(mnt)
-        self.info = info
-
-    def p(self, rel: str) -> str:
-        """Absolute path of ``rel`` inside the mount."""
-        return os.path.join(self.mnt, rel)
-
-    def store(self, readonly: bool = False) -> Store:
-        """Open the library's store in this (test) process — for store-side changes behind the kernel."""
-        return Store(self.libdir, readonly=readonly)
-
-    def wait_indexed(self, timeout_s: float = 15.0) -> None:
-        """Wait until the indexer has consumed every journal record, run its hooks and is idle
-        (:func:`libraryfs.layout.wait_until_idle`); raises TimeoutError."""
-        wait_until_idle(self.libdir, timeout_s)
-        time.sleep(0.3)  # let the mount's invalidation thread (0.2 s poll) see the new generation
-
-    @property
-    def server_pid(self) -> int:
-        """pid of the mount server process."""
-        return self.info["server_pid"]
-
-
-def _unmount(mnt: str) -> None:
-    for args in (["-u"], ["-uz"]):
-        r = subprocess.run(["fusermount3", *args, mnt], capture_output=True)
-        if r.returncode == 0:
-            return
-
-
-def _kill(pid: int | None) -> None:
-    if not pid:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 @pytest.fixture
-def mounted(request, libdir: Path, tmp_path: Path):
-    """The library mounted (real server + indexer subprocesses); unmounted and checked in teardown."""
-    why = fuse_available()
-    if why:
-        unavailable(why)
-    from libraryfs.daemon import launcher
-
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    no_indexer = request.node.get_closest_marker("no_indexer") is not None
+def mounted(request, libdir: Path, tmp_path: Path, expected_log_patterns):
+    """The library mounted (real server + indexer subprocesses); unmounted, checked and its logs scanned
+    in teardown. Markers: ``no_indexer``, ``timeouts("entry,attr,negative")``, ``expect_log(regex, ...)``."""
     tm = request.node.get_closest_marker("timeouts")
-    timeouts = tm.args[0] if tm else "1,1,1"
-    info = launcher.start(str(libdir), str(mnt), indexer=not no_indexer, timeouts=timeouts, llm=False)
-    m = Mounted(libdir, mnt, info)
-    try:
+    with mount(
+        libdir,
+        tmp_path / "mnt",
+        indexer=request.node.get_closest_marker("no_indexer") is None,
+        timeouts=tm.args[0] if tm else "1,1,1",
+        expected_log=expected_log_patterns,
+    ) as m:
         yield m
-    finally:
-        _unmount(str(mnt))
-        wait_exit(info.get("server_pid"), 10)
-        for key in ("indexer_pid", "server_pid"):
-            pid = m.info.get(key)
-            if key == "indexer_pid" and pid_alive(pid):
-                os.kill(pid, signal.SIGTERM)
-                wait_exit(pid, 5)
-            _kill(pid if pid_alive(pid) else None)
-    st = Store(libdir)
-    try:
-        report = check(st)
-    finally:
-        st.close()
-    assert report.problems == [], describe(report)
+        if call_failed(request):
+            m.expect_server_alive = False  # the failure is the report; a dead server follows from it
 
 
 @pytest.fixture
 def run_cli():
     """Run the real ``libraryfs`` console script: returns CompletedProcess (text)."""
+    import subprocess
 
     def run(*args: str, check_rc: bool = False, timeout: float = 120, env: dict | None = None):
         r = subprocess.run(

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -341,131 +340,6 @@ def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, **k
         close_tree(tree)
     click.echo(format_table(res))
     write_json(out, res)
-
-
-@click.command("eval")
-@click.argument("checkouts", nargs=-1, type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--max-commits",
-    default=500,
-    show_default=True,
-    help="Eligible commits per checkout (non-merge, non-root, non-bot): the most recent, or --sample.",
-)
-@click.option("--since", help="Only commits after this date (git's --since, committer date).")
-@click.option("--until", help="Only commits before this date (git's --until).")
-@click.option(
-    "--sample", is_flag=True, help="Draw --max-commits uniformly at random instead of the most recent."
-)
-@click.option("--seed", default=0, show_default=True, help="Seed for --sample.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines) here.")
-def code_eval(
-    checkouts: tuple[str, ...],
-    max_commits: int,
-    since: str | None,
-    until: str | None,
-    sample: bool,
-    seed: int,
-    as_json: bool,
-    tasks_out: str | None,
-) -> None:
-    """Route real commits of CHECKOUTS (default: .) and score against the written rubric."""
-    import subprocess
-    from dataclasses import asdict
-
-    from libraryfs_bench.code.evalset import RUBRIC, build_tasks, summarize
-
-    tasks, counts = [], {}
-    t0 = time.perf_counter()
-    for co in checkouts or (".",):
-        try:
-            ts, c = build_tasks(co, max_commits, since=since, until=until, sample=sample, seed=seed)
-        except subprocess.CalledProcessError as e:
-            raise click.ClickException(
-                f"{co}: not a git checkout ({e.stderr.decode(errors='replace').strip()})"
-            ) from None
-        tasks += ts
-        counts[os.path.abspath(co)] = c
-    s = summarize(tasks, counts)
-    s["elapsed_s"] = round(time.perf_counter() - t0, 1)
-    if tasks_out:
-        with open(tasks_out, "w", encoding="utf-8") as f:
-            for t in tasks:
-                f.write(json.dumps(asdict(t)) + "\n")
-    if as_json:
-        click.echo(json.dumps(s, indent=2))
-        return
-    click.echo(RUBRIC)
-    for co, c in counts.items():
-        click.echo(
-            f"{co}: {c['commits']} commits seen ({c['merge']} merge, {c['root']} root, {c['bot']} bot), "
-            f"{c['eligible']} eligible, {c['selected']} selected, {c['no_code']} without code → "
-            f"{c['tasks']} tasks ({c['renames']} renamed files, {c['symbols_skipped']} over "
-            f"the symbol cap)"
-        )
-    n = s["n"]
-    if not n:
-        click.echo("no tasks: the history has no eligible commit that changes code")
-        return
-    click.echo("")
-    click.echo(f"{'':24s} {'misrouted':>14s} {'rate':>7s}  {'Wilson 95%':>15s}")
-    for who, label in (
-        ("router", "router"),
-        ("baseline", "regex baseline"),
-        ("majority", f"always {s['majority']['label']}"),
-    ):
-        r = s[who]
-        lo, hi = r["wilson95"]
-        click.echo(f"{label:24s} {r['misrouted']:>6d} / {n:<6d} {r['rate']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}")
-    if len(s["by_repo"]) > 1:
-        for repo, r in s["by_repo"].items():
-            for who in ("router", "baseline"):
-                lo, hi = r[f"{who}_wilson95"]
-                k = r[f"{who}_misrouted"]
-                click.echo(
-                    f"  {repo[:12] + ' ' + who:22s} {k:>6d} / {r['n']:<6d} {k / r['n']:>7.1%}  {lo:>6.1%} – {hi:<6.1%}"
-                )
-    m = s["mcnemar"]
-    click.echo(
-        f"McNemar exact (router vs regex): router-only wrong {m['router_only_wrong']}, baseline-only wrong "
-        f"{m['baseline_only_wrong']}, p = {m['p']:.3g}"
-    )
-    b = s["cluster_bootstrap"]
-    if b["router95"] is None:
-        click.echo(f"cluster bootstrap: {b['clusters']} (repo, author, week) cluster(s) — no interval")
-    else:
-        click.echo(
-            f"cluster bootstrap over {b['clusters']} (repo, author, week) clusters, 95%: router "
-            f"{b['router95'][0]:.1%}–{b['router95'][1]:.1%}, baseline {b['baseline95'][0]:.1%}–"
-            f"{b['baseline95'][1]:.1%}, router − baseline {b['diff95'][0]:+.1%} to {b['diff95'][1]:+.1%}"
-        )
-    fr = s["footprint_recall"]
-    if fr["tasks"]:
-        lo, hi = fr["any_hit_wilson95"]
-        click.echo(
-            f"footprint recall (changed files among the router's top hits), {fr['tasks']} tasks: mean "
-            f"{fr['mean_recall']:.1%}; at least one file found {fr['any_hit']} = "
-            f"{fr['any_hit'] / fr['tasks']:.1%} (Wilson 95% {lo:.1%}–{hi:.1%})"
-        )
-    click.echo(f"gold: {s['gold_distribution']}")
-    click.echo(
-        "confusion (rows gold, columns router): "
-        + "; ".join(
-            f"{g[:4]} " + " ".join(f"{p[:4]}={k}" for p, k in row.items())
-            for g, row in s["confusion_gold_by_predicted"].items()
-        )
-    )
-    ind = s["independence"]
-    span = ""
-    if ind["first"] is not None:
-        span = (
-            f", authored {time.strftime('%Y-%m-%d', time.gmtime(ind['first']))} → "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(ind['last']))}"
-        )
-    click.echo(
-        f"independence: {ind['repos']} repos, {ind['authors']} authors, {ind['clusters']} clusters{span}; "
-        f"{s['elapsed_s']} s"
-    )
 
 
 bench.add_command(bench_cmd, "cards")

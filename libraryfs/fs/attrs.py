@@ -74,7 +74,7 @@ class AttrOps(ViewService):
             h = self.handles.file(fh) if fh is not None else None  # a lookup by path: no handle
             if h is not None and (path is None or h.virtual is None):
                 if h.virtual is not None:
-                    return self.virtual.stat_snapshot(fh, len(h.virtual))  # type: ignore[arg-type]
+                    return self.virtual.stat_snapshot(fh, len(h.virtual), h.vkey)  # type: ignore[arg-type]
                 node = t.inode(h.ino)
                 if node is None:
                     raise NotFound("stale handle")
@@ -83,7 +83,10 @@ class AttrOps(ViewService):
                 raise BadHandle("no path and no handle")
             r = self.resolver.resolve(t, path)
             if r.is_real:
-                return inode_stat(r.node)  # type: ignore[arg-type]
+                node = r.node
+                if node.nlink > 1 and not node.is_dir:  # type: ignore[union-attr]
+                    self.handles.links.note(path, r.ino)  # its other names' caches go stale on changes
+                return inode_stat(node)  # type: ignore[arg-type]
             return self.virtual.getattr(t, r)
 
     # ------------------------------------------------------------------------------------------------

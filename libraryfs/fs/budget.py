@@ -11,10 +11,12 @@ are CODE-AGENT's, in ``libraryfs.features.code.budget``; PAPERS.md §3.)
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping
 
 from libraryfs.errors import QuotaExceeded
+from libraryfs.fs.generated import BUDGET_FILE, CTL_DIRNAME
 
 READ_DIMENSIONS = ("reads", "tokens")
 
@@ -108,3 +110,15 @@ class ReadBudget:
                 "refused": self.refused,
             }
         return json.dumps(doc, indent=2) + "\n"
+
+
+def budget_state(mountpoint: str) -> dict | None:
+    """What ``<mountpoint>/.libraryfs/budget`` shows (:meth:`ReadBudget.to_json`: limits, used, remaining,
+    refused), or ``None`` when the mount has no budget (the file is absent). Reading it costs nothing
+    against the budget. Raises ``OSError`` / ``ValueError`` when the file cannot be read or parsed."""
+    path = os.path.join(mountpoint, CTL_DIRNAME, BUDGET_FILE.decode())
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None

@@ -1,6 +1,6 @@
 """fsck for a library: verify every invariant of :mod:`libraryfs.fs.schema` and optionally repair.
 
-Each check has a code (``I1`` … ``I8`` as in the schema docstring; ``I0`` for an undecodable inode).
+Each check has a code (``I1`` … ``I9`` as in the schema docstring; ``I0`` for an undecodable inode).
 ``check(store)`` returns a :class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck
 habit). Repairs are conservative: a missing root is recreated empty (a salvaged store), dangling dirents are removed, wrong dirent types rewritten, wrong link
 counts corrected, orphaned inodes (nlink 0 or unreachable) freed, stray data chunks past EOF dropped,
@@ -70,7 +70,7 @@ class Report:
 
 
 def check(store: Store, repair: bool = False) -> Report:
-    """Verify invariants I1–I8 at the store's schema version; with ``repair`` fix what can be fixed in one
+    """Verify invariants I1–I9 at the store's schema version; with ``repair`` fix what can be fixed in one
     write transaction (a read-write open has migrated the store to the current version first)."""
     if repair:
         return store.run_write(lambda t: _Checker(t, True, store.schema_version).run())
@@ -223,10 +223,12 @@ class _Checker:
                 self.problem("I4", ino, f"nlink {node.nlink}, expected {want}", fix)
 
     def check_data(self) -> None:
-        """I5: data chunks only of files and symlinks, only below their size."""
+        """I5: data chunks only of files and symlinks, only below their size; I9: ``blocks`` of each regular
+        file is the sum of its chunks' pages (0 for other types)."""
         kv = self.t.kv
         last_ino, max_chunk = -1, -1
-        for k, _ in kv.range(S.DB_DATA, keys_only=True):
+        blocks: dict[int, int] = {}
+        for k, v in kv.range(S.DB_DATA):
             self.r.chunks += 1
             ino, chunk = S.from_u64(k[:8]), S.from_u64(k[8:16])
             node = self.inodes.get(ino)
@@ -235,6 +237,19 @@ class _Checker:
                 max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
             if node is None or node.is_dir or chunk >= max_chunk:
                 self.problem("I5", ino, f"stray data chunk {chunk}", partial(kv.delete, S.DB_DATA, k))
+            elif node.is_reg:
+                blocks[ino] = blocks.get(ino, 0) + S.chunk_blocks(len(v))
+        if self.r.schema_version < 3:
+            return  # schema ≤ 2 records carry no blocks (migration 2 → 3 adds them)
+        for ino, node in self.inodes.items():
+            want = blocks.get(ino, 0)
+            if node.blocks != want:
+
+                def fix(node=node, want=want):
+                    node.blocks = want
+                    self.t.put_inode(node)
+
+                self.problem("I9", ino, f"blocks {node.blocks}, expected {want} from its data chunks", fix)
 
     def check_counters(self) -> None:
         """I6 (next_ino above every inode) and I7 (indexer cursor not beyond the journal)."""

@@ -2,18 +2,36 @@
 
 :class:`FileData` is the one service that moves bytes. A write commits one LMDB transaction and journals
 the first write of each handle (later ones are journaled once more at release), so the indexer sees every
-changed file without one record per ``write(2)``. Generated files are opened as snapshots (consistent reads;
-the adapter serves them with ``direct_io``) and every read is charged to the mount's read accounting
-(``stats.json``, the read budget: EDQUOT past it). Paths are absolute bytes; sizes and offsets bytes; errors
+changed file without one record per ``write(2)``. Generated files are opened as snapshots (consistent reads)
+and every read is charged to the mount's read accounting
+(``stats.json``, the read budget: EDQUOT past it).
+
+Page cache (what :meth:`FileData.open` tells the kernel, instead of libfuse's ``auto_cache``): a generated
+file is served through the page cache, so a shared ``mmap`` works, and never keeps it (each open reads its
+own snapshot); it gets ``direct_io`` only for an open whose snapshot size differs from the size the kernel
+holds (the kernel would cut reads at that size). A regular file keeps its cached pages when the same path
+was last opened at the same inode generation (every data change bumps it, also store-side writes behind the
+kernel); otherwise they are dropped at open. Paths are absolute bytes; sizes and offsets bytes; errors
 :mod:`libraryfs.errors` classes.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import stat as _stat
 
-from libraryfs.errors import AccessDenied, BadHandle, Exists, FileTooBig, InvalidArgument, IsADir, NotFound
+from libraryfs.errors import (
+    AccessDenied,
+    BadHandle,
+    Exists,
+    FileTooBig,
+    InvalidArgument,
+    IsADir,
+    NoSpace,
+    NotFound,
+    NotSupported,
+)
 from libraryfs.fs import schema as S
 from libraryfs.fs.generated import INDEX_NAME
 from libraryfs.fs.handles import Handle
@@ -24,11 +42,16 @@ from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.virtual import set_index_claim
 
+FALLOC_FL_KEEP_SIZE = 0x01  #: fallocate(2): do not change the file size
+FALLOC_FL_PUNCH_HOLE = 0x02  #: fallocate(2): deallocate the range (with KEEP_SIZE only)
+CACHED_PATHS_MAX = 100_000  #: paths whose last-open generation is remembered (page cache decisions)
+
 
 def truncate_node(t: Txn, node: S.Inode, length: int, parent: int, name: bytes) -> None:
     """Set ``node``'s size to ``length`` bytes in write transaction ``t`` (growing makes a hole): mtime,
     ctime, one more generation, and a WRITE journal record naming ``parent``/``name`` (0/``b""``: none)."""
-    t.truncate_data(node.ino, node.size, length)
+    delta = t.truncate_data(node.ino, node.size, length)
+    node.blocks = 0 if delta is None else node.blocks + delta
     now = now_ns()
     node.size = length
     node.mtime_ns = node.ctime_ns = now
@@ -49,6 +72,18 @@ class FileData(ViewService):
     ) -> None:
         super().__init__(store, resolver, read_only=read_only)
         self.accounting = accounting
+        #: path → ``(ino, generation)`` at its last open: the data the kernel may have cached for that name
+        self.cached_gen: dict[bytes, tuple[int, int]] = {}
+
+    def _keep_cache(self, path: bytes, node: S.Inode) -> bool:
+        """Whether the kernel's cached pages of ``path`` are current (module doc), and remember this open."""
+        seen = (node.ino, node.generation)
+        keep = self.cached_gen.get(path) == seen
+        if not keep:
+            if len(self.cached_gen) >= CACHED_PATHS_MAX:
+                self.cached_gen.clear()  # forgetting only drops pages that might have been kept
+            self.cached_gen[path] = seen
+        return keep
 
     def create(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int:
         """``open(O_CREAT)``: create (or, without O_EXCL, open) a regular file; returns a handle.
@@ -91,7 +126,9 @@ class FileData(ViewService):
         return fh
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files.
+        """Open a file; returns ``(handle, direct_io)``; :meth:`keep_cache` tells whether the kernel may keep
+        its cached pages (module doc). ``direct_io`` is True only for a generated file whose size changed
+        since the kernel last asked.
 
         O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
         AccessDenied; opening a directory for writing raises IsADir.
@@ -105,9 +142,9 @@ class FileData(ViewService):
             if not r.is_real:
                 snap = self.virtual.open(t, r, flags)
                 fh = self.handles.open_snapshot(
-                    snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens
+                    snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens, vkey=snap.key
                 )
-                return fh, True
+                return fh, not self.virtual.size_is_known(snap)
             node = r.node
             assert node is not None
             if node.is_dir and acc != os.O_RDONLY:
@@ -115,14 +152,21 @@ class FileData(ViewService):
         if acc != os.O_RDONLY or flags & os.O_TRUNC:
             require_writable(self.read_only)
         if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
+            ino = node.ino
 
-            def fn(t: Txn) -> None:
-                n = t.inode(node.ino)
+            def fn(t: Txn) -> S.Inode | None:
+                n = t.inode(ino)
                 if n is not None:
                     truncate_node(t, n, 0, 0, b"")
+                return n
 
-            self.store.run_write(fn)
-        return self.handles.open_file(node.ino, flags), False
+            node = self.store.run_write(fn) or node
+        return self.handles.open_file(node.ino, flags, self._keep_cache(path, node)), False
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
+        h = self.handles.file(fh)
+        return h is not None and h.keep_cache
 
     def _open_index_for_write(self, dir_ino: int, flags: int) -> int:
         """``open`` of the generated ``INDEX.md`` for writing (``echo … > INDEX.md``, ``>>``, ``cp x
@@ -206,7 +250,7 @@ class FileData(ViewService):
             end = off + len(data)
             if end > S.MAX_FILE_SIZE:
                 raise FileTooBig("file too large")
-            t.write_data(h.ino, off, data)
+            node.blocks += t.write_data(h.ino, off, data, node.size)
             now = now_ns()
             node.size = max(node.size, end)
             node.mtime_ns = node.ctime_ns = now
@@ -223,6 +267,16 @@ class FileData(ViewService):
 
         return self.store.run_write(fn)
 
+    def _regular(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode:
+        """The regular file at ``path`` or open as ``fh``; IsADir for a directory, InvalidArgument for another
+        type."""
+        node = self.resolver.node_for(t, path, fh)
+        if node.is_dir:
+            raise IsADir("is a directory")
+        if not node.is_reg:
+            raise InvalidArgument("not a regular file")
+        return node
+
     def truncate(self, path: bytes | None, length: int, fh: int | None = None) -> None:
         """Set a file's size (``truncate``/``ftruncate``); growing makes a hole. Raises IsADir, AccessDenied,
         InvalidArgument (negative length, not a regular file), FileTooBig."""
@@ -233,12 +287,44 @@ class FileData(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
-            node = self.resolver.node_for(t, path, fh)
-            if node.is_dir:
-                raise IsADir("is a directory")
-            if not node.is_reg:
-                raise InvalidArgument("not a regular file")
-            truncate_node(t, node, length, 0, b"")
+            truncate_node(t, self._regular(t, path, fh), length, 0, b"")
+
+        self.store.run_write(fn)
+
+    def fallocate(self, path: bytes | None, fh: int | None, mode: int, offset: int, length: int) -> None:
+        """``fallocate(2)`` on a regular file (``posix_fallocate(3)`` is mode 0).
+
+        Mode 0 extends the size to ``offset + length`` (like ``ftruncate``; the range reads as zeros) and
+        ``FALLOC_FL_KEEP_SIZE`` leaves it; both only check that the disk has ``length`` bytes free (ENOSPC
+        otherwise) and reserve nothing: the store is copy-on-write (LMDB), so no allocation could guarantee
+        a later overwrite its space — OpenZFS does the same. ``FALLOC_FL_PUNCH_HOLE | KEEP_SIZE`` frees the
+        range (``st_blocks`` drops). Other modes (collapse, insert, zero range, unshare): NotSupported
+        (EOPNOTSUPP). Raises InvalidArgument (offset < 0, length ≤ 0, punch without KEEP_SIZE), FileTooBig,
+        IsADir, EROFS.
+        """
+        punch = mode == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+        if mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE):
+            raise NotSupported("fallocate mode not supported")
+        if offset < 0 or length <= 0 or (mode & FALLOC_FL_PUNCH_HOLE and not punch):
+            raise InvalidArgument("bad fallocate range or mode")
+        end = offset + length
+        if end > S.MAX_FILE_SIZE:
+            raise FileTooBig("file too large")
+        require_writable(self.read_only)
+        if not punch and shutil.disk_usage(self.store.libdir).free < length:
+            raise NoSpace("not enough free space to allocate")
+
+        def fn(t: Txn) -> None:
+            node = self._regular(t, path, fh)
+            if punch:
+                if offset < node.size:
+                    node.blocks += t.punch_data(node.ino, offset, min(end, node.size))
+                    node.mtime_ns = node.ctime_ns = now_ns()
+                    node.generation += 1
+                    t.put_inode(node)
+                    t.journal(S.JournalRecord(S.OP_WRITE, node.ino, 0, b"", node.mtime_ns))
+            elif not mode & FALLOC_FL_KEEP_SIZE and end > node.size:
+                truncate_node(t, node, end, 0, b"")
 
         self.store.run_write(fn)
 

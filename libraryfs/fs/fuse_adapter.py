@@ -28,6 +28,7 @@ import errno
 import functools
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfuse2 if both exist
@@ -118,11 +119,15 @@ class FuseOps(mfusepy.Operations):
         self.timeouts_s = timeouts_s
         self.on_init = on_init
         self.fuse_ptr: int | None = None
+        #: paths whose kernel caches must be dropped but not from inside a request (see :meth:`_refresh`)
+        self.deferred: deque[bytes] = deque()
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
     def init_with_config(self, conn_info, config_3) -> None:
-        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok, auto_cache; keep the fuse handle."""
+        """libfuse init: set entry/attr/negative timeouts, use_ino, nullpath_ok; keep the fuse handle. No
+        ``auto_cache``: the view decides per open whether the kernel keeps cached pages (it would keep a
+        generated file's stale pages whenever libfuse's copy of its attributes is younger than 1 s)."""
         if config_3 is not None:
             entry, attr, negative = self.timeouts_s
             config_3.entry_timeout = entry
@@ -131,7 +136,7 @@ class FuseOps(mfusepy.Operations):
             config_3.use_ino = 1
             config_3.hard_remove = 0  # see the module docstring: hidden names keep fstat working
             config_3.nullpath_ok = 1
-            config_3.auto_cache = 1
+            config_3.auto_cache = 0
         self.fuse_ptr = current_session()
         if self.on_init is not None:
             self.on_init()
@@ -147,6 +152,23 @@ class FuseOps(mfusepy.Operations):
             return -errno.ENOTCONN
         return _libfuse.fuse_invalidate_path(self.fuse_ptr, path)
 
+    def _refresh(self, aliases: tuple[list[bytes], bool]) -> None:
+        """Drop the kernel's cached attributes of a hard-linked file's other names (``view.aliases``): at
+        once when that is safe, else through :attr:`deferred` (the mount's background thread)."""
+        paths, now = aliases
+        for p in paths:
+            if now:
+                self.invalidate(p)
+            else:
+                self.deferred.append(p)
+
+    def take_deferred(self) -> list[bytes]:
+        """The deferred paths to invalidate, removed from the queue (called by the mount's thread)."""
+        out = []
+        while self.deferred:
+            out.append(self.deferred.popleft())
+        return out
+
     # -- attributes ---------------------------------------------------------------------------------------
     @_op
     def getattr(self, path, fh=None):
@@ -157,12 +179,14 @@ class FuseOps(mfusepy.Operations):
     def chmod(self, path, mode, fh=None):
         """chmod(2)/fchmod(2) → :meth:`LibraryView.chmod`; EACCES on generated files, EROFS read-only."""
         self.view.chmod(_b(path), mode, _fh(fh))
+        self._refresh(self.view.aliases(_b(path)))
         return 0
 
     @_op
     def chown(self, path, uid, gid, fh=None):
         """chown(2)/fchown(2) → :meth:`LibraryView.chown` (-1 keeps a value)."""
         self.view.chown(_b(path), uid, gid, _fh(fh))
+        self._refresh(self.view.aliases(_b(path)))
         return 0
 
     @_op
@@ -173,6 +197,7 @@ class FuseOps(mfusepy.Operations):
         else:
             atime, mtime = times
         self.view.utimens(_b(path), atime, mtime, _fh(fh))
+        self._refresh(self.view.aliases(_b(path)))
         return 0
 
     @_op
@@ -237,11 +262,13 @@ class FuseOps(mfusepy.Operations):
 
     @_op
     def open(self, path, fi):
-        """open(2) → :meth:`LibraryView.open`; generated files get direct_io (never a stale page cache)."""
+        """open(2) → :meth:`LibraryView.open`; FOPEN_DIRECT_IO / FOPEN_KEEP_CACHE as the view says."""
         fh, direct = self.view.open(_b(path), fi.flags)
         fi.fh = fh
         if direct:
             fi.direct_io = 1
+        elif self.view.keep_cache(fh):
+            fi.keep_cache = 1
         return 0
 
     @_op
@@ -259,6 +286,14 @@ class FuseOps(mfusepy.Operations):
     def truncate(self, path, length, fh=None):
         """truncate(2)/ftruncate(2) (the handle is passed on for unlinked files) → :meth:`LibraryView.truncate`."""
         self.view.truncate(_b(path), length, _fh(fh))
+        self._refresh(self.view.aliases(_b(path)))
+        return 0
+
+    @_op
+    def fallocate(self, path, mode, offset, size, fi):
+        """fallocate(2)/posix_fallocate(3) → :meth:`LibraryView.fallocate`; EOPNOTSUPP for other modes."""
+        self.view.fallocate(_b(path), _fh(fi), mode, offset, size)
+        self._refresh(self.view.aliases(_b(path)))
         return 0
 
     @_op
@@ -276,14 +311,21 @@ class FuseOps(mfusepy.Operations):
     # -- names -------------------------------------------------------------------------------------------------
     @_op
     def unlink(self, path):
-        """unlink(2) → :meth:`LibraryView.unlink` (open files keep their data)."""
+        """unlink(2) → :meth:`LibraryView.unlink` (open files keep their data); the other names of a
+        hard-linked file get fresh attributes (nlink)."""
+        aliases = self.view.aliases(_b(path))
         self.view.unlink(_b(path))
+        self._refresh(aliases)
         return 0
 
     @_op
     def rename(self, old, new, flags=0):
-        """renameat2(2) with NOREPLACE/EXCHANGE flags → :meth:`LibraryView.rename`."""
+        """renameat2(2) with NOREPLACE/EXCHANGE flags → :meth:`LibraryView.rename` (a replaced hard-linked
+        target's other names get fresh attributes)."""
+        replaced, moved = self.view.aliases(_b(new)), self.view.aliases(_b(old))
         self.view.rename(_b(old), _b(new), flags)
+        self._refresh(replaced)
+        self._refresh(moved)
         return 0
 
     @_op
@@ -304,8 +346,8 @@ class FuseOps(mfusepy.Operations):
         """link(2): mfusepy passes (new name, existing path) → :meth:`LibraryView.link`; EPERM for directories."""
         # mfusepy: link(path of the new name, existing path)
         self.view.link(_b(source), _b(target))
-        # libfuse gives each name its own kernel inode: drop the cached nlink of the existing name
-        self.invalidate(_b(source))
+        # libfuse gives each name its own kernel inode: drop the cached nlink of the existing names
+        self._refresh(self.view.aliases(_b(target)))
         return 0
 
     # -- xattrs -------------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ listing, so ``readdir`` offsets stay stable while the directory changes (ARCHITE
 are positive ints, never reused while the mount lives.
 
 The table also counts the open handles of each inode (an unlinked inode lives until its last close, POSIX
-unlink(2)) and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
+unlink(2)), the names of hard-linked files the kernel knows (:class:`~libraryfs.fs.aliases.LinkNames`),
+and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
 ``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
 (C11); the view unlinks it for real and remembers the hidden name here only.
 """
@@ -14,6 +15,8 @@ unlink(2)) and keeps libfuse's *hidden names*: a file unlinked while open is ren
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from libraryfs.fs.aliases import LinkNames
 
 
 @dataclass(slots=True)
@@ -29,6 +32,8 @@ class Handle:
     wrote_after_journal: bool = False  #: written again since that record (release journals once more)
     read_any: bool = False  #: the handle has returned data (its first read costs one read)
     index_dir: int = 0  #: the directory whose ``INDEX.md`` this handle created or wrote (absorb check)
+    vkey: tuple = ()  #: a snapshot's object key (:class:`~libraryfs.fs.virtual.Snapshot`)
+    keep_cache: bool = False  #: the kernel may keep this file's cached pages at this open (FOPEN_KEEP_CACHE)
 
 
 @dataclass(slots=True)
@@ -50,6 +55,8 @@ class HandleTable:
         self._open: dict[int, int] = {}  # inode → open file handles
         #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
         self.hidden: dict[tuple[int, bytes], int] = {}
+        #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
+        self.links = LinkNames()
         self._next_fh = 1
 
     def _new_fh(self) -> int:
@@ -58,17 +65,20 @@ class HandleTable:
         return fh
 
     # -- files ---------------------------------------------------------------------------------------------
-    def open_file(self, ino: int, flags: int) -> int:
+    def open_file(self, ino: int, flags: int, keep_cache: bool = False) -> int:
         """A new handle on real inode ``ino``; counts it as open. Returns the handle number."""
         fh = self._new_fh()
-        self._files[fh] = Handle(ino, flags)
+        self._files[fh] = Handle(ino, flags, keep_cache=keep_cache)
         self._open[ino] = self._open.get(ino, 0) + 1
         return fh
 
-    def open_snapshot(self, content: bytes, flags: int, *, is_toc: bool, toc_tokens: int) -> int:
-        """A new handle on the ``content`` bytes of a generated file. Returns the handle number."""
+    def open_snapshot(
+        self, content: bytes, flags: int, *, is_toc: bool, toc_tokens: int, vkey: tuple = ()
+    ) -> int:
+        """A new handle on the ``content`` bytes of a generated file (object ``vkey``). Returns the handle
+        number."""
         fh = self._new_fh()
-        self._files[fh] = Handle(0, flags, content, is_toc, toc_tokens)
+        self._files[fh] = Handle(0, flags, content, is_toc, toc_tokens, vkey=vkey)
         return fh
 
     def file(self, fh: int | None) -> Handle | None:

@@ -8,7 +8,7 @@ stored (issue 14: ``cp -a``, ``rsync --delete``, ``tar``, ``diff -r``, ``git sta
 ``/.catalogue/``) lists its generated entries. ``readdir`` walks the snapshot from an offset, so offsets stay
 stable while the directory
 changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
-``st_mode``, ino)``.
+``st_mode``, ino)``; ``.`` and ``..`` carry the directory's and its parent's inode numbers.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ class DirListing(ViewService):
         """Snapshot a directory listing; returns a directory handle. Raises NotFound/NotADir."""
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
-            entries: list[tuple[bytes, int, int]] = [(b".", S.S_IFDIR, 0), (b"..", S.S_IFDIR, 0)]
             if r.is_real:
                 if not r.node.is_dir:  # type: ignore[union-attr]
                     raise NotADir("not a directory")
+                link = t.dirparent(r.ino)
+                entries = _dots(r.ino, S.ROOT_INO if link is None else link[0])
                 entries.extend(_stored_entries(t, r.ino))
             else:
+                entries = _dots(*self.virtual.dir_inos(t, r))
                 entries.extend(self.virtual.listdir(t, r))
         return self.handles.open_dir(entries)
 
@@ -59,6 +61,13 @@ class DirListing(ViewService):
     def releasedir(self, fh: int) -> None:
         """Forget a directory handle (closedir(3))."""
         self.handles.close_dir(fh)
+
+
+def _dots(ino: int, parent_ino: int) -> list[tuple[bytes, int, int]]:
+    """The ``.`` and ``..`` entries of directory ``ino`` whose parent is ``parent_ino`` (the root is its own
+    parent). Their inode numbers must be non-zero: glibc's readdir(3) skips a dirent with ``d_ino`` 0, so
+    ``ls -a`` would show neither."""
+    return [(b".", S.S_IFDIR, ino), (b"..", S.S_IFDIR, parent_ino)]
 
 
 def _stored_entries(t: Txn, dir_ino: int) -> Iterator[tuple[bytes, int, int]]:

@@ -5,6 +5,10 @@ History of the format (``schema_version`` in ``config``):
 1  the first release's layout. Dirents written since commit f0cb335 carry the child's file type byte;
    older ones are 8 bytes.
 2  every dirent carries the type byte (``check`` requires it; step 1 → 2 adds the missing ones).
+3  every inode record carries ``blocks`` (72 bytes): the allocated size in 512-byte units, summed over the
+   file's data chunks in whole 4 KiB pages (``st_blocks``; invariant I9). Before, ``stat`` derived it from
+   the size, so ``du`` counted holes. Step 2 → 3 rewrites each 64-byte record with the count from its
+   chunks; read-compatible (a schema-2 store is served read-only with the old estimate).
 
 Policy (:func:`on_open`, called by :class:`~libraryfs.fs.store.Store` on every open):
 
@@ -99,6 +103,31 @@ def _dirent_types(t: Txn, resume: bytes, batch: int) -> tuple[bytes | None, int]
             t.kv.put(S.DB_DIRENTS, key, S.dirent_value(node.ino, node.mode))
             changed += 1
     return (rows[-1][0] + b"\0" if len(rows) == batch else None), changed
+
+
+@migration(2, "inodes record their allocated blocks (st_blocks without holes)", read_compatible=True)
+def _inode_blocks(t: Txn, resume: bytes, batch: int) -> tuple[bytes | None, int]:
+    """Rewrite each 64-byte inode record as 72 bytes with ``blocks`` counted from its data chunks (regular
+    files; 0 for the rest). A record already 72 bytes long is left alone (idempotent); an undecodable one
+    is left for ``check`` to report (I0)."""
+    rows = list(t.kv.range(S.DB_INODES, resume, limit=batch))
+    changed = 0
+    for key, value in rows:
+        if len(value) != S.INODE_SIZE_V2:
+            continue
+        try:
+            node = S.Inode.unpack(S.from_u64(key), value)
+        except Exception:  # struct.error
+            continue
+        node.blocks = allocated_blocks(t, node.ino) if node.is_reg else 0
+        t.put_inode(node)
+        changed += 1
+    return (rows[-1][0] + b"\0" if len(rows) == batch else None), changed
+
+
+def allocated_blocks(t: Txn, ino: int) -> int:
+    """``blocks`` (I9) of inode ``ino`` counted from its stored data chunks."""
+    return sum(S.chunk_blocks(len(v)) for _k, v in t.kv.prefix(S.DB_DATA, S.u64(ino)))
 
 
 # ---- running them -------------------------------------------------------------------------------------

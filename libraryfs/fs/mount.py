@@ -6,7 +6,8 @@
 2. :meth:`MountTasks.start`: one thread that (a) watches the indexer's TOC generation and drops the kernel's
    cached attributes and pages of every TOC file the indexer rewrote (through
    :meth:`FuseOps.invalidate <libraryfs.fs.fuse_adapter.FuseOps.invalidate>`, libfuse's
-   ``fuse_invalidate_path``), and (b) syncs the store every ``sync_interval_s`` so committed data survives
+   ``fuse_invalidate_path``) and of the paths the FUSE loop deferred to it (other names of a hard-linked
+   file that is open, :mod:`libraryfs.fs.aliases`), and (b) syncs the store every ``sync_interval_s`` so committed data survives
    an OS crash within that window (ARCHITECTURE §7: unsynced commits survive a process crash only);
 3. :func:`fuse_adapter.run <libraryfs.fs.fuse_adapter.run>` mounts and serves until unmounted (libfuse's
    ``destroy`` syncs the store);
@@ -26,10 +27,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs.fs import schema as S
 from libraryfs.fs.fuse_adapter import FuseOps, run
-from libraryfs.fs.generated import index_alias_path, toc_page_paths
 from libraryfs.fs.store import Store
+from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
 
 log = logging.getLogger("libraryfs.mount")
@@ -39,46 +39,12 @@ SYNC_INTERVAL_S = 1.0  #: how often (seconds) the store is synced while serving
 STOP_TIMEOUT_S = 5.0  #: how long :meth:`MountTasks.stop` waits for the thread
 
 
-class TocWatcher:
-    """Finds the TOC files to invalidate after the indexer commits (one :meth:`poll` per tick).
-
-    The indexer bumps ``CFG_TOC_GEN`` and lists the directories it re-rendered in ``CFG_TOC_DIRTY``. The
-    first poll only records the generation (nothing cached can be stale before the mount served it).
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.last_gen = -1
-
-    def poll(self) -> list[bytes]:
-        """Absolute paths of the TOC pages rewritten since the last poll (``INDEX.md`` and ``.index/NNNN.md``
-        of each re-rendered directory that still exists); ``[]`` when the generation did not move."""
-        with self.store.read() as t:
-            gen = t.cfg_int(S.CFG_TOC_GEN)
-            if gen == self.last_gen:
-                return []
-            paths: list[bytes] = []
-            if self.last_gen >= 0:
-                dirty: list[int] = (
-                    S.loads(  # type: ignore[assignment]  # a JSON list of inode numbers
-                        t.cfg(S.CFG_TOC_DIRTY), []
-                    )
-                    or []
-                )
-                for ino in dirty:
-                    p = t.path_of(ino)
-                    if p is not None:
-                        paths.extend(toc_page_paths(p, t.toc_page_count(ino)))
-                        paths.append(index_alias_path(p))  # page 0 when the user owns INDEX.md
-        self.last_gen = gen
-        return paths
-
-
 class MountTasks:
     """The background thread of a mount: TOC cache invalidation and the periodic sync (module doc).
 
     ``invalidate(path bytes) -> int`` drops the kernel's caches of one path (0, or a negative errno: a
-    failure only delays freshness). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
+    failure only delays freshness); ``deferred() -> list[bytes]`` (optional) hands over more paths to
+    invalidate that the FUSE loop could not safely invalidate itself (hard links' other names while open). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
     and the next pass runs.
     """
 
@@ -89,9 +55,11 @@ class MountTasks:
         *,
         poll_s: float = POLL_S,
         sync_interval_s: float = SYNC_INTERVAL_S,
+        deferred: Callable[[], list[bytes]] | None = None,
     ) -> None:
         self.store = store
         self.invalidate = invalidate
+        self.deferred = deferred
         self.poll_s = poll_s
         self.sync_interval_s = sync_interval_s
         self.watcher = TocWatcher(store)
@@ -117,6 +85,8 @@ class MountTasks:
         """One pass: invalidate rewritten TOC files; sync when ``sync_interval_s`` has passed since
         ``last_sync_s`` (monotonic s). Returns the time of the last sync."""
         for path in self.watcher.poll():
+            self.invalidate(path)
+        for path in self.deferred() if self.deferred is not None else ():
             self.invalidate(path)
         if time.monotonic() - last_sync_s >= self.sync_interval_s:
             self.store.sync()
@@ -151,7 +121,7 @@ def serve(
     :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
     """
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
-    tasks = MountTasks(view.store, ops.invalidate)
+    tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
     tasks.start()
     try:
         run(

@@ -228,7 +228,7 @@ class NameOps(ViewService):
         """Hard link ``new`` to the file at ``existing``. Directories: EPERM (POSIX link(2))."""
         require_writable(self.read_only)
 
-        def fn(t: Txn) -> None:
+        def fn(t: Txn) -> int:
             r = self.resolver.resolve(t, existing)
             if not r.is_real:
                 raise NotPermitted("cannot link generated files")
@@ -248,8 +248,11 @@ class NameOps(ViewService):
             touch_dir(pnode, now)
             t.put_inode(pnode)
             t.journal(S.JournalRecord(S.OP_LINK, node.ino, pino, name, now))
+            return node.ino
 
-        self.store.run_write(fn)
+        ino = self.store.run_write(fn)
+        self.handles.links.note(existing, ino)
+        self.handles.links.note(new, ino)
 
     # ------------------------------------------------------------------------------------------------
     # removal
@@ -297,6 +300,7 @@ class NameOps(ViewService):
         self.store.run_write(fn)
         for k in gone:
             self.handles.hidden.pop(k, None)
+        self.handles.links.forget(path)
 
     def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
         """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open."""
@@ -365,6 +369,7 @@ class NameOps(ViewService):
         if res is None:
             return False
         self.handles.hidden[(res[0], res[1])] = res[2]
+        self.handles.links.forget(old)
         return True
 
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
@@ -422,6 +427,11 @@ class NameOps(ViewService):
             self._move(t, src_end, dp, dpn, dname, now)
 
         self.store.run_write(fn)
+        if flags & RENAME_EXCHANGE:
+            self.handles.links.forget(old)
+            self.handles.links.forget(new)
+        else:
+            self.handles.links.rename(old, new)
 
     def _exchange(self, t: Txn, a: _End, b: _End, now: int) -> None:
         """RENAME_EXCHANGE at ``now`` (ns): swap the inodes named by ``a`` and ``b``. Raises NotFound,

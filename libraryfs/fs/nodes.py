@@ -70,8 +70,9 @@ class Resolved:
 
 def inode_stat(node: S.Inode) -> dict:
     """The ``stat`` dict the adapter hands to libfuse for inode record ``node`` (stored, or built in memory for
-    a generated object): sizes in bytes, times in ns, 512-byte ``st_blocks``, ``st_blksize`` =
-    :data:`BLKSIZE` (stat(2) / ``struct stat``)."""
+        a generated object): sizes in bytes, times in ns, ``st_blocks`` = the allocated 512-byte units (schema I9:
+    holes cost nothing), ``st_blksize`` =
+        :data:`BLKSIZE` (stat(2) / ``struct stat``)."""
     return {
         "st_ino": node.ino,
         "st_mode": node.mode,
@@ -82,7 +83,7 @@ def inode_stat(node: S.Inode) -> dict:
         "st_atime": node.atime_ns,
         "st_mtime": node.mtime_ns,
         "st_ctime": node.ctime_ns,
-        "st_blocks": (node.size + 511) // 512,
+        "st_blocks": node.blocks,
         "st_blksize": BLKSIZE,
         "st_rdev": node.rdev,
     }

@@ -10,7 +10,9 @@ format is there).
 Tables
 ======
 
-``inodes``   key ``ino:u64``               → :class:`Inode` (64 bytes, :data:`INODE_FMT`)
+``inodes``   key ``ino:u64``               → :class:`Inode` (72 bytes, :data:`INODE_FMT`; its last field
+             ``blocks`` is the allocated size in 512-byte units, ``st_blocks``: see I9. Schemas 1 and 2
+             stored 64 bytes without it — migration 2 → 3 adds it, and :meth:`Inode.unpack` reads both)
 ``dirents``  key ``parent:u64 + name``     → ``child:u64 + type:u8`` (:func:`dirent_value`): ``type`` is the
              child's ``S_IFMT >> 12`` (4 directory, 8 regular file, 10 symlink, ...) so that ``readdir``
              needs no inode fetch. Schema 1 allowed 8-byte values without the type byte (written before
@@ -59,6 +61,9 @@ I5  Data chunks exist only for regular files and symlinks, only for chunk number
     (sparse file).
 I6  ``config[next_ino]`` is greater than every inode number in use.
 I7  Journal sequence numbers are strictly increasing; ``config[indexer_cursor] ≤`` the last one.
+I9  (schema 3) ``blocks`` of a regular file equals the sum over its data chunks of
+    :func:`chunk_blocks` (each chunk counted in whole 4 KiB pages, as tmpfs allocates); 0 for every other
+    file type. A hole costs nothing, so ``du`` of a sparse file counts only what is stored.
 I8  ``toc`` pages and ``meta`` records refer to existing inodes (stale ones are harmless and are
     removed by the indexer and by ``check --repair``); a ``meta`` record decodes, and is an entry record
     for a file or symlink, a section record for a directory.
@@ -76,7 +81,7 @@ from typing import Any, ClassVar
 
 from libraryfs.errors import Corrupt
 
-SCHEMA_VERSION = 2  #: the format this release writes; :mod:`libraryfs.fs.migrations` upgrades older ones
+SCHEMA_VERSION = 3  #: the format this release writes; :mod:`libraryfs.fs.migrations` upgrades older ones
 
 ROOT_INO = 1
 CHUNK_SIZE = 64 * 1024  #: bytes per data chunk: a write at an offset touches only its chunks
@@ -134,8 +139,18 @@ S_IFDIR = 0o040000
 S_IFREG = 0o100000
 S_IFLNK = 0o120000
 
-INODE_FMT = ">IIIIQqqqQII"  # mode uid gid nlink size atime mtime ctime generation flags rdev
-INODE_SIZE = struct.calcsize(INODE_FMT)
+INODE_FMT = ">IIIIQqqqQIIQ"  # mode uid gid nlink size atime mtime ctime generation flags rdev blocks
+INODE_SIZE = struct.calcsize(INODE_FMT)  #: 72 bytes (schema 3)
+INODE_FMT_V2 = INODE_FMT[:-1]  #: schemas 1 and 2: the same fields without ``blocks``
+INODE_SIZE_V2 = struct.calcsize(INODE_FMT_V2)  #: 64 bytes
+_INODE = struct.Struct(INODE_FMT)  # compiled once: every getattr decodes an inode
+ALLOC_UNIT = 4096  #: bytes: a data chunk occupies whole pages of this size in ``st_blocks`` (I9)
+
+
+def chunk_blocks(n_bytes: int) -> int:
+    """``st_blocks`` (512-byte units) of a data chunk of ``n_bytes`` bytes: whole :data:`ALLOC_UNIT` pages
+    (``stat(2)``: st_blocks counts 512-byte units allocated; tmpfs allocates 4 KiB pages)."""
+    return -(-n_bytes // ALLOC_UNIT) * (ALLOC_UNIT // 512)
 
 
 def u64(n: int) -> bytes:
@@ -186,7 +201,8 @@ def names_key(name: bytes, ino: int) -> bytes:
 
 @dataclass(slots=True)
 class Inode:
-    """One inode: POSIX attributes plus a generation bumped on every change (times in ns, size in bytes)."""
+    """One inode: POSIX attributes plus a generation bumped on every change (times in ns, size in bytes,
+    ``blocks`` in 512-byte units: I9)."""
 
     ino: int
     mode: int
@@ -200,11 +216,11 @@ class Inode:
     generation: int = 0
     flags: int = 0
     rdev: int = 0
+    blocks: int = 0
 
     def pack(self) -> bytes:
-        """Encode as the 64-byte ``inodes`` value."""
-        return struct.pack(
-            INODE_FMT,
+        """Encode as the 72-byte ``inodes`` value."""
+        return _INODE.pack(
             self.mode,
             self.uid,
             self.gid,
@@ -216,12 +232,19 @@ class Inode:
             self.generation,
             self.flags,
             self.rdev,
+            self.blocks,
         )
 
     @classmethod
     def unpack(cls, ino: int, raw: bytes) -> Inode:
-        """Decode an ``inodes`` value; raises ``struct.error`` on a corrupt record."""
-        return cls(ino, *struct.unpack(INODE_FMT, raw))
+        """Decode an ``inodes`` value; raises ``struct.error`` on a corrupt record. A 64-byte record of
+        schema ≤ 2 (served read-only before its migration) gets ``blocks`` from its size, as those releases
+        reported it."""
+        if len(raw) != INODE_SIZE_V2:
+            return cls(ino, *_INODE.unpack(raw))
+        node = cls(ino, *struct.unpack(INODE_FMT_V2, raw))
+        node.blocks = (node.size + 511) // 512 if node.is_reg else 0
+        return node
 
     @property
     def is_dir(self) -> bool:

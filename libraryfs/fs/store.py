@@ -194,39 +194,81 @@ class Txn:
             c += 1
         return bytes(out)
 
-    def write_data(self, ino: int, offset: int, data: bytes) -> None:
-        """Write ``data`` at ``offset``, touching only the chunks it covers (the caller updates ``size``)."""
+    def write_data(self, ino: int, offset: int, data: bytes, file_size: int | None = None) -> int:
+        """Write ``data`` at ``offset``, touching only the chunks it covers (the caller updates ``size`` and
+        ``blocks``). Returns the change of the file's ``blocks`` (I9). ``file_size``: the size before the
+        write, when known: chunks at or past it do not exist (I5), so they are not read."""
         cs = S.CHUNK_SIZE
         pos = 0
         n_total = len(data)
         kv = self.kv
+        delta = 0  # in 4 KiB pages until the end (S.chunk_blocks, inlined: this is every write)
         while pos < n_total:
             abs_off = offset + pos
             c, coff = divmod(abs_off, cs)
             n = min(cs - coff, n_total - pos)
             key = S.data_key(ino, c)
+            if file_size is not None and c * cs >= file_size:
+                old = b""
+            else:
+                old = kv.get(S.DB_DATA, key) or b""
+            old_pages = (len(old) + 4095) >> 12
             if coff == 0 and n == cs:
                 new = data[pos : pos + n]
             else:
-                old = kv.get(S.DB_DATA, key) or b""
                 if len(old) < coff:
                     old = old + bytes(coff - len(old))
                 new = old[:coff] + data[pos : pos + n] + old[coff + n :]
             kv.put(S.DB_DATA, key, new)
+            delta += ((len(new) + 4095) >> 12) - old_pages
             pos += n
+        return delta * 8
 
-    def truncate_data(self, ino: int, old_size: int, new_size: int) -> None:
-        """Drop data past ``new_size`` (growing needs nothing: holes read as zeros)."""
+    def truncate_data(self, ino: int, old_size: int, new_size: int) -> int | None:
+        """Drop data past ``new_size`` (growing needs nothing: holes read as zeros). Returns the change of
+        the file's ``blocks`` (I9), or None when no data is left (``blocks`` is then 0)."""
         if new_size >= old_size:
-            return
+            return 0
+        if new_size == 0:
+            self.kv.delete_range(S.DB_DATA, S.data_key(ino, 0), S.u64(ino + 1))
+            return None
         cs = S.CHUNK_SIZE
+        blocks = S.chunk_blocks
         keep = -(-new_size // cs)  # chunks [0, keep) may remain
-        self.kv.delete_range(S.DB_DATA, S.data_key(ino, keep), S.u64(ino + 1))
+        start, end = S.data_key(ino, keep), S.u64(ino + 1)
+        delta = -sum(blocks(len(v)) for _k, v in self.kv.range(S.DB_DATA, start, end))
+        self.kv.delete_range(S.DB_DATA, start, end)
         if new_size % cs:
             key = S.data_key(ino, new_size // cs)
             old = self.kv.get(S.DB_DATA, key)
             if old is not None and len(old) > new_size % cs:
                 self.kv.put(S.DB_DATA, key, old[: new_size % cs])
+                delta += blocks(new_size % cs) - blocks(len(old))
+        return delta
+
+    def punch_data(self, ino: int, offset: int, end: int) -> int:
+        """Make bytes ``[offset, end)`` a hole (``FALLOC_FL_PUNCH_HOLE``): chunks inside the range are
+        dropped, the covered part of a chunk at either edge reads as zeros (a chunk is cut short where the
+        hole reaches its stored end). Returns the change of the file's ``blocks`` (I9)."""
+        cs = S.CHUNK_SIZE
+        blocks = S.chunk_blocks
+        kv = self.kv
+        delta = 0
+        first, last = offset // cs, (end - 1) // cs
+        for k, v in list(kv.range(S.DB_DATA, S.data_key(ino, first), S.data_key(ino, last + 1))):
+            base = S.from_u64(k[8:16]) * cs
+            lo, hi = max(offset - base, 0), min(end - base, cs)
+            if lo == 0 and hi >= len(v):
+                kv.delete(S.DB_DATA, k)
+                new = b""
+            elif hi >= len(v):
+                new = v[:lo]
+            else:
+                new = v[:lo] + bytes(hi - lo) + v[hi:]
+            if new:
+                kv.put(S.DB_DATA, k, new)
+            delta += blocks(len(new)) - blocks(len(v))
+        return delta
 
     # -- xattrs ----------------------------------------------------------------------------------------
     def getxattr(self, ino: int, name: bytes) -> bytes | None:

@@ -25,8 +25,10 @@ attribute         service                                           state
 ``attrs``         :class:`~libraryfs.fs.attrs.AttrOps`              whether a ``security.*`` xattr exists
 ================  ================================================  ==========================================
 
-Generated files are served with ``direct_io`` and never from a stale kernel page cache; the mount
-invalidates their attributes when the indexer commits (:mod:`libraryfs.fs.mount`). Writing them is EACCES;
+Generated files are served through the page cache (a shared ``mmap`` works) but never from a stale one:
+every open drops their cached pages, and an open whose size the kernel does not hold gets ``direct_io``
+(:mod:`libraryfs.fs.filedata`); the mount invalidates their attributes when the indexer commits
+(:mod:`libraryfs.fs.mount`). Writing them is EACCES;
 removing them (``unlink INDEX.md``, ``rmdir .index``) succeeds without effect, so ``rm -r DIR`` works (C05).
 Behaviour against POSIX and pjdfstest: ``docs/posix.md``.
 """
@@ -121,6 +123,17 @@ class LibraryView:
         """libfuse's hidden names of files unlinked while open: ``(parent ino, name) → ino`` (C11)."""
         return self.handles.hidden
 
+    def aliases(self, path: bytes | None) -> tuple[list[bytes], bool]:
+        """The other names of the hard-linked file at ``path`` that the kernel has looked up (their cached
+        attributes go stale when this name changes the inode; :mod:`libraryfs.fs.aliases`), and whether
+        dropping those caches from inside a request is safe now: no handle is open on the inode, so no read
+        or writeback of it can be waiting for this single-threaded loop (the kernel would block on its
+        page locks). ``([], True)`` for a name that is not noted."""
+        if path is None:
+            return [], True
+        ino, others = self.handles.links.others(path)
+        return others, not others or self.handles.open_count(ino) == 0
+
     def resolve(self, t: Txn, path: bytes) -> Resolved:
         """Resolve an absolute path in transaction ``t`` (:meth:`Resolver.resolve`)."""
         return self.resolver.resolve(t, path)
@@ -185,8 +198,13 @@ class LibraryView:
         return self.files.create(path, mode, flags, uid, gid)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for generated files."""
+        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True only for a generated file
+        whose size changed since the kernel last asked (:mod:`libraryfs.fs.filedata`)."""
         return self.files.open(path, flags)
+
+    def keep_cache(self, fh: int) -> bool:
+        """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
+        return self.files.keep_cache(fh)
 
     def read(self, fh: int, size: int, offset: int, pid: int = 0) -> bytes:
         """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json)."""
@@ -199,6 +217,11 @@ class LibraryView:
     def truncate(self, path: bytes | None, length: int, fh: int | None = None) -> None:
         """Set a file's size (``truncate``/``ftruncate``); growing makes a hole."""
         self.files.truncate(path, length, fh)
+
+    def fallocate(self, path: bytes | None, fh: int | None, mode: int, offset: int, length: int) -> None:
+        """``fallocate(2)``: mode 0 and KEEP_SIZE (size only, nothing reserved), PUNCH_HOLE|KEEP_SIZE
+        (:meth:`FileData.fallocate <libraryfs.fs.filedata.FileData.fallocate>`); other modes EOPNOTSUPP."""
+        self.files.fallocate(path, fh, mode, offset, length)
 
     def release(self, fh: int) -> None:
         """Close a handle; the last close of an unlinked file frees its inode."""

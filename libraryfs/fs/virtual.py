@@ -119,6 +119,7 @@ class Snapshot:
     content: bytes
     is_toc: bool  #: a TOC page (its first read counts as a TOC page read)
     toc_tokens: int  #: tokens of the page as served (0 for control files)
+    key: tuple = ()  #: the object's key (its inode number is :meth:`VirtualNamespace.vino` of it)
 
 
 class VirtualNamespace:
@@ -142,6 +143,8 @@ class VirtualNamespace:
         self.finder = finder
         self.exclusion = TocExclusion()
         self._vino: dict[tuple, int] = {}
+        #: key → the last ``st_size`` this mount reported for the object: what the kernel holds as its size
+        self.reported_size: dict[tuple, int] = {}
 
     # -- where generated names exist ----------------------------------------------------------------------------
     def tocs_here(self, t: Txn, dir_ino: int) -> bool:
@@ -267,11 +270,20 @@ class VirtualNamespace:
         node = S.Inode(
             self.vino(key), mode, os.getuid(), os.getgid(), nlink, size, times_ns, times_ns, times_ns
         )
+        node.blocks = S.chunk_blocks(size)  # as if stored
+        self.reported_size[key] = size
         return inode_stat(node)
 
-    def stat_snapshot(self, fh: int, size: int) -> dict:
-        """``fstat`` of open handle ``fh`` on a generated file: its snapshot of ``size`` bytes."""
-        return self.stat(("h", fh), _FILE_MODE, size, self.started_ns)
+    def stat_snapshot(self, fh: int, size: int, key: tuple = ()) -> dict:
+        """``fstat`` of open handle ``fh`` on a generated file (the object ``key``): its snapshot of ``size``
+        bytes."""
+        return self.stat(key or ("h", fh), _FILE_MODE, size, self.started_ns)
+
+    def size_is_known(self, snap: Snapshot) -> bool:
+        """Whether the kernel holds ``len(snap.content)`` as the object's size (the last size this mount
+        reported for it). When it does not, the page cache must not serve the snapshot: the kernel would
+        cut reads at the old size (for up to the attribute timeout, or until the mount invalidates it)."""
+        return self.reported_size.get(snap.key) == len(snap.content)
 
     def getattr(self, t: Txn, r: Resolved) -> dict:
         """``stat`` of a resolved virtual object; TOC times follow the directory and the TOC generation."""
@@ -324,6 +336,19 @@ class VirtualNamespace:
             out.append((G.PAGES_DIR, S.S_IFDIR, self.vino(("pages", dir_ino))))
         return out
 
+    def dir_inos(self, t: Txn, r: Resolved) -> tuple[int, int]:
+        """``(ino, parent ino)`` of a virtual directory, as ``stat`` reports them (the ``.`` and ``..``
+        dirents). Raises NotADir for a virtual file."""
+        k = r.kind
+        if not k.is_virtual_dir:
+            raise NotADir("not a directory")
+        ino = self.getattr(t, r)["st_ino"]
+        if k is Kind.PAGES:
+            return ino, r.ino
+        if k is Kind.FINDTERM:
+            return ino, self.vino((Kind.FIND.value,))
+        return ino, S.ROOT_INO
+
     def listdir(self, t: Txn, r: Resolved) -> list[tuple[bytes, int, int]]:
         """Entries ``(name, type bits, ino)`` of a virtual directory. Raises NotADir for a virtual file."""
         k = r.kind
@@ -359,9 +384,10 @@ class VirtualNamespace:
             raise AccessDenied("generated files are read-only")
         if r.kind.is_toc_page:
             content, raw, marker = self.toc.served(t, r.ino, r.page)
-            return Snapshot(content, True, self.toc.tokens(t, r.ino, r.page, raw, marker))
+            tokens = self.toc.tokens(t, r.ino, r.page, raw, marker)
+            return Snapshot(content, True, tokens, ("toc", r.ino, r.page))
         if r.kind is Kind.CTLFILE:
-            return Snapshot(self.control.content(t, r.name), False, 0)
+            return Snapshot(self.control.content(t, r.name), False, 0, ("ctl", r.name))
         raise NotFound("no such file")
 
     def readlink(self, r: Resolved) -> bytes:

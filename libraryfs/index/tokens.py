@@ -52,3 +52,9 @@ def encode(text: str) -> list[int]:
     for c in _chunks(text):
         out.extend(enc.encode(c, disallowed_special=()))
     return out
+
+
+def decode_bytes(ids: list[int]) -> bytes:
+    """The bytes that o200k_base token ids ``ids`` stand for (a prefix of :func:`encode`'s ids decodes to a
+    prefix of its text's UTF-8, possibly ending inside a character)."""
+    return _encoding().decode_bytes(ids)

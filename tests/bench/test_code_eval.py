@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -12,14 +13,16 @@ from libraryfs.cli.main import cli
 from libraryfs.features.code.router import TOPOLOGIES
 from libraryfs_bench.code.evalset import (
     BlobReader,
+    RepoHistory,
     build_tasks,
     gold_label,
     index_at,
-    mcnemar_exact,
+    load_tasks,
+    repo_name,
+    save_tasks,
     select_commits,
-    summarize,
-    wilson,
 )
+from libraryfs_bench.code.stats import cluster_bootstrap, mcnemar_exact, spearman, wilson
 
 
 def _git(repo, *args):
@@ -71,6 +74,8 @@ def history(tmp_path):
 
 def test_tasks_from_history(history):
     tasks, counts = build_tasks(str(history))
+    head = _git(history, "rev-parse", "HEAD").decode().strip()
+    assert counts.pop("head") == head
     index_files = {p.relative_to(history).as_posix() for p in history.rglob("*.py")}
     assert counts == {
         "commits": 6,
@@ -94,14 +99,13 @@ def test_tasks_from_history(history):
     assert sorted(t.symbols) == ["pkg/m0.py::f0", "pkg/new.py::brand_new_feature"]
     assert t.parent_files == ["pkg/m0.py"]  # new.py did not exist at the parent: it cannot be retrieved
     assert all(x.predicted in TOPOLOGIES and x.baseline in TOPOLOGIES for x in tasks)
-    s = summarize(tasks, counts)
-    assert s["n"] == 4 and sum(s["gold_distribution"].values()) == 4
-    assert s["router"]["misrouted"] == sum(x.predicted != x.gold for x in tasks)
-    fr = s["footprint_recall"]
-    assert fr["tasks"] == 4 and fr["any_hit"] == sum(
-        bool(set(x.parent_files) & set(x.retrieved_files)) for x in tasks
-    )
     assert all(set(x.retrieved_files) <= set(index_files) for x in tasks)
+    # the router's features are stored with each task, candidates only among files existing at the parent
+    for x in tasks:
+        assert x.candidates and x.intent in ("read", "explore", "small", "edit") and len(x.text_features) == 3
+        assert all(path in index_files for path, _ in x.candidates)
+        assert x.commit_time_s > 0
+    assert by_msg["Investigate why f2 is slow?"].intent == "explore"
 
 
 def test_router_sees_only_the_parent(history):
@@ -128,20 +132,62 @@ def test_rubric_and_statistics():
 
 
 def test_eval_cli(history, tmp_path):
-    out = tmp_path / "tasks.jsonl"
-    r = CliRunner().invoke(cli, ["code", "eval", str(history), "--tasks-out", str(out)])
+    out = tmp_path / "tasks.jsonl.gz"
+    r = CliRunner().invoke(
+        cli, ["code", "eval", str(history), "--tasks-out", str(out), "--train-share", "0.5"]
+    )
     assert r.exit_code == 0, r.output
     assert (
         "6 commits seen (0 merge, 1 root, 0 bot), 5 eligible, 5 selected, 1 without code → 4 tasks"
         in r.output
     )
-    assert (
-        "McNemar exact" in r.output
-        and "cluster bootstrap: 1 (repo, author, week) cluster(s) — no interval" in r.output
+    assert "split: 2 training / 2 held-out tasks" in r.output and "HELD-OUT (2 later tasks)" in r.output
+    for name in ("regex", "always FASTPATH", "always SUBAGENT", "always MULTIAGENT", "training majority"):
+        assert name in r.output
+    assert len(load_tasks(str(out))) == 4
+    # the same tasks from the file: same result, no git needed
+    result = tmp_path / "result.json"
+    r2 = CliRunner().invoke(
+        cli,
+        ["code", "eval", "--from-tasks", str(out), "--train-share", "0.5", "--json", "--out", str(result)],
     )
-    assert len(out.read_text().splitlines()) == 4
+    assert r2.exit_code == 0, r2.output
+    doc = json.loads(r2.output)
+    assert doc["held_out"]["n"] == 2 and doc["parameters"]["fitted"] is True
+    assert json.loads(result.read_text())["held_out"] == doc["held_out"]
     r = CliRunner().invoke(cli, ["code", "eval", str(tmp_path)])
-    assert r.exit_code == 1 and "not a git checkout" in r.output
+    assert r.exit_code == 1 and "not a git repository" in r.output
+    r = CliRunner().invoke(cli, ["code", "eval", f"{history}@nosuchrev"])
+    assert r.exit_code == 1 and "unknown revision" in r.output
+
+
+def test_history_at_a_commit_sees_only_its_ancestors(history):
+    h = RepoHistory(str(history))
+    log = subprocess.run(
+        ["git", "-C", str(history), "rev-list", "--reverse", "HEAD"], capture_output=True, text=True
+    )
+    commits = log.stdout.split()
+    at_second = h.at(commits[1])
+    # the initial import and the fix of f1 (ordered by committer time, then id: here the same second)
+    initial = tuple(sorted(["pkg/__init__.py"] + [f"pkg/m{i}.py" for i in range(5)]))
+    assert sorted(tuple(sorted(c)) for c in at_second.commits) == sorted([initial, ("pkg/m1.py",)])
+    assert len(h.at(commits[-1])) == 5  # the README-only commit has no source file
+    # the documented order: committer time, then commit id
+    expected = sorted((c for c in commits if h.files.get(c)), key=lambda c: (h.time[c], c))
+    assert h.at(commits[-1]).commits == [h.files[c] for c in expected]
+    assert repo_name("/x/click.git") == "click" and repo_name("/x/proj/") == "proj"
+
+
+def test_public_tasks_file_drops_messages(history, tmp_path):
+    tasks, _ = build_tasks(str(history))
+    save_tasks(str(tmp_path / "p.jsonl"), tasks, public=True)
+    back = load_tasks(str(tmp_path / "p.jsonl"))
+    assert [t.commit for t in back] == [t.commit for t in tasks]
+    assert all(t.message == "" and t.author != "t" and len(t.author) == 12 for t in back)
+    assert [t.candidates for t in back] == [t.candidates for t in tasks]
+    (tmp_path / "bad.jsonl").write_text('{"nope": 1}\n')
+    with pytest.raises(ValueError, match="not a task"):
+        load_tasks(str(tmp_path / "bad.jsonl"))
 
 
 HELPERS = 'def h():\n    """Two, three or four."""\n    return {}\n\n\ndef k():\n    """Unchanged."""\n    return 0\n'
@@ -236,33 +282,23 @@ def test_selection_window_and_sample(messy_history):
 
 
 def test_cluster_bootstrap_is_wider_for_clustered_tasks():
-    from libraryfs_bench.code.evalset import Task, cluster_bootstrap
-
-    def task(author, wrong, week):
-        return Task(
-            "r",
-            "c",
-            "p",
-            author,
-            week * 7 * 86400,
-            "m",
-            ["a.py"],
-            [],
-            "SUBAGENT",
-            predicted="FASTPATH" if wrong else "SUBAGENT",
-            baseline="SUBAGENT",
-        )
-
     # 40 tasks in 4 clusters of 10 identical outcomes: the effective sample is 4, not 40
-    clustered = [task(f"a{k}", k % 2 == 0, k) for k in range(4) for _ in range(10)]
-    spread = [task(f"a{k}", k % 2 == 0, k) for k in range(40)]
-    bc, bs = cluster_bootstrap(clustered), cluster_bootstrap(spread)
-    assert bc["clusters"] == 4 and bs["clusters"] == 40
-    width = lambda b: b["router95"][1] - b["router95"][0]  # noqa: E731
-    assert width(bc) > width(bs)
+    wrong = [k % 2 == 0 for k in range(4) for _ in range(10)]
+    clustered = cluster_bootstrap([k for k in range(4) for _ in range(10)], wrong, [False] * 40)
+    spread = cluster_bootstrap(list(range(40)), [k % 2 == 0 for k in range(40)], [False] * 40)
+    assert clustered["clusters"] == 4 and spread["clusters"] == 40
+    width = lambda b: b["a95"][1] - b["a95"][0]  # noqa: E731
+    assert width(clustered) > width(spread)
     lo, hi = wilson(20, 40)
-    assert width(bc) > hi - lo
-    assert cluster_bootstrap(clustered[:10])["router95"] is None  # one cluster: no interval
-    s = summarize(clustered)
-    assert s["majority"]["label"] == "SUBAGENT" and s["majority"]["misrouted"] == 0
-    assert s["independence"]["clusters"] == 4
+    assert width(clustered) > hi - lo
+    assert cluster_bootstrap([0] * 10, wrong[:10], [False] * 10)["a95"] is None  # one cluster: no interval
+
+
+def test_spearman():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # ties get average ranks: scipy.stats.spearmanr([1, 2, 2, 3], [1, 3, 2, 4]) = 0.9486832980505138
+    assert spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(0.9486832980505138)
+    assert spearman([1, 1, 1], [1, 2, 3]) is None and spearman([1, 2], [1, 2]) is None
+    with pytest.raises(ValueError):
+        spearman([1, 2, 3], [1, 2])

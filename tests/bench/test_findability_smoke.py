@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from conftest import fuse_available, unavailable  # noqa: E402
-from helpers.llm_server import LLMServer, Raw  # noqa: E402
+from helpers.facility import unavailable  # noqa: E402
+from helpers.llm_server import LLMServer, Reply  # noqa: E402
+from helpers.mount import fuse_available  # noqa: E402
 
 NOTES = {
     "garden/tomatoes.md": "# Tomatoes\n\nStake the tomato plants in May; water at the roots, never the leaves. "
@@ -49,44 +50,14 @@ QUERIES = [  # (kind, query, target)
 NAVIGATORS = ("toc", "find", "grep", "bm25", "llm")
 
 
-def _completion(req, message: dict) -> Raw:
-    body = {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "scripted",
-        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        "usage": {
-            "prompt_tokens": len(req.body) // 4,
-            "completion_tokens": 8,
-            "total_tokens": len(req.body) // 4 + 8,
-        },
-    }
-    return Raw(json.dumps(body).encode())
-
-
-def scripted_model(req) -> Raw:
+def scripted_model(req) -> Reply:
     """A tool-calling "model" that navigates by word overlap, reading only the messages it is sent."""
     msgs = req.json["messages"]
     want = set(re.findall(r"[a-z]+", msgs[1]["content"].split(":", 1)[1].lower()))
     tool_results = [m["content"] for m in msgs if m["role"] == "tool"]
 
-    def call(name: str, path: str) -> Raw:
-        n = len(tool_results)
-        return _completion(
-            req,
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": f"call_{n}",
-                        "type": "function",
-                        "function": {"name": name, "arguments": json.dumps({"path": path})},
-                    }
-                ],
-            },
-        )
+    def call(name: str, path: str) -> Reply:
+        return Reply(None, tool_calls=[{"name": name, "arguments": {"path": path}}])
 
     if not tool_results:
         return call("read_toc", "INDEX.md")
@@ -104,7 +75,7 @@ def scripted_model(req) -> Raw:
         if n > best_n:
             best, best_n = target, n
     if best is None:
-        return _completion(req, {"role": "assistant", "content": "nothing here"})
+        return Reply("nothing here")
     tool = "read_toc" if best.endswith("INDEX.md") or ".index/" in best else "read_entry"
     return call(tool, os.path.normpath(base + best))
 

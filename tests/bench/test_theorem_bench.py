@@ -97,7 +97,7 @@ def test_through_a_real_mount(tmp_path):
     import shutil
 
     if not os.path.exists("/dev/fuse") or not (shutil.which("fusermount3") or shutil.which("fusermount")):
-        from conftest import unavailable
+        from helpers.facility import unavailable
 
         unavailable("no FUSE here (/dev/fuse or fusermount3 missing)")
     out = tmp_path / "out"

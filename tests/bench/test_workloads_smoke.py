@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import fuse_available, unavailable
+from helpers.facility import unavailable
+from helpers.mount import fuse_available
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "bench", "workloads.py")

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+from helpers.facility import unavailable
+from helpers.wait import wait_until
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "etcd-cluster.sh"
 
@@ -79,11 +81,7 @@ class EtcdCluster:
         for n, state in self.status().items():
             if state == "stopped":
                 self.restart(n)
-        deadline = time.monotonic() + 60
-        while set(self.status().values()) != {"healthy"}:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"etcd cluster not healthy again: {self.status()}")
-            time.sleep(0.2)
+        wait_until(lambda: set(self.status().values()) == {"healthy"}, 60, "all etcd members healthy again")
 
 
 def etcd_missing() -> str | None:
@@ -97,8 +95,6 @@ def start_cluster(directory: Path, quota_bytes: int = 0) -> EtcdCluster:
     """Start a cluster in ``directory`` (skips locally / fails in CI when etcd is missing)."""
     why = etcd_missing()
     if why:
-        from conftest import unavailable  # tests/conftest.py (imported here: it imports this module)
-
         unavailable(why)
     c = EtcdCluster(directory, quota_bytes)
     c.start()

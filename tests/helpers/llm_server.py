@@ -1,24 +1,29 @@
-"""A real OpenAI-compatible chat-completions server on 127.0.0.1 for tests, scripted per request.
+"""The one OpenAI-compatible chat-completions server of the test suite: real HTTP on 127.0.0.1, scripted.
 
 Usage::
 
-    from llm_server import LLMServer, Reply, Status, Raw, Truncated, Delay, Hang, Close, IndexModel
+    from helpers.llm_server import LLMServer, Reply, Status, Raw, Truncated, Delay, Hang, Close, IndexModel
 
-    with LLMServer(default=IndexModel()) as srv:      # default answers every request not scripted
+    with LLMServer(default=IndexModel()) as srv:      # default answers every request nothing else claims
+        srv.on("summarize", Status(500))              # every "summarize" request, whatever order they come in
         srv.script(Status(429, headers={"Retry-After": "0"}), Reply({"summaries": []}))
         ...  # point the code under test at srv.base_url ("http://127.0.0.1:<port>/v1")
         assert len(srv.requests) == 2
         srv.requests[0].payload                       # the JSON of the last user message, if any
 
-Each request to ``POST <base>/chat/completions`` takes the next scripted action (:meth:`LLMServer.script`,
-first in, first out); when the script is empty, ``default`` (an action, or a callable
-``(Request) -> action | dict | str``) answers. Without a default the server answers HTTP 500.
-Every request is recorded in :attr:`LLMServer.requests` as a :class:`Request` before it is answered.
+Each request to ``POST <base>/chat/completions`` is answered by, in this order: the first rule added with
+:meth:`LLMServer.on` whose match accepts it (keyed by content, so concurrent requests get the right answer
+whatever order they arrive in); else the next scripted action (:meth:`LLMServer.script`, first in, first
+out — only for requests a test sends one at a time); else ``default``. Without any of these the server
+answers HTTP 500. An action may also be a callable ``(Request) -> action``; a ``dict``/``list``/``str``
+result is a :class:`Reply`, an ``int`` a :class:`Status`. Every request is recorded in
+:attr:`LLMServer.requests` as a :class:`Request` before it is answered.
 
 Actions:
 
 - :class:`Reply` — a ``chat.completion`` whose message content is the given text (a dict/list is sent
-  as its JSON), with ``usage`` (default: ~4 characters per token) and ``finish_reason``;
+  as its JSON), optionally with ``tool_calls``, with ``usage`` and ``finish_reason``; the server's
+  ``usage`` callable (default: ~4 characters per token) counts tokens when the reply does not say;
 - :class:`Status` — an HTTP error status with an OpenAI-style error body and optional headers
   (``Retry-After``) — 429, 500, 503, 400 (e.g. to reject ``response_format``);
 - :class:`Raw` — any body bytes with any status and content type (garbage, truncated JSON);
@@ -50,9 +55,10 @@ class Reply:
     """A successful completion with ``content`` (``dict``/``list`` sent as JSON text)."""
 
     content: Any
-    usage: dict | None = None  #: {"prompt_tokens": n, "completion_tokens": m}; None = estimated
-    finish_reason: str = "stop"
+    usage: dict | None = None  #: {"prompt_tokens": n, "completion_tokens": m}; None = the server's count
+    finish_reason: str | None = None  #: None = "tool_calls" when there are tool calls, else "stop"
     status: int = 200
+    tool_calls: list[dict] | None = None  #: [{"name": str, "arguments": dict | str}] (a str is sent as is)
 
 
 @dataclasses.dataclass
@@ -130,6 +136,14 @@ class Request:
         return j.get("messages", []) if isinstance(j, dict) else []
 
     @property
+    def user_text(self) -> str:
+        """The content of the last user message (``""`` if none)."""
+        for m in reversed(self.messages):
+            if m.get("role") == "user":
+                return m.get("content") or ""
+        return ""
+
+    @property
     def payload(self) -> Any:
         """The last user message decoded as JSON (libraryfs sends ``{"task": ..., ...}``), else ``None``."""
         for m in reversed(self.messages):
@@ -160,10 +174,15 @@ class Request:
 class LLMServer:
     """The scripted server. Start with ``with`` (or :meth:`start`/:meth:`stop`); thread-safe."""
 
-    def __init__(self, default: Any = None) -> None:
+    def __init__(self, default: Any = None, *, usage: Any = None) -> None:
+        """``default``: the action for requests no rule or script claims; ``usage(request, content) ->
+        {"prompt_tokens", "completion_tokens"}`` counts tokens of replies that give none (default ~4
+        characters per token)."""
         self.default = default
+        self.usage = usage or _estimated_usage
         self.requests: list[Request] = []
         self._script: deque[Any] = deque()
+        self._rules: list[list[Any]] = []  # [match, action, times left or None]
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         server = self
@@ -182,9 +201,7 @@ class LLMServer:
                 )
                 with server._lock:
                     server.requests.append(req)
-                    action = server._script.popleft() if server._script else None
-                if action is None:
-                    action = server.default
+                    action = server._claim(req)
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     action = Status(404, f"no route {self.path}")
                 server._perform(self, req, action)
@@ -212,6 +229,27 @@ class LLMServer:
         """Queue actions answering the next requests, one each, in order."""
         with self._lock:
             self._script.extend(actions)
+
+    def on(self, match: Any, action: Any, times: int | None = None) -> None:
+        """Answer every request that ``match`` accepts with ``action`` (``times`` requests at most, None =
+        all). ``match`` is a task name (``"summarize"``, the ``task`` of the JSON user message) or a
+        callable ``(Request) -> bool``. Rules are tried in the order they were added, before the script."""
+        with self._lock:
+            self._rules.append([match, action, times])
+
+    def _claim(self, req: Request) -> Any:
+        """The action for ``req`` (rule, then script, then default); call with the lock held."""
+        for rule in self._rules:
+            match, action, left = rule
+            if left == 0:
+                continue
+            if match == req.task if isinstance(match, str) else match(req):
+                if left is not None:
+                    rule[2] = left - 1
+                return action
+        if self._script:
+            return self._script.popleft()
+        return self.default
 
     def pending(self) -> int:
         """Scripted actions not consumed yet."""
@@ -254,6 +292,8 @@ class LLMServer:
             action = Status(500, "no scripted answer and no default")
         if isinstance(action, dict | list | str):
             action = Reply(action)
+        if isinstance(action, int) and not isinstance(action, bool):
+            action = Status(action)
         if isinstance(action, Delay):
             if self._stopping.wait(action.seconds):
                 return
@@ -284,32 +324,49 @@ class LLMServer:
             _send(h, action.status, action.body, action.content_type, action.headers)
             return
         if isinstance(action, Reply):
-            content = action.content if isinstance(action.content, str) else json.dumps(action.content)
-            usage = action.usage or {
-                "prompt_tokens": max(1, len(req.body) // 4),
-                "completion_tokens": max(1, len(content) // 4),
-            }
-            usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
-            j = req.json if isinstance(req.json, dict) else {}
-            body = json.dumps(
-                {
-                    "id": f"chatcmpl-{len(self.requests)}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": j.get("model", "scripted"),
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": action.finish_reason,
-                            "message": {"role": "assistant", "content": content},
-                        }
-                    ],
-                    "usage": usage,
-                }
-            ).encode()
-            _send(h, action.status, body, "application/json", {})
+            _send(h, action.status, self._completion(req, action), "application/json", {})
             return
         raise TypeError(f"unknown scripted action {action!r}")
+
+    def _completion(self, req: Request, action: Reply) -> bytes:
+        """The JSON body of a ``chat.completion`` answering ``req`` with ``action``."""
+        content = action.content
+        if content is not None and not isinstance(content, str):
+            content = json.dumps(content)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if action.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{len(self.requests)}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": tc["name"],
+                        "arguments": tc["arguments"]
+                        if isinstance(tc.get("arguments"), str)
+                        else json.dumps(tc.get("arguments") or {}),
+                    },
+                }
+                for i, tc in enumerate(action.tool_calls)
+            ]
+        usage = action.usage or self.usage(req, content or "")
+        usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+        j = req.json if isinstance(req.json, dict) else {}
+        finish = action.finish_reason or ("tool_calls" if action.tool_calls else "stop")
+        return json.dumps(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": j.get("model", "scripted"),
+                "choices": [{"index": 0, "finish_reason": finish, "message": message}],
+                "usage": usage,
+            }
+        ).encode()
+
+
+def _estimated_usage(req: Request, content: str) -> dict:
+    """~4 characters per token of the request body and of the reply."""
+    return {"prompt_tokens": max(1, len(req.body) // 4), "completion_tokens": max(1, len(content) // 4)}
 
 
 def _send(h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str, headers: dict[str, str]) -> None:
@@ -329,6 +386,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def chat_client(base_url: str, model: str):
+    """The shared chat client (:class:`libraryfs.llm.client.ChatClient`) over ``base_url`` with the card
+    commands' defaults (temperature 0.7, 120 s requests): what ``libraryfs solve`` hands the solver."""
+    from libraryfs.cli.cards_cmds import CARD_LLM_DEFAULTS
+    from libraryfs.llm.client import ChatClient
+    from libraryfs.llm.config import LLMConfig
+
+    return ChatClient(LLMConfig(base_url=base_url, model=model, **CARD_LLM_DEFAULTS))
 
 
 # -- a predictable model for libraryfs's index prompts -----------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from helpers.facility import unavailable
 from libraryfs.llm import local
 
 
@@ -21,7 +22,6 @@ def local_llm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalM
 
     Its log is ``<session tmp>/local-llm*/server.log``; the server is stopped (SIGTERM) in teardown.
     """
-    from conftest import unavailable  # here, not at import: conftest imports this module
 
     try:
         local.check_installed()

@@ -3,7 +3,7 @@
 import json
 
 from click.testing import CliRunner
-from helpers.cards_llm_server import ScriptedLLMServer, chat_client
+from helpers.llm_server import LLMServer, chat_client
 
 from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import (
@@ -68,7 +68,7 @@ TEACHER_CARDS = {
 
 
 def teacher(req):
-    prompt = req["messages"][-1]["content"]
+    prompt = req.user_text
     pid = prompt.split("Problem: problem ")[1].split()[0]
     if pid == "P4":
         return "not json at all"
@@ -85,7 +85,7 @@ def test_add_distils_per_block_and_deduplicates(tmp_path):
         trace("P5", "easy"),
         trace("P6", "medium", correct=True),
     ]
-    with ScriptedLLMServer(teacher) as srv:
+    with LLMServer(default=teacher) as srv:
         recs = add(tree, traces, chat_client(srv.base_url, "teach"))
         assert len(srv.requests) == 5  # P1 P2 P3, P4 twice (retry); P5 easy and P6 solved: no call
     ops = [(r["op"], r.get("trace")) for r in recs]
@@ -165,8 +165,8 @@ def test_refine_curator_edits_cards_with_some_hurt_evidence(tmp_path):
         reading_trace("W", [], True),
         reading_trace("X", [other], True),
     ]
-    with ScriptedLLMServer(
-        lambda req: json.dumps({"title": "Sharper", "body": "A better statement."})
+    with LLMServer(
+        default=lambda req: json.dumps({"title": "Sharper", "body": "A better statement."})
     ) as srv:
         recs = refine(tree, traces, chat_client(srv.base_url, "cur"))
         assert len(srv.requests) == 1  # only the card with hurt evidence (1 < 3: not demoted)
@@ -179,7 +179,7 @@ def test_cli_add_refine_seed(tmp_path):
     tree = DirTree(tmp_path / "t")
     tf = tmp_path / "tr.jsonl"
     tf.write_text("\n".join(json.dumps(t) for t in [trace("P1", "medium"), trace("P3", "hard")]) + "\n")
-    with ScriptedLLMServer(teacher) as srv:
+    with LLMServer(default=teacher) as srv:
         r = CliRunner().invoke(
             cli, ["cards", "add", str(tf), "--tree", tree.root, "--base-url", srv.base_url, "--model", "t"]
         )
@@ -204,7 +204,7 @@ def test_add_and_refine_on_a_library_store_keep_check_clean_and_tocs_current(lib
 
     tree = open_tree(str(libdir))
     try:
-        with ScriptedLLMServer(teacher) as srv:
+        with LLMServer(default=teacher) as srv:
             add(tree, [trace("P1", "medium"), trace("P3", "hard")], chat_client(srv.base_url, "t"))
         med = block_paths(tree, "medium", "combinatorics")
         # on three problems the block failed with the card and succeeded without it: demoted

@@ -5,7 +5,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from helpers.cards_llm_server import ScriptedLLMServer, chat_client
+from helpers.llm_server import LLMServer, chat_client
 
 from libraryfs.cli.main import cli
 from libraryfs.features.cards.cards import Card, write_card
@@ -45,11 +45,16 @@ def tree(tmp_path):
     return t
 
 
+def card_usage(req, content):
+    """Token counts the card tests assert on: 10 per request message, 5 per reply."""
+    return {"prompt_tokens": 10 * len(req.messages), "completion_tokens": 5}
+
+
 def scripted(answers_by_tier):
     """Responder: the answer depends on which block's cards the prompt holds (none → easy)."""
 
     def respond(req):
-        user = req["messages"][-1]["content"]
+        user = req.user_text
         m = re.search(r"TITLE-(medium|hard)-", user)
         tier = m.group(1) if m else "easy"
         seq = answers_by_tier[tier]
@@ -59,11 +64,13 @@ def scripted(answers_by_tier):
 
 
 def card_titles(req):
-    return sorted(set(re.findall(r"TITLE-[a-z-]+", req["messages"][-1]["content"])))
+    return sorted(set(re.findall(r"TITLE-[a-z-]+", req.user_text)))
 
 
 def test_easy_exit_reads_no_cards(tree):
-    with ScriptedLLMServer(scripted({"easy": ["239", "239"], "medium": [], "hard": []})) as srv:
+    with LLMServer(
+        default=scripted({"easy": ["239", "239"], "medium": [], "hard": []}), usage=card_usage
+    ) as srv:
         t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="combinatorics", gold="239")
         assert len(srv.requests) == 2
         assert all(card_titles(r) == [] for r in srv.requests)
@@ -74,7 +81,7 @@ def test_easy_exit_reads_no_cards(tree):
 
 def test_escalation_reads_exactly_its_block(tree):
     script = {"easy": ["1", "2"], "medium": ["3", "4", "5"], "hard": ["239", "7", "239", "8", "9"]}
-    with ScriptedLLMServer(scripted(script)) as srv:
+    with LLMServer(default=scripted(script), usage=card_usage) as srv:
         t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="combinatorics", gold="239")
         seen = [card_titles(r) for r in srv.requests]
     assert (t["exit_tier"], t["answer"], t["correct"], t["calls"]) == ("hard", "239", True, 10)
@@ -96,7 +103,7 @@ def test_failed_calls_count_and_unparsable_answers(tree):
         calls["n"] += 1
         return 400 if calls["n"] == 1 else "The answer is 5."
 
-    with ScriptedLLMServer(respond) as srv:
+    with LLMServer(default=respond, usage=card_usage) as srv:
         t = solve(PROBLEM, tree, chat_client(srv.base_url, "m"), domain="number-theory")
     assert t["tiers"][0]["attempts"][0]["error"].startswith("Rejected: HTTP 400")
     assert (t["exit_tier"], t["answer"], t["calls"], t["correct"]) == ("medium", "5", 5, None)
@@ -105,7 +112,7 @@ def test_failed_calls_count_and_unparsable_answers(tree):
 def test_cli_solve_with_tree_and_env(tree, tmp_path, monkeypatch):
     script = {"easy": ["1", "2"], "medium": ["x^2", "x^{2}", "5"], "hard": []}
     out = tmp_path / "traces.jsonl"
-    with ScriptedLLMServer(scripted(script)) as srv:
+    with LLMServer(default=scripted(script), usage=card_usage) as srv:
         monkeypatch.setenv("LIBRARYFS_LLM_BASE_URL", srv.base_url)
         monkeypatch.setenv("LIBRARYFS_LLM_MODEL", "m")
         r = CliRunner().invoke(
@@ -144,12 +151,12 @@ def test_cli_block_and_bench(tree, tmp_path, monkeypatch):
     )
 
     def respond(req):
-        user = req["messages"][-1]["content"]
+        user = req.user_text
         if "2+2" in user:
             return "\\boxed{4}"
         return "\\boxed{239}" if "TITLE-" in user else f"\\boxed{{{len(srv.requests)}}}"
 
-    with ScriptedLLMServer(respond) as srv:
+    with LLMServer(default=respond, usage=card_usage) as srv:
         r = CliRunner().invoke(
             cli,
             [
@@ -199,7 +206,7 @@ def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
     r = CliRunner().invoke(cli, ["cards", "block", "medium", "combinatorics"])
     assert r.exit_code == 0 and r.output.split() == ["cards/medium/combinatorics/lib-card.md"]
     script = {"easy": ["1", "2"], "medium": ["6", "6", "6"], "hard": []}
-    with ScriptedLLMServer(scripted(script)) as srv:
+    with LLMServer(default=scripted(script), usage=card_usage) as srv:
         r = CliRunner().invoke(
             cli,
             [
@@ -214,7 +221,7 @@ def test_cli_solve_and_block_with_library(libdir, monkeypatch, tmp_path):
                 "--json",
             ],
         )
-        assert "from the store" in srv.requests[2]["messages"][-1]["content"]
+        assert "from the store" in srv.requests[2].user_text
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["cards_read"] == ["cards/medium/combinatorics/lib-card.md"]
     r = CliRunner().invoke(cli, ["cards", "block", "medium", "x", "--library", str(tmp_path / "nolib")])

@@ -22,10 +22,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from conftest import fuse_available, unavailable
+from helpers.mount import Mounted, require_fuse
 from packaging.requirements import Requirement
-
-from libraryfs.layout import wait_until_idle
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("sympy", "numpy", "tree-sitter", "tree_sitter", "math-verify", "rank-bm25", "crafter", "matplotlib")
@@ -154,9 +152,7 @@ def test_a_feature_command_names_its_missing_extra(core_env, args, extra):
 
 @pytest.mark.mount
 def test_mount_works_with_the_core_only(core_env, tmp_path):
-    why = fuse_available()
-    if why:
-        unavailable(why)
+    require_fuse()
     python, _ = core_env
     lib, mnt = tmp_path / "lib", tmp_path / "mnt"
     assert run(python, "init", str(lib)).returncode == 0
@@ -165,7 +161,7 @@ def test_mount_works_with_the_core_only(core_env, tmp_path):
     try:
         (mnt / "note.md").write_text("# Core only\n\nNo extras installed.\n")
         assert (mnt / "note.md").read_text().startswith("# Core only")
-        wait_until_idle(str(lib), 60)
+        Mounted(lib, mnt, {}).wait_indexed()  # idle, and the mount serves the TOCs it rewrote last
         assert "note.md" in (mnt / "INDEX.md").read_text()
         assert "Traceback" not in (lib / "logs" / "indexer.log").read_text(errors="replace")
     finally:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.episodes_llm_server import EpisodeLLMServer
+from helpers.llm_server import LLMServer
 
 from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.features.episodes.llm import make_extractor
@@ -34,9 +34,10 @@ def _env(monkeypatch, srv):
     monkeypatch.setenv("LIBRARYFS_LLM_API_KEY", "test-key")
 
 
+@pytest.mark.expect_log(r"episode unit extraction failed")  # the garbage answer and the HTTP 500
 def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
     replies = [json.dumps(MODEL_ANSWER), "this is not JSON at all", 500]
-    with EpisodeLLMServer(lambda msgs: replies.pop(0) if replies else 500) as srv:
+    with LLMServer(default=lambda req: replies.pop(0) if replies else 500) as srv:
         _env(monkeypatch, srv)
         store = Store(libdir)
         try:
@@ -50,8 +51,8 @@ def test_llm_fields_cached_and_fallback(libdir, monkeypatch):
                 u.objects == ["oak_tree", "river"] and u.inventory == {"wood": 3} and u.facing == "oak_tree"
             )
             assert u.gained == ["wood"]  # derived from the inventory change
-            assert srv.requests[0]["model"] == "scripted-model"
-            assert TEXT in json.dumps(srv.requests[0]["messages"])
+            assert srv.requests[0].json["model"] == "scripted-model"
+            assert TEXT in json.dumps(srv.requests[0].messages)
             # the same text again: answered from the cache, no request
             b.append("walk", {"t": 1, "text": TEXT})
             assert len(srv.requests) == 1 and b.db.units("walk")[1].source == "llm"
@@ -86,13 +87,14 @@ def _episode(libdir):
     return store, tree, recs
 
 
+@pytest.mark.expect_log(r"episode answer by LLM failed")  # the scripted HTTP 500s of the last question
 def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
     """A question the rules cannot type goes to the model with exactly the packed evidence; a failing
     endpoint gives "unknown" with the reason, never an exception."""
     from libraryfs.features.episodes.answer import LLMReader, answer
 
     replies = [json.dumps({"answer": "the cow", "steps": [5]}), 500, 500, 500]
-    with EpisodeLLMServer(lambda msgs: replies.pop(0) if replies else 500) as srv:
+    with LLMServer(default=lambda req: replies.pop(0) if replies else 500) as srv:
         _env(monkeypatch, srv)
         monkeypatch.setenv("LIBRARYFS_LLM_TIMEOUT_S", "5")
         store, _tree, _recs = _episode(libdir)
@@ -102,7 +104,7 @@ def test_llm_reader_reads_only_the_packed_evidence(libdir, monkeypatch):
             q = "Which animal was I thinking about around step 5?"
             a = answer(idx, q, 120, "auto", reader)
             assert (a.answer, a.reader) == ("the cow", "llm")
-            user = srv.requests[0]["messages"][-1]["content"]
+            user = srv.requests[0].messages[-1]["content"]
             assert a.recall.text and f"Evidence:\n{a.recall.text}\n\nQuestion: {q}" == user
             assert a.recall.tokens <= 120
             typed = answer(idx, "What action did I take at step 5?", 120, "auto", reader)
@@ -120,7 +122,7 @@ def _ask_llm(run_cli, libdir):
 
 
 def test_answer_command_with_the_llm_reader(libdir, monkeypatch, run_cli):
-    with EpisodeLLMServer(lambda msgs: json.dumps({"answer": "north", "steps": [3]})) as srv:
+    with LLMServer(default=lambda req: json.dumps({"answer": "north", "steps": [3]})) as srv:
         _env(monkeypatch, srv)
         store, tree, _ = _episode(libdir)
         tree.write_bytes("episodes/e1/ask/dir.md", b"budget: 90\nWhich way was the wind blowing at step 3?\n")

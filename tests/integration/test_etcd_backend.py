@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.etcd_cluster import clear_prefix, start_cluster
 from helpers.tcp_proxy import LossyProxy
+from helpers.wait import wait_until
 
 from libraryfs import errors
 from libraryfs.fs.etcd_backend import EtcdBackend, parse_url
@@ -421,11 +422,7 @@ def _drain_watch(w, end: list) -> None:
 
 
 def _wait_for(cond, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
+    wait_until(cond, timeout_s, "the watch's condition", poll_s=0.005)
 
 
 # -- leases and watches ---------------------------------------------------------------------------------
@@ -460,6 +457,7 @@ def test_lease_is_single_holder_and_taken_over_within_ttl_after_kill_9(etcd_back
     finally:
         p.kill()
         p.wait()
+        p.stdout.close()
 
 
 def test_watch_delivers_every_change_in_order_across_a_member_kill(etcd_backend, etcd_cluster):

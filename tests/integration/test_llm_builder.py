@@ -13,6 +13,10 @@ from libraryfs.llm import make_builder, report_line
 from libraryfs.llm.builder import LLMIndexBuilder
 from libraryfs.llm.cache import AnswerCache
 
+# every fallback to the deterministic results is logged once per job (an unreachable or misbehaving endpoint
+# is never silent); the tests here provoke them on purpose
+pytestmark = pytest.mark.expect_log(r"deterministic results are used meanwhile")
+
 
 @pytest.fixture
 def store(tmp_path):
@@ -71,7 +75,7 @@ def test_summaries_are_batched_and_are_the_models(store, srv):
     out = b.summarize(docs)
     assert out == [f"Model summary of n{i}.md" for i in range(20)]
     reqs = srv.chat_requests("summarize")
-    assert [len(r.payload["entries"]) for r in reqs] == [8, 8, 4]
+    assert sorted(len(r.payload["entries"]) for r in reqs) == [4, 8, 8]  # any arrival order
     st = b.status()
     assert st["requests"] == 3 and st["fallbacks"] == 0 and st["tokens"] > 0
     assert b.last_fallbacks == []
@@ -192,7 +196,8 @@ def test_connection_refused_falls_back(store):
 
 
 def test_connection_dropped_midway_other_batches_still_answer(store, srv):
-    srv.script(Close(), Close())  # the first batch fails both tries; later batches are answered
+    first_batch = lambda r: r.task == "summarize" and r.payload["entries"][0]["name"] == "n0.md"  # noqa: E731
+    srv.on(first_batch, Close(), times=2)  # the first batch fails both tries; later batches are answered
     b = builder(store, srv.base_url, batch_size=2, max_concurrency=1, down_backoff_s=0)
     out = b.summarize([doc(i) for i in range(4)])
     assert out[:2] == [deterministic_summary(doc(i)) for i in range(2)]

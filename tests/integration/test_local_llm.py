@@ -15,11 +15,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
+from helpers.wait import pid_alive, wait_exit
 
 from libraryfs.daemon import corpus
 from libraryfs.fs.store import Store
@@ -97,24 +97,6 @@ def _serve(*args: str) -> subprocess.Popen:
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is gone for our purposes
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _wait_gone(pid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while _pid_alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
     """``libraryfs llm serve``: the printed base URL serves the model; SIGTERM stops server and command (0)."""
     try:
@@ -140,11 +122,13 @@ def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
             assert [m["id"] for m in json.loads(r.read())["data"]] == [local.MODEL_NAME]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-        assert _wait_gone(server_pid, 10), "the model server outlived `libraryfs llm serve`"
+        assert wait_exit(server_pid, 30), "the model server outlived `libraryfs llm serve`"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
 
 
 def test_a_killed_caller_leaves_no_server_behind(tmp_path):
@@ -161,11 +145,12 @@ def test_a_killed_caller_leaves_no_server_behind(tmp_path):
     caller = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         server_pid = int(caller.stdout.readline())
-        assert _pid_alive(server_pid)
+        assert pid_alive(server_pid)
         caller.kill()
         caller.wait()
-        assert _wait_gone(server_pid, 10), "the model server outlived its killed caller"
+        assert wait_exit(server_pid, 30), "the model server outlived its killed caller"
     finally:
         if caller.poll() is None:
             caller.kill()
             caller.wait()
+        caller.stdout.close()

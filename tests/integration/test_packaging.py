@@ -1,6 +1,7 @@
 """Packaging: daemon/ and cli/ install as libraryfs.daemon / libraryfs.cli; no package is left out."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -25,6 +26,14 @@ def test_every_package_is_listed():
 
 
 def test_wheel_puts_nothing_generic_in_site_packages(tmp_path):
+    # build from a copy: an in-tree build writes build/ and *.egg-info/ into the source tree
+    src = tmp_path / "src"
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", ".venv"),
+    )
+    out = tmp_path / "wheels"
     r = subprocess.run(
         [
             sys.executable,
@@ -35,14 +44,14 @@ def test_wheel_puts_nothing_generic_in_site_packages(tmp_path):
             "--no-build-isolation",
             "-q",
             "-w",
-            str(tmp_path),
-            str(ROOT),
+            str(out),
+            str(src),
         ],
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stderr
-    whl = next(tmp_path.glob("libraryfs-*.whl"))
+    whl = next(out.glob("libraryfs-*.whl"))
     tops = {n.split("/")[0] for n in zipfile.ZipFile(whl).namelist()}
     assert {t for t in tops if not t.startswith("libraryfs")} == set()
     names = zipfile.ZipFile(whl).namelist()

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -20,26 +19,19 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import unavailable
+from helpers.mount import require_fuse, unmount_and_stop
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.layout import mount_state
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 TIMEOUT_S = 30.0
 
 
 @pytest.fixture(autouse=True)
 def need_fuse():
-    why = None
-    if not os.path.exists("/dev/fuse"):
-        why = "/dev/fuse is missing"
-    elif not shutil.which("fusermount3"):
-        why = "fusermount3 is missing (apt-get install fuse3)"
-    if why:
-        unavailable(why)
+    require_fuse()
 
 
 class Listener:
@@ -90,17 +82,17 @@ def procs(tmp_path):
     started: list[tuple[subprocess.Popen, str | None]] = []
     yield started
     for p, mnt in started:
+        if mnt and mount_state(mnt) in ("live", "stale"):
+            unmount_and_stop(mnt, [p.pid])
         if p.poll() is None:
             p.kill()
-            p.wait(10)
-        if mnt and mount_state(mnt) in ("live", "stale"):
-            subprocess.run(["fusermount3", "-uz", mnt], capture_output=True)
+        p.wait(10)
 
 
 def spawn(
     procs, args: list[str], log: Path, notify_socket: str | None, mnt: str | None = None, **env
 ) -> subprocess.Popen:
-    e = dict(os.environ, **env)
+    e = {k: v for k, v in dict(os.environ, **env).items() if v is not None}  # None: remove the variable
     e.pop("NOTIFY_SOCKET", None)
     if notify_socket:
         e["NOTIFY_SOCKET"] = notify_socket
@@ -367,3 +359,22 @@ def test_indexer_second_instance_fails_with_one_line(libdir, tmp_path, listener,
     assert r.stderr.strip() == f"libraryfs-indexer: library {libdir} is already indexed by pid {p.pid}"
     p.send_signal(signal.SIGTERM)
     assert p.wait(TIMEOUT_S) == 0
+
+
+def test_the_indexer_lowers_its_priority_by_default(libdir, tmp_path, listener, procs):
+    """``index.nice`` defaults to 10: by READY the indexer has added it to the nice value it started with
+    (the suite runs its daemons at its own priority, tests/conftest.py, so the default is tested here)."""
+    p = spawn(
+        procs,
+        ["-m", "libraryfs.daemon.indexer", str(libdir), "--no-llm"],
+        tmp_path / "i.log",
+        listener.address,
+        LIBRARYFS_INDEX_NICE=None,
+        LIBRARYFS_INDEXER_NICE=None,
+    )
+    listener.wait_for("READY")
+    with open(f"/proc/{p.pid}/stat") as f:
+        nice = int(f.read().rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+    assert nice == min(19, os.nice(0) + 10)
+    p.kill()  # a niced process on a loaded machine may take long to stop; its lock goes with it
+    p.wait(TIMEOUT_S)

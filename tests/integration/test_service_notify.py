@@ -57,6 +57,7 @@ def test_path_socket_and_unset_environment(monkeypatch, tmp_path):
         s.close()
 
 
+@pytest.mark.expect_log(r"sd_notify '.*' failed")
 def test_dead_socket_is_logged_not_raised(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "nobody-listens.sock"))
     with caplog.at_level(logging.WARNING, logger="libraryfs.notify"):
@@ -76,6 +77,7 @@ def test_watchdog_interval_respects_pid(monkeypatch):
     assert notify.watchdog_interval_s() is None
 
 
+@pytest.mark.expect_log(r"liveness check failed", r"liveness check passes again")
 def test_watchdog_pings_only_while_alive(notify_socket):
     alive = threading.Event()
     alive.set()

@@ -8,7 +8,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")

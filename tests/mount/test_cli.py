@@ -4,25 +4,21 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers.files import read_file, write_file
+from helpers.wait import wait_until
 
 
-def wait_for(pred, timeout_s=15.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
+def wait_for(pred, timeout_s=30.0):
+    wait_until(pred, timeout_s, "the mirrored change")
 
 
 def test_find_and_dot_find(mounted, run_cli):
     os.makedirs(mounted.p("kitchen"))
     os.makedirs(mounted.p("garage"))
-    open(mounted.p("kitchen/recipes.md"), "w").write("# Recipes\n\nPasta with tomato sauce.\n")
-    open(mounted.p("garage/tools.md"), "w").write("# Tools\n\nA hammer and a saw.\n")
+    write_file("# Recipes\n\nPasta with tomato sauce.\n", mounted.p("kitchen/recipes.md"), "w")
+    write_file("# Tools\n\nA hammer and a saw.\n", mounted.p("garage/tools.md"), "w")
     mounted.wait_indexed()
     r = run_cli("find", mounted.libdir, "recipes.md", check_rc=True)
     assert r.stdout.splitlines()[0] == mounted.p("kitchen/recipes.md")
@@ -30,13 +26,13 @@ def test_find_and_dot_find(mounted, run_cli):
     assert mounted.p("garage/tools.md") in r.stdout
     links = sorted(os.listdir(mounted.p(".find/tools.md")))
     assert links == ["01-tools.md"]
-    assert open(mounted.p(".find/tools.md/01-tools.md")).read().startswith("# Tools")
+    assert read_file(mounted.p(".find/tools.md/01-tools.md")).startswith("# Tools")
     assert run_cli("find", mounted.libdir, "nothing-like-this").returncode == 1
 
 
 def test_stats_count_toc_pages_and_entries_per_process(mounted):
     os.makedirs(mounted.p("s"))
-    open(mounted.p("s/e.md"), "w").write("# E\n\n" + "word " * 400)
+    write_file("# E\n\n" + "word " * 400, mounted.p("s/e.md"), "w")
     mounted.wait_indexed()
     code = (
         f"import json,os;open({mounted.p('INDEX.md')!r}).read();open({mounted.p('s/INDEX.md')!r}).read();"
@@ -71,7 +67,7 @@ def test_generated_files_are_read_only_but_index_md_can_become_the_users(mounted
 
 
 def test_status_json(mounted, run_cli):
-    open(mounted.p("x.md"), "w").write("x")
+    write_file("x", mounted.p("x.md"), "w")
     mounted.wait_indexed()
     st = json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)
     assert st["mounted"] and st["mount"]["pid"] == mounted.server_pid
@@ -105,13 +101,18 @@ def test_ingest_watch_mirrors_changes(mounted, tmp_path):
     try:
         wait_for(lambda: os.path.exists(mounted.p("docs/sub/b.md")))
         assert not os.path.exists(mounted.p("docs/.hidden"))
-        time.sleep(1.0)  # the observer is running once the first copy is done
+
+        def mirrored() -> bool:  # "watching" is printed before the observer starts: probe until it mirrors
+            (src / "probe.md").write_text("probe\n")
+            return os.path.exists(mounted.p("docs/probe.md"))
+
+        wait_until(mirrored, 60, "the ingest watcher to mirror a change (its observer runs)")
         (src / "c.md").write_text("# C\n")
         (src / "a.md").write_text("# A2\n")
         os.unlink(src / "sub" / "b.md")
         wait_for(lambda: os.path.exists(mounted.p("docs/c.md")))
-        wait_for(lambda: open(mounted.p("docs/a.md")).read() == "# A2\n")
+        wait_for(lambda: read_file(mounted.p("docs/a.md")) == "# A2\n")
         wait_for(lambda: not os.path.exists(mounted.p("docs/sub/b.md")))
     finally:
         p.terminate()
-        p.wait(10)
+        p.communicate(timeout=30)  # reaps it and closes its pipes

@@ -5,11 +5,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from helpers.files import read_file
+from helpers.wait import wait_until
 
-from libraryfs.layout import indexer_pid, mount_state, pid_alive, read_run, wait_exit
+from libraryfs.layout import indexer_pid, mount_state, read_run, wait_exit
 
 
 def one_line_error(r, needle):
@@ -21,15 +22,15 @@ def one_line_error(r, needle):
 def test_killed_server_then_mount_adopts_the_running_indexer(mounted, run_cli):
     old_indexer = mounted.info["indexer_pid"]
     os.kill(mounted.server_pid, signal.SIGKILL)
-    time.sleep(0.3)
+    assert wait_exit(mounted.server_pid, 30)
     r = run_cli("mount", mounted.libdir, mounted.mnt, check_rc=True)
     run = read_run(mounted.libdir)
     mounted.info["server_pid"] = run["server_pid"]
     assert run["indexer_pid"] == old_indexer, r.stdout
     assert indexer_pid(mounted.libdir) == old_indexer
     run_cli("umount", mounted.mnt, check_rc=True)
-    wait_exit(old_indexer, 10)
-    assert not pid_alive(old_indexer)
+    mounted.expect_server_alive = False  # unmounted by the test itself
+    assert wait_exit(old_indexer, 30)
 
 
 def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
@@ -40,10 +41,7 @@ def test_umount_refuses_a_foreign_fuse_mount(tmp_path, run_cli):
         [sys.executable, memfs, str(mnt)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 15
-        while mount_state(str(mnt)) != "live" and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert mount_state(str(mnt)) == "live"
+        wait_until(lambda: mount_state(str(mnt)) == "live", 30, "the foreign memfs mount")
         one_line_error(run_cli("umount", str(mnt)), "not a libraryfs mount")
         assert mount_state(str(mnt)) == "live"
     finally:
@@ -103,12 +101,10 @@ def test_non_regular_inbox_entries_are_filed_into_unsorted(mounted):
     os.makedirs(mounted.p("inbox/adir/sub"))
     os.mkfifo(mounted.p("inbox/fifo"))
     os.symlink("/etc/passwd", mounted.p("inbox/pw"))
-    deadline = time.monotonic() + 20
-    while os.listdir(mounted.p("inbox")) != [] and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: os.listdir(mounted.p("inbox")) == [], 60, "the inbox to be filed")
     assert sorted(os.listdir(mounted.p("unsorted"))) == ["adir", "fifo", "pw"]
     mounted.wait_indexed()
-    assert b"root:" not in open(mounted.p("unsorted/INDEX.md"), "rb").read()
+    assert b"root:" not in read_file(mounted.p("unsorted/INDEX.md"), "rb")
 
 
 @pytest.mark.no_indexer

@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.files import read_file
+from helpers.mount import mount
+from helpers.wait import wait_until
 
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import open_tree
-from libraryfs.layout import pid_alive, wait_exit
 
 pytestmark = pytest.mark.mount
 
@@ -90,18 +92,14 @@ def _follow(mnt: str, here: str, text: str) -> str:
     return os.path.normpath(os.path.join(here, target)) if here else target
 
 
-def _wait_for(path: str, needle: str, timeout_s: float) -> float | None:
-    """Seconds until ``needle`` appears in the file at ``path`` (re-read each time), or None."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            with open(path, encoding="utf-8") as f:
-                if needle in f.read():
-                    return time.monotonic() - t0
-        except OSError:
-            pass
-        time.sleep(0.05)
-    return None
+def _wait_for(path: str, needle: str, timeout_s: float = 30.0) -> None:
+    """Until ``needle`` appears in the file at ``path`` (re-read each time); AssertionError on timeout."""
+
+    def has() -> bool:
+        with open(path, encoding="utf-8") as f:
+            return needle in f.read()
+
+    wait_until(has, timeout_s, f"{needle!r} in {path}", ignore=(OSError,))
 
 
 def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
@@ -111,7 +109,7 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "indexed tinyrepo: 3 files, 3 symbols, 1 import edges, 1 call edges" in r.stdout
     mounted.wait_indexed()
-    print("\n" + open(mounted.p("code/tinyrepo/pkg/parser.py/INDEX.md"), encoding="utf-8").read())
+    print("\n" + read_file(mounted.p("code/tinyrepo/pkg/parser.py/INDEX.md"), encoding="utf-8"))
 
     # root → code/ → tinyrepo/ → pkg/ → parser.py/ → Parser.parse.py, each step a link in an INDEX.md
     code = _follow(mounted.mnt, "", "code/")
@@ -122,7 +120,7 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     pkg = _follow(mounted.mnt, repo_dir, "pkg/")
     file_dir = _follow(mounted.mnt, pkg, "parser.py/")
     assert file_dir == "code/tinyrepo/pkg/parser.py"
-    index_text = open(mounted.p(f"{file_dir}/INDEX.md"), encoding="utf-8").read()
+    index_text = read_file(mounted.p(f"{file_dir}/INDEX.md"), encoding="utf-8")
     # the symbol's header comment gives its line in the file's INDEX.md: kind and summary (the link is its name)
     assert "[Parser.parse.py](Parser.parse.py) — method: Split lines into a dict." in index_text
     sym = _follow(mounted.mnt, file_dir, "Parser.parse.py")
@@ -131,9 +129,9 @@ def test_add_and_navigate_root_to_symbol(mounted, tmp_path):
     assert body.splitlines()[0] == "# Parser.parse — method · pkg/parser.py:9-17 · Split lines into a dict."
     assert "    def parse(self, text):" in body and "strip_comment(line)" in body
     # SYMBOLS.md carries the resolved cross-file call; SOURCE.py is the whole file
-    symbols_md = open(mounted.p(f"{file_dir}/SYMBOLS.md"), encoding="utf-8").read()
+    symbols_md = read_file(mounted.p(f"{file_dir}/SYMBOLS.md"), encoding="utf-8")
     assert "pkg/util.py::strip_comment" in symbols_md
-    assert open(mounted.p(f"{file_dir}/SOURCE.py"), encoding="utf-8").read() == PARSER_PY
+    assert read_file(mounted.p(f"{file_dir}/SOURCE.py"), encoding="utf-8") == PARSER_PY
 
     # code route reads the index back through the mount
     r = _cli(
@@ -168,16 +166,17 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
         env=env,
     )
     try:
-        line = ""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not line.startswith("watching"):
+
+        def watching() -> bool:
             line = proc.stdout.readline()
             assert line or proc.poll() is None, proc.stderr.read()
-        assert line.startswith("watching"), line
+            return line.startswith("watching")
+
+        wait_until(watching, 60, "`code add --watch` to say it is watching")
         mounted.wait_indexed()
         index_md = mounted.p("code/tinyrepo/pkg/util.py/INDEX.md")
-        assert "strip_comment.py" in open(index_md, encoding="utf-8").read()
-        assert "join_lines" not in open(index_md, encoding="utf-8").read()
+        assert "strip_comment.py" in read_file(index_md, encoding="utf-8")
+        assert "join_lines" not in read_file(index_md, encoding="utf-8")
 
         t0 = time.monotonic()
         with open(repo / "pkg" / "util.py", "a") as f:
@@ -185,22 +184,19 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
                 '\n\ndef join_lines(lines):\n    """Join lines back with newlines."""\n'
                 '    return "\\n".join(lines)\n'
             )
-        delay = _wait_for(
-            index_md, "[join_lines.py](join_lines.py) — function: Join lines back with newlines.", 10.0
-        )
-        assert delay is not None, open(index_md, encoding="utf-8").read()
+        _wait_for(index_md, "[join_lines.py](join_lines.py) — function: Join lines back with newlines.")
         print(f"\nedit → file's INDEX.md in the mount: {time.monotonic() - t0:.2f} s")
         with open(mounted.p("code/tinyrepo/pkg/util.py/join_lines.py"), encoding="utf-8") as f:
             assert f.read().startswith("# join_lines — function")
 
         # a deletion reaches the mount too: the file's directory goes, the parent INDEX.md drops it
         os.remove(repo / "pkg" / "util.py")
-        gone = _wait_for(mounted.p("code/tinyrepo/pkg/INDEX.md"), "", 0.1)  # readable
-        assert gone is not None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and os.path.exists(mounted.p("code/tinyrepo/pkg/util.py")):
-            time.sleep(0.05)
-        assert not os.path.exists(mounted.p("code/tinyrepo/pkg/util.py"))
+        wait_until(
+            lambda: not os.path.exists(mounted.p("code/tinyrepo/pkg/util.py")),
+            30,
+            "util.py/ to go from the mount",
+        )
+        assert read_file(mounted.p("code/tinyrepo/pkg/INDEX.md"))  # readable
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -208,17 +204,13 @@ def test_watch_edit_reaches_index_md(mounted, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, proc.stderr.read()
+        err = proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == 0, err
 
 
 def test_budget_mount_refuses_reads_with_edquot(tmp_path):
-    from conftest import fuse_available, unavailable
-
-    why = fuse_available()
-    if why:
-        unavailable(why)
-    from libraryfs.daemon import launcher
-
     libdir = tmp_path / "blib"
     Store.create(libdir, {"toc_max_tokens": 2000}).close()
     tree = open_tree(str(libdir))  # not mounted: writes straight into the store (no page cache to hide reads)
@@ -227,11 +219,9 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
     tree.close()
 
     mnt = tmp_path / "bmnt"
-    mnt.mkdir()
-    info = launcher.start(str(libdir), str(mnt), indexer=False, llm=False, budget="reads=3,tokens=100000")
-    try:
+    with mount(libdir, mnt, indexer=False, budget="reads=3,tokens=100000"):
         budget_file = os.path.join(mnt, ".libraryfs", "budget")
-        first = json.loads(open(budget_file).read())
+        first = json.loads(read_file(budget_file))
         assert first["limits"] == {"reads": 3, "tokens": 100000}
         assert first["remaining"]["reads"] == 3 and first["refused"] == 0
 
@@ -247,7 +237,7 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
         assert refused_at == 3
         assert got == [f"# note {i}\n\nsome words about note {i}\n" for i in range(3)]
 
-        left = json.loads(open(budget_file).read())  # the control file itself is free
+        left = json.loads(read_file(budget_file))  # the control file itself is free
         assert left["used"]["reads"] == 3 and left["remaining"]["reads"] == 0
         assert (
             0 < left["used"]["tokens"] < 100
@@ -258,14 +248,8 @@ def test_budget_mount_refuses_reads_with_edquot(tmp_path):
         assert left["refused"] >= 1
         # still refused, and nothing more is consumed
         with pytest.raises(OSError) as ei:
-            open(os.path.join(mnt, "notes", "n4.md")).read()
+            read_file(os.path.join(mnt, "notes", "n4.md"))
         assert ei.value.errno == errno.EDQUOT
-        again = json.loads(open(budget_file).read())
+        again = json.loads(read_file(budget_file))
         print("\n.libraryfs/budget after the refusals:", json.dumps(again))
         assert again["used"] == left["used"] and again["refused"] > left["refused"]
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        pid = info.get("server_pid")
-        wait_exit(pid, 10)
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)

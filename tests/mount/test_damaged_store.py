@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.mount import require_fuse
 
 from libraryfs.errors import EXIT_DAMAGED
 from libraryfs.layout import is_libraryfs_mount, wait_until_idle
@@ -31,11 +32,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """A library made by ``libraryfs init`` and filled through a real mount: (libdir, {path: bytes})."""
-    from conftest import fuse_available, unavailable
-
-    why = fuse_available()
-    if why:
-        unavailable(why)
+    require_fuse()
     root = tmp_path_factory.mktemp("damaged")
     lib, mnt = str(root / "lib"), str(root / "mnt")
     assert cli("init", lib).returncode == 0

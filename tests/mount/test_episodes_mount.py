@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.files import read_file
 
 from libraryfs.features.episodes.builder import EpisodeBuilder
 from libraryfs.fs.store import Store
@@ -64,12 +65,12 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         area, area_spans = next(
             (k[1], v) for k, v in sorted(truth.visits.items()) if k[0] == "area" and len(v) >= 2
         )
-        text = open(os.path.join(ep_dir, "visits", area, "2.md")).read()
+        text = read_file(os.path.join(ep_dir, "visits", area, "2.md"))
         assert f"first step: {area_spans[1][0]}\nlast step: {area_spans[1][1]}\n" in text
-        text = open(os.path.join(ep_dir, "visits", place, "2.md")).read()
+        text = read_file(os.path.join(ep_dir, "visits", place, "2.md"))
         assert text.startswith(f"# visit 2 to {place}: steps {starts[1]}–")
         assert f"first step: {starts[1]}\n" in text
-        last = open(os.path.join(ep_dir, "visits", place, "last.md")).read()
+        last = read_file(os.path.join(ep_dir, "visits", place, "last.md"))
         assert f"visit {len(starts)})" in last.splitlines()[0]
         # the visit's end is the step before the next place change
         end = int(re.search(r"last step: (\d+)", text).group(1))
@@ -91,7 +92,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         )
         assert names == [f"{t:06d}.md" for t in gains]
         t = 777
-        step = open(os.path.join(ep_dir, "steps", f"{t:06d}.md")).read()
+        step = read_file(os.path.join(ep_dir, "steps", f"{t:06d}.md"))
         assert (
             f"- action: {recs[t]['action']}" in step and recs[t]["place"] in step and recs[t]["area"] in step
         )
@@ -102,9 +103,9 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         with open(os.path.join(ep_dir, "ask", "wood2.md"), "w") as f:
             f.write("budget: 120\nAt which step did I collect wood for the second time?\n")
         b.poll()
-        ev = open(os.path.join(ep_dir, "recall", "wood2.md")).read()
+        ev = read_file(os.path.join(ep_dir, "recall", "wood2.md"))
         assert f"t={ev_steps[1]} " in ev and "ev=collect_wood#2" in ev
-        ans = open(os.path.join(ep_dir, "answer", "wood2.md")).read()
+        ans = read_file(os.path.join(ep_dir, "answer", "wood2.md"))
         assert f"answer: {ev_steps[1]}\nreader: rules\n" in ans
     finally:
         store.close()
@@ -112,7 +113,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     # the indexer gives each anchor directory its INDEX.md (~7,000 new files take it a while)
     mounted.wait_indexed(timeout_s=300)
     toc = os.path.join(ep_dir, "visits", place, "INDEX.md")
-    assert "2.md" in open(toc).read()
+    assert "2.md" in read_file(toc)
     for d in (
         "steps",
         "timeline",
@@ -121,7 +122,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
         f"by-location/{area}",
         "answer",
     ):
-        assert open(os.path.join(ep_dir, d, "INDEX.md")).read().strip(), d
+        assert read_file(os.path.join(ep_dir, d, "INDEX.md")).strip(), d
 
     # the recall command reads the units beside the live mount
     r = subprocess.run(
@@ -144,7 +145,7 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == f"t={starts[1]} visit={place}#2"
 
-    # the answer command: the answer read from ≤ 64 tokens of evidence, and "unknown" with status 4
+    # the answer command: the answer read from ≤ 64 tokens of evidence, and "unknown" with status 7
     def answer(q: str, *extra: str) -> subprocess.CompletedProcess:
         cmd = [
             sys.executable,
@@ -168,4 +169,4 @@ def test_crafter_episode_through_mount(mounted, episode_records):
     r = answer(f"How many separate visits to {place} were there before step {starts[2]}?")
     assert (r.returncode, r.stdout) == (0, "2\n")
     r = answer("what is the meaning of life")
-    assert (r.returncode, r.stdout.strip()) == (4, "unknown")
+    assert (r.returncode, r.stdout.strip()) == (7, "unknown")

@@ -5,7 +5,7 @@ library directory that is read-only, full or corrupt (one-line CLI error, never 
 The property-based part runs a bounded number of examples (``LIBRARYFS_HYPOTHESIS_EXAMPLES``, default 200) so
 the file finishes well under a minute on 2 cores. The 10⁵-entry directory is a script::
 
-    python tests/mount/test_hostile.py --entries 100000
+    PYTHONPATH=tests python tests/mount/test_hostile.py --entries 100000
 """
 
 from __future__ import annotations
@@ -22,61 +22,18 @@ import tempfile
 import time
 
 import pytest
-from conftest import unavailable
+from helpers.files import read_file
+from helpers.mount import mount, require_fuse, unavailable
+from helpers.wait import wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-from libraryfs.layout import pid_alive, wait_exit, wait_until_idle
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = int(os.environ.get("LIBRARYFS_HYPOTHESIS_EXAMPLES", "200"))
 ORACLE_ROOT = "/dev/shm" if os.path.isdir("/dev/shm") else None  # tmpfs
-
-
-def _fuse_or_skip() -> None:
-    from conftest import fuse_available
-
-    why = fuse_available()
-    if why:
-        unavailable(why)
-
-
-@contextlib.contextmanager
-def mount_library(libdir: str, mnt: str, **kw):
-    """Mount ``libdir`` at ``mnt`` with the real launcher; unmount, stop, and require a clean check after."""
-    from libraryfs.daemon import launcher
-
-    os.makedirs(mnt, exist_ok=True)
-    kw.setdefault("llm", False)
-    info = launcher.start(libdir, mnt, **kw)
-    try:
-        yield info
-    finally:
-        for args in (["-u"], ["-uz"]):
-            if subprocess.run(["fusermount3", *args, mnt], capture_output=True).returncode == 0:
-                break
-        for key in ("indexer_pid", "server_pid"):
-            pid = info.get(key)
-            if key == "indexer_pid" and pid_alive(pid):
-                os.kill(pid, signal.SIGTERM)
-            if not wait_exit(pid, 10):
-                os.kill(pid, signal.SIGKILL)
-    st_ = Store(libdir)
-    try:
-        report = check(st_)
-    finally:
-        st_.close()
-    assert report.problems == [], describe(report)
-
-
-def wait_idle(libdir: str, timeout_s: float = 30.0) -> None:
-    """Until the indexer has consumed the journal and is idle (:func:`libraryfs.layout.wait_until_idle`)."""
-    wait_until_idle(libdir, timeout_s)
-    time.sleep(0.3)  # let the mount's invalidation thread (0.2 s poll) see the new generation
 
 
 # =====================================================================================================
@@ -243,18 +200,18 @@ def _tree(root: bytes) -> dict:
 @pytest.fixture(scope="module")
 def shared_mount(tmp_path_factory):
     """One mount (with its indexer) for every example; checked clean at the end."""
-    _fuse_or_skip()
+    require_fuse()
     base = tmp_path_factory.mktemp("hostile")
     libdir, mnt = str(base / "lib"), str(base / "mnt")
     Store.create(libdir, {"toc_max_tokens": 2000}).close()
     oracle = tempfile.mkdtemp(prefix="lfs-oracle-", dir=ORACLE_ROOT)
-    with mount_library(libdir, mnt, timeouts="1,1,1") as info:
+    with mount(libdir, mnt) as m:
         yield {
             "libdir": libdir,
             "mnt": os.fsencode(mnt),
             "oracle": os.fsencode(oracle),
             "n": [0],
-            "info": info,
+            "mounted": m,
         }
     shutil.rmtree(oracle, ignore_errors=True)
 
@@ -302,10 +259,10 @@ def test_random_operations_leave_a_clean_store_and_valid_tocs(shared_mount):
         for n in (b"\xff\xfe-bin", b"new\nline", b"[bracket](x)", "é ñ".encode(), b"%41", b"n" * 255):
             with open(os.path.join(d, n), "wb") as f:
                 f.write(b"# title " + n + b"\n")
-    wait_idle(shared_mount["libdir"])
+    shared_mount["mounted"].wait_indexed()
     for k in range(3):
         d = os.path.join(mnt, b"left%d" % k)
-        page = open(os.path.join(d, b"INDEX.md"), "rb").read()
+        page = read_file(os.path.join(d, b"INDEX.md"), "rb")
         targets = set(links(page))
         assert targets == set(os.listdir(d)) - {b"INDEX.md"}, page
         for t in targets:
@@ -338,7 +295,7 @@ def test_non_utf8_name_does_not_stop_the_indexer(mounted):
     with open(mounted.p("s/plain.md"), "w") as f:
         f.write("# plain\n")
     mounted.wait_indexed(timeout_s=10)
-    page = open(mounted.p("s/INDEX.md"), "rb").read()
+    page = read_file(mounted.p("s/INDEX.md"), "rb")
     assert b"plain.md" in page and b"%FF%FE-latin1.md" in page
 
 
@@ -368,7 +325,7 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
     from libraryfs.index.toc import links
 
     out = {"fill_s": fill_directory(libdir, b"big", n)}
-    with mount_library(libdir, mnt, timeouts="1,1,1"):
+    with mount(libdir, mnt) as m:
         big = os.path.join(mnt, "big")
         t0 = time.monotonic()
         names = os.listdir(big)
@@ -388,7 +345,7 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
         with open(os.path.join(big, "aa-new.md"), "w") as f:
             f.write("# a new entry among many\n")
         t0 = time.monotonic()
-        wait_idle(libdir, timeout_s=max(60.0, n / 200))
+        m.wait_indexed(timeout_s=max(60.0, n / 200))
         out["index_s"] = time.monotonic() - t0
         # walk the TOC tree: every entry is reachable from INDEX.md within the page bound
         seen: set[bytes] = set()
@@ -396,7 +353,7 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
         pages = 0
         while todo:
             rel = todo.pop()
-            page = open(os.path.join(os.fsencode(big), rel), "rb").read()
+            page = read_file(os.path.join(os.fsencode(big), rel), "rb")
             pages += 1
             base = os.path.dirname(rel)
             for t in links(page):
@@ -420,7 +377,7 @@ def big_directory_check(libdir: str, mnt: str, n: int) -> dict:
 
 
 def test_directory_of_ten_thousand_entries(tmp_path):
-    _fuse_or_skip()
+    require_fuse()
     libdir = str(tmp_path / "lib")
     Store.create(libdir, {"toc_max_tokens": 2000}).close()
     out = big_directory_check(libdir, str(tmp_path / "mnt"), 10_000)
@@ -526,7 +483,7 @@ def _no_server_left(libdir: str) -> None:
 
 
 def test_read_only_library_directory_gives_one_line_errors(tmp_path, run_cli):
-    _fuse_or_skip()
+    require_fuse()
     fs = str(tmp_path / "fs")
     with tmpfs(fs, "32m"):
         libdir = os.path.join(fs, "lib")
@@ -546,13 +503,13 @@ def test_read_only_library_directory_gives_one_line_errors(tmp_path, run_cli):
 def test_full_disk_is_enospc_and_recovers(tmp_path, run_cli):
     """A library on a 6 MiB filesystem: writes fail with ENOSPC (never EIO/EINVAL), the mount stays up,
     deleting frees room, and the store stays consistent."""
-    _fuse_or_skip()
+    require_fuse()
     fs = str(tmp_path / "fs")
     with tmpfs(fs, "6m"):
         libdir = os.path.join(fs, "lib")
         run_cli("init", libdir, "--map-size-mb", "1", check_rc=True)
         mnt = str(tmp_path / "mnt")
-        with mount_library(libdir, mnt, indexer=False):
+        with mount(libdir, mnt, indexer=False):
             chunk = os.urandom(256 << 10)
             written = []
             err = None
@@ -575,7 +532,7 @@ def test_full_disk_is_enospc_and_recovers(tmp_path, run_cli):
                 os.unlink(p)
             with open(os.path.join(mnt, "after.txt"), "wb") as f:
                 f.write(b"room again\n")
-            assert open(os.path.join(mnt, "after.txt"), "rb").read() == b"room again\n"
+            assert read_file(os.path.join(mnt, "after.txt"), "rb") == b"room again\n"
         assert _fill(fs)
         assert_one_line_error(run_cli("init", os.path.join(fs, "lib2")))
 
@@ -598,7 +555,7 @@ def _fill(fs: str) -> bool:
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "bad_schema"])
 def test_corrupt_library_gives_one_line_errors_and_no_crash_loop(tmp_path, run_cli, damage):
-    _fuse_or_skip()
+    require_fuse()
     libdir = str(tmp_path / "lib")
     run_cli("init", libdir, check_rc=True)
     data = os.path.join(libdir, "store", "data.mdb")
@@ -649,20 +606,14 @@ def test_remount_after_server_killed(mounted, run_cli):
     with open(mounted.p("kept.txt"), "w") as f:
         f.write("kept\n")
     os.kill(mounted.server_pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            os.statvfs(mounted.mnt)
-        except OSError:
-            break
-        time.sleep(0.02)
-    time.sleep(1.5)  # past attr_timeout (1 s): the kernel no longer answers stat of the root from its cache
+    # the regression needs the kernel's cached attributes of the mount root expired: stat is ENOTCONN then
+    wait_until(lambda: not os.path.exists(mounted.mnt), 15, "stat of the dead mount's root to fail")
     r = run_cli("mount", mounted.libdir, mounted.mnt, "--no-indexer")
     assert r.returncode == 0, r.stderr
     from libraryfs.layout import read_run
 
     mounted.info["server_pid"] = read_run(mounted.libdir)["server_pid"]
-    assert open(mounted.p("kept.txt")).read() == "kept\n"
+    assert read_file(mounted.p("kept.txt")) == "kept\n"
 
 
 # =====================================================================================================
@@ -690,5 +641,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     sys.exit(main())

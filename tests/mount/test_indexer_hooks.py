@@ -4,7 +4,9 @@ pass over the hook's own files are done."""
 
 import json
 import os
-import time
+
+from helpers.files import read_file
+from helpers.wait import wait_until
 
 from libraryfs.fs.store import Store
 from libraryfs.hooks import features
@@ -30,8 +32,8 @@ def test_steps_appended_through_the_mount_become_anchor_views(mounted):
     mounted.wait_indexed(timeout_s=60)
     visits = sorted(os.listdir(mounted.p("episodes/e1/visits/meadow")))
     assert "2.md" in visits and "last.md" in visits
-    assert "t=2" in open(mounted.p("episodes/e1/visits/meadow/2.md")).read()
-    assert b"visits/" in open(mounted.p("episodes/e1/INDEX.md"), "rb").read()
+    assert "t=2" in read_file(mounted.p("episodes/e1/visits/meadow/2.md"))
+    assert b"visits/" in read_file(mounted.p("episodes/e1/INDEX.md"), "rb")
 
 
 def test_the_hook_waits_for_another_episodes_writer(mounted):
@@ -44,15 +46,14 @@ def test_the_hook_waits_for_another_episodes_writer(mounted):
         with view_writer(mounted.libdir, "episodes"):
             with open(mounted.p("episodes/e2/steps.jsonl"), "w") as f:
                 f.write(json.dumps({"t": 0, "action": "noop", "location": "cave"}) + "\n")
+
             # the pass consumed the journal, then the hook found the lock taken: "hooks", not "idle"
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+            def hook_waiting() -> bool:
                 with st.read() as t:
                     backlog = index_backlog(t)
-                if backlog["pending_records"] == 0 and backlog["state"] == "hooks":
-                    break
-                time.sleep(0.05)
-            assert backlog["state"] == "hooks", backlog
+                return backlog["pending_records"] == 0 and backlog["state"] == "hooks"
+
+            wait_until(hook_waiting, 60, "the indexer to wait in its hooks for the episodes lock")
             assert not os.path.exists(mounted.p("episodes/e2/steps"))  # nothing written while we hold it
     finally:
         st.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers.schema1_fixture import DYNAMIC, S_IFLNK, S_IFREG, unpack
 
+from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 
@@ -52,7 +53,7 @@ def test_previous_release_library_reads_the_same_through_a_mount(libdir, run_cli
     lib = str(libdir)
     manifest = json.loads((libdir.parent / "manifest.json").read_text(encoding="utf-8"))
     r = run_cli("check", lib)  # read-only: served at schema 1, says what is pending, writes nothing
-    assert r.returncode == 0 and r.stdout.startswith("schema 1 (this release writes 2; pending"), (
+    assert r.returncode == 0 and r.stdout.startswith("schema 1 (this release writes 3; pending"), (
         r.stdout + r.stderr
     )
     st = Store(lib, readonly=True)
@@ -60,14 +61,18 @@ def test_previous_release_library_reads_the_same_through_a_mount(libdir, run_cli
         assert st.schema_version == 1
     finally:
         st.close()
-    m = request.getfixturevalue("mounted")  # the mount server opens it read-write: migration 1 → 2
+    m = request.getfixturevalue("mounted")  # the mount server opens it read-write: migrations 1 → 2 → 3
     st = m.store(readonly=True)
     try:
-        assert st.schema_version == 2
+        assert st.schema_version == 3
         with st.read() as t:
             assert all(len(v) == 9 for _k, v in t.kv.range(S.DB_DIRENTS))
+            assert all(len(v) == S.INODE_SIZE for _k, v in t.kv.range(S.DB_INODES))
+            ino = t.lookup(t.lookup(S.ROOT_INO, b"notes"), b"a.md")
+            blocks = migrations.allocated_blocks(t, ino)
     finally:
         st.close()
+    assert os.stat(os.path.join(m.mnt, "notes", "a.md")).st_blocks == blocks > 0
     names = sorted(manifest["tree"])
     assert len(names) > 130
     for hexpath in names:

@@ -3,6 +3,8 @@
 import os
 import subprocess
 
+from helpers.files import read_file
+
 from libraryfs.index.toc import links
 
 
@@ -11,9 +13,9 @@ def test_write_appears_in_toc_and_links_open(mounted):
     with open(mounted.p("notes/first.md"), "w") as f:
         f.write("# Groceries\n\nBuy milk and eggs.\n")
     mounted.wait_indexed()
-    root = open(mounted.p("INDEX.md"), "rb").read()
+    root = read_file(mounted.p("INDEX.md"), "rb")
     assert b"[notes/](notes/INDEX.md)" in root
-    sect = open(mounted.p("notes/INDEX.md"), "rb").read()
+    sect = read_file(mounted.p("notes/INDEX.md"), "rb")
     assert b"Groceries" in sect and b"first.md" in sect
     for target in links(sect):
         assert os.path.exists(os.path.join(mounted.p("notes"), os.fsdecode(target)))

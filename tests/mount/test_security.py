@@ -18,8 +18,9 @@ import subprocess
 import tempfile
 
 import pytest
+from helpers.files import read_file
 from helpers.llm_server import IndexModel, LLMServer
-from test_hostile import _fuse_or_skip, mount_library, wait_idle
+from helpers.mount import mount, require_fuse
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
@@ -65,10 +66,10 @@ def _mount_options(mnt: str) -> list[str]:
 
 
 def test_mount_is_private_by_default(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt, indexer=False):
+    with mount(libdir, mnt, indexer=False):
         os.chmod(mnt, 0o755)
         with open(os.path.join(mnt, "open.md"), "w") as f:
             f.write("world readable mode, still private\n")
@@ -81,10 +82,10 @@ def test_mount_is_private_by_default(public_dir):
 
 
 def test_allow_other_only_when_asked_and_modes_are_enforced(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt, indexer=False, allow_other=True):
+    with mount(libdir, mnt, indexer=False, allow_other=True):
         os.chmod(mnt, 0o755)
         assert "allow_other" in _mount_options(mnt)
         for name, mode in (("public.md", 0o644), ("secret.md", 0o600)):
@@ -131,7 +132,7 @@ WRITES = {
 
 
 def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
     _populate(libdir)
@@ -144,7 +145,7 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
     try:
         assert "no indexer" in r.stdout  # a read-only mount starts no indexer
         assert "ro" in _mount_options(mnt)
-        assert open(os.path.join(mnt, "notes/a.md")).read() == "# alpha\n"
+        assert read_file(os.path.join(mnt, "notes/a.md")) == "# alpha\n"
         assert os.listdir(os.path.join(mnt, "notes")) == ["a.md"]  # INDEX.md resolves, is not listed
         failures = {}
         for what, fn in WRITES.items():
@@ -167,8 +168,8 @@ def test_read_only_mount_refuses_every_write_with_erofs(tmp_path, run_cli):
 
 
 def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
-    _fuse_or_skip()
-    assert PASSWD_MARK in open("/etc/passwd").read()
+    require_fuse()
+    assert PASSWD_MARK in read_file("/etc/passwd")
     libdir, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     Store.create(libdir).close()
     with LLMServer(default=IndexModel(file_to={"pw-in-inbox": "../../etc"})) as srv:
@@ -177,7 +178,7 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             "LIBRARYFS_LLM_MODEL": "test-model",
             "LIBRARYFS_LLM_API_KEY": "sk-test",
         }
-        with mount_library(libdir, mnt, llm=True, env=env):
+        with mount(libdir, mnt, llm=True, env=env) as m:
             os.makedirs(os.path.join(mnt, "notes"))
             os.makedirs(os.path.join(mnt, "inbox"))
             with open(os.path.join(mnt, "notes/real.md"), "w") as f:
@@ -188,12 +189,12 @@ def test_symlinks_out_of_the_library_are_never_read_or_summarised(tmp_path):
             os.symlink("/etc/passwd", os.path.join(mnt, "inbox/pw-in-inbox"))
             with open(os.path.join(mnt, "inbox/filed.md"), "w") as f:
                 f.write("# To be filed where the model says: ../../etc\n")
-            wait_idle(libdir, timeout_s=40)
+            m.wait_indexed()
             tocs = b""
             for dirpath, dirnames, _files in os.walk(mnt):
                 dirnames[:] = [d for d in dirnames if d not in (".libraryfs", ".find", "etcdir")]
                 if os.path.isfile(os.path.join(dirpath, "INDEX.md")):  # opened by name, never listed
-                    tocs += open(os.path.join(dirpath, "INDEX.md"), "rb").read()
+                    tocs += read_file(os.path.join(dirpath, "INDEX.md"), "rb")
             assert PASSWD_MARK.encode() not in tocs
             assert b"pw" in tocs and b"real.md" in tocs
             wire = b"".join(r.body for r in srv.requests)
@@ -247,10 +248,10 @@ def test_library_directory_is_created_0700(public_dir, run_cli):
 
 
 def test_logs_and_locks_are_not_reachable_by_others(public_dir):
-    _fuse_or_skip()
+    require_fuse()
     libdir, mnt = os.path.join(public_dir, "lib"), os.path.join(public_dir, "mnt")
     Store.create(libdir).close()
-    with mount_library(libdir, mnt):
+    with mount(libdir, mnt):
         for rel in ("logs/mount.log", "logs/indexer.log", "mount.lock", "run.json", "store/lock.mdb"):
             p = os.path.join(libdir, rel)
             assert os.path.exists(p), rel
@@ -262,22 +263,22 @@ def test_logs_and_locks_are_not_reachable_by_others(public_dir):
 
 
 def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
-    _fuse_or_skip()
+    require_fuse()
     a_lib, a_mnt = str(tmp_path / "a-lib"), str(tmp_path / "a-mnt")
     b_lib, b_mnt = str(tmp_path / "b-lib"), str(tmp_path / "b-mnt")
     for lib in (a_lib, b_lib):
         Store.create(lib).close()
     secret = "zebra-secret-4711"
-    with mount_library(a_lib, a_mnt), mount_library(b_lib, b_mnt):
+    with mount(a_lib, a_mnt) as a, mount(b_lib, b_mnt) as b:
         os.makedirs(os.path.join(a_mnt, f"{secret}-section"))
         with open(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md"), "w") as f:
             f.write(f"# {secret}\n\nOnly library A knows this.\n")
         os.makedirs(os.path.join(b_mnt, "public"))
         with open(os.path.join(b_mnt, "public", "b.md"), "w") as f:
             f.write("# B's own note\n")
-        open(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md")).read()  # a read counted in A's stats
-        wait_idle(a_lib)
-        wait_idle(b_lib)
+        read_file(os.path.join(a_mnt, f"{secret}-section", f"{secret}.md"))  # a read counted in A's stats
+        a.wait_indexed()
+        b.wait_indexed()
         seen_b = ""
         for rel in (
             "INDEX.md",
@@ -286,7 +287,7 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
             ".libraryfs/stats.json",
             ".libraryfs/journal",
         ):
-            seen_b += open(os.path.join(b_mnt, rel)).read()
+            seen_b += read_file(os.path.join(b_mnt, rel))
         seen_b += "".join(os.listdir(os.path.join(b_mnt, ".find")))
         assert not os.path.exists(os.path.join(b_mnt, ".find", secret, "01-" + secret + ".md"))
         r = run_cli("status", b_lib, "--json")
@@ -295,7 +296,7 @@ def test_nothing_leaks_between_two_libraries(tmp_path, run_cli):
         assert r.returncode != 0 and r.stdout == ""  # "no match" (its message repeats the term itself)
         assert secret not in seen_b
         assert a_lib not in seen_b and a_mnt not in seen_b
-        status_b = json.loads(open(os.path.join(b_mnt, ".libraryfs/status.json")).read())
+        status_b = json.loads(read_file(os.path.join(b_mnt, ".libraryfs/status.json")))
         assert status_b["library"] == b_lib
         # and A does see its own secret (the check above can fail)
-        assert secret in open(os.path.join(a_mnt, "INDEX.md")).read()
+        assert secret in read_file(os.path.join(a_mnt, "INDEX.md"))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.mount import require_fuse, unavailable
 
 from libraryfs.layout import is_libraryfs_mount, wait_until_idle
 
@@ -31,19 +32,13 @@ def one_line_error(r: subprocess.CompletedProcess, needle: str) -> None:
 
 @pytest.fixture
 def fuse():
-    from conftest import fuse_available, unavailable
-
-    why = fuse_available()
-    if why:
-        unavailable(why)
+    require_fuse()
 
 
 @pytest.fixture
 def read_only_library(tmp_path, fuse):
     """A library made and filled, then seen through a read-only bind mount (a read-only filesystem: root
     ignores permission bits, so a chmod would not make it read-only for the test)."""
-    from conftest import unavailable
-
     lib, ro = tmp_path / "lib", tmp_path / "ro"
     assert cli("init", str(lib)).returncode == 0
     (tmp_path / "src").mkdir()

@@ -9,12 +9,13 @@ import fcntl
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
+from helpers.files import read_file
 from helpers.view import cat, mkfile  # noqa: F401 (shared helpers)
 from helpers.view import names as view_names
+from helpers.wait import wait_until
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.errors import AccessDenied, Exists, NoAttr, NotFound, NotSupported, to_errno
@@ -296,13 +297,12 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     # an indexer takes its lock (here: this process, the same flock): the marker goes within ~1 s
     lock_fd = acquire_lock(mounted.libdir, "indexer.lock")
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            page = open(d + "/INDEX.md", "rb").read()
-            if STALE not in page and os.stat(d + "/INDEX.md").st_size == len(page):
-                break
-            time.sleep(0.1)
-        assert STALE not in page and os.stat(d + "/INDEX.md").st_size == len(page)
+
+        def fresh() -> bool:
+            page = read_file(d + "/INDEX.md", "rb")
+            return STALE not in page and os.stat(d + "/INDEX.md").st_size == len(page)
+
+        wait_until(fresh, 30, "the stale marker to go once the indexer lock is held")
     finally:
         fcntl.flock(lock_fd, fcntl.LOCK_UN)
         os.close(lock_fd)

@@ -73,6 +73,22 @@ def test_chunk_past_eof(populated):
     breaks_then_repairs(st, "I5")
 
 
+def test_blocks_disagree_with_the_chunks(populated):
+    st = populated
+    y = ino_of(st, b"/a/b/y.md")
+
+    def bump(t):
+        node = t.inode(y)
+        assert node.blocks == 128 + 16  # 65,536 + 4,464 bytes in 4 KiB pages
+        node.blocks = 1
+        t.put_inode(node)
+
+    st.run_write(bump)
+    breaks_then_repairs(st, "I9")
+    with st.read() as t:
+        assert t.inode(y).blocks == 144
+
+
 def test_next_ino_too_low(populated):
     st = populated
     st.run_write(lambda t: t.put_cfg(S.CFG_NEXT_INO, S.u64(2)))

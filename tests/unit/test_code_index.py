@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
+import pytest
 from click.testing import CliRunner
+from helpers.wait import wait_until
 
 from libraryfs.cli.main import cli
 from libraryfs.features.code.index import CodeIndex
@@ -173,15 +174,13 @@ def test_render_and_incremental_update(tmp_path):
     assert not (lib / "code/r/web/lib").exists() and (lib / "code/r/web/app.js/area.js").exists()
 
 
-def _wait_for(pred, timeout_s=5.0):
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.05)
-    return pred()
+def _wait_for(pred, timeout_s=30.0):
+    return wait_until(pred, timeout_s, "the watched tree to follow the source")
 
 
+# watchdog's inotify emitter logs this at ERROR when it is stopped with events still queued (its own shutdown
+# race; nothing is lost: the watcher has stopped)
+@pytest.mark.expect_log(r"queue_events\(\) called when the thread is inactive")
 def test_watchdog_keeps_tree_fresh(tmp_path):
     src, lib = tmp_path / "src", tmp_path / "lib"
     _write(src, REPO)

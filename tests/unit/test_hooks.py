@@ -11,6 +11,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.hooks import Feature, HookContext, HookResult, features, indexer_hooks, missing_extra
+from libraryfs.layout import index_backlog
 
 
 def test_the_features_register_through_entry_points():
@@ -87,3 +88,57 @@ def test_idle_only_after_the_hooks_and_every_step_beats(libdir):
         assert len(beats) > 5  # the journal read, each TOC, each builder call, each hook
     finally:
         st.close()
+
+
+class WritingHook:
+    """A hook that, on its first call, writes a file into the library (a new journal record: the indexer's
+    next pass consumes it) and, on its second call, stops the indexer. ``events`` gets ``"hook"`` per call."""
+
+    name = "writing"
+
+    def __init__(self, store: Store, stop: threading.Event, events: list) -> None:
+        self.store, self.stop, self.events, self.calls = store, stop, events, 0
+
+    def after_pass(self) -> HookResult:
+        self.calls += 1
+        self.events.append("hook")
+        if self.calls == 1:
+            StoreTree(self.store).write_bytes("notes/b.md", b"# B\n\nWritten between two passes.\n")
+        else:
+            self.stop.set()
+        return HookResult()
+
+    def close(self) -> None:
+        pass
+
+
+def test_no_commit_shows_every_record_consumed_beside_a_stale_idle(libdir):
+    """The pass commits its cursor and the state it leaves the indexer in ("hooks") in one transaction: after
+    no write transaction does a reader see the journal consumed while the published state is still the
+    previous pass's "idle" — what :func:`libraryfs.layout.wait_until_idle` would take for "done" before the
+    hooks of the new records ran. Observed after every write transaction the indexer commits."""
+    st = Store(libdir)
+    events: list = []
+    commit = st.run_write
+
+    def observed(fn, *args, **kw):  # the real commit, then a read of what any other reader now sees
+        out = commit(fn, *args, **kw)
+        with st.read() as t:
+            events.append(index_backlog(t))
+        return out
+
+    try:
+        StoreTree(st).write_bytes("notes/a.md", b"# A\n\nFirst.\n")
+        stop = threading.Event()
+        idx = Indexer(str(libdir), store=st, hooks=[WritingHook(st, stop, events)])
+        st.run_write = observed  # type: ignore[method-assign]
+        idx.run_forever(stop, poll_s=0.01, debounce_s=0.0)  # pass, hook (writes b.md), pass, hook (stops)
+    finally:
+        st.run_write = commit  # type: ignore[method-assign]
+        st.close()
+    first, second = (i for i, e in enumerate(events) if e == "hook")
+    between = [e for e in events[first + 1 : second] if e != "hook"]
+    assert any(e["pending_records"] > 0 for e in between)  # the hook's write was seen pending
+    stale = [e for e in between if e["pending_records"] == 0 and e["state"] == "idle"]
+    assert stale == [], between
+    assert events[-1]["state"] == "stopped"

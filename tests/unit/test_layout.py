@@ -60,6 +60,7 @@ def test_a_lock_has_one_holder_named_by_pid(tmp_path):
     finally:
         p.stdin.close()
         p.wait(30)
+        p.stdout.close()
     assert lock_holder(lib, MOUNT_LOCK) is None
 
 

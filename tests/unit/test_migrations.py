@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import pytest
 from helpers.schema1_fixture import snapshot, unpack
@@ -21,6 +22,9 @@ from libraryfs.fs.lmdb_backend import LmdbBackend
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import find
+
+# a migration announces itself (and its end) at WARNING: it changes what older releases can open
+pytestmark = pytest.mark.expect_log(r"migrating the library from schema", r"schema \d+ → \d+ done")
 
 
 def short_dirents(st: Store) -> int:
@@ -66,17 +70,19 @@ def test_previous_release_library_migrates_checks_clean_and_reads_the_same(old_l
     caplog.set_level(logging.WARNING, logger="libraryfs.migrations")
     st = Store(libdir)  # a read-write open migrates
     try:
-        assert st.schema_version == S.SCHEMA_VERSION == version(st) == 2
+        assert st.schema_version == S.SCHEMA_VERSION == version(st) == 3
         assert short_dirents(st) == 0
         assert "migrating the library from schema 1 to 2" in caplog.text  # never silent
+        assert "migrating the library from schema 2 to 3" in caplog.text
         report = check(st)
-        assert report.problems == [] and report.schema_version == 2 and not report.pending_migrations
+        assert report.problems == [] and report.schema_version == 3 and not report.pending_migrations
         with st.read() as t:
             history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
             assert t.cfg(S.CFG_MIGRATION) is None
             for _ino, rec in t.iter_meta():  # every record the previous release wrote decodes, typed
                 assert isinstance(rec, S.EntryMeta | S.SectionMeta) and rec.extra == {}
-        assert [(h["from"], h["to"]) for h in history] == [(1, 2)] and history[0]["records"] >= 11
+        assert [(h["from"], h["to"]) for h in history] == [(1, 2), (2, 3)] and history[0]["records"] >= 11
+        assert history[1]["records"] == report.inodes  # every inode record rewritten once
         got = view_snapshot(st)
     finally:
         st.close()
@@ -84,9 +90,9 @@ def test_previous_release_library_migrates_checks_clean_and_reads_the_same(old_l
     assert got["find"] == manifest["find"]  # names table and meta summaries
     st = Store(libdir)  # the next open has nothing to do
     try:
-        assert version(st) == 2
+        assert version(st) == 3
         with st.read() as t:
-            assert len(S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))) == 1
+            assert len(S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))) == 2
     finally:
         st.close()
 
@@ -98,8 +104,11 @@ def test_read_only_open_of_schema_1_serves_it_unchanged_and_check_says_what_is_p
         assert st.schema_version == 1
         report = check(st)
         assert report.problems == [] and report.schema_version == 1
-        assert report.pending_migrations == ["1 → 2: dirents record the child's file type"]
-        assert describe(report).splitlines()[0].startswith("schema 1 (this release writes 2; pending")
+        assert report.pending_migrations == [
+            "1 → 2: dirents record the child's file type",
+            "2 → 3: inodes record their allocated blocks (st_blocks without holes)",
+        ]
+        assert describe(report).splitlines()[0].startswith("schema 1 (this release writes 3; pending")
         got = view_snapshot(st)
         assert short_dirents(st) > 0 and version(st) == 1  # nothing written
     finally:
@@ -123,7 +132,11 @@ def test_a_migration_in_small_batches_resumes_where_it_stopped(old_lib, monkeypa
             raise RuntimeError("power cut")
         return real.step(t, resume, batch)
 
-    monkeypatch.setattr(migrations, "MIGRATIONS", {1: migrations.Migration(1, real.summary, crashing, True)})
+    monkeypatch.setattr(
+        migrations,
+        "MIGRATIONS",
+        {**migrations.MIGRATIONS, 1: migrations.Migration(1, real.summary, crashing, True)},
+    )
     monkeypatch.setattr(migrations, "BATCH_RECORDS", 7)
     with pytest.raises(RuntimeError, match="power cut"):
         Store(libdir)
@@ -136,14 +149,14 @@ def test_a_migration_in_small_batches_resumes_where_it_stopped(old_lib, monkeypa
         assert 0 < done_early < n_short
     finally:
         st.close()
-    monkeypatch.setattr(migrations, "MIGRATIONS", {1: real})
+    monkeypatch.setattr(migrations, "MIGRATIONS", {**migrations.MIGRATIONS, 1: real})
     st = Store(libdir)  # the next writer finishes the job from the recorded progress
     try:
-        assert version(st) == 2 and short_dirents(st) == 0 and check(st).problems == []
+        assert version(st) == 3 and short_dirents(st) == 0 and check(st).problems == []
         with st.read() as t:
             history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
             assert t.cfg(S.CFG_MIGRATION) is None
-        assert history[-1]["records"] == n_short  # each dirent rewritten once over both runs
+        assert history[-2]["records"] == n_short  # each dirent rewritten once over both runs
     finally:
         st.close()
 
@@ -172,7 +185,7 @@ def test_a_damaged_old_store_still_migrates_and_check_repair_fixes_it(old_lib):
     raw.close()
     st = Store(libdir)
     try:
-        assert version(st) == 2
+        assert version(st) == 3
         assert sorted({p.code for p in check(st).problems}) == ["I2"]
         assert check(st, repair=True).clean and check(st).problems == []
     finally:
@@ -202,14 +215,14 @@ def test_a_step_that_old_readers_cannot_serve_refuses_read_only_opens(libdir, mo
         return (rows[-1][0] + b"\0" if len(rows) == batch else None), len(rows)
 
     registry = dict(migrations.MIGRATIONS)
-    registry[2] = migrations.Migration(2, "test step", mark_inodes, read_compatible=False)
+    registry[3] = migrations.Migration(3, "test step", mark_inodes, read_compatible=False)
     monkeypatch.setattr(migrations, "MIGRATIONS", registry)
-    monkeypatch.setattr(S, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(S, "SCHEMA_VERSION", 4)
     with pytest.raises(SchemaMismatch, match="open it read-write once"):
         Store(libdir, readonly=True)
     st = Store(libdir)
     try:
-        assert version(st) == 3 and seen == [S.u64(S.ROOT_INO)]
+        assert version(st) == 4 and seen == [S.u64(S.ROOT_INO)]
     finally:
         st.close()
     Store(libdir, readonly=True).close()
@@ -221,3 +234,56 @@ def test_the_registry_covers_every_version_in_order():
         assert m.source == source and m.summary and m.step.__doc__
     with pytest.raises(ValueError, match="registered twice"):
         migrations.migration(1, "again", read_compatible=True)(lambda t, r, b: (None, 0))
+
+
+def _as_schema_2(libdir) -> None:
+    """Rewrite a current library in the schema-2 form: 64-byte inode records (no ``blocks``), version 2."""
+    raw = LmdbBackend(libdir)
+
+    def downgrade(t) -> None:
+        for k, v in list(t.range(S.DB_INODES)):
+            node = S.Inode.unpack(S.from_u64(k), v)
+            t.put(S.DB_INODES, k, node.pack()[: S.INODE_SIZE_V2])
+        t.put(S.DB_CONFIG, S.CFG_SCHEMA_VERSION, S.u64(2))
+
+    raw.run_write(downgrade)
+    raw.close()
+
+
+def test_schema_2_inodes_get_their_allocated_blocks_and_du_stops_counting_holes(libdir):
+    st = Store(libdir)
+    v = LibraryView(st)
+    fh = v.create(b"/sparse", 0o644, os.O_RDWR, 0, 0)
+    v.truncate(None, 1 << 30, fh)
+    v.write(fh, b"x", 0)
+    v.release(fh)
+    fh = v.create(b"/dense", 0o644, os.O_RDWR, 0, 0)
+    v.write(fh, b"y" * 100_000, 0)
+    v.release(fh)
+    st.close()
+    _as_schema_2(libdir)
+    st = Store(libdir, readonly=True)  # read-compatible: served with the old estimate, nothing written
+    try:
+        assert st.schema_version == 2
+        assert LibraryView(st).getattr(b"/sparse")["st_blocks"] == (1 << 30) // 512
+        assert check(st).pending_migrations == [
+            "2 → 3: inodes record their allocated blocks (st_blocks without holes)"
+        ]
+    finally:
+        st.close()
+    st = Store(libdir)  # a writer migrates
+    try:
+        assert version(st) == 3
+        v = LibraryView(st)
+        assert v.getattr(b"/sparse")["st_blocks"] == 8  # one byte stored: one 4 KiB page
+        assert v.getattr(b"/dense")["st_blocks"] == 128 + 72  # 64 KiB + 34,464 bytes in 4 KiB pages
+        assert v.getattr(b"/")["st_blocks"] == 0
+        with st.read() as t:
+            assert all(len(val) == S.INODE_SIZE for _k, val in t.kv.range(S.DB_INODES))
+            history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
+        assert history[-1]["from"] == 2 and history[-1]["records"] == 3
+        assert check(st).problems == []
+        nxt, changed = st.run_write(lambda t: migrations.MIGRATIONS[2].step(t, b"", 10_000))
+        assert (nxt, changed) == (None, 0)  # idempotent
+    finally:
+        st.close()

@@ -42,7 +42,9 @@ def test_defaults_without_file_or_env(tmp_path):
     assert timeouts_s(s) == (1.0, 1.0, 1.0)
     assert s["mount"]["read_only"] is False and s["mount"]["budget"] is None
     assert s["index"]["toc_max_tokens"] is None and s["index"]["poll_s"] == 0.2
-    assert [r[0] for r in rows(s)] == [k for k in SPEC if not k.startswith("llm.")]  # processes' tables
+    assert [r[0] for r in rows(s)] == [
+        k for k in SPEC if not k.startswith(("llm.", "mcp."))
+    ]  # processes' tables
     everything = load_settings(str(tmp_path), environ={}, tables=TABLES)
     assert [r[0] for r in rows(everything)] == list(SPEC)
     assert everything["llm"]["api_key"] is None and everything["sources"]["llm.api_key"] == "unset"

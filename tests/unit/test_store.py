@@ -3,7 +3,7 @@
 import os
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
 
 from libraryfs.errors import LibraryMissing, NoSpace
 from libraryfs.fs import schema as S

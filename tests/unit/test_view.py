@@ -12,6 +12,7 @@ from libraryfs.errors import (
     AccessDenied,
     BadHandle,
     Exists,
+    FileTooBig,
     InvalidArgument,
     IsADir,
     NameTooLong,
@@ -99,6 +100,7 @@ def test_sparse_write_and_truncate_grow_read_zeros(v):
     fh = v.open(b"/sp", os.O_RDWR)[0]
     v.write(fh, b"Z", 5_000_000)
     v.truncate(None, 10 << 20, fh)
+    assert v.getattr(b"/sp")["st_blocks"] == 40  # one chunk of 19,265 bytes: 5 pages of 4 KiB (I9)
     assert v.read(fh, 3, 4_999_999) == b"\0Z\0"
     assert v.read(fh, 10, (10 << 20) - 5) == b"\0" * 5
     v.truncate(None, 3, fh)
@@ -205,6 +207,19 @@ def test_generated_names_are_lookup_only_and_index_md_can_be_claimed(v, store):
             mkfile(v, p)
     with pytest.raises(AccessDenied):  # .index is reserved but absent (one-page TOC): EACCES, not EEXIST
         mkfile(v, b"/d/.index")
+    with pytest.raises(AccessDenied):
+        v.open(b"/d/INDEX.md", os.O_WRONLY)
+    a = v.getattr(b"/d/INDEX.md")
+    assert a["st_mode"] == stat.S_IFREG | 0o444 and a["st_size"] > 0
+    fh, direct = v.open(b"/d/INDEX.md", os.O_RDONLY)  # the size the kernel holds: the page cache serves it
+    assert direct is False and v.keep_cache(fh) is False  # (shared mmap works), never a stale one
+    v.release(fh)
+    mkfile(v, b"/d/new.md")  # the pending page lists it: a new size the kernel has not been told
+    fh, direct = v.open(b"/d/INDEX.md", os.O_RDONLY)
+    assert direct is True and b"new.md" in v.read(fh, 1 << 16, 0)  # direct_io: reads are not cut short
+    v.release(fh)
+    v.unlink(b"/d/new.md")
+    # `rm -r d` unlinks INDEX.md and rmdirs .index/ before the directory: both succeed, nothing changes
     with store.read() as t:
         dino = t.lookup(S.ROOT_INO, b"d")
     store.run_write(lambda t: t.put_toc_pages(dino, [b"# d\n", b"page 1\n"]))
@@ -425,3 +440,60 @@ def test_map_growth_from_a_tiny_map(tmp_path):
         assert check(st).problems == []
     finally:
         st.close()
+
+
+def test_fallocate_extends_keeps_punches_and_refuses_other_modes(v):
+    mkfile(v, b"/f", b"a" * 200_000)
+    fh = v.open(b"/f", os.O_RDWR)[0]
+    blocks = v.getattr(b"/f")["st_blocks"]
+    v.fallocate(None, fh, 0, 0, 300_000)  # mode 0: the size grows, nothing is stored
+    assert v.getattr(b"/f")["st_size"] == 300_000 and v.getattr(b"/f")["st_blocks"] == blocks
+    v.fallocate(None, fh, 1, 0, 1 << 20)  # KEEP_SIZE
+    assert v.getattr(b"/f")["st_size"] == 300_000
+    v.fallocate(b"/f", None, 3, 65_536, 70_000)  # PUNCH_HOLE | KEEP_SIZE: chunk 1 freed, chunk 2 zeroed
+    assert v.read(fh, 200_000, 0) == b"a" * 65_536 + bytes(70_000) + b"a" * 64_464
+    assert v.getattr(b"/f")["st_blocks"] == blocks - 128
+    v.fallocate(None, fh, 3, 190_000, 50_000)  # the tail of the last chunk: cut short
+    assert v.read(fh, 20_000, 180_000) == b"a" * 10_000 + bytes(10_000)
+    for mode, exc in ((0x08, NotSupported), (0x10, NotSupported), (2, InvalidArgument)):
+        with pytest.raises(exc):  # collapse, zero range, punch without KEEP_SIZE
+            v.fallocate(None, fh, mode, 0, 10)
+    with pytest.raises(InvalidArgument):
+        v.fallocate(None, fh, 0, 0, 0)
+    with pytest.raises(FileTooBig):
+        v.fallocate(None, fh, 0, 0, 1 << 52)
+    v.release(fh)
+
+
+def test_other_names_of_a_hard_linked_file_are_known_for_invalidation(v):
+    mkfile(v, b"/a", b"x")
+    assert v.aliases(b"/a") == ([], True)  # one name: nothing to refresh
+    v.mkdir(b"/d", 0o755, UID, GID)
+    v.link(b"/a", b"/d/b")
+    assert v.aliases(b"/d/b") == ([b"/a"], True)
+    v.link(b"/a", b"/c")
+    assert v.getattr(b"/a")["st_nlink"] == 3
+    assert v.aliases(b"/a") == ([b"/c", b"/d/b"], True)
+    fh = v.open(b"/c", os.O_RDONLY)[0]  # open: the refresh is deferred (not safe inside a request)
+    assert v.aliases(b"/a") == ([b"/c", b"/d/b"], False)
+    v.release(fh)
+    v.rename(b"/c", b"/e")
+    v.unlink(b"/a")
+    assert v.aliases(b"/d/b") == ([b"/e"], True)
+    assert v.aliases(b"/a") == ([], True)
+
+
+def test_dot_entries_carry_inode_numbers(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+
+    def dots(path: bytes) -> list[tuple[bytes, int]]:
+        fh = v.opendir(path)
+        out = [(n, ino) for n, _m, ino, _nxt in v.readdir(fh, 0)][:2]
+        v.releasedir(fh)
+        return out
+
+    d, root, ctl = (v.getattr(p)["st_ino"] for p in (b"/d", b"/", b"/.libraryfs"))
+    assert dots(b"/") == [(b".", root), (b"..", root)]  # the root is its own parent
+    assert dots(b"/d") == [(b".", d), (b"..", root)]
+    assert dots(b"/.libraryfs") == [(b".", ctl), (b"..", root)]
+    assert 0 not in (d, root, ctl)

@@ -1,33 +1,33 @@
-"""Routing tasks from real git history, gold labels from a written rubric, and the statistics (issue 9 item 4).
+"""Routing tasks from real git history, gold labels from a written rubric (issue 9 item 4, issue 17).
 
 Each non-merge, non-bot commit with a parent becomes one task: the **task** is the commit message (subject and
 body), the **footprint** is what the commit really changed (code files, the symbols whose lines it
-changed, their top-level directories), and the **gold topology** comes from :data:`RUBRIC` applied to that
-footprint. The router sees only the message and the repository *as it was at the parent commit* (the
-index is built from git objects, so the future never leaks in); the regex baseline sees only the message.
+changed), and the **gold topology** comes from :data:`RUBRIC` applied to that footprint. The router sees only
+the message, the repository *as it was at the parent commit* (the index is built from git objects) and the
+history *reachable from the parent* (:class:`RepoHistory`), so the future never leaks in; the regex baseline
+sees only the message.
 
-Gold labels never read the router's thresholds: the rubric's constants live here, written from the
-paper's definitions of the topologies (a single-file edit; one specialist for up to three files; a
+Gold labels never read the router's features or thresholds: the rubric's constants live here, written from
+the paper's definitions of the topologies (a single-file edit; one specialist for up to three files; a
 pipeline or swarm beyond; an investigation), and are applied to the true footprint that the router must
-*predict* from the message.
-
-Statistics: misrouting rate with a Wilson 95% interval, and McNemar's exact test (two-sided binomial on
-the discordant pairs) of router against baseline on the same tasks.
+*predict*. Each task also stores the router's features (intent, candidate files with their feature vectors)
+so that :mod:`libraryfs_bench.code.fit` can fit and evaluate without rebuilding anything.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
 import re
 import subprocess
 from dataclasses import dataclass, field, replace
 
+from libraryfs.features.code.cues import text_features
+from libraryfs.features.code.history import CoChange
 from libraryfs.features.code.index import MAX_FILE_BYTES, CodeIndex, is_indexable
 from libraryfs.features.code.parse import FileParse, parse_source
 from libraryfs.features.code.retrieve import Retriever
-from libraryfs.features.code.router import TOPOLOGIES, regex_route, route
+from libraryfs.features.code.router import regex_route, route
 
 RUBRIC = """\
 Gold topology of a commit, from its footprint (never from the router):
@@ -85,8 +85,13 @@ def is_bot(author: str) -> bool:
 
 @dataclass(slots=True)
 class Task:
-    """One routing task from one commit. ``parent_files``: the changed code files as named at the parent
-    (existing there); ``retrieved_files``: files of the router's top hits (for footprint recall)."""
+    """One routing task from one commit. ``time_s``: author time, ``commit_time_s``: committer time (the
+    split's order); ``parent_files``: the changed code files as named at the parent (existing there);
+    ``retrieved_files``: files of the router's top hits; ``intent``/``qtype``/``coverage``: the router's
+    reading of the message; ``candidates``: ``[path, features]`` of the footprint candidates
+    (:data:`libraryfs.features.code.footprint.FEATURES`); ``habit_files``: median files of recent commits;
+    ``text_features``: :func:`libraryfs.features.code.cues.text_features` of the message;
+    ``footprint_files``/``expected_files``: the estimate under the model the task was routed with."""
 
     repo: str
     commit: str
@@ -103,6 +108,19 @@ class Task:
     symbols_skipped: bool = False
     parent_files: list[str] = field(default_factory=list)
     retrieved_files: list[str] = field(default_factory=list)
+    commit_time_s: int = 0
+    intent: str = ""
+    qtype: str = ""
+    coverage: float = 0.0
+    candidates: list = field(default_factory=list)
+    habit_files: float = 1.0
+    text_features: list[float] = field(default_factory=list)
+    footprint_files: list[str] = field(default_factory=list)
+    expected_files: float = 0.0
+
+    def label_files(self) -> set[str]:
+        """The changed code files under either name (a candidate is right if it is one of them)."""
+        return set(self.code_files) | set(self.parent_files)
 
 
 @dataclass(slots=True)
@@ -167,6 +185,8 @@ class BlobReader:
         if self.proc.stdin:
             self.proc.stdin.close()
         self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
 
 
 def index_at(reader: BlobReader, rev: str, name: str) -> CodeIndex:
@@ -268,21 +288,22 @@ def select_commits(
     until: str | None = None,
     sample: bool = False,
     seed: int = 0,
-) -> tuple[list[tuple[str, str, str, int, str]], dict]:
-    """The commits reachable from ``repo``'s HEAD (``git log``; ``since``/``until`` compare committer dates,
-    any form git accepts) that rule 0 keeps before looking at files: not merges, not roots, not bots. Of those, the ``max_commits`` most recent, or (``sample``) a uniform random sample of that size
-    drawn with ``seed``. Returns ``([(sha, parent, author, time_s, message)], counts)``, newest first."""
-    args = ["log", "--format=%H%x00%P%x00%an%x00%at%x00%B%x1e"]
-    args += [f"--since={since}"] if since else []
-    args += [f"--until={until}"] if until else []
+    rev: str = "HEAD",
+) -> tuple[list[tuple[str, str, str, int, str, int]], dict]:
+    """The commits reachable from ``rev`` (``git log``; ``since``/``until`` compare committer dates, any form
+    git accepts) that rule 0 keeps before looking at files: not merges, not roots, not bots. Of those, the
+    ``max_commits`` most recent, or (``sample``) a uniform random sample of that size drawn with ``seed``.
+    Returns ``([(sha, parent, author, author_time_s, message, commit_time_s)], counts)``, newest first."""
+    args = ["log", "--format=%H%x00%P%x00%an%x00%at%x00%ct%x00%B%x1e", rev, "--"]
+    args[1:1] = ([f"--since={since}"] if since else []) + ([f"--until={until}"] if until else [])
     log = _git(repo, *args)
     counts = {"commits": 0, "merge": 0, "root": 0, "bot": 0}
-    eligible: list[tuple[str, str, str, int, str]] = []
+    eligible: list[tuple[str, str, str, int, str, int]] = []
     for rec in log.split(b"\x1e"):
         rec = rec.strip(b"\n")
         if not rec:
             continue
-        sha, parents, author, at, body = (x.decode("utf-8", "replace") for x in rec.split(b"\0", 4))
+        sha, parents, author, at, ct, body = (x.decode("utf-8", "replace") for x in rec.split(b"\0", 5))
         counts["commits"] += 1
         ps = parents.split()
         if len(ps) > 1:
@@ -292,7 +313,7 @@ def select_commits(
         elif is_bot(author):
             counts["bot"] += 1
         else:
-            eligible.append((sha, ps[0], author, int(at), body.strip()))
+            eligible.append((sha, ps[0], author, int(at), body.strip(), int(ct)))
     counts["eligible"] = len(eligible)
     if len(eligible) > max_commits:
         if sample:
@@ -303,6 +324,45 @@ def select_commits(
     return eligible, counts
 
 
+class RepoHistory:
+    """Every commit reachable from ``rev`` with its parents, committer time and indexable source files (one
+    ``git log``); :meth:`at` gives the :class:`~libraryfs.features.code.history.CoChange` a router would have
+    seen at a commit — its ancestors only."""
+
+    def __init__(self, repo: str, rev: str = "HEAD") -> None:
+        out = _git(repo, "log", "-M", "--name-only", "-z", "--format=%x1e%H %ct %P", rev, "--")
+        self.parents: dict[str, list[str]] = {}
+        self.time: dict[str, int] = {}
+        self.files: dict[str, tuple[str, ...]] = {}
+        for rec in out.split(b"\x1e")[1:]:
+            head, _, body = rec.partition(b"\0")
+            sha, ct, *parents = head.decode().split()
+            self.parents[sha], self.time[sha] = parents, int(ct)
+            if len(parents) <= 1:  # merges: no co-change evidence of their own (their commits count)
+                paths = (os.fsdecode(p).strip("\n") for p in body.split(b"\0"))
+                self.files[sha] = tuple(p for p in paths if p and is_indexable(p))
+
+    def at(self, commit: str) -> CoChange:
+        """History up to and including ``commit``: its non-merge ancestors that changed source files, oldest
+        first (committer time, then id)."""
+        seen: set[str] = set()
+        stack = [commit]
+        while stack:
+            c = stack.pop()
+            if c in seen or c not in self.parents:
+                continue
+            seen.add(c)
+            stack.extend(self.parents[c])
+        order = sorted((c for c in seen if self.files.get(c)), key=lambda c: (self.time[c], c))
+        return CoChange(self.files[c] for c in order)
+
+
+def repo_name(path: str) -> str:
+    """A checkout's name: its directory's name without a ``.git`` suffix (``/x/click.git`` → ``click``)."""
+    base = os.path.basename(os.path.abspath(path).rstrip("/"))
+    return base[:-4] if base.endswith(".git") and len(base) > 4 else base
+
+
 def build_tasks(
     repo: str,
     max_commits: int = 500,
@@ -310,192 +370,118 @@ def build_tasks(
     until: str | None = None,
     sample: bool = False,
     seed: int = 0,
+    rev: str = "HEAD",
 ) -> tuple[list[Task], dict]:
     """Turn the commits :func:`select_commits` picks into :class:`Task` s with gold labels, each routed against
-    an index of its parent. Returns ``(tasks, counts)``; counts says how many commits were seen and why
-    others were excluded (``merge``, ``root``, ``bot``, ``no_code``; ``renames``: renamed code files
-    counted once; ``symbols_skipped``: tasks over :data:`MAX_SYMBOL_FILES` code files).
-    Raises ``subprocess.CalledProcessError`` if ``repo`` is not a git checkout."""
+    an index and a history of its parent. Returns ``(tasks, counts)``; counts says how many commits were
+    seen and why others were excluded (``merge``, ``root``, ``bot``, ``no_code``; ``renames``: renamed code
+    files counted once; ``symbols_skipped``: tasks over :data:`MAX_SYMBOL_FILES` code files) and ``head``,
+    the commit ``rev`` resolved to. Raises ``subprocess.CalledProcessError`` if ``repo`` is not a git
+    repository (or ``rev`` is unknown)."""
     repo = os.path.abspath(repo)
-    commits, counts = select_commits(repo, max_commits, since, until, sample, seed)
-    counts.update(no_code=0, tasks=0, renames=0, symbols_skipped=0)
+    head = _git(repo, "rev-parse", "--verify", f"{rev}^{{commit}}").decode().strip()
+    commits, counts = select_commits(repo, max_commits, since, until, sample, seed, head)
+    counts.update(no_code=0, tasks=0, renames=0, symbols_skipped=0, head=head)
     tasks: list[Task] = []
-    name = os.path.basename(repo.rstrip("/"))
+    name = repo_name(repo)
     reader = BlobReader(repo)
     try:
-        for sha, parent, author, at, body in commits:
-            code = [
-                c for c in changes(repo, parent, sha) if is_code_file(c.new_path) or is_code_file(c.old_path)
-            ]
-            if not code:
-                counts["no_code"] += 1
-                continue
-            counts["renames"] += sum(c.status == "R" for c in code)
-            symbols: list[str] = []
-            skipped = len(code) > MAX_SYMBOL_FILES
-            if skipped:
-                counts["symbols_skipped"] += 1
-            else:
-                for c in code:
-                    symbols += touched_symbols(reader, c)
-            files = [c.new_path for c in code]
-            tasks.append(
-                Task(
-                    name,
-                    sha,
-                    parent,
-                    author,
-                    at,
-                    body,
-                    files,
-                    symbols,
-                    gold_label(body, files, symbols),
-                    symbols_skipped=skipped,
-                    parent_files=[c.old_path for c in code if c.old_sha],
-                )
-            )
+        for sha, parent, author, at, body, ct in commits:
+            task = _task(reader, name, sha, parent, author, at, body, counts)
+            if task is not None:
+                task.commit_time_s = ct
+                tasks.append(task)
         counts["tasks"] = len(tasks)
-        # route each task against the repository as it was at its parent
+        history = RepoHistory(repo, head)
         for t in tasks:
-            idx = index_at(reader, t.parent, t.repo)
-            d = route(Retriever(idx), t.message)
-            t.predicted, t.baseline, t.vector = d.topology, regex_route(t.message), d.vector.as_dict()
-            t.retrieved_files = list(dict.fromkeys(h.node.split("::", 1)[0] for h in d.hits))
-            t.parent_files = [p for p in t.parent_files if p in idx.files]
+            route_task(t, index_at(reader, t.parent, t.repo), history.at(t.parent))
     finally:
         reader.close()
     return tasks, counts
 
 
-def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials (95% by default). (0, 1) when n = 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value for discordant counts b (A wrong, B right) and c (A right, B wrong)."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-def cluster_key(t: Task) -> tuple[str, str, int]:
-    """The cluster a task belongs to for the bootstrap: (repo, author, week of authoring). Commits of one
-    author in one week are usually one piece of work (a pull request's commits) and share files."""
-    return t.repo, t.author, t.time_s // (7 * 86400)
-
-
-def cluster_bootstrap(tasks: list[Task], iters: int = 2000, seed: int = 0) -> dict:
-    """Percentile 95% intervals of the router's and the baseline's misrouting rates and of their difference
-    (router − baseline), resampling whole clusters (:func:`cluster_key`) with replacement ``iters`` times.
-    Wider than Wilson's when tasks inside a cluster are alike (Wilson assumes independent tasks). With fewer
-    than 2 clusters the intervals are ``None``; with a handful they are unreliable."""
-    groups: dict[tuple, list[int]] = {}
-    for t in tasks:
-        g = groups.setdefault(cluster_key(t), [0, 0, 0])
-        g[0] += 1
-        g[1] += t.predicted != t.gold
-        g[2] += t.baseline != t.gold
-    sums = list(groups.values())
-    if len(sums) < 2:  # one cluster: resampling cannot show any variation, so there is no interval
-        return {"clusters": len(sums), "router95": None, "baseline95": None, "diff95": None}
-    rng = random.Random(seed)
-    r_rates, b_rates, diffs = [], [], []
-    for _ in range(iters):
-        n = rw = bw = 0
-        for g in rng.choices(sums, k=len(sums)):
-            n += g[0]
-            rw += g[1]
-            bw += g[2]
-        r_rates.append(rw / n)
-        b_rates.append(bw / n)
-        diffs.append((rw - bw) / n)
-
-    def pct(xs: list[float]) -> tuple[float, float]:
-        xs.sort()
-        return xs[int(0.025 * (len(xs) - 1))], xs[int(math.ceil(0.975 * (len(xs) - 1)))]
-
-    return {"clusters": len(sums), "router95": pct(r_rates), "baseline95": pct(b_rates), "diff95": pct(diffs)}
-
-
-def summarize(tasks: list[Task], counts: dict | None = None) -> dict:
-    """Misrouting rates (router, regex baseline, and the trivial majority-class rule) with Wilson intervals,
-    McNemar p, a cluster bootstrap (:func:`cluster_bootstrap`), per-repository rates, the confusion matrix,
-    footprint recall (share of the changed files that existed at the parent found among the router's top
-    hits: retrieval quality apart from the thresholds) and independence facts (repos, authors, clusters,
-    time span)."""
-    n = len(tasks)
-    r_wrong = sum(t.predicted != t.gold for t in tasks)
-    b_wrong = sum(t.baseline != t.gold for t in tasks)
-    b = sum(t.predicted != t.gold and t.baseline == t.gold for t in tasks)
-    c = sum(t.predicted == t.gold and t.baseline != t.gold for t in tasks)
-    confusion = {g: {p: 0 for p in TOPOLOGIES} for g in TOPOLOGIES}
-    for t in tasks:
-        confusion[t.gold][t.predicted] += 1
-    gold_dist = {g: sum(t.gold == g for t in tasks) for g in TOPOLOGIES}
-    majority = max(TOPOLOGIES, key=lambda g: gold_dist[g])
-    m_wrong = n - gold_dist[majority]
-    by_repo: dict[str, dict] = {}
-    for t in tasks:
-        r = by_repo.setdefault(t.repo, {"n": 0, "router_misrouted": 0, "baseline_misrouted": 0})
-        r["n"] += 1
-        r["router_misrouted"] += t.predicted != t.gold
-        r["baseline_misrouted"] += t.baseline != t.gold
-    for r in by_repo.values():
-        r["router_wilson95"] = wilson(r["router_misrouted"], r["n"])
-        r["baseline_wilson95"] = wilson(r["baseline_misrouted"], r["n"])
-    times = [t.time_s for t in tasks]
-    boot = cluster_bootstrap(tasks)
-    with_fp = [t for t in tasks if t.parent_files]
-    recall = (
-        (
-            sum(len(set(t.parent_files) & set(t.retrieved_files)) / len(t.parent_files) for t in with_fp)
-            / len(with_fp)
-        )
-        if with_fp
-        else None
+def _task(
+    reader: BlobReader, name: str, sha: str, parent: str, author: str, at: int, body: str, counts: dict
+) -> Task | None:
+    """The task of one commit, or ``None`` (counted) when it changes no code file."""
+    code = [
+        c for c in changes(reader.repo, parent, sha) if is_code_file(c.new_path) or is_code_file(c.old_path)
+    ]
+    if not code:
+        counts["no_code"] += 1
+        return None
+    counts["renames"] += sum(c.status == "R" for c in code)
+    symbols: list[str] = []
+    skipped = len(code) > MAX_SYMBOL_FILES
+    if skipped:
+        counts["symbols_skipped"] += 1
+    else:
+        for c in code:
+            symbols += touched_symbols(reader, c)
+    files = [c.new_path for c in code]
+    return Task(
+        name,
+        sha,
+        parent,
+        author,
+        at,
+        body,
+        files,
+        symbols,
+        gold_label(body, files, symbols),
+        symbols_skipped=skipped,
+        parent_files=[c.old_path for c in code if c.old_sha],
     )
-    any_hit = sum(bool(set(t.parent_files) & set(t.retrieved_files)) for t in with_fp)
-    return {
-        "n": n,
-        "counts": counts or {},
-        "router": {"misrouted": r_wrong, "rate": r_wrong / n if n else None, "wilson95": wilson(r_wrong, n)},
-        "baseline": {
-            "misrouted": b_wrong,
-            "rate": b_wrong / n if n else None,
-            "wilson95": wilson(b_wrong, n),
-        },
-        "majority": {
-            "label": majority,
-            "misrouted": m_wrong,
-            "rate": m_wrong / n if n else None,
-            "wilson95": wilson(m_wrong, n),
-        },
-        "mcnemar": {"router_only_wrong": b, "baseline_only_wrong": c, "p": mcnemar_exact(b, c)},
-        "cluster_bootstrap": boot,
-        "footprint_recall": {
-            "tasks": len(with_fp),
-            "mean_recall": recall,
-            "any_hit": any_hit,
-            "any_hit_wilson95": wilson(any_hit, len(with_fp)),
-        },
-        "by_repo": by_repo,
-        "gold_distribution": gold_dist,
-        "confusion_gold_by_predicted": confusion,
-        "independence": {
-            "repos": len({t.repo for t in tasks}),
-            "authors": len({t.author for t in tasks}),
-            "clusters": boot["clusters"],
-            "span_days": round((max(times) - min(times)) / 86400, 1) if times else 0,
-            "first": min(times) if times else None,
-            "last": max(times) if times else None,
-        },
-    }
+
+
+def route_task(t: Task, idx: CodeIndex, history: CoChange) -> None:
+    """Route ``t`` against the parent's index and history with the shipped router; record its prediction,
+    the regex baseline's, and the features :mod:`libraryfs_bench.code.fit` refits on."""
+    d = route(Retriever(idx), t.message, history=history)
+    t.predicted, t.baseline, t.vector = d.topology, regex_route(t.message), d.vector.as_dict()
+    t.retrieved_files = list(dict.fromkeys(h.node.split("::", 1)[0] for h in d.hits))
+    t.parent_files = [p for p in t.parent_files if p in idx.files]
+    t.intent, t.qtype, t.coverage = d.intent, d.qtype, d.coverage
+    fp = d.footprint
+    if fp is not None:
+        t.candidates = [[c.path, [round(v, 6) for v in c.x]] for c in sorted(fp.files, key=lambda c: c.path)]
+        t.habit_files = fp.habit_files
+        t.expected_files = round(fp.expected_files, 6)
+    t.text_features = [round(v, 6) for v in text_features(t.message)]
+    t.footprint_files = d.files
+
+
+def save_tasks(path: str, tasks: list[Task], public: bool = False) -> None:
+    """Write tasks as JSON lines (gzip when ``path`` ends in ``.gz``). ``public``: without messages, and with
+    each author replaced by a short hash (enough for clustering) — what ``bench/…/code/data/`` keeps."""
+    import gzip
+    import hashlib
+    import json
+    from dataclasses import asdict
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        for t in tasks:
+            d = asdict(t)
+            if public:
+                d["message"] = ""
+                d["author"] = hashlib.sha256(t.author.encode()).hexdigest()[:12]
+            f.write(json.dumps(d, separators=(",", ":")) + "\n")
+
+
+def load_tasks(path: str) -> list[Task]:
+    """Read what :func:`save_tasks` wrote. Raises ``ValueError`` on a line that is not a task."""
+    import gzip
+    import json
+
+    opener = gzip.open if path.endswith(".gz") else open
+    out: list[Task] = []
+    with opener(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(Task(**json.loads(line)))
+            except (TypeError, json.JSONDecodeError) as e:
+                raise ValueError(f"{path}:{n}: not a task ({e})") from None
+    return out

@@ -5,4 +5,9 @@ from __future__ import annotations
 
 from libraryfs.hooks import Feature
 
-FEATURE = Feature(name="cards", extra="cards", modules=("math_verify",))
+FEATURE = Feature(
+    name="cards",
+    extra="cards",
+    modules=("math_verify",),
+    mcp_tools="libraryfs.features.cards.mcp_tools:register",
+)

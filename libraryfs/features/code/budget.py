@@ -134,6 +134,27 @@ class VerifyResult:
     n_nodes: int
     n_edges: int
 
+    def to_json(self) -> dict:
+        """``{"ok", "nodes", "edges", "roots", "violations": [{"kind", "node", "dimension", "need", "have",
+        "message"}]}`` (``budget verify --json``, the MCP tool ``budget_verify``)."""
+        return {
+            "ok": self.ok,
+            "nodes": self.n_nodes,
+            "edges": self.n_edges,
+            "roots": self.roots,
+            "violations": [
+                {
+                    "kind": v.kind,
+                    "node": v.node,
+                    "dimension": v.dimension,
+                    "need": v.need,
+                    "have": v.have,
+                    "message": str(v),
+                }
+                for v in self.violations
+            ],
+        }
+
 
 def _node_list(plan: Mapping) -> list[dict]:
     nodes = plan.get("nodes", plan) if isinstance(plan, Mapping) else plan

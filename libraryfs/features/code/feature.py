@@ -9,4 +9,5 @@ FEATURE = Feature(
     name="code",
     extra="code",
     modules=("rank_bm25", "tree_sitter", "tree_sitter_python", "tree_sitter_javascript", "tree_sitter_go"),
+    mcp_tools="libraryfs.features.code.mcp_tools:register",
 )

@@ -113,6 +113,9 @@ class CodeIndex:
         self.root = root
         self.files: dict[str, FileParse] = {}
         self.go_module = ""
+        #: Co-change history: the source files of each past commit, oldest first (see
+        #: :class:`libraryfs.features.code.history.CoChange`); empty when the checkout has no git history.
+        self.history: list[list[str]] = []
         self._edges: Edges | None = None
 
     # ---- building -----------------------------------------------------------------------------------
@@ -308,6 +311,7 @@ class CodeIndex:
                 "root": self.root,
                 "go_module": self.go_module,
                 "files": [fp.to_dict() for fp in self.files.values()],
+                **({"history": self.history} if self.history else {}),
             },
             separators=(",", ":"),
         ).encode()
@@ -320,6 +324,7 @@ class CodeIndex:
             raise ValueError(f"unknown code index version {d.get('version')!r}")
         idx = cls(d["name"], d.get("root", ""))
         idx.go_module = d.get("go_module", "")
+        idx.history = [list(c) for c in d.get("history", ())]
         for f in d["files"]:
             fp = FileParse.from_dict(f)
             idx.files[fp.path] = fp

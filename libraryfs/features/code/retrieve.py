@@ -65,6 +65,38 @@ _STRUCTURAL = re.compile(
 _EXACT = re.compile(r"\"[^\"]+\"|'[^']+'|`[^`]*[^\w`.][^`]*`|\(|\)|->|=>|==|::|\{|\}|;")
 
 
+#: Abbreviations common in identifiers, expanded on both sides (query and index) so that "command" meets
+#: ``recall_cmd`` and "config" meets ``cfg`` (identifier expansion, as in Hill et al., MSR 2008).
+ABBREVIATIONS = {
+    "cmd": "command",
+    "cmds": "command",
+    "cfg": "config",
+    "conf": "config",
+    "msg": "message",
+    "arg": "argument",
+    "args": "argument",
+    "param": "parameter",
+    "params": "parameter",
+    "repo": "repository",
+    "dir": "directory",
+    "func": "function",
+    "fn": "function",
+    "impl": "implementation",
+    "db": "database",
+    "err": "error",
+    "ctx": "context",
+    "env": "environment",
+    "opt": "option",
+    "opts": "option",
+    "idx": "index",
+    "attr": "attribute",
+    "attrs": "attribute",
+    "lib": "library",
+    "util": "utility",
+    "utils": "utility",
+}
+
+
 def _stem(w: str) -> str:
     for suf in ("ing", "ed", "es", "s"):
         if len(w) > len(suf) + 2 and w.endswith(suf):
@@ -73,11 +105,13 @@ def _stem(w: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased, stemmed word pieces: identifiers split at ``_``, ``.`` and camelCase; stop words dropped."""
+    """Lower-cased, stemmed word pieces: identifiers split at ``_``, ``.`` and camelCase; abbreviations expanded
+    (:data:`ABBREVIATIONS`); stop words dropped."""
     out: list[str] = []
     for word in _WORD.findall(text):
         for piece in _SPLIT.findall(word):
             piece = piece.lower()
+            piece = ABBREVIATIONS.get(piece, piece)
             if len(piece) > 1 and piece not in _STOP:
                 out.append(_stem(piece))
     return out
@@ -142,6 +176,7 @@ class Retriever:
                 for key in {s.name.lower(), s.qualname.lower()}:
                     self.name_of.setdefault(key, []).append(sid)
         self.vocab = {t for d in docs for t in d}
+        self.path_terms = {path: frozenset(tokenize(path)) for path in index.files}
         self.bm25 = BM25Okapi(docs) if docs else None
 
     # ---- single retrievers ----------------------------------------------------------------------------
@@ -168,8 +203,7 @@ class Retriever:
     def _paths(self, terms: list[str]) -> list[str]:
         want = set(terms)
         scored = []
-        for path in self.index.files:
-            comps = set(tokenize(path))
+        for path, comps in self.path_terms.items():
             n = len(want & comps)
             if n:
                 scored.append((-n, path.count("/"), path))

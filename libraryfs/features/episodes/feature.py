@@ -19,6 +19,7 @@ FEATURE = Feature(
     extra="episodes",
     modules=("rank_bm25",),
     indexer_hook="libraryfs.features.episodes.feature:make_hook",
+    mcp_tools="libraryfs.features.episodes.mcp_tools:register",
 )
 
 

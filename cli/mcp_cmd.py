@@ -1,0 +1,57 @@
+"""``libraryfs mcp LIBDIR``: serve the library over the Model Context Protocol (docs/mcp.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import click
+
+from libraryfs.cli.options import library_argument, setting_options, setting_overrides
+from libraryfs.errors import LibraryError
+
+TOKEN_ENV = "LIBRARYFS_MCP_TOKEN"  #: the HTTP bearer token (never a flag: it would show in the process list)
+MCP_KEYS = (
+    "mcp.transport",
+    "mcp.read_only",
+    "mcp.host",
+    "mcp.port",
+    "mcp.response_tokens",
+    "mcp.max_write_bytes",
+    "log.level",
+)
+
+
+@click.command("mcp")
+@library_argument
+@setting_options(*MCP_KEYS)
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, exists=True),
+    help=f"HTTP: file holding the bearer token (else env {TOKEN_ENV}); required off loopback.",
+)
+@click.option("--no-indexer", is_flag=True, help="Do not start an indexer when none runs.")
+def mcp_cmd(libdir: str, token_file: str | None, no_indexer: bool, **kwargs) -> None:
+    """Serve LIBDIR to MCP clients (agents without a shell, hosts without /dev/fuse), beside a mount or not.
+
+    Settings: flags > LIBRARYFS_MCP_* environment > [mcp] in config.toml > defaults. Exit status: 0 when the
+    client disconnects or on SIGTERM/SIGINT; 1 on a library, setting or bind error (one line); 2 on a
+    malformed command line; 3 when the mcp extra is missing (pip install 'libraryfs[mcp]').
+    """
+    if importlib.util.find_spec("mcp") is None:
+        click.echo("libraryfs: this command needs the mcp extra: pip install 'libraryfs[mcp]'", err=True)
+        raise SystemExit(3)
+    from libraryfs.daemon.mcp_transport import run_process
+
+    token = os.environ.get(TOKEN_ENV) or None
+    if token_file:
+        with open(token_file) as f:
+            token = f.read().strip() or None
+    try:
+        overrides = setting_overrides(kwargs)
+        raise SystemExit(run_process(libdir, overrides, token=token, indexer=not no_indexer))
+    except (LibraryError, OSError) as e:
+        raise click.ClickException(str(e)) from None
+
+
+commands: list = [mcp_cmd]

@@ -1,0 +1,357 @@
+"""The file operations the MCP tools need, over the same :class:`~libraryfs.fs.view.LibraryView` the mount
+serves: same names, errors (:mod:`libraryfs.errors`, so the same errno), permissions, journal and read
+accounting. No FUSE: this module runs where ``/dev/fuse`` does not exist.
+
+Paths arrive as agent-supplied strings and are confined to the library (:func:`clean_path`): relative or
+``/``-rooted inside the library, or under the live mountpoint (stripped); ``..``, NUL bytes and paths longer
+than PATH_MAX are refused before anything is resolved. Symbolic links are followed only inside the library
+(:meth:`LibraryOps.follow`): a link whose target leaves it is an error, never a read of the host.
+
+Writes replace a file atomically (a hidden temporary file in the same directory, then ``rename``): a
+failure leaves the old content, never part of the new one. Concurrency: the view is used by one thread at a
+time (:attr:`LibraryOps.lock`); other processes (a mount, the indexer, other MCP servers) write the same
+LMDB environment, whose write transactions LMDB serialises across processes (one writer at a time).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from libraryfs.errors import (
+    AccessDenied,
+    Exists,
+    InvalidArgument,
+    IsADir,
+    LibraryError,
+    NameTooLong,
+    NotFound,
+)
+from libraryfs.fs import schema as S
+from libraryfs.fs.generated import is_reserved
+from libraryfs.fs.view import LibraryView
+
+PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
+NAME_MAX = 255  #: bytes per component
+SYMLOOP_MAX = 8  #: links followed while resolving one path (ELOOP past it)
+READ_CHUNK_BYTES = 1 << 20
+MOUNT_PROBE_S = 1.0  #: how long a probe of the mount state is reused (seconds)
+
+
+class Loop(LibraryError):
+    """Too many symbolic links while resolving a path (ELOOP)."""
+
+    errno = 40  # ELOOP
+
+
+class OutsideLibrary(InvalidArgument):
+    """A path or a symbolic link's target leaves the library (EXDEV: it is on another filesystem)."""
+
+    errno = 18  # EXDEV
+
+
+def clean_path(path: str, mountpoint: str | None = None) -> bytes:
+    """Absolute library path (bytes, ``b"/"`` for the root) of an agent-supplied path.
+
+    Accepts ``notes/a.md``, ``/notes/a.md``, ``library://notes/a.md`` and, when ``mountpoint`` is given,
+    ``<mountpoint>/notes/a.md``. ``.`` and empty components are dropped. Raises InvalidArgument (EINVAL) for
+    a NUL byte, :class:`OutsideLibrary` (EXDEV) for a ``..`` component, NameTooLong (ENAMETOOLONG) for a path
+    of PATH_MAX bytes or more or a component over NAME_MAX bytes.
+    """
+    if not isinstance(path, str):
+        raise InvalidArgument("path must be a string")
+    if "\x00" in path:
+        raise InvalidArgument("path contains a NUL byte")
+    raw = os.fsencode(path)
+    if len(raw) >= PATH_MAX:
+        raise NameTooLong(f"path is {len(raw)} bytes (PATH_MAX is {PATH_MAX})")
+    if path.startswith("library://"):
+        path = path[len("library://") :]
+    elif mountpoint and (path == mountpoint or path.startswith(mountpoint.rstrip("/") + "/")):
+        path = path[len(mountpoint.rstrip("/")) :]
+    parts = [p for p in os.fsencode(path).split(b"/") if p not in (b"", b".")]
+    if b".." in parts:
+        raise InvalidArgument(f"'..' in {path!r}: paths stay inside the library")
+    for p in parts:
+        if len(p) > NAME_MAX:
+            raise NameTooLong(f"a name of {len(p)} bytes (NAME_MAX is {NAME_MAX})")
+    return b"/" + b"/".join(parts)
+
+
+def show(path: bytes) -> str:
+    """A library path as text for messages and results (``/notes/a.md``; non-UTF-8 bytes escaped)."""
+    return os.fsdecode(path)
+
+
+def is_dir(st: dict) -> bool:
+    """Whether a ``stat`` dict is a directory's."""
+    return st["st_mode"] & S.S_IFMT == S.S_IFDIR
+
+
+def is_link(st: dict) -> bool:
+    """Whether a ``stat`` dict is a symbolic link's."""
+    return st["st_mode"] & S.S_IFMT == S.S_IFLNK
+
+
+class LibraryOps:
+    """Whole-file operations on library paths (bytes, from :func:`clean_path`) over one view.
+
+    Every method takes :attr:`lock` (the view's handle table and LMDB read transactions are per thread);
+    errors are :class:`~libraryfs.errors.LibraryError` subclasses, as the mount would answer with errno.
+    ``uid``/``gid`` own what is created (the server's). ``mount_probe() -> str | None`` says where the
+    library is mounted now, if it is (paths and symbolic links may name the mountpoint); it is asked at
+    most once per :data:`MOUNT_PROBE_S`.
+    """
+
+    def __init__(self, view: LibraryView, *, mount_probe: Callable[[], str | None] | None = None) -> None:
+        self.view = view
+        self._probe = mount_probe
+        self._mount: tuple[float, str | None] = (-MOUNT_PROBE_S, None)
+        self.lock = threading.RLock()
+        self.uid, self.gid = os.getuid(), os.getgid()
+        self.groups = {self.gid, *os.getgroups()}
+        self.pid = os.getpid()
+        self._tmp = itertools.count()
+
+    @property
+    def mountpoint(self) -> str | None:
+        """Where the library is mounted (a live mount), or None."""
+        if self._probe is None:
+            return None
+        at, mp = self._mount
+        if time.monotonic() - at >= MOUNT_PROBE_S:
+            mp = self._probe()
+            self._mount = (time.monotonic(), mp)
+        return mp
+
+    @property
+    def read_only(self) -> bool:
+        """Whether every change is refused (EROFS)."""
+        return self.view.read_only
+
+    # -- resolution --------------------------------------------------------------------------------------
+    def stat(self, path: bytes) -> dict:
+        """``stat`` of ``path`` without following a final symlink. Raises NotFound, NotADir."""
+        with self.lock:
+            return self.view.getattr(path)
+
+    def follow(self, path: bytes) -> bytes:
+        """``path`` with every symbolic link resolved, confined to the library.
+
+        Raises :class:`OutsideLibrary` (EXDEV) for a link that leaves the library, :class:`Loop` (ELOOP)
+        after :data:`SYMLOOP_MAX` links, NotFound/NotADir for missing components.
+        """
+        with self.lock:
+            hops = 0
+            done: list[bytes] = []
+            todo = [p for p in path.split(b"/") if p]
+            while todo:
+                comp = todo.pop(0)
+                cur = b"/" + b"/".join([*done, comp])
+                st = self.view.getattr(cur)
+                if not is_link(st):
+                    done.append(comp)
+                    continue
+                hops += 1
+                if hops > SYMLOOP_MAX:
+                    raise Loop(f"too many symbolic links at {show(cur)}")
+                target = self.view.readlink(cur)
+                todo = self._link_parts(target, done, cur) + todo
+                done = []
+            return b"/" + b"/".join(done)
+
+    def _link_parts(self, target: bytes, base: list[bytes], where: bytes) -> list[bytes]:
+        """Components (from the root) of a link's target; ``..`` applied; never above the root."""
+        if target.startswith(b"/"):
+            mp = os.fsencode(self.mountpoint.rstrip("/")) if self.mountpoint else None
+            if not mp or not (target == mp or target.startswith(mp + b"/")):
+                raise OutsideLibrary(f"symbolic link {show(where)} points outside the library")
+            target, base = target[len(mp) :], []
+        out = list(base)
+        for p in target.split(b"/"):
+            if p in (b"", b"."):
+                continue
+            if p == b"..":
+                if not out:
+                    raise OutsideLibrary(f"symbolic link {show(where)} points outside the library")
+                out.pop()
+            else:
+                out.append(p)
+        return out
+
+    def access(self, path: bytes, want: int) -> None:
+        """Raise AccessDenied (EACCES) unless this process may ``want`` (``os.R_OK | os.W_OK | os.X_OK``) the
+        object at ``path`` by its mode bits, owner and group — the check the kernel makes on the mount
+        (``default_permissions``, access(2)); root passes, as with CAP_DAC_OVERRIDE."""
+        if self.uid == 0:
+            return
+        st = self.view.getattr(path)
+        mode = st["st_mode"]
+        if st["st_uid"] == self.uid:
+            bits = (mode >> 6) & 7
+        elif st["st_gid"] in self.groups:
+            bits = (mode >> 3) & 7
+        else:
+            bits = mode & 7
+        if want & ~bits:
+            raise AccessDenied(f"{show(path)}: permission denied")
+
+    def _may_change(self, parent: bytes) -> None:
+        """Creating or removing a name in ``parent`` needs write and search permission on it."""
+        self.access(parent or b"/", os.W_OK | os.X_OK)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def read(self, path: bytes, offset: int = 0, size: int | None = None) -> bytes:
+        """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None).
+
+        Counted in the view's read accounting under this process. Raises IsADir, NotFound, QuotaExceeded.
+        """
+        with self.lock:
+            real = self.follow(path)
+            if is_dir(self.view.getattr(real)):
+                raise IsADir(f"{show(path)} is a directory")
+            self.access(real, os.R_OK)
+            fh, _direct = self.view.open(real, os.O_RDONLY)
+            try:
+                out = bytearray()
+                while size is None or len(out) < size:
+                    want = READ_CHUNK_BYTES if size is None else min(READ_CHUNK_BYTES, size - len(out))
+                    chunk = self.view.read(fh, want, offset + len(out), self.pid)
+                    if not chunk:
+                        break
+                    out += chunk
+                return bytes(out)
+            finally:
+                self.view.release(fh)
+
+    def listdir(self, path: bytes, stat: bool = True) -> list[tuple[bytes, dict]]:
+        """``(name, stat)`` of every entry of the directory at ``path`` (links followed), generated names
+        (``INDEX.md``, ``.index``, ``.libraryfs``, ``.find``) included, ``.``/``..`` not; sorted by name.
+
+        ``stat=False``: only ``{"st_mode": file type bits}`` from the listing itself (no lookup per entry:
+        what a walk or one page of a large directory needs)."""
+        with self.lock:
+            real = self.follow(path)
+            self.access(real, os.R_OK)
+            fh = self.view.opendir(real)
+            try:
+                listed = sorted((n, m) for n, m, _i, _o in self.view.readdir(fh, 0) if n not in (b".", b".."))
+            finally:
+                self.view.releasedir(fh)
+            if not stat:
+                return [(n, {"st_mode": m}) for n, m in listed]
+            base = real.rstrip(b"/")
+            out = []
+            for n, _m in listed:
+                try:
+                    out.append((n, self.view.getattr(base + b"/" + n)))
+                except NotFound:  # removed by another process since the listing
+                    continue
+            return out
+
+    @staticmethod
+    def generated(name: bytes, parent: bytes) -> bool:
+        """Whether ``name`` in the directory at ``parent`` is generated by libraryfs."""
+        return is_reserved(name, S.ROOT_INO if parent == b"/" else 0)
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def write(self, path: bytes, data: bytes) -> bool:
+        """Create or replace the file at ``path`` with ``data``, atomically; True if it was created.
+
+        The parent must exist. An existing file keeps its permission bits; it must be a regular file
+        (IsADir otherwise). Raises AccessDenied (a generated name), EROFS (read-only), NotFound, NoSpace.
+        """
+        with self.lock:
+            try:
+                path = self.follow(path)  # like open(2) for writing: through symbolic links (confined)
+            except NotFound:
+                pass  # a new name (or a dangling link, which is replaced)
+            parent, name = path.rsplit(b"/", 1)
+            parent = parent or b"/"
+            with self.view.store.read() as t:
+                try:
+                    r = self.view.resolve(t, path)
+                except NotFound:
+                    r = None
+            if r is None:
+                mode, created = 0o644, True
+            elif not r.is_real:
+                raise AccessDenied(f"{show(name)} is generated by libraryfs (read-only)")
+            elif r.node is not None and r.node.is_dir:
+                raise IsADir(f"{show(path)} is a directory")
+            else:
+                mode, created = (r.node.mode if r.node else 0o644) & 0o7777, False
+                self.access(path, os.W_OK)
+            self._may_change(parent)
+            tmp = self._temp_name(parent, name)
+            fh = self.view.create(tmp, mode, os.O_WRONLY | os.O_EXCL, self.uid, self.gid)
+            try:
+                try:
+                    off = 0
+                    while off < len(data):
+                        off += self.view.write(fh, data[off : off + READ_CHUNK_BYTES], off)
+                finally:
+                    self.view.release(fh)
+                self.view.rename(tmp, path, 0)
+            except BaseException:
+                try:
+                    self.view.unlink(tmp)
+                except LibraryError:
+                    pass
+                raise
+            return created
+
+    def _temp_name(self, parent: bytes, name: bytes) -> bytes:
+        stem = name[: NAME_MAX - 40]
+        tmp = b".%s.mcp-%d-%d.tmp" % (stem, self.pid, next(self._tmp))
+        return parent.rstrip(b"/") + b"/" + tmp
+
+    def makedirs(self, path: bytes) -> list[bytes]:
+        """Create the directory at ``path`` and its missing parents (``mkdir -p``); returns the created
+        paths. An existing directory is fine; an existing non-directory raises Exists (EEXIST)."""
+        created = []
+        with self.lock:
+            cur = b""
+            for comp in [p for p in path.split(b"/") if p]:
+                parent, cur = cur, cur + b"/" + comp
+                try:
+                    if self.uid != 0:
+                        try:
+                            self.view.getattr(cur)
+                        except NotFound:
+                            self._may_change(parent)
+                    self.view.mkdir(cur, 0o755, self.uid, self.gid)
+                    created.append(cur)
+                except Exists:
+                    if not is_dir(self.view.getattr(self.follow(cur))):
+                        raise Exists(f"{show(cur)} exists and is not a directory") from None
+        return created
+
+    def move(self, src: bytes, dst: bytes) -> None:
+        """Rename ``src`` to ``dst``; fails with Exists (EEXIST) when ``dst`` exists (RENAME_NOREPLACE),
+        as the reference filesystem server's ``move_file`` does."""
+        with self.lock:
+            self._may_change(src.rsplit(b"/", 1)[0])
+            self._may_change(dst.rsplit(b"/", 1)[0])
+            self.view.rename(src, dst, 1)  # RENAME_NOREPLACE
+
+    def entry_meta(self, path: bytes) -> dict:
+        """The indexer's facts about ``path``: ``{"summary", "tokens"}`` for an entry, ``{"summary"}`` for a
+        section, ``{}`` when it has not been indexed (or is generated)."""
+        with self.lock, self.view.store.read() as t:
+            r = self.view.resolve(t, path)
+            if not r.is_real:
+                return {}
+            m = t.meta(r.ino)
+        if isinstance(m, S.EntryMeta):
+            return {"summary": m.summary, "tokens": m.tokens}
+        if isinstance(m, S.SectionMeta):
+            return {
+                "summary": m.description,
+                "tokens_total": m.tokens_total,
+                "entries_total": m.entries_total,
+            }
+        return {}

@@ -1,0 +1,320 @@
+"""The MCP server process (``libraryfs mcp LIBDIR``): the library served over the Model Context Protocol to
+agents without a shell and hosts without ``/dev/fuse`` (official ``mcp`` SDK, ``MCPServer``).
+
+It opens the store and serves it through its own :class:`~libraryfs.fs.view.LibraryView` — the view the
+mount serves — so names, errors, permissions, the journal and read accounting are the mount's. It may run
+beside a mount of the same library and beside other MCP servers: it takes none of the library's locks
+(``mount.lock`` is the mount server's, ``indexer.lock`` the indexer's); LMDB serialises the write
+transactions of all processes (one writer at a time), and each side reads the other's commits at its next
+transaction. Unlike the mount it never purges orphaned inodes and never sets the clean flag (a mount may
+hold unlinked files open). Writes are journaled, so the indexer indexes them: when no indexer runs and the
+server is not read-only, it starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on
+exit.
+
+Tools: :mod:`libraryfs.daemon.mcp_tools` (the reference filesystem server's; registered through
+:mod:`libraryfs.daemon.mcp_registry`) and :class:`LibraryTools`
+(``read_index``, ``find``, ``status``), plus each installed feature's (``Feature.mcp_tools``).
+Resources: ``library://INDEX.md`` and ``library://{path}/INDEX.md``; a background task polls the TOC
+generation (:class:`~libraryfs.fs.tocwatch.TocWatcher`) and publishes ``ResourceUpdated`` for every page
+the indexer rewrote to ``subscriptions/listen`` streams. Transports: stdio (stdout is the protocol; logs go
+to stderr) and streamable HTTP (:mod:`libraryfs.daemon.mcp_transport`, which also runs the process). Docs: ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
+from mcp.types import CallToolResult
+
+from libraryfs import __version__
+from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, show
+from libraryfs.daemon.mcp_registry import MARKER, READ, Budget, ToolRegistry, at_path, result
+from libraryfs.daemon.mcp_tools import FsTools
+from libraryfs.errors import LibraryError
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIR, page_name
+from libraryfs.fs.store import Store
+from libraryfs.fs.tocwatch import TocWatcher
+from libraryfs.fs.view import LibraryView
+from libraryfs.index.find import find
+from libraryfs.index.toc import links
+from libraryfs.layout import index_backlog, indexer_pid, mount_info
+
+log = logging.getLogger("libraryfs.mcp")
+
+RESPONSE_TOKENS = 8000  #: default token budget of one tool response
+MAX_WRITE_BYTES = 8 << 20  #: default cap on a write_file/edit_file content (bytes, UTF-8)
+POLL_S = 0.2  #: how often the TOC generation is read for resource notifications
+URI_ROOT = "library://"
+
+INSTRUCTIONS = """This server is an agent's external memory: a library of files organised in sections
+(directories). Every directory has a generated INDEX.md: one line per entry (name, one-line summary, size in
+tokens). Navigate by reading INDEX.md pages (read_index), not by listing everything; open an entry by its
+path. When you do not know a name's section, use find. Write notes with write_file / edit_file; the indexer
+adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md')."""
+
+
+@dataclass
+class ServerOptions:
+    """How one MCP server serves its library: ``read_only`` refuses every write tool (EROFS);
+    ``response_tokens`` bounds one response; ``max_write_bytes`` one written content; ``indexer`` starts
+    an indexer when none runs; ``poll_s`` is the TOC-notification poll interval; ``inline_tools`` runs tools
+    on the event loop (stdio: one client) instead of worker threads."""
+
+    read_only: bool = False
+    response_tokens: int = RESPONSE_TOKENS
+    max_write_bytes: int = MAX_WRITE_BYTES
+    indexer: bool = True
+    poll_s: float = POLL_S
+    inline_tools: bool = False
+
+
+def page_uri(path: bytes) -> str:
+    """``library://`` URI of a TOC page path (``/notes/INDEX.md`` → ``library://notes/INDEX.md``)."""
+    return URI_ROOT + show(path).lstrip("/")
+
+
+class LibraryTools:
+    """libraryfs's own tools beside the filesystem ones: ``read_index``, ``find``, ``status``."""
+
+    def __init__(self, reg: ToolRegistry) -> None:
+        self.reg = reg
+        self.ops = reg.ops
+
+    def register(self) -> None:
+        """Add the tools to the registry."""
+        self.reg.add(self.read_index, "read_index", "Read a directory's INDEX.md page", READ)
+        self.reg.add(self.find, "find", "Find entries by name or summary (the index)", READ)
+        self.reg.add(self.status, "status", "Indexer and library status", READ)
+
+    def read_index(self, path: str = "/", page: int = 0) -> CallToolResult:
+        """Read a directory's table of contents: its INDEX.md (page 0) or a further page of a large
+        directory (.index/NNNN.md, page ≥ 1). Each line: an entry's name as a link, a one-line summary and
+        its size in tokens; `links` gives each link as a library path (page links lead to further pages)."""
+        p = self.reg.path(path)
+        if page < 0:
+            raise ValueError("page must be ≥ 0")
+        file = (
+            p.rstrip(b"/") + b"/" + (INDEX_FILE.encode() if page == 0 else PAGES_DIR + b"/" + page_name(page))
+        )
+        try:
+            data = self.ops.read(file)
+        except LibraryError as e:
+            raise at_path(e, file) from None
+        text = data.decode("utf-8", "replace")
+        where = file.rsplit(b"/", 1)[0]
+        out_links = []
+        for target in links(data):  # relative to the page's directory; normpath keeps them in the library
+            full = os.path.normpath(where + b"/" + target)
+            page_link = full.endswith(b"/" + INDEX_FILE.encode()) or b"/" + PAGES_DIR + b"/" in full
+            out_links.append({"path": show(full), "kind": "page" if page_link else "entry"})
+        shown, cut = self.reg.budget.fit(text)
+        if cut:
+            shown += f"\n{MARKER}: read the rest with read_text_file path={show(file)} offset={len(shown.encode())}]"
+        return result(shown, path=show(file), page=page, links=out_links, truncated=cut)
+
+    def find(self, term: str, limit: int = 20) -> CallToolResult:
+        """Find library entries by name without knowing their section (deterministic, no model): exact
+        names first, then names containing `term`, then entries whose summary has every word of it."""
+        if not term.strip() or "\x00" in term or len(term) > 255:
+            raise ValueError("term must be 1–255 characters without NUL")
+        if not 1 <= limit <= 200:
+            raise ValueError("limit must be 1–200")
+        with self.ops.lock, self.ops.view.store.read() as t:
+            paths = find(t, term, limit)
+        hits = []
+        for p in paths:
+            try:
+                meta = self.ops.entry_meta(p)
+            except LibraryError:
+                continue
+            hits.append({"path": show(p), "summary": meta.get("summary"), "tokens": meta.get("tokens")})
+        lines = [f"{h['path']} — {h['summary'] or ''}".rstrip(" —") for h in hits]
+        text, shown = self.reg.budget.fit_lines(lines)
+        cut = shown < len(hits)
+        if cut:
+            text += f"\n{MARKER}: {len(hits) - shown} more; lower limit or narrow the term]"
+        return result(text or f"No entries match {term!r}", term=term, matches=hits[:shown], truncated=cut)
+
+    def status(self) -> CallToolResult:
+        """The library's state: the indexer (running, backlog, last pass), the TOC generation, the mount if
+        any, and what this server has read (pages, entries, tokens)."""
+        with self.ops.lock, self.ops.view.store.read() as t:
+            st = self.ops.view.status(t)
+            backlog = index_backlog(t)
+        st.pop("mount_started_ns", None)
+        st["backlog"] = backlog
+        st["indexer_pid"] = indexer_pid(self.reg.libdir)
+        st["mount"] = mount_info(self.reg.libdir, self.ops.view.store)
+        st["mcp"] = {"pid": os.getpid(), "read_only": self.ops.read_only, "tools": len(self.reg.names)}
+        st["reads"] = self.ops.view.stats.to_json()
+        doc = json.loads(json.dumps(st, default=str))
+        return result(json.dumps(doc, indent=1), **doc)
+
+
+def register_features(reg: ToolRegistry) -> list[str]:
+    """Add the tools of every installed feature that has some (``Feature.mcp_tools``, ``"module:fn"``,
+    ``fn(registry)``); returns the features whose tools were added. A feature that fails is logged."""
+    from libraryfs.hooks import features, missing_extra
+
+    added = []
+    for f in features():
+        spec = getattr(f, "mcp_tools", None)
+        if not spec or missing_extra(f):
+            continue
+        module, _, attr = spec.partition(":")
+        try:
+            getattr(importlib.import_module(module), attr)(reg)
+            added.append(f.name)
+        except Exception as e:  # a broken feature must not stop the server
+            log.warning("%s: MCP tools not added: %s", f.name, e)
+    return added
+
+
+class LegacySubscriptions:
+    """``resources/subscribe`` / ``unsubscribe`` for clients on protocol versions before 2026-07-28 (which
+    have no ``subscriptions/listen``): which session listens to which URI; :meth:`publish` sends each a
+    ``notifications/resources/updated``. A session whose send fails is forgotten."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[int, tuple[Any, set[str]]] = {}
+
+    def install(self, server: MCPServer) -> None:
+        """Serve the two methods on ``server`` (through its low-level server: ``MCPServer`` has no public
+        hook for them in mcp 2.x, pinned ``<3``); the capability ``resources.subscribe`` follows."""
+        low = server._lowlevel_server
+        low.add_request_handler("resources/subscribe", types.SubscribeRequestParams, self.subscribe)
+        low.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, self.unsubscribe)
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """Remember that this session listens to ``params.uri``."""
+        self.sessions.setdefault(id(ctx.session), (ctx.session, set()))[1].add(str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        """Forget that this session listens to ``params.uri``."""
+        entry = self.sessions.get(id(ctx.session))
+        if entry is not None:
+            entry[1].discard(str(params.uri))
+        return types.EmptyResult()
+
+    async def publish(self, uri: str) -> None:
+        """Tell every session subscribed to ``uri`` that it changed."""
+        for key, (session, uris) in list(self.sessions.items()):
+            if uri not in uris:
+                continue
+            try:
+                await session.send_resource_updated(uri)
+            except Exception:  # the session is gone (client disconnected): forget it
+                self.sessions.pop(key, None)
+
+
+class Served:
+    """One server over one library: the store, the view, the :class:`MCPServer`, its subscription bus."""
+
+    def __init__(self, libdir: str, opts: ServerOptions) -> None:
+        self.libdir = os.path.abspath(libdir)
+        self.opts = opts
+        self.store = Store(self.libdir, readonly=False)
+        self.view = LibraryView(self.store, read_only=opts.read_only, finder=find, count_tokens=None)
+        self.ops = LibraryOps(self.view, mount_probe=self._mountpoint)
+        self.bus = InMemorySubscriptionBus()
+        self.server = MCPServer(
+            "libraryfs",
+            title="libraryfs",
+            instructions=INSTRUCTIONS,
+            version=__version__,
+            subscriptions=self.bus,
+            log_level="WARNING",
+        )
+        self.registry = ToolRegistry(
+            self.server, self.ops, self.libdir, Budget(opts.response_tokens), inline=opts.inline_tools
+        )
+        FsTools(self.registry, max_write_bytes=opts.max_write_bytes).register()
+        LibraryTools(self.registry).register()
+        self.features = register_features(self.registry)
+        self._resources()
+        self.legacy = LegacySubscriptions()
+        self.legacy.install(self.server)
+
+    def _mountpoint(self) -> str | None:
+        info = mount_info(self.libdir, self.store)
+        return info["mountpoint"] if info else None
+
+    def _resources(self) -> None:
+        ops = self.ops
+
+        def page(path: bytes) -> str:
+            try:
+                return ops.read(path).decode("utf-8", "replace")
+            except LibraryError as e:
+                raise ResourceError(f"{show(path)}: {e}") from None
+
+        @self.server.resource(URI_ROOT + INDEX_FILE, name="INDEX.md", mime_type="text/markdown")
+        def master_toc() -> str:
+            """The library's master TOC: one line per section."""
+            return page(b"/" + INDEX_FILE.encode())
+
+        @self.server.resource(
+            URI_ROOT + "{+path}/" + INDEX_FILE, name="section INDEX.md", mime_type="text/markdown"
+        )
+        def section_toc(path: str) -> str:
+            """A section's TOC: one line per entry (name, summary, tokens)."""
+            try:
+                p = clean_path(path)
+            except LibraryError as e:
+                raise ResourceError(str(e)) from None
+            return page(p.rstrip(b"/") + b"/" + INDEX_FILE.encode())
+
+    async def notify_tocs(self) -> None:
+        """Publish ``ResourceUpdated`` for each TOC page the indexer rewrites (polls the TOC generation);
+        runs until cancelled, once per process (beside the transport, not per session)."""
+        watcher = TocWatcher(self.store)
+        while True:
+            try:
+                with self.ops.lock:
+                    paths = watcher.poll()
+            except LibraryError as e:
+                log.warning("TOC watch failed: %s", e)
+                paths = []
+            for p in paths:
+                await self.bus.publish(ResourceUpdated(uri=page_uri(p)))
+                await self.legacy.publish(page_uri(p))
+            await anyio.sleep(self.opts.poll_s)
+
+    def close(self) -> None:
+        """Sync and close the store."""
+        with contextlib.suppress(LibraryError):
+            if not self.opts.read_only:
+                self.store.sync()
+        self.store.close()
+
+
+def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> int | None:
+    """Start an indexer for ``libdir`` when none runs (pid, to stop on exit), else None."""
+    if opts.read_only or not opts.indexer or indexer_pid(libdir):
+        return None
+    from libraryfs.daemon.launcher import start_indexer
+
+    info = mount_info(libdir, store)
+    pid = start_indexer(libdir, info["mountpoint"] if info else None)
+    log.info("started the indexer (pid %d)", pid)
+    return pid
+
+
+def stop_indexer(pid: int | None) -> None:
+    """SIGTERM the indexer this server started (it finishes its pass and exits)."""
+    if pid:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)

@@ -1,0 +1,332 @@
+"""``libraryfs mcp`` driven by the MCP SDK's real client, over stdio and streamable HTTP, against the real
+server process and a real LMDB library (issue 16): tools, the TOC appearing after a write, find, recall,
+resource notifications, and clean errors for bad input (nothing written partially)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+
+import anyio
+import pytest
+from helpers.mcp_server import http_server, stdio_params, wait_for
+
+from libraryfs.fs.check import check
+from libraryfs.fs.store import Store
+
+pytest.importorskip("mcp")
+from mcp import Client  # noqa: E402
+from mcp.types import ResourceUpdatedNotification  # noqa: E402
+
+FS_TOOLS = {
+    "read_text_file",
+    "read_multiple_files",
+    "write_file",
+    "edit_file",
+    "create_directory",
+    "list_directory",
+    "directory_tree",
+    "move_file",
+    "search_files",
+    "get_file_info",
+}
+OWN_TOOLS = {"read_index", "find", "recall", "cards_block", "code_outline", "budget_verify", "status"}
+
+
+def _text(r) -> str:
+    return r.content[0].text
+
+
+async def _call(c, name: str, args: dict, *, error: bool = False):
+    r = await c.call_tool(name, args)
+    assert bool(r.is_error) is error, f"{name}({args}) → {_text(r)}"
+    return r
+
+
+def _check_store(libdir) -> None:
+    st = Store(libdir)
+    try:
+        assert check(st).problems == []
+    finally:
+        st.close()
+
+
+async def _tools_and_toc(c) -> None:
+    tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert set(tools) >= FS_TOOLS | OWN_TOOLS
+    for t in tools.values():
+        a = t.annotations
+        assert a is not None and a.open_world_hint is False
+        assert a.read_only_hint is (
+            t.name not in {"write_file", "edit_file", "create_directory", "move_file"}
+        )
+    assert tools["write_file"].annotations.destructive_hint is True
+    assert tools["create_directory"].annotations.destructive_hint is False
+    master = await c.read_resource("library://INDEX.md")
+    assert "Index of /" in master.contents[0].text
+    r = await _call(c, "read_index", {"path": "/"})
+    assert r.structured_content["path"] == "/INDEX.md"
+
+
+async def _write_edit_index_find(c) -> None:
+    await _call(c, "create_directory", {"path": "notes/deep"})
+    body = "# Quarterly plan\n\nShip the zebra index by Friday.\n"
+    r = await _call(c, "write_file", {"path": "notes/plan.md", "content": body})
+    assert r.structured_content["created"] is True
+    r = await _call(
+        c,
+        "edit_file",
+        {"path": "/notes/plan.md", "edits": [{"oldText": "Friday", "newText": "Monday"}], "dryRun": True},
+    )
+    assert "-Ship the zebra index by Friday." in _text(r) and "+Ship the zebra index by Monday." in _text(r)
+    assert "Friday" in _text(
+        await _call(c, "read_text_file", {"path": "notes/plan.md"})
+    )  # dry run wrote nothing
+    await _call(
+        c, "edit_file", {"path": "notes/plan.md", "edits": [{"oldText": "Friday", "newText": "Monday"}]}
+    )
+    assert (
+        _text(await _call(c, "read_text_file", {"path": "notes/plan.md", "head": 1})) == "# Quarterly plan\n"
+    )
+    assert "Monday" in _text(await _call(c, "read_text_file", {"path": "notes/plan.md", "tail": 1}))
+
+    async def listed():
+        r = await c.call_tool("read_index", {"path": "notes"})
+        return not r.is_error and "plan.md" in _text(r) and "Quarterly plan" in _text(r)
+
+    await wait_for(listed)  # the indexer summarised it into notes/INDEX.md
+    r = await _call(c, "read_index", {"path": "notes"})
+    assert {"path": "/notes/plan.md", "kind": "entry"} in r.structured_content["links"]
+
+    async def found():
+        r = await c.call_tool("find", {"term": "plan.md"})
+        return [m["path"] for m in r.structured_content["matches"]] if not r.is_error else None
+
+    assert (await wait_for(found))[0] == "/notes/plan.md"
+    info = (await _call(c, "get_file_info", {"path": "notes/plan.md"})).structured_content
+    assert info["isFile"] and info["size_bytes"] == len(body.replace("Friday", "Monday").encode())
+    r = await _call(c, "search_files", {"path": "/", "pattern": "*.md"})
+    assert r.structured_content["matches"] == ["/notes/plan.md"]
+    await _call(c, "move_file", {"source": "notes/plan.md", "destination": "notes/deep/plan.md"})
+    r = await _call(c, "list_directory", {"path": "notes/deep"})
+    assert [e["name"] for e in r.structured_content["entries"]] == ["INDEX.md", "plan.md"]
+
+
+async def _recall(c) -> None:
+    steps = [
+        {"t": 0, "text": "I entered the hall."},
+        {"t": 1, "text": "I picked up the red key from the table."},
+        {"t": 2, "text": "I opened the blue door."},
+    ]
+    await _call(c, "create_directory", {"path": "episodes/ep1"})
+    lines = "".join(json.dumps(s) + "\n" for s in steps)
+    await _call(c, "write_file", {"path": "episodes/ep1/steps.jsonl", "content": lines})
+    r = await _call(
+        c, "recall", {"episode": "ep1", "question": "where did I pick up the red key", "budget_tokens": 100}
+    )
+    assert r.structured_content["items"][0]["t"] == 1  # the step that answers ranks first
+    assert r.structured_content["tokens"] <= 100
+    await _call(c, "recall", {"episode": "../x", "question": "q"}, error=True)
+
+
+async def _bad_input(c) -> None:
+    cases = [
+        ({"path": "../etc/passwd"}, "EINVAL"),
+        ({"path": "notes/../../x"}, "EINVAL"),
+        ({"path": "a\x00b"}, "EINVAL"),
+        ({"path": "x" * 4096}, "ENAMETOOLONG"),
+        ({"path": "nope.md"}, "ENOENT"),
+        ({"path": "notes"}, "EISDIR"),
+    ]
+    for args, code in cases:
+        assert code in _text(await _call(c, "read_text_file", args, error=True)), args
+    assert "validation error" in _text(await _call(c, "read_text_file", {"path": 5}, error=True))
+    assert "Unknown tool" in _text(await _call(c, "no_such_tool", {}, error=True))
+    # huge content: refused whole (the server runs with --max-write-bytes 100000)
+    r = await _call(c, "write_file", {"path": "notes/huge.md", "content": "x" * 200_000}, error=True)
+    assert "at most 100,000" in _text(r)
+    assert "ENOENT" in _text(await _call(c, "get_file_info", {"path": "notes/huge.md"}, error=True))
+    # binary file
+    await _call(c, "write_file", {"path": "notes/bin.dat", "content": "a\x00b"})
+    assert "binary" in _text(await _call(c, "read_text_file", {"path": "notes/bin.dat"}, error=True))
+    # edits whose oldText is absent or ambiguous: an error, and the file is unchanged
+    await _call(c, "write_file", {"path": "notes/e.md", "content": "one two two\n"})
+    for old, why in (("three", "not found"), ("two", "ambiguous")):
+        edits = [{"oldText": "one", "newText": "1"}, {"oldText": old, "newText": "3"}]
+        assert why in _text(await _call(c, "edit_file", {"path": "notes/e.md", "edits": edits}, error=True))
+    assert _text(await _call(c, "read_text_file", {"path": "notes/e.md"})) == "one two two\n"
+    # generated files are the mount's: EACCES
+    assert "EACCES" in _text(await _call(c, "write_file", {"path": "INDEX.md", "content": "x"}, error=True))
+    assert "EEXIST" in _text(
+        await _call(c, "move_file", {"source": "notes/e.md", "destination": "notes/bin.dat"}, error=True)
+    )
+
+
+@contextlib.contextmanager
+def _server(transport: str, libdir, *args: str):
+    """What ``Client`` connects to: stdio parameters, or the URL of a running HTTP server."""
+    if transport == "stdio":
+        yield stdio_params(str(libdir), *args)
+    else:
+        with http_server(str(libdir), *args) as url:
+            yield url
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_tools_index_find_recall_and_errors(libdir, transport):
+    async def main(target):
+        async with Client(target) as c:
+            await _tools_and_toc(c)
+            await _write_edit_index_find(c)
+            await _recall(c)
+            await _bad_input(c)
+
+    with _server(transport, libdir, "--max-write-bytes", "100000") as target:
+        anyio.run(main, target)
+    _check_store(libdir)
+
+
+def test_stdio_subscription_hears_the_indexer_rewrite_a_toc(libdir):
+    """``subscriptions/listen`` (protocol 2026-07-28)."""
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+            uri = await _section(c)
+            async with c.listen(resource_subscriptions=[uri]) as sub:
+                await _call(c, "write_file", {"path": "notes/new.md", "content": "# Fresh note\n"})
+                with anyio.fail_after(30):
+                    async for event in sub:
+                        if getattr(event, "uri", None) == uri:
+                            break
+            page = await c.read_resource(uri)
+            assert "new.md" in page.contents[0].text
+
+    anyio.run(main)
+
+
+def test_legacy_resources_subscribe_hears_the_indexer_rewrite_a_toc(libdir):
+    """``resources/subscribe`` and ``notifications/resources/updated`` (protocol versions before 2026-07-28,
+    the initialize handshake: what most desktop clients speak)."""
+    heard: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            heard.append(str(message.params.uri))
+
+    async def main():
+        async with Client(stdio_params(str(libdir)), mode="legacy", message_handler=on_message) as c:
+            assert c.server_capabilities.resources.subscribe is True
+            uri = await _section(c)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated (2026-07-28)
+                await c.subscribe_resource(uri)
+            await _call(c, "write_file", {"path": "notes/new.md", "content": "# Fresh note\n"})
+
+            async def got():
+                return uri in heard
+
+            await wait_for(got)
+            assert "new.md" in (await c.read_resource(uri)).contents[0].text
+
+    anyio.run(main)
+
+
+async def _section(c) -> str:
+    """Create ``notes/``, wait until the indexer has given it a TOC, return the TOC's URI."""
+    await _call(c, "create_directory", {"path": "notes"})
+    await wait_for(lambda: _has(c, "read_index", {"path": "notes"}, "Index of /notes"))
+    return "library://notes/INDEX.md"
+
+
+async def _has(c, tool: str, args: dict, needle: str) -> bool:
+    r = await c.call_tool(tool, args)
+    return not r.is_error and needle in _text(r)
+
+
+@pytest.mark.parametrize("transport, given_by", [("stdio", "flag"), ("http", "config.toml")])
+def test_read_only_refuses_every_write_tool(libdir, transport, given_by):
+    async def main(target):
+        async with Client(target) as c:
+            writes = [
+                ("write_file", {"path": "a.md", "content": "x"}),
+                ("create_directory", {"path": "d"}),
+                ("edit_file", {"path": "a.md", "edits": [{"oldText": "x", "newText": "y"}]}),
+                ("move_file", {"source": "inbox", "destination": "inbox2"}),
+            ]
+            for name, args in writes:
+                assert "EROFS" in _text(await _call(c, name, args, error=True))
+            r = await _call(c, "list_directory", {"path": "/"})
+            assert [e["name"] for e in r.structured_content["entries"] if not e["generated"]] == []
+
+    if given_by == "config.toml":  # the one settings loader: [mcp] in the library's config.toml
+        (libdir / "config.toml").write_text("[mcp]\nread_only = true\n")
+    with _server(transport, libdir, *(["--read-only"] if given_by == "flag" else [])) as target:
+        anyio.run(main, target)
+
+
+def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
+    with http_server(str(libdir), "--no-indexer") as url:
+        assert url.startswith("http://127.0.0.1:")
+        # request bodies are capped: a declared 40 MiB body is refused (413) before it is sent
+        assert _declare_body(url, 40 << 20) == 413
+
+    token_env = {"LIBRARYFS_MCP_TOKEN": "s3cret-token"}
+    with http_server(str(libdir), "--no-indexer", env=token_env) as url:
+        assert _post(url, b"{}") == 401
+        assert _post(url, b"{}", token="wrong") == 401
+        assert _post(url, b"{}", token="s3cret-token") != 401
+
+    # off loopback without a token: refused at start, one line, exit 1
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "libraryfs.cli.main",
+            "mcp",
+            str(libdir),
+            "--transport",
+            "http",
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "LIBRARYFS_MCP_TOKEN"},
+    )
+    assert r.returncode == 1 and "bearer token" in r.stderr and r.stderr.count("\n") == 1
+
+
+def _post(url: str, body: bytes, token: str | None = None) -> int:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def _declare_body(url: str, length: int) -> int:
+    """Status of a POST that declares a ``length``-byte body and sends none of it."""
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    try:
+        conn.putrequest("POST", u.path)
+        conn.putheader("content-type", "application/json")
+        conn.putheader("accept", "application/json, text/event-stream")
+        conn.putheader("content-length", str(length))
+        conn.endheaders()
+        return conn.getresponse().status
+    finally:
+        conn.close()

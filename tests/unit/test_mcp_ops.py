@@ -1,0 +1,213 @@
+"""The MCP server's path confinement, symbolic-link containment, token budget and pagination, on a real LMDB
+store with the SDK's real client connected in-process (no subprocess, no mount)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("mcp")
+
+import anyio  # noqa: E402
+from mcp import Client  # noqa: E402
+
+from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
+from libraryfs.daemon.mcp_registry import MARKER, Budget  # noqa: E402
+from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
+from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong  # noqa: E402
+from libraryfs.index.tokens import count_tokens  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "raw, want",
+    [
+        ("notes/a.md", b"/notes/a.md"),
+        ("/notes//./a.md", b"/notes/a.md"),
+        ("library://notes/a.md", b"/notes/a.md"),
+        ("/mnt/lib/notes/a.md", b"/notes/a.md"),
+        ("/mnt/library", b"/mnt/library"),  # not the mountpoint: a library path like any other
+        ("", b"/"),
+        (".", b"/"),
+    ],
+)
+def test_clean_path_confines(raw, want):
+    assert clean_path(raw, "/mnt/lib") == want
+
+
+@pytest.mark.parametrize(
+    "raw, exc",
+    [
+        ("..", InvalidArgument),
+        ("notes/../../etc/passwd", InvalidArgument),
+        ("a\x00b", InvalidArgument),
+        ("x" * 4096, NameTooLong),
+        ("d/" + "n" * 256, NameTooLong),
+    ],
+)
+def test_clean_path_refuses(raw, exc):
+    with pytest.raises(exc):
+        clean_path(raw)
+
+
+@pytest.fixture
+def served(libdir):
+    s = Served(str(libdir), ServerOptions(indexer=False, response_tokens=200))
+    yield s
+    s.close()
+
+
+def test_symlinks_are_followed_only_inside_the_library(served):
+    ops: LibraryOps = served.ops
+    v, uid, gid = ops.view, ops.uid, ops.gid
+    ops.makedirs(b"/notes/sub")
+    ops.write(b"/notes/plan.md", b"plan\n")
+    v.symlink(b"/notes/alias", b"plan.md", uid, gid)
+    v.symlink(b"/notes/sub/up", b"../plan.md", uid, gid)
+    v.symlink(b"/notes/dir", b"sub", uid, gid)
+    v.symlink(b"/notes/abs", b"/etc/passwd", uid, gid)
+    v.symlink(b"/notes/escape", b"../../../etc/passwd", uid, gid)
+    v.symlink(b"/notes/loop1", b"loop2", uid, gid)
+    v.symlink(b"/notes/loop2", b"loop1", uid, gid)
+    assert ops.read(b"/notes/alias") == b"plan\n"
+    assert ops.read(b"/notes/sub/up") == b"plan\n"
+    assert ops.follow(b"/notes/dir/up") == b"/notes/plan.md"
+    for p in (b"/notes/abs", b"/notes/escape"):
+        with pytest.raises(OutsideLibrary):
+            ops.read(p)
+    with pytest.raises(Loop):
+        ops.read(b"/notes/loop1")
+    ops.write(b"/notes/alias", b"new\n")  # writes through the link, like open(2)
+    assert ops.read(b"/notes/plan.md") == b"new\n"
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_text_file", {"path": "notes/abs"})
+            assert r.is_error and "EXDEV" in r.content[0].text and "outside the library" in r.content[0].text
+
+    anyio.run(main)
+
+
+def test_budget_fit_cuts_at_a_line_within_the_budget():
+    text = "".join(f"line {i} with some words é\n" for i in range(400))
+    kept, cut = Budget(100).fit(text)
+    assert cut and count_tokens(kept) <= 100 and kept.endswith("\n") and text.startswith(kept)
+    assert Budget(100).fit("short\n") == ("short\n", False)
+
+
+def test_truncated_reads_continue_at_next_offset_and_reassemble(served):
+    body = "".join(f"{i}: naïve café — résumé entry number {i}\n" for i in range(300))
+    served.ops.write(b"/long.md", body.encode())
+
+    async def main():
+        async with Client(served.server) as c:
+            parts, offset, calls = [], 0, 0
+            while offset is not None:
+                r = await c.call_tool("read_text_file", {"path": "long.md", "offset": offset})
+                text, sc = r.content[0].text, r.structured_content
+                calls += 1
+                if sc["truncated"]:
+                    text, marker = text.rsplit("\n", 1)  # the marker follows the text after one newline
+                    assert marker.startswith(MARKER) and f"offset={sc['next_offset']}" in marker
+                assert count_tokens(text) <= 200
+                parts.append(text)
+                offset = sc["next_offset"]
+            assert "".join(parts) == body and calls > 3
+
+            seen, cursor = [], 0
+            for i in range(25):
+                served.ops.write(b"/d%02d.md" % i, b"x")
+            while cursor is not None:
+                r = await c.call_tool("list_directory", {"path": "/", "cursor": cursor, "limit": 10})
+                seen += [e["name"] for e in r.structured_content["entries"]]
+                cursor = r.structured_content["next_cursor"]
+            assert sorted(n for n in seen if n.startswith("d")) == [f"d{i:02d}.md" for i in range(25)]
+            assert len(seen) == len(set(seen))
+
+    anyio.run(main)
+
+
+def test_feature_tools_budget_verify_cards_block_code_outline(served):
+    ops = served.ops
+    ops.makedirs(b"/plans")
+    plan = {
+        "nodes": [
+            {"id": "lead", "budget": {"tokens": 100, "calls": 4}, "cost": {"calls": 1}, "children": ["w"]},
+            {"id": "w", "budget": {"tokens": 101, "calls": 3}},
+        ]
+    }
+    ops.write(b"/plans/p.json", json.dumps(plan).encode())
+    ops.makedirs(b"/cards/medium/algebra")
+    ops.makedirs(b"/cards/universal")
+    ops.write(b"/cards/medium/algebra/b-card.md", b"# B\n")
+    ops.write(b"/cards/medium/algebra/a-card.md", b"# A\n")
+    ops.write(b"/cards/universal/u-card.md", b"# U\n")
+    ops.makedirs(b"/code/repo/pkg/mod.py")
+    ops.write(b"/code/repo/pkg/mod.py/SYMBOLS.md", b"# pkg/mod.py\n\n| f | function |\n")
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("budget_verify", {"plan": plan})
+            assert not r.is_error and r.structured_content["ok"] is False
+            assert "node 'lead' overspends tokens" in r.content[0].text
+            plan["nodes"][1]["budget"]["tokens"] = 100
+            r = await c.call_tool("budget_verify", {"plan": plan})
+            assert r.structured_content["ok"] is True and "conserves" in r.content[0].text
+            r = await c.call_tool("budget_verify", {"path": "plans/p.json"})
+            assert r.structured_content["ok"] is False  # the file still holds the overspending plan
+            assert (await c.call_tool("budget_verify", {})).is_error
+            r = await c.call_tool("cards_block", {"tier": "medium", "domain": "algebra"})
+            assert r.structured_content["paths"] == [
+                "cards/medium/algebra/a-card.md",
+                "cards/medium/algebra/b-card.md",
+                "cards/universal/u-card.md",
+            ]
+            assert r.content[0].text.index("# A") < r.content[0].text.index("# U")
+            assert (
+                await c.call_tool("cards_block", {"tier": "easy", "domain": "algebra"})
+            ).structured_content["paths"] == []
+            assert (await c.call_tool("cards_block", {"tier": "nope", "domain": "algebra"})).is_error
+            r = await c.call_tool("code_outline", {"repo": "repo", "file": "pkg/mod.py"})
+            assert r.content[0].text.startswith("# pkg/mod.py")
+            for args in ({"repo": "repo", "file": "nope.py"}, {"repo": "..", "file": "etc/passwd"}):
+                r = await c.call_tool("code_outline", args)
+                assert r.is_error, r.content[0].text
+
+    anyio.run(main)
+
+
+def test_an_offset_inside_a_character_starts_at_the_next_one(served):
+    served.ops.write(b"/u.md", "héllo\n".encode())
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_text_file", {"path": "u.md", "offset": 2})  # inside "é"
+            assert not r.is_error and r.content[0].text == "llo\n"
+            assert r.structured_content["offset"] == 3
+
+    anyio.run(main)
+
+
+def test_mode_bits_are_checked_as_the_mount_checks_them(served):
+    """The kernel checks modes on the mount (default_permissions); the MCP server checks them the same way
+    for its own uid. Files made by root here; the server then acts as an unprivileged uid."""
+    ops = served.ops
+    ops.makedirs(b"/shared")
+    ops.write(b"/shared/a.md", b"a\n")  # 0644, owner root
+    ops.uid, ops.gid, ops.groups = 12345, 12345, {12345}  # "other" for every file above
+    assert ops.read(b"/shared/a.md") == b"a\n"  # o+r
+    for change in (
+        lambda: ops.write(b"/shared/a.md", b"b\n"),  # no o+w on the file
+        lambda: ops.write(b"/shared/new.md", b"n\n"),  # no o+w on the directory
+        lambda: ops.makedirs(b"/shared/sub"),
+        lambda: ops.move(b"/shared/a.md", b"/shared/b.md"),
+    ):
+        with pytest.raises(AccessDenied):
+            change()
+    ops.view.chmod(b"/shared/a.md", 0o640)
+    with pytest.raises(AccessDenied):
+        ops.read(b"/shared/a.md")
+    ops.makedirs(b"/shared")  # an existing directory needs no permission
+    ops.uid = 0
+    assert ops.read(b"/shared/a.md") == b"a\n"  # root passes, as on the mount
+    assert [n for n, _st in ops.listdir(b"/shared")] == [b"INDEX.md", b"a.md"]
