@@ -286,9 +286,7 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     assert os.getxattr(d + "/f.md", "user.x") == b"1"
     # 4. no indexer and pending records: INDEX.md says so, and stat's size is the bytes cat gives. A new
     # directory shows its INDEX.md (the pending placeholder) once nothing in it changed for SETTLE_S.
-    deadline = time.monotonic() + 10
-    while not os.path.exists(d + "/INDEX.md") and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: os.path.exists(d + "/INDEX.md"), 10, "the new directory's INDEX.md")
     r = _run("bash", "-c", f"stat -c %s {d}/INDEX.md; cat {d}/INDEX.md")
     size, page = r.stdout.split("\n", 1)
     assert page.split("\n")[1].startswith("> **Stale index**: the indexer is not running;")
