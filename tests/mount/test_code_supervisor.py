@@ -38,7 +38,8 @@ MODULES = {
 @pytest.fixture()
 def code_library(tmp_path, run_cli):
     """A library (not mounted) holding the code index of a small repository."""
-    from conftest import fuse_available, unavailable
+    from helpers.facility import unavailable
+    from helpers.mount import fuse_available
 
     why = fuse_available()
     if why:

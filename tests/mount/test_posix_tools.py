@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
 
 MiB = 1 << 20
 
