@@ -15,7 +15,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import unavailable
+from helpers.facility import unavailable
 
 from libraryfs.index.toc import links
 
