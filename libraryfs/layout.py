@@ -209,6 +209,7 @@ def proc_mounts() -> list[tuple[str, str, str]]:
     decoded byte-exactly. The device of a libraryfs mount is ``libraryfs:<library directory>``."""
 
     def unescape(field: bytes) -> str:
+        """Decode a /proc/mounts field: octal escapes (``\\040`` for a space) back to bytes, then fsdecode."""
         return os.fsdecode(re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field))
 
     out = []

@@ -144,7 +144,10 @@ class FileData(ViewService):
                 fh = self.handles.open_snapshot(
                     snap.content, flags, is_toc=snap.is_toc, toc_tokens=snap.toc_tokens, vkey=snap.key
                 )
-                return fh, not self.virtual.size_is_known(snap)
+                # control files (status.json, stats.json, …) change between any two reads: always direct_io, so
+                # a read is never cut at a size the kernel cached a moment earlier (a torn status.json); TOC pages
+                # go through the page cache (shared mmap works) unless their size changed since the kernel asked
+                return fh, not snap.is_toc or not self.virtual.size_is_known(snap)
             node = r.node
             assert node is not None
             if node.is_dir and acc != os.O_RDONLY:

@@ -175,6 +175,7 @@ class LLMIndexBuilder:
         entries = [{"id": i + 1, "name": nm, "summary": ln} for i, (nm, ln) in enumerate(section.entries)]
 
         def validate(ans: Any, ids: set[int]) -> dict[int, Any]:
+            """The model's grouping answer as ``{1: [[title, [names]], …]}``; ValueError/KeyError if malformed."""
             return {1: [[t, g] for t, g in P.valid_groups(ans, n, max_items)]}
 
         got = self._run(

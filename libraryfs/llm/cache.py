@@ -88,6 +88,7 @@ class AnswerCache:
         ]
 
         def put(t: Any) -> None:
+            """Write every cached answer record into the cache table in this write transaction."""
             for k, v in recs:
                 t.kv.put(DB_NAME, k, v)
 

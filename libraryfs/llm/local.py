@@ -139,6 +139,7 @@ def _die_with_parent_hook():
         return None
 
     def hook() -> None:
+        """preexec_fn of the model server: SIGKILL it when its parent dies (Linux prctl PR_SET_PDEATHSIG)."""
         prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no grace, the caller is gone
 
     return hook

@@ -65,6 +65,7 @@ def http_server(libdir: str, *args: str, env: dict | None = None, timeout_s: flo
         if not wait_exit(proc.pid, 15) and pid_alive(proc.pid):
             proc.kill()
         proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]  # an open pipe is a ResourceWarning (an error here)
 
 
 async def wait_for(check, timeout_s: float = 30.0, poll_s: float = 0.1):

@@ -8,6 +8,7 @@ import os
 import posixpath
 
 import pytest
+from helpers.files import read_file
 
 from libraryfs.index.toc import links
 
@@ -38,9 +39,9 @@ def test_catalogue_appears_links_open_and_follows_deletes(mounted):
     with pytest.raises(OSError) as e:
         os.mkdir(mounted.p(".catalogue"))
     assert e.value.errno == errno.EEXIST
-    master = open(mounted.p("INDEX.md"), "rb").read().decode()
+    master = read_file(mounted.p("INDEX.md"), "rb").decode()
     assert ".catalogue/" in master
-    page = open(mounted.p(".catalogue/INDEX.md"), "rb").read().decode()
+    page = read_file(mounted.p(".catalogue/INDEX.md"), "rb").decode()
     for name in ("shapes.area", "shapes.Polygon", "shapes.Polygon.perimeter"):
         assert f"[{name}]" in page
     targets = _targets(mounted, ".catalogue/INDEX.md")
@@ -48,6 +49,6 @@ def test_catalogue_appears_links_open_and_follows_deletes(mounted):
     assert all(os.path.isfile(t) for t in targets)  # the links open through the mount
     os.unlink(mounted.p("docs/shapes.rst"))
     mounted.wait_indexed()
-    page = open(mounted.p(".catalogue/INDEX.md"), "rb").read().decode()  # an empty catalogue keeps its page
+    page = read_file(mounted.p(".catalogue/INDEX.md"), "rb").decode()  # an empty catalogue keeps its page
     assert "shapes" not in page and "0 names" in page and _targets(mounted, ".catalogue/INDEX.md") == []
-    assert ".catalogue/" not in open(mounted.p("INDEX.md"), "rb").read().decode()  # the master drops its line
+    assert ".catalogue/" not in read_file(mounted.p("INDEX.md"), "rb").decode()  # the master drops its line

@@ -22,6 +22,7 @@ import tempfile
 
 import pytest
 from helpers.facility import unavailable
+from helpers.files import read_file
 
 MiB = 1 << 20
 
@@ -79,7 +80,7 @@ def test_shared_mmap_of_index_md_and_regular_files(mounted, local):
             f.write(b"# A\n" + bytes(range(256)) * 64)
     mounted.wait_indexed()
     toc = os.path.join(m, "INDEX.md")
-    page = open(toc, "rb").read()
+    page = read_file(toc, "rb")
     assert b"a.md" in page
     assert mmap_read(toc) == page  # was ENODEV: generated files were served with direct_io
     # regular files: read, then a shared write + msync, seen by a new descriptor; same on tmpfs
@@ -88,7 +89,7 @@ def test_shared_mmap_of_index_md_and_regular_files(mounted, local):
         p = os.path.join(d, "a.md")
         before = mmap_read(p)
         mmap_write(p, 4, b"MAPPED")
-        after = open(p, "rb").read()
+        after = read_file(p, "rb")
         results.append((before[:8], after[:12], len(after), mmap_read(p) == after))
     assert results[0] == results[1]
     assert results[0][1] == b"# A\nMAPPED\x06\x07"
@@ -97,7 +98,7 @@ def test_shared_mmap_of_index_md_and_regular_files(mounted, local):
     with open(os.path.join(m, "b-added-later.md"), "w") as f:
         f.write("# B\n")
     mounted.wait_indexed()
-    for read in (lambda p: open(p, "rb").read(), mmap_read):
+    for read in (lambda p: read_file(p, "rb"), mmap_read):
         page2 = read(toc)
         assert b"b-added-later.md" in page2 and page2 != page
         assert os.stat(toc).st_size == len(page2) != stat_before
@@ -111,10 +112,10 @@ def test_control_files_and_toc_pages_read_whole_after_changes(mounted):
     os.mkdir(d)
     status = mounted.p(".libraryfs/status.json")
     for k in range(5):
-        json.loads(open(status, "rb").read())
+        json.loads(read_file(status, "rb"))
         with open(os.path.join(d, f"f{k}.md"), "w") as f:
             f.write("x" * (k + 1))
-        json.loads(open(status, "rb").read())
+        json.loads(read_file(status, "rb"))
 
 
 # ---- 2. dots --------------------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ def test_fallocate_modes(mounted, local):
             os.close(fd)
         collapse = run("fallocate", "-c", "-o", "0", "-l", "64KiB", f)  # FALLOC_FL_COLLAPSE_RANGE
         steps.append((collapse.returncode, "Operation not supported" in collapse.stderr))
-        steps.append(open(f, "rb").read() == bytes(3 * MiB))
+        steps.append(read_file(f, "rb") == bytes(3 * MiB))
         seen.append(steps)
     assert seen[0] == seen[1] == [0, MiB, 0, MiB, 0, 1536 * 1024, 3 * MiB, (1, True), True]
     # FALLOC_FL_PUNCH_HOLE | KEEP_SIZE: the range reads as zeros and blocks are freed (tmpfs frees whole 4 KiB
@@ -187,7 +188,7 @@ def test_fallocate_modes(mounted, local):
             f.write(b"z" * (256 * 1024))
         before = os.stat(h).st_blocks
         p = run("fallocate", "-p", "-o", "64KiB", "-l", "100KiB", h)
-        data = open(h, "rb").read()
+        data = read_file(h, "rb")
         want = b"z" * 65536 + bytes(102400) + b"z" * (256 * 1024 - 65536 - 102400)
         punched.append((p.returncode, data == want, os.stat(h).st_size, os.stat(h).st_blocks < before))
     assert punched[0] == punched[1] == (0, True, 256 * 1024, True)

@@ -135,6 +135,7 @@ def active_ids(recs: list[dict[str, Any]]) -> set[str]:
     memo: dict[str, bool] = {}
 
     def active(cid: str) -> bool:  # reverts only point backwards in the log: the recursion ends
+        """Whether change ``cid`` is in effect: no active revert points at it."""
         if cid not in memo:
             memo[cid] = not any(active(x) for x in reverters.get(cid, ()))
         return memo[cid]

@@ -130,6 +130,7 @@ def _merges(tree, log, cards, subs, ev, min_evidence) -> list[dict[str, Any]]:
             continue
 
         def merit(p: str) -> tuple[float, int, str]:
+            """Rank of a card in a merge: (net trace evidence, uses, path); the higher one is kept."""
             e = ev.get(p, CardEvidence())
             return (e.help - e.hurt, cards[p].uses, p)
 
@@ -139,6 +140,7 @@ def _merges(tree, log, cards, subs, ev, min_evidence) -> list[dict[str, Any]]:
         dst = attic_path(o)
 
         def apply(k: Card = k, o: Card = o, dst: str = dst) -> None:
+            """Write the kept card and move the other to the attic (the logged change)."""
             write_card(tree, k)
             tree.rename(o.path, dst)
 
@@ -208,6 +210,7 @@ def _relocate(tree, log, cards, ev, min_evidence) -> list[dict[str, Any]]:
         copies = [Card(**{**c.__dict__, "tier": t, "domain": dom}) for t in tiers]
 
         def apply(path: str = path, copies: list[Card] = copies) -> None:
+            """Write the per-tier copies and remove the original (the logged change)."""
             for cp in copies:
                 write_card(tree, cp)
             tree.remove(path)
@@ -256,6 +259,7 @@ def evidence_of(
     cache: dict[tuple[str, str], bool] = {}
 
     def equiv(gold: Any, ans: Any) -> bool:
+        """Whether answer ``ans`` equals ``gold`` (math-verify, memoised per pair of strings)."""
         k = (str(gold), str(ans))
         if k not in cache:
             cache[k] = answers.equivalent(gold, ans)

@@ -64,6 +64,7 @@ def solve(
     card_errors: list[str] = []
 
     def draw(tier: str, k: int) -> list[str | None]:
+        """``k`` cards of block (``tier``, this domain) for one attempt (None where none is left); errors recorded."""
         paths = block_paths(tree, tier, domain) if tree is not None else []
         cards = []
         for p in paths:
