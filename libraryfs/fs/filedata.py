@@ -187,9 +187,9 @@ class FileData(ViewService):
             content = b"" if flags & os.O_TRUNC else self.virtual.toc.stored(t, dir_ino, 0)
             ino = add_child(t, dir_ino, pnode, INDEX_NAME, S.S_IFREG | 0o644, pnode.uid, pnode.gid)
             if content:
-                t.write_data(ino, 0, content)
                 node = t.inode(ino)
                 assert node is not None
+                node.blocks += t.write_data(ino, 0, content, 0)  # st_blocks from the chunks written (I9)
                 node.size = len(content)
                 t.put_inode(node)
             return ino
