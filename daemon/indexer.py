@@ -233,7 +233,11 @@ class Indexer(InboxFiler, TocWriter):
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
-        self.passes, self.last_report, self.state = self.passes + 1, rep, ("settling" if self._deferred else final_state)
+        self.passes, self.last_report, self.state = (
+            self.passes + 1,
+            rep,
+            ("settling" if self._deferred else final_state),
+        )
         try:
             self._commit(upto, rendered, full)
         except BaseException:
