@@ -105,9 +105,10 @@ class LibraryTools:
         p = self.reg.path(path)
         if page < 0:
             raise ValueError("page must be ≥ 0")
-        file = (
-            p.rstrip(b"/") + b"/" + (INDEX_FILE.encode() if page == 0 else PAGES_DIR + b"/" + page_name(page))
-        )
+        if page == 0:  # INDEX.md, or .index/INDEX.md where INDEX.md is the user's (docs/posix.md)
+            file = self.ops.page0_path(p)
+        else:
+            file = p.rstrip(b"/") + b"/" + PAGES_DIR + b"/" + page_name(page)
         try:
             data = self.ops.read(file)
         except LibraryError as e:
@@ -264,7 +265,7 @@ class Served:
         @self.server.resource(URI_ROOT + INDEX_FILE, name="INDEX.md", mime_type="text/markdown")
         def master_toc() -> str:
             """The library's master TOC: one line per section."""
-            return page(b"/" + INDEX_FILE.encode())
+            return page(ops.page0_path(b"/"))
 
         @self.server.resource(
             URI_ROOT + "{+path}/" + INDEX_FILE, name="section INDEX.md", mime_type="text/markdown"
@@ -275,7 +276,7 @@ class Served:
                 p = clean_path(path)
             except LibraryError as e:
                 raise ResourceError(str(e)) from None
-            return page(p.rstrip(b"/") + b"/" + INDEX_FILE.encode())
+            return page(ops.page0_path(p))  # INDEX.md, or .index/INDEX.md where INDEX.md is the user's
 
     async def notify_tocs(self) -> None:
         """Publish ``ResourceUpdated`` for each TOC page the indexer rewrites (polls the TOC generation);

@@ -240,3 +240,13 @@ def test_listing_shows_the_generated_names_that_resolve(served):
     ]
     assert ops.read(b"/d/INDEX.md") == b"# mine\n"
     assert [n for n, _st in ops.listdir(b"/d/.index")] == [b"INDEX.md"]
+
+    async def main():  # read_index and the section resource still give the TOC, from where it is served
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_index", {"path": "d"})
+            assert r.structured_content["path"] == "/d/.index/INDEX.md"
+            assert r.content[0].text.startswith("<!-- libraryfs toc:")
+            res = await c.read_resource("library://d/INDEX.md")
+            assert res.contents[0].text.startswith("<!-- libraryfs toc:")
+
+    anyio.run(main)
