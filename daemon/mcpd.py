@@ -59,10 +59,11 @@ POLL_S = 0.2  #: how often the TOC generation is read for resource notifications
 URI_ROOT = "library://"
 
 INSTRUCTIONS = """This server is an agent's external memory: a library of files organised in sections
-(directories). Every directory has a generated INDEX.md: one line per entry (name, one-line summary, size in
-tokens). Navigate by reading INDEX.md pages (read_index), not by listing everything; open an entry by its
-path. When you do not know a name's section, use find. Write notes with write_file / edit_file; the indexer
-adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md')."""
+(directories). Every directory (except dot-directories and .gitignore'd paths) has a generated TOC: one line
+per entry (name, one-line summary, size in tokens), at INDEX.md (.index/INDEX.md where the user keeps an
+INDEX.md of their own). Navigate by reading TOC pages (read_index), not by listing everything; open an
+entry by its path. When you do not know a name's section, use find. Write notes with write_file /
+edit_file; the indexer adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md')."""
 
 
 @dataclass
