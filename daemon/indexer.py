@@ -12,7 +12,9 @@ One pass (:meth:`Indexer.run_once`):
    section's line in its parent carries its description and totals — each into bounded pages
    (:mod:`libraryfs.index.toc`);
 5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
-   advance the cursor, trim consumed records.
+   advance the cursor, trim consumed records;
+6. bring the finder's term index (SQLite FTS5, :mod:`libraryfs.index.termindex`) in line for the inodes the
+   pass touched (every inode at a process's first pass: reconcile after a crash).
 
 It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
 re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sqlite3
 import threading
 import time
 import traceback
@@ -36,12 +39,13 @@ from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
-from libraryfs.index import catalogue
+from libraryfs.index import catalogue, termindex
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
 from libraryfs.index.lines import TOC_FORMAT
 from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
+from libraryfs.layout import term_index_path
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -115,6 +119,7 @@ class Indexer(InboxFiler, TocWriter):
         self.hooks = list(hooks or [])
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
+        self._terms: sqlite3.Connection | None = None  # the term index, opened at the first pass
         catalogue.open_table(self.store)
 
     # ------------------------------------------------------------------------------------------------
@@ -202,8 +207,12 @@ class Indexer(InboxFiler, TocWriter):
                 rendered.append(d)
             self.beat()
         rep.dirs_rendered = len(rendered)
-        # 5. commit: the cursor and the state it leaves the indexer in are published together, so a reader
-        # never sees every record consumed beside the previous pass's "idle" (before this pass's hooks ran)
+        # 5. the term index (derived: the entries' meta and the sections it reads are committed; a crash
+        # before its own commit is reconciled at the next start), then the commit: the cursor and the state
+        # it leaves the indexer in are published together, so a reader never sees every record consumed
+        # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
+        touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
+        self._refresh_terms(touched, full)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
@@ -295,6 +304,34 @@ class Indexer(InboxFiler, TocWriter):
         except Exception as e:  # derived data: the next pass (or a full one) retries
             self.last_error = f"catalogue: {type(e).__name__}: {e}"
             log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
+        self.beat()
+
+    def _refresh_terms(self, touched: set[int], full: bool) -> None:
+        """Bring the term index (:mod:`libraryfs.index.termindex`) in line with the store for ``touched``
+        inodes; the first pass of this process and a full pass reconcile every row instead (a kill -9
+        between the store's commit and the index's leaves drift). A file SQLite cannot read is replaced.
+        A failure is recorded and never stops the pass."""
+        path = term_index_path(self.libdir)
+        try:
+            if self._terms is None:
+                try:
+                    self._terms = termindex.connect(path)
+                    bad = termindex.integrity(self._terms)
+                except sqlite3.DatabaseError as e:
+                    bad = str(e)
+                if bad:
+                    log.warning("term index %s is damaged (%s): rebuilding it", path, bad)
+                    self._terms = termindex.recreate(path, self._terms)
+                full = True
+            if full:
+                d = termindex.reconcile(self.store, self._terms)
+                if d.total:
+                    log.info("term index: %d rows out of line fixed", d.total)
+            else:
+                termindex.sync(self.store, self._terms, touched)
+        except Exception as e:  # derived data: the next start (or `libraryfs check --repair`) rebuilds it
+            self.last_error = f"term index: {type(e).__name__}: {e}"
+            log.warning("term index not updated: %s\n%s", e, traceback.format_exc())
         self.beat()
 
     # ------------------------------------------------------------------------------------------------
