@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sqlite3
 import threading
 import time
 import traceback
@@ -119,7 +118,7 @@ class Indexer(InboxFiler, TocWriter):
         self.hooks = list(hooks or [])
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
-        self._terms: sqlite3.Connection | None = None  # the term index, opened at the first pass
+        self._terms = None  # the term index (sqlite3 connection), opened at the first pass
         catalogue.open_table(self.store)
 
     # ------------------------------------------------------------------------------------------------
@@ -307,29 +306,16 @@ class Indexer(InboxFiler, TocWriter):
         self.beat()
 
     def _refresh_terms(self, touched: set[int], full: bool) -> None:
-        """Bring the term index (:mod:`libraryfs.index.termindex`) in line with the store for ``touched``
-        inodes; the first pass of this process and a full pass reconcile every row instead (a kill -9
-        between the store's commit and the index's leaves drift). A file SQLite cannot read is replaced.
-        A failure is recorded and never stops the pass."""
-        path = term_index_path(self.libdir)
+        """Bring the term index in line with the store for ``touched`` inodes (every inode at this
+        process's first pass and at a full pass: :func:`libraryfs.index.termindex.upkeep`). A failure is
+        recorded and never stops the pass (derived data: the next start or ``check --repair`` rebuilds it)."""
         try:
-            if self._terms is None:
-                try:
-                    self._terms = termindex.connect(path)
-                    bad = termindex.integrity(self._terms)
-                except sqlite3.DatabaseError as e:
-                    bad = str(e)
-                if bad:
-                    log.warning("term index %s is damaged (%s): rebuilding it", path, bad)
-                    self._terms = termindex.recreate(path, self._terms)
-                full = True
-            if full:
-                d = termindex.reconcile(self.store, self._terms)
-                if d.total:
-                    log.info("term index: %d rows out of line fixed", d.total)
-            else:
-                termindex.sync(self.store, self._terms, touched)
-        except Exception as e:  # derived data: the next start (or `libraryfs check --repair`) rebuilds it
+            self._terms, fixed = termindex.upkeep(
+                self.store, term_index_path(self.libdir), self._terms, touched, full
+            )
+            if fixed:
+                log.info("term index: %d rows out of line fixed", fixed)
+        except Exception as e:
             self.last_error = f"term index: {type(e).__name__}: {e}"
             log.warning("term index not updated: %s\n%s", e, traceback.format_exc())
         self.beat()

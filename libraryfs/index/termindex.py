@@ -26,6 +26,7 @@ indexer commits the store first and this file second; a crash between the two le
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import sqlite3
@@ -36,6 +37,8 @@ from dataclasses import dataclass, field
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn
 from libraryfs.index.outline import OUTLINE_VERSION, decode_text
+
+log = logging.getLogger("libraryfs.indexer")
 
 INDEX_VERSION = 1  #: bump when the tables or what they hold change (the file is then rebuilt)
 BODY_CHARS = 200_000  #: characters of an entry's text indexed
@@ -259,6 +262,29 @@ def reconcile(store: Store, db: sqlite3.Connection) -> Drift:
     if d.total:
         sync(store, db, d.missing + d.stale + d.orphan)
     return d
+
+
+def upkeep(
+    store: Store, path: str, db: sqlite3.Connection | None, touched: Iterable[int], full: bool
+) -> tuple[sqlite3.Connection, int]:
+    """The indexer's step after each pass: :func:`sync` the ``touched`` inodes; when ``db`` is None (this
+    process's first pass) open the file, replace it if SQLite cannot read it (:func:`integrity`), and
+    :func:`reconcile` every row, as a ``full`` pass also does. Returns the connection and the rows found
+    out of line (0 after a plain sync)."""
+    if db is None:
+        try:
+            db = connect(path)
+            bad = integrity(db)
+        except sqlite3.DatabaseError as e:
+            bad = str(e)
+        if bad:
+            log.warning("term index %s is damaged (%s): rebuilding it", path, bad)
+            db = recreate(path, db)
+        full = True
+    if full:
+        return db, reconcile(store, db).total
+    sync(store, db, touched)
+    return db, 0
 
 
 def integrity(db: sqlite3.Connection) -> str | None:
