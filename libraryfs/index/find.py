@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 
 from libraryfs.fs import schema as S
@@ -147,16 +148,41 @@ def _live_path(t: Txn, ino: int, kind: str) -> bytes | None:
 
 def finder_for(libdir: str, limit: int = 50):
     """``finder(txn, term) -> Found`` for the mount's ``/.find/``: :func:`find_ranked` over the library's
-    term index (:func:`libraryfs.layout.term_index_path`), read-only, one connection per thread."""
+    term index (:func:`libraryfs.layout.term_index_path`), read-only, one connection per thread.
+
+    Listing ``/.find/TERM/`` makes the kernel look up each of its links, and each lookup asks the finder
+    again: answers are cached per term while the TOC generation and the index file (size and mtime of the
+    file and its WAL) are unchanged, so one listing costs one search (at most 256 terms kept)."""
     from libraryfs.layout import term_index_path
 
-    reader = termindex.Reader(term_index_path(libdir))
+    path = term_index_path(libdir)
+    reader = termindex.Reader(path)
+    cache: dict[bytes, tuple[tuple, Found]] = {}
+    lock = threading.Lock()
 
     def finder(t: Txn, term: bytes) -> Found:
+        state = (t.cfg(S.CFG_TOC_GEN), _file_state(path), _file_state(path + "-wal"))
+        with lock:
+            hit = cache.get(term)
+        if hit is not None and hit[0] == state:
+            return hit[1]
         db = reader.get()
         try:
-            return find_ranked(t, db, term, limit)
+            found = find_ranked(t, db, term, limit)
         except sqlite3.Error:  # a damaged index: answer from the store (libraryfs check reports it)
-            return find_ranked(t, None, term, limit)
+            found = find_ranked(t, None, term, limit)
+        with lock:
+            if len(cache) >= 256:
+                cache.clear()
+            cache[term] = (state, found)
+        return found
 
     return finder
+
+
+def _file_state(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
