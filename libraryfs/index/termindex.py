@@ -272,15 +272,16 @@ def upkeep(
     :func:`reconcile` every row, as a ``full`` pass also does. Returns the connection and the rows found
     out of line (0 after a plain sync)."""
     if db is None:
+        opened: sqlite3.Connection | None = None
         try:
-            db = connect(path)
-            bad = integrity(db)
+            opened = connect(path)
+            bad = integrity(opened)
         except sqlite3.DatabaseError as e:
             bad = str(e)
-        if bad:
+        if bad or opened is None:
             log.warning("term index %s is damaged (%s): rebuilding it", path, bad)
-            db = recreate(path, db)
-        full = True
+            opened = recreate(path, opened)
+        db, full = opened, True
     if full:
         return db, reconcile(store, db).total
     sync(store, db, touched)
@@ -410,16 +411,16 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
             return []
         f = Finding("T1", f"term index {path} is missing")
         if repair:
-            db = connect(path)
-            reconcile(store, db)
-            db.close()
+            fresh = connect(path)
+            reconcile(store, fresh)
+            fresh.close()
             f.repaired = True
         return [f]
+    db: sqlite3.Connection | None = None
     try:
         db = sqlite3.connect(path, timeout=30.0)  # read-write: the FTS5 integrity-check is a command
     except sqlite3.Error as e:
         bad: str | None = f"cannot open: {e}"
-        db = None
     else:
         bad = integrity(db)
     if bad:
