@@ -16,8 +16,8 @@ read while the indexer writes. Tables:
   (``json.JSONDecoder.decode`` → ``jsondecoder.decode``, ``decode``; ``exact`` 0) — the known-name lookup.
 
 Ranking (:func:`search`): defined names first (the whole qualified name, then a dotted suffix), then BM25
-over all query tokens (weights name 10, defines 5, body 1); only when nothing matched so far, BM25 over
-any token. Consistency: the
+over all query tokens (weights name 10, defines 5, body 1); only while nothing matched, the tokens as
+prefixes (``caf`` → ``café``), then any token. Consistency: the
 indexer commits the store first and this file second; a crash between the two leaves drift that
 :func:`reconcile` (run at the indexer's first pass) finds by comparing ``rows.hash`` with the store, and
 :func:`verify` reports (``libraryfs check``).
@@ -111,6 +111,11 @@ def recreate(path: str, db: sqlite3.Connection | None = None) -> sqlite3.Connect
     return connect(path)
 
 
+def _text(s: str) -> str:
+    """``s`` as SQLite can store it: undecodable bytes (surrogate escapes of a file name) become U+FFFD."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 # -- rows from the store -------------------------------------------------------------------------------------
 def _dir_hash(name: str, m: S.SectionMeta | None) -> str:
     parts = [name, (m.description or "") if m else "", *sorted((m.profile or {}) if m else {})]
@@ -128,12 +133,12 @@ def wanted(t: Txn, ino: int) -> tuple[str, str, str] | None:
         link = t.dirparent(ino)
         if link is None:
             return None
-        name = os.fsdecode(link[1])
+        name = _text(os.fsdecode(link[1]))
         return "dir", name, _dir_hash(name, t.section_meta(ino))
     m = t.entry_meta(ino)
     if m is None or not m.hash or m.link or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
         return None
-    return "entry", m.name, f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
+    return "entry", _text(m.name), f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
 
 
 def build_row(t: Txn, ino: int, want: tuple[str, str, str]) -> Row:
@@ -174,13 +179,13 @@ def _write(db: sqlite3.Connection, rows: Iterable[Row], dead: Iterable[int]) -> 
             db.execute("INSERT OR REPLACE INTO rows VALUES(?,?,?,?)", (r.ino, r.kind, r.name, r.hash))
             db.execute(
                 "INSERT INTO terms(rowid, name, defines, body) VALUES(?,?,?,?)",
-                (r.ino, r.name, " ".join(r.defines), r.body),
+                (r.ino, r.name, _text(" ".join(r.defines)), _text(r.body)),
             )
             keys: dict[str, int] = {}
             for d in r.defines:
-                keys[d.casefold()] = 1
+                keys[_text(d).casefold()] = 1
                 for s in _suffixes(d):
-                    keys.setdefault(s, 0)
+                    keys.setdefault(_text(s), 0)
             db.executemany("INSERT INTO defs VALUES(?,?,?)", [(k, r.ino, e) for k, e in keys.items()])
             n += 1
     return n
@@ -306,14 +311,14 @@ def integrity(db: sqlite3.Connection) -> str | None:
 
 
 # -- queries ------------------------------------------------------------------------------------------------
-def _match(tokens: list[str], op: str) -> str:
-    return f" {op} ".join('"' + tok.replace('"', '""') + '"' for tok in tokens)
+def _match(tokens: list[str], op: str, star: str = "") -> str:
+    return f" {op} ".join('"' + tok.replace('"', '""') + '"' + star for tok in tokens)
 
 
 def search(db: sqlite3.Connection, term: str, limit: int = 50) -> tuple[list[Hit], int]:
     """Ranked hits for ``term`` (at most ``limit``) and how many inodes match in all (see module
     docstring for the order). Tokens are runs of word characters; an empty term matches nothing."""
-    key = term.strip().casefold()
+    key = _text(term.strip()).casefold()
     hits: dict[int, Hit] = {}
     for ino, exact in db.execute(
         "SELECT d.ino, max(d.exact) FROM defs d WHERE d.key=? GROUP BY d.ino", (key,)
@@ -331,10 +336,10 @@ def search(db: sqlite3.Connection, term: str, limit: int = 50) -> tuple[list[Hit
     broadest = ""
     if tokens:
         seen = set(hits)
-        for op, how in (("AND", "all"), ("OR", "any")):
-            if op == "OR" and (len(tokens) == 1 or len(ranked) > 0):
-                break  # any token only when nothing holds them all
-            broadest = _match(tokens, op)
+        for op, how, star in (("AND", "all", ""), ("AND", "prefix", "*"), ("OR", "any", "")):
+            if how != "all" and (ranked or (op == "OR" and len(tokens) == 1)):
+                break  # relax (token prefixes, then any token) only while nothing matched
+            broadest = _match(tokens, op, star)
             cur = db.execute(
                 "SELECT rowid, bm25(terms, ?, ?, ?) AS s FROM terms WHERE terms MATCH ? ORDER BY s LIMIT ?",
                 (*WEIGHTS, broadest, limit + len(seen)),
@@ -399,15 +404,15 @@ class Finding:
 
 
 def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True) -> list[Finding]:
-    """Check the term index at ``path`` against the store: the file exists once the library has been
-    indexed, SQLite's and FTS5's integrity checks pass (:func:`integrity`), and — with ``drift_too``, which
+    """Check the term index at ``path`` against the store: SQLite's and FTS5's integrity checks pass (:func:`integrity`), and — with ``drift_too``, which
     the caller clears while an indexer runs (its rows trail the store by one pass) — no row is missing,
-    stale or orphaned (:func:`drift`). A plain check never changes the file's content; ``repair``
+    stale or orphaned (:func:`drift`). A missing file is no problem (a library of an earlier release:
+    the indexer's next start builds it); ``repair`` builds it (T1, repaired). A plain check never changes the file's content; ``repair``
     recreates a damaged file and reconciles (the caller holds the indexer's lock)."""
     with store.read() as t:
         indexed = t.cfg(S.CFG_TOC_GEN) is not None
     if not os.path.exists(path):
-        if not indexed:
+        if not indexed or not repair:  # derived data: the indexer's next start builds it
             return []
         f = Finding("T1", f"term index {path} is missing")
         if repair:
