@@ -305,6 +305,6 @@ class VirtualNamespace:
         for k, target in enumerate(fitting, start=1):
             base = target.rstrip(b"/").rsplit(b"/", 1)[-1]
             out.append((b"%02d-" % k + base, target))
-        if total > len(out):
+        if total > min(len(paths), FIND_MATCHES_MAX):  # cut by the limit (a link left out for length is not)
             out.append((CUT_NOTE % (len(out), total), CUT_TARGET))
         return out
