@@ -11,10 +11,10 @@ One pass (:meth:`Indexer.run_once`):
 4. re-render the TOCs of the changed directories and of their ancestors only — deepest first, since a
    section's line in its parent carries its description and totals — each into bounded pages
    (:mod:`libraryfs.index.toc`);
-5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
-   advance the cursor, trim consumed records;
-6. bring the finder's term index (SQLite FTS5, :mod:`libraryfs.index.termindex`) in line for the inodes the
-   pass touched (every inode at a process's first pass: reconcile after a crash).
+5. bring the finder's term index (SQLite FTS5, :mod:`libraryfs.index.termindex`) in line for the inodes the
+   pass touched (every inode at a process's first pass: reconcile after a crash);
+6. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
+   advance the cursor, trim consumed records.
 
 It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
 re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
