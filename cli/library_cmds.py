@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import time
 
 import click
@@ -19,14 +20,15 @@ from libraryfs.cli.options import (
 from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import Report, damage_json, describe, describe_damage
+from libraryfs.fs.check import Problem, Report, damage_json, describe, describe_damage
 from libraryfs.fs.check import check as run_check
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import walk
 from libraryfs.fs.salvage import salvage
 from libraryfs.fs.store import Store, is_library
-from libraryfs.index.find import find as run_find
+from libraryfs.index import termindex
+from libraryfs.index.find import Found, find_ranked
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -38,6 +40,7 @@ from libraryfs.layout import (
     mount_state,
     pid_alive,
     read_run,
+    term_index_path,
 )
 
 
@@ -110,8 +113,18 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
             raise Busy(f"the indexer of {libdir} (pid {indexer_pid(libdir)}) is running: stop it first")
         salvaged = salvage(libdir)
         click.echo(os.linesep.join(salvaged.lines()), err=as_json)
-    # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
-    report = run_isolated(lambda: _check_store(libdir, repair), "checking the library's store")
+    # the term index's rows trail the store by one pass while an indexer runs: drift is judged only when
+    # none does; its repair takes the indexer's lock (one writer)
+    indexer_running = not repair and indexer_pid(libdir) is not None
+    lock = acquire_lock(libdir, INDEXER_LOCK) if repair else None
+    try:
+        # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
+        report = run_isolated(
+            lambda: _check_store(libdir, repair, not indexer_running), "checking the library's store"
+        )
+    finally:
+        if lock is not None:
+            os.close(lock)
     if as_json:
         echo_json({**report.to_json(), **({"salvage": vars(salvaged)} if salvaged else {})})
     else:
@@ -120,11 +133,17 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-def _check_store(libdir: str, repair: bool) -> Report:
-    """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child)."""
+def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
+    """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child),
+    then the finder's term index (derived data beside the store: ``T1`` missing or damaged, ``T2`` rows out
+    of line with the store when ``drift_too``; :func:`libraryfs.index.termindex.verify`)."""
     st = Store(libdir, readonly=not repair)  # a plain check never writes
     try:
-        return run_check(st, repair=repair)
+        report = run_check(st, repair=repair)
+        for f in termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too):
+            report.problems.append(Problem(f.code, 0, f.message, f.repaired))
+            report.repaired += f.repaired
+        return report
     finally:
         st.close()
 
@@ -284,37 +303,75 @@ def _duration(seconds: float) -> str:
     is_flag=True,
     help="Print raw path bytes separated by NUL (for xargs -0), unescaped.",
 )
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable results (paths, kinds, total).")
 @handle_errors
-def find(libdir: str, term: str, limit: int, null: bool) -> None:
-    """Resolve TERM to paths without the model: exact names, then name and summary matches.
+def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
+    """Resolve TERM to entries and directories without the model, best first: exact file names, names the
+    entries define (``json.dumps``, ``lru_cache``), then BM25 over names, defined names and content.
 
-    Paths are printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for
-    the exact bytes."""
+    Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
+    printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
+    bytes. Exit status 1: no match."""
     if not term.strip():
         raise click.ClickException("the search term is empty")
     libdir = resolve_libdir(libdir)
-    paths, prefix = run_isolated(lambda: _find_paths(libdir, term, limit))
-    if not paths:
+    found = run_isolated(lambda: _find(libdir, term, limit))  # a damaged store is a report, never a crash
+    minfo = mount_info(libdir)
+    prefix = os.fsencode(minfo["mountpoint"] if minfo else "")
+    if as_json:
+        echo_json(_found_json(found, term, prefix))
+        if not found.matches:
+            raise SystemExit(1)
+        return
+    if not found.matches:
         raise click.ClickException(f"no match for {term!r}")
     if null:
         out = click.get_binary_stream("stdout")
-        for p in paths:
-            out.write(os.fsencode(prefix) + p + b"\0")
-        return
-    for p in paths:
-        click.echo(display_path(os.fsencode(prefix) + p))
+        for m in found.matches:
+            out.write(prefix + m.path + b"\0")
+    else:
+        for m in found.matches:
+            click.echo(display_path(prefix + m.path) + ("/" if m.kind == "dir" else ""))
+    if found.cut:
+        click.echo(f"({len(found.matches)} of {found.total} matches shown; --limit N shows more)", err=True)
 
 
-def _find_paths(libdir: str, term: str, limit: int) -> tuple[list[bytes], str]:
-    """The finder's paths for ``term`` and the mountpoint to prefix them with ("" when not mounted)."""
+def _find(libdir: str, term: str, limit: int) -> Found:
+    """:func:`~libraryfs.index.find.find_ranked` over the library's term index, read-only (the store's
+    fallback order when the library has none yet or SQLite cannot read it)."""
+    path = term_index_path(libdir)
+    reader = termindex.Reader(path)
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
-            paths = run_find(t, term, limit)
+            db = reader.get()
+            try:
+                return find_ranked(t, db, term, limit)
+            except sqlite3.Error:
+                return find_ranked(t, None, term, limit)
     finally:
         st.close()
-    minfo = mount_info(libdir)
-    return paths, minfo["mountpoint"] if minfo else ""
+
+
+def _found_json(found: Found, term: str, prefix: bytes) -> dict:
+    """``--json`` of ``libraryfs find``: the term, ``total``, ``shown``, ``cut`` and the matches (rank
+    from 1, path, kind, how it matched, bm25 score)."""
+    return {
+        "term": term,
+        "total": found.total,
+        "shown": len(found.matches),
+        "cut": found.cut,
+        "matches": [
+            {
+                "rank": k,
+                "path": os.fsdecode(prefix + m.path),
+                "kind": m.kind,
+                "match": m.match,
+                "score": round(m.score, 4),
+            }
+            for k, m in enumerate(found.matches, start=1)
+        ],
+    }
 
 
 @click.command()

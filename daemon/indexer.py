@@ -11,12 +11,14 @@ One pass (:meth:`Indexer.run_once`):
 4. re-render the TOCs of the changed directories and of their ancestors only — deepest first, since a
    section's line in its parent carries its description and totals — each into bounded pages
    (:mod:`libraryfs.index.toc`);
+5. bring the finder's term index (SQLite FTS5, :mod:`libraryfs.index.termindex`) in line for the inodes the
+   pass touched (every inode at a process's first pass: reconcile after a crash);
+6. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
+   advance the cursor, trim consumed records.
 
 Excluded directories (dot-directories such as ``.git/``, paths an ignore file matches:
 :mod:`libraryfs.fs.exclude`, the same decision the view makes) cost nothing: their entries are never hashed
 or summarised and their TOCs never computed; ignored entries are left out of their directory's TOC.
-5. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
-   advance the cursor, trim consumed records.
 
 It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
 re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
@@ -41,12 +43,13 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
-from libraryfs.index import catalogue
+from libraryfs.index import catalogue, termindex
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
 from libraryfs.index.lines import TOC_FORMAT
 from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
+from libraryfs.layout import term_index_path
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -120,6 +123,7 @@ class Indexer(InboxFiler, TocWriter):
         self.hooks = list(hooks or [])
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
+        self._terms = None  # the term index (sqlite3 connection), opened at the first pass
         catalogue.open_table(self.store)
         self.exclusion = TocExclusion()
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
@@ -228,8 +232,12 @@ class Indexer(InboxFiler, TocWriter):
                 rendered.append(d)
             self.beat()
         rep.dirs_rendered = len(rendered)
-        # 5. commit: the cursor and the state it leaves the indexer in are published together, so a reader
-        # never sees every record consumed beside the previous pass's "idle" (before this pass's hooks ran)
+        # 5. the term index (derived: the entries' meta and the sections it reads are committed; a crash
+        # before its own commit is reconciled at the next start), then the commit: the cursor and the state
+        # it leaves the indexer in are published together, so a reader never sees every record consumed
+        # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
+        touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
+        self._refresh_terms(touched, full)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
@@ -331,6 +339,21 @@ class Indexer(InboxFiler, TocWriter):
         except Exception as e:  # derived data: the next pass (or a full one) retries
             self.last_error = f"catalogue: {type(e).__name__}: {e}"
             log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
+        self.beat()
+
+    def _refresh_terms(self, touched: set[int], full: bool) -> None:
+        """Bring the term index in line with the store for ``touched`` inodes (every inode at this
+        process's first pass and at a full pass: :func:`libraryfs.index.termindex.upkeep`). A failure is
+        recorded and never stops the pass (derived data: the next start or ``check --repair`` rebuilds it)."""
+        try:
+            self._terms, fixed = termindex.upkeep(
+                self.store, term_index_path(self.libdir), self._terms, touched, full
+            )
+            if fixed:
+                log.info("term index: %d rows out of line fixed", fixed)
+        except Exception as e:
+            self.last_error = f"term index: {type(e).__name__}: {e}"
+            log.warning("term index not updated: %s\n%s", e, traceback.format_exc())
         self.beat()
 
     # ------------------------------------------------------------------------------------------------

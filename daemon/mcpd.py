@@ -47,9 +47,10 @@ from libraryfs.fs.generated import INDEX_FILE, PAGES_DIR, page_name
 from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
-from libraryfs.index.find import find
+from libraryfs.index import termindex
+from libraryfs.index.find import find_ranked, finder_for
 from libraryfs.index.toc import links
-from libraryfs.layout import index_backlog, indexer_pid, mount_info
+from libraryfs.layout import index_backlog, indexer_pid, mount_info, term_index_path
 
 log = logging.getLogger("libraryfs.mcp")
 
@@ -92,11 +93,17 @@ class LibraryTools:
     def __init__(self, reg: ToolRegistry) -> None:
         self.reg = reg
         self.ops = reg.ops
+        self.terms = termindex.Reader(term_index_path(reg.libdir))  # read-only, one connection per thread
 
     def register(self) -> None:
         """Add the tools to the registry."""
         self.reg.add(self.read_index, "read_index", "Read a directory's INDEX.md page", READ)
-        self.reg.add(self.find, "find", "Find entries by name or summary (the index)", READ)
+        self.reg.add(
+            self.find,
+            "find",
+            "Find entries and directories by name, defined name or content (the term index)",
+            READ,
+        )
         self.reg.add(self.status, "status", "Indexer and library status", READ)
 
     def read_index(self, path: str = "/", page: int = 0) -> CallToolResult:
@@ -127,14 +134,16 @@ class LibraryTools:
         return result(shown, path=show(file), page=page, links=out_links, truncated=cut)
 
     def find(self, term: str, limit: int = 20) -> CallToolResult:
-        """Find library entries by name without knowing their section (deterministic, no model): exact
-        names first, then names containing `term`, then entries whose summary has every word of it."""
+        """Find library entries and directories without knowing their section (deterministic, no model):
+        exact file names, then entries defining `term` (`json.dumps`, `lru_cache`), then BM25 over names,
+        defined names and content (the term index, :mod:`libraryfs.index.termindex`)."""
         if not term.strip() or "\x00" in term or len(term) > 255:
             raise ValueError("term must be 1–255 characters without NUL")
         if not 1 <= limit <= 200:
             raise ValueError("limit must be 1–200")
         with self.ops.lock, self.ops.view.store.read() as t:
-            paths = find(t, term, limit)
+            found = find_ranked(t, self.terms.get(), term, limit)
+        paths = found.paths
         hits = []
         for p in paths:
             try:
@@ -144,9 +153,9 @@ class LibraryTools:
             hits.append({"path": show(p), "summary": meta.get("summary"), "tokens": meta.get("tokens")})
         lines = [f"{h['path']} — {h['summary'] or ''}".rstrip(" —") for h in hits]
         text, shown = self.reg.budget.fit_lines(lines)
-        cut = shown < len(hits)
+        cut = shown < len(hits) or found.cut
         if cut:
-            text += f"\n{MARKER}: {len(hits) - shown} more; lower limit or narrow the term]"
+            text += f"\n{MARKER}: {found.total - shown} more; raise limit or narrow the term]"
         return result(text or f"No entries match {term!r}", term=term, matches=hits[:shown], truncated=cut)
 
     def status(self) -> CallToolResult:
@@ -229,7 +238,9 @@ class Served:
         self.libdir = os.path.abspath(libdir)
         self.opts = opts
         self.store = Store(self.libdir, readonly=False)
-        self.view = LibraryView(self.store, read_only=opts.read_only, finder=find, count_tokens=None)
+        self.view = LibraryView(
+            self.store, read_only=opts.read_only, finder=finder_for(self.libdir), count_tokens=None
+        )
         self.ops = LibraryOps(self.view, mount_probe=self._mountpoint)
         self.bus = InMemorySubscriptionBus()
         self.server = MCPServer(

@@ -25,7 +25,7 @@ from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
-from libraryfs.index.find import find
+from libraryfs.index.find import finder_for
 from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted
 
 log = logging.getLogger("libraryfs.mount")
@@ -219,7 +219,12 @@ def run(
         status = _status_provider(mountpoint, read_only, allow_other, timeouts_s)
         # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
         view = LibraryView(
-            store, read_only=read_only, finder=find, status_provider=status, budget=budget, count_tokens=None
+            store,
+            read_only=read_only,
+            finder=finder_for(libdir),
+            status_provider=status,
+            budget=budget,
+            count_tokens=None,
         )
         if not read_only:
             n = view.purge_orphans()

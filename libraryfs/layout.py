@@ -11,6 +11,7 @@ One owner for everything a process needs to know about another one::
       indexer.lock      held by the indexer daemon or ``libraryfs index``; holds its pid
       <view>.lock       held while a derived view is written (``episodes.lock``): one writer per view
       run.json          pids and mountpoint recorded by ``libraryfs mount``
+      terms.sqlite      the finder's term index (SQLite FTS5, WAL; derived: :mod:`libraryfs.index.termindex`)
 
 (logs, locks and ``run.json`` move to a per-user runtime directory when the library directory cannot be
 written: :func:`state_dir`.)
@@ -45,6 +46,7 @@ RUN_FILE = "run.json"
 MOUNT_LOCK = "mount.lock"  #: held by the mount server (``libraryfs.daemon.mountd``)
 INDEXER_LOCK = "indexer.lock"  #: held by the indexer daemon and by ``libraryfs index``
 DEVICE_PREFIX = "libraryfs:"  #: ``/proc/mounts`` device field of our mounts: ``libraryfs:<libdir>``
+TERM_INDEX = "terms.sqlite"  #: the finder's term index, written by the indexer only
 _LOCK_VERBS = {MOUNT_LOCK: "mounted", INDEXER_LOCK: "indexed"}
 
 
@@ -76,6 +78,11 @@ def log_path(libdir: str, process: str) -> str:
     logs = os.path.join(state_dir(libdir), LOGS_DIR)
     os.makedirs(logs, mode=0o700, exist_ok=True)
     return os.path.join(logs, f"{process}.log")
+
+
+def term_index_path(libdir: str) -> str:
+    """``<libdir>/terms.sqlite`` (absolute): the term index behind ``find`` (its ``-wal``/``-shm`` beside it)."""
+    return os.path.join(os.path.abspath(libdir), TERM_INDEX)
 
 
 def lock_path(libdir: str, name: str) -> str:

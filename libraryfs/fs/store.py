@@ -461,6 +461,8 @@ class Store:
         """
         if backend is None:
             backend = lmdb_backend.LmdbBackend.create(libdir, map_size=map_size)
+        else:  # the store lives elsewhere; the library directory still holds config, locks and derived files
+            os.makedirs(libdir, mode=0o700, exist_ok=True)
         st = cls(libdir, backend=backend, _new=True)
         now = now_ns()
 

@@ -53,6 +53,8 @@ from libraryfs.fs.tocpages import TocPages
 #: ("fuse: writing device: Invalid argument") and the reader gets EIO, so such matches are left out.
 LINK_TARGET_MAX = 4095
 FIND_MATCHES_MAX = 50  #: links listed under one ``/.find/<term>/``
+CUT_NOTE = b"~ %d of %d shown; libraryfs find --limit lists more"  #: last link of a cut ``/.find/<term>/``
+CUT_TARGET = b"more-matches-than-listed"  #: the cut note's (dangling) target
 XATTR_PREFIX = "user.libraryfs."  #: namespace of the freshness xattrs of TOC pages
 
 _DIR_MODE = S.S_IFDIR | 0o555
@@ -405,17 +407,25 @@ class VirtualNamespace:
     # -- finder -------------------------------------------------------------------------------------------------
     def find_links(self, t: Txn, term: bytes) -> list[tuple[bytes, bytes]]:
         """``(link name, relative target)`` for the matches of ``term`` under ``/.find/<term>/`` (at most
-        :data:`FIND_MATCHES_MAX`).
+        :data:`FIND_MATCHES_MAX`, named ``NN-<name>`` in rank order), and, when more matched than are
+        listed, a last dangling link named ``~ N of TOTAL shown; …`` that says so (the cut note).
 
-        A match whose target (``../..`` + its absolute path) is longer than :data:`LINK_TARGET_MAX` bytes is
-        left out, and the others are numbered without it: the kernel cannot return such a link (EIO).
+        The finder returns a list of absolute paths or an object with ``paths`` and ``total``
+        (:class:`libraryfs.index.find.Found`). A match whose target (``../..`` + its absolute path) is
+        longer than :data:`LINK_TARGET_MAX` bytes is left out, and the others are numbered without it: the
+        kernel cannot return such a link (EIO).
         """
         if self.finder is None:
             return []
-        targets = [b"../.." + p for p in self.finder(t, term)]
+        found = self.finder(t, term)
+        paths = getattr(found, "paths", found)
+        total = getattr(found, "total", len(paths))
+        targets = [b"../.." + p for p in paths]
         out = []
         fitting = [x for x in targets if len(x) <= LINK_TARGET_MAX][:FIND_MATCHES_MAX]
         for k, target in enumerate(fitting, start=1):
-            base = target.rsplit(b"/", 1)[-1]
+            base = target.rstrip(b"/").rsplit(b"/", 1)[-1]
             out.append((b"%02d-" % k + base, target))
+        if total > min(len(paths), FIND_MATCHES_MAX):  # cut by the limit (a link left out for length is not)
+            out.append((CUT_NOTE % (len(out), total), CUT_TARGET))
         return out

@@ -1,5 +1,10 @@
 """Deterministic finder: resolve a name whose section is unknown, without the model (ARCHITECTURE §2).
 
+With the term index (:mod:`libraryfs.index.termindex`, kept by the indexer): :func:`find_ranked` — exact
+file names first, then the term index's ranking (defined names, then BM25 over names, defined names and
+content), entries and directories, with the total number of matches so a cut list can say so. Without it
+(a library never indexed by this release), :func:`find`:
+
 Order of results: (1) exact name matches (case-insensitive, via the ``names`` table the indexer keeps: one
 range scan, :meth:`~libraryfs.fs.store.Txn.iter_names`), shortest path first; (2) entries whose name contains the term; (3) entries whose TOC
 summary line contains every word of the term, ranked by how many times the words occur. Paths are absolute
@@ -9,9 +14,13 @@ bytes inside the library. Used by ``libraryfs find`` and ``/.find/<term>/``.
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
+from libraryfs.index import termindex
 
 
 def entry_path(t: Txn, parent: int, name: bytes) -> bytes | None:
@@ -66,3 +75,114 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     for _s, _n, p in sorted(summ):
         add(p or None)
     return out
+
+
+@dataclass
+class Match:
+    """One ranked result: absolute ``path`` (bytes) in the library, ``kind`` (``"entry"``/``"dir"``) and how
+    it matched (``"name"``: its file name; else :attr:`libraryfs.index.termindex.Hit.match`), bm25 score."""
+
+    path: bytes
+    kind: str
+    match: str
+    score: float = 0.0
+
+
+@dataclass
+class Found:
+    """Results of :func:`find_ranked`: at most ``limit`` matches, best first, and ``total`` matches in all
+    (``cut`` when some were left out)."""
+
+    matches: list[Match] = field(default_factory=list)
+    total: int = 0
+
+    @property
+    def cut(self) -> bool:
+        """True when more matched than are listed."""
+        return self.total > len(self.matches)
+
+    @property
+    def paths(self) -> list[bytes]:
+        """The matches' paths, best first."""
+        return [m.path for m in self.matches]
+
+
+def find_ranked(t: Txn, db: sqlite3.Connection | None, term: bytes | str, limit: int = 50) -> Found:
+    """Ranked matches of ``term``: exact file names (the ``names`` table), then the term index's hits
+    (:func:`libraryfs.index.termindex.search`) whose inode is still where the store says; without ``db``
+    the fallback order of :func:`find` (its total is what it found)."""
+    if isinstance(term, bytes):
+        term = os.fsdecode(term)
+    if db is None:
+        paths = find(t, term, limit + 1)
+        return Found([Match(p, "entry", "fallback") for p in paths[:limit]], len(paths))
+    out: list[Match] = []
+    seen: set[int] = set()
+    for ino, parent, name in t.iter_names(os.fsencode(term)):
+        p = entry_path(t, parent, name)
+        if p is not None and t.lookup(parent, name) == ino and ino not in seen:
+            seen.add(ino)
+            out.append(Match(p, "entry", "name"))
+    out.sort(key=lambda m: (m.path.count(b"/"), m.path))
+    hits, total = termindex.search(db, term, limit + len(seen))
+    for h in hits:
+        if h.ino in seen or len(out) >= limit:
+            continue
+        seen.add(h.ino)
+        p = _live_path(t, h.ino, h.kind)
+        if p is not None:
+            out.append(Match(p, h.kind, h.match, h.score))
+    return Found(out[:limit], max(total, len(out)))
+
+
+def _live_path(t: Txn, ino: int, kind: str) -> bytes | None:
+    """Where ``ino`` is now (None when the index is ahead of or behind the store for it)."""
+    if kind == "dir":
+        node = t.inode(ino)
+        return t.path_of(ino) if node is not None and node.is_dir else None
+    m = t.entry_meta(ino)
+    if m is None or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
+        return None
+    return entry_path(t, m.parent, os.fsencode(m.name))
+
+
+def finder_for(libdir: str, limit: int = 50):
+    """``finder(txn, term) -> Found`` for the mount's ``/.find/``: :func:`find_ranked` over the library's
+    term index (:func:`libraryfs.layout.term_index_path`), read-only, one connection per thread.
+
+    Listing ``/.find/TERM/`` makes the kernel look up each of its links, and each lookup asks the finder
+    again: answers are cached per term while the TOC generation and the index file (size and mtime of the
+    file and its WAL) are unchanged, so one listing costs one search (at most 256 terms kept)."""
+    from libraryfs.layout import term_index_path
+
+    path = term_index_path(libdir)
+    reader = termindex.Reader(path)
+    cache: dict[bytes, tuple[tuple, Found]] = {}
+    lock = threading.Lock()
+
+    def finder(t: Txn, term: bytes) -> Found:
+        state = (t.cfg(S.CFG_TOC_GEN), _file_state(path), _file_state(path + "-wal"))
+        with lock:
+            hit = cache.get(term)
+        if hit is not None and hit[0] == state:
+            return hit[1]
+        db = reader.get()
+        try:
+            found = find_ranked(t, db, term, limit)
+        except sqlite3.Error:  # a damaged index: answer from the store (libraryfs check reports it)
+            found = find_ranked(t, None, term, limit)
+        with lock:
+            if len(cache) >= 256:
+                cache.clear()
+            cache[term] = (state, found)
+        return found
+
+    return finder
+
+
+def _file_state(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns

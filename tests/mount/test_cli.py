@@ -116,3 +116,34 @@ def test_ingest_watch_mirrors_changes(mounted, tmp_path):
     finally:
         p.terminate()
         p.communicate(timeout=30)  # reaps it and closes its pipes
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_find_defined_names_through_the_cli_and_dot_find(mounted, run_cli):
+    os.makedirs(mounted.p("docs/library"))
+    os.makedirs(mounted.p("notes"))
+    rst = ".. module:: json\n\n.. function:: dumps(obj)\n\n   Serialize obj.\n"
+    _write(mounted.p("docs/library/json.rst.txt"), "json\n====\n\n" + rst)
+    _write(mounted.p("docs/library/pickle.rst.txt"), "pickle\n======\n\n.. module:: pickle\n")
+    for k in range(55):
+        _write(mounted.p(f"notes/n{k:02d}.md"), f"# Note {k}\n\nA tomato note.\n")
+    mounted.wait_indexed()
+    r = run_cli("find", mounted.libdir, "json.dumps", check_rc=True)
+    assert r.stdout.splitlines()[0] == mounted.p("docs/library/json.rst.txt")
+    links = sorted(os.listdir(mounted.p(".find/json.dumps")))
+    assert links[0] == "01-json.rst.txt"
+    with open(mounted.p(".find/json.dumps/01-json.rst.txt")) as f:
+        assert "Serialize obj." in f.read()
+    # directories are results too
+    assert os.path.isdir(mounted.p(".find/notes/01-notes"))
+    # 55 notes and their directory match: 50 links, then the cut note (a dangling link) says so
+    listing = sorted(os.listdir(mounted.p(".find/tomato")))
+    assert len(listing) == 51 and listing[-1] == "~ 50 of 56 shown; libraryfs find --limit lists more"
+    assert not os.path.exists(mounted.p(".find/tomato/" + listing[-1]))
+    r = run_cli("find", mounted.libdir, "tomato", "--json", check_rc=True)
+    out = json.loads(r.stdout)
+    assert out["cut"] and out["total"] == 56 and out["shown"] == 20

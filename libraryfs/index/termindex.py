@@ -1,0 +1,461 @@
+"""The term index behind ``libraryfs find`` and ``/.find/``: SQLite FTS5 over entries and directories.
+
+Derived data in one SQLite file the library layout owns (:func:`libraryfs.layout.term_index_path`),
+rebuildable from the store at any time. Why SQLite FTS5: it is in the standard library (``sqlite3``; no new
+dependency, no native build), it ranks with Okapi BM25 with per-column weights (``bm25()``, sqlite.org/fts5
+§5.1.1), it updates one row at a time (the indexer's passes are incremental) and its WAL mode lets the mount
+read while the indexer writes. Tables:
+
+* ``rows(ino, kind, name, hash)``: one row per indexed inode (``kind`` ``"entry"`` or ``"dir"``); ``hash`` is
+  the state the row was built from (an entry's content hash and outline version, a directory's digest of its
+  section record) — the reconcile pass compares it with the store to find drift;
+* ``terms``: the FTS5 table, rowid = inode, columns ``name`` (the file or directory name), ``defines`` (the
+  names it defines, :attr:`~libraryfs.fs.schema.EntryMeta.defines`) and ``body`` (its decoded text, at most
+  :data:`BODY_CHARS` characters; a directory's description and profile terms);
+* ``defs(key, ino, exact)``: every defined name, case-folded, and each of its dotted suffixes
+  (``json.JSONDecoder.decode`` → ``jsondecoder.decode``, ``decode``; ``exact`` 0) — the known-name lookup.
+
+Ranking (:func:`search`): defined names first (the whole qualified name, then a dotted suffix), then BM25
+over all query tokens (weights name 10, defines 5, body 1); only while nothing matched, the tokens as
+prefixes (``caf`` → ``café``), then any token. Consistency: the
+indexer commits the store first and this file second; a crash between the two leaves drift that
+:func:`reconcile` (run at the indexer's first pass) finds by comparing ``rows.hash`` with the store, and
+:func:`verify` reports (``libraryfs check``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store, Txn
+from libraryfs.index.outline import OUTLINE_VERSION, decode_text
+
+log = logging.getLogger("libraryfs.indexer")
+
+INDEX_VERSION = 1  #: bump when the tables or what they hold change (the file is then rebuilt)
+BODY_CHARS = 200_000  #: characters of an entry's text indexed
+WEIGHTS = (10.0, 5.0, 1.0)  #: bm25 column weights: name, defines, body
+_TOKEN = re.compile(r"[\w]+", re.UNICODE)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS info(k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS rows(ino INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT, hash TEXT);
+CREATE TABLE IF NOT EXISTS defs(key TEXT NOT NULL, ino INTEGER NOT NULL, exact INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS defs_key ON defs(key);
+CREATE INDEX IF NOT EXISTS defs_ino ON defs(ino);
+CREATE VIRTUAL TABLE IF NOT EXISTS terms USING fts5(name, defines, body, tokenize="unicode61 tokenchars '_'");
+"""
+
+
+@dataclass
+class Row:
+    """What one inode contributes to the index (``kind`` ``"entry"`` or ``"dir"``)."""
+
+    ino: int
+    kind: str
+    name: str
+    hash: str
+    defines: list[str] = field(default_factory=list)
+    body: str = ""
+
+
+@dataclass
+class Hit:
+    """One result: inode, kind, how it matched (``"defines"``, ``"suffix"``, ``"all"``, ``"any"``) and its
+    bm25 score (lower is better; 0 for a defined-name match)."""
+
+    ino: int
+    kind: str
+    match: str
+    score: float = 0.0
+
+
+def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
+    """Open the index at ``path`` (WAL mode). Read-write creates it (and the tables); read-only needs it
+    to exist (``sqlite3.OperationalError`` otherwise). A file of an older :data:`INDEX_VERSION` is
+    emptied on a read-write open (derived data: :func:`reconcile` rebuilds it)."""
+    if readonly:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=5.0)
+        return db
+    db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(_SCHEMA)
+    v = db.execute("SELECT v FROM info WHERE k='version'").fetchone()
+    if v is None or v[0] != str(INDEX_VERSION):
+        with db:
+            for table in ("rows", "defs", "terms"):
+                db.execute(f"DELETE FROM {table}")
+            db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (str(INDEX_VERSION),))
+    return db
+
+
+def recreate(path: str, db: sqlite3.Connection | None = None) -> sqlite3.Connection:
+    """Delete the index at ``path`` (and its ``-wal``/``-shm``; closing ``db`` first) and create it empty:
+    the repair of a file SQLite cannot read. Derived data: :func:`reconcile` fills it again."""
+    if db is not None:
+        db.close()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.unlink(path + suffix)
+        except FileNotFoundError:
+            pass
+    return connect(path)
+
+
+def _text(s: str) -> str:
+    """``s`` as SQLite can store it: undecodable bytes (surrogate escapes of a file name) become U+FFFD."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+# -- rows from the store -------------------------------------------------------------------------------------
+def _dir_hash(name: str, m: S.SectionMeta | None) -> str:
+    parts = [name, (m.description or "") if m else "", *sorted((m.profile or {}) if m else {})]
+    parts += list((m.names or []) if m else [])
+    return "dir:" + hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def wanted(t: Txn, ino: int) -> tuple[str, str, str] | None:
+    """``(kind, name, hash)`` the index should hold for ``ino`` now, or None when it should hold nothing
+    (a missing inode, the root, an entry the indexer has not examined yet, a symlink)."""
+    node = t.inode(ino)
+    if node is None or ino == S.ROOT_INO:
+        return None
+    if node.is_dir:
+        link = t.dirparent(ino)
+        if link is None:
+            return None
+        name = _text(os.fsdecode(link[1]))
+        return "dir", name, _dir_hash(name, t.section_meta(ino))
+    m = t.entry_meta(ino)
+    if m is None or not m.hash or m.link or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
+        return None
+    return "entry", _text(m.name), f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
+
+
+def build_row(t: Txn, ino: int, want: tuple[str, str, str]) -> Row:
+    """The row of ``ino`` (``want`` from :func:`wanted`): reads the entry's content (first
+    :data:`BODY_CHARS` characters, decoded as the outline does) or the directory's section record."""
+    kind, name, h = want
+    if kind == "dir":
+        sm = t.section_meta(ino)
+        body = " ".join([(sm.description or "") if sm else "", *sorted((sm.profile or {}) if sm else {})])
+        return Row(ino, kind, name, h, list((sm.names or []) if sm else []), body)
+    m = t.entry_meta(ino)
+    node = t.inode(ino)
+    assert m is not None and node is not None
+    body = ""
+    if not m.hash.startswith("big:"):  # type: ignore[union-attr]
+        data = t.read_data(ino, 0, min(node.size, BODY_CHARS * 2), node.size)
+        decoded = decode_text(data)
+        body = decoded[0][:BODY_CHARS] if decoded else ""
+    return Row(ino, kind, name, h, list(m.defines or []), body)
+
+
+def _suffixes(name: str) -> list[str]:
+    parts = name.casefold().split(".")
+    return [".".join(parts[k:]) for k in range(1, len(parts)) if parts[k]]
+
+
+def _write(db: sqlite3.Connection, rows: Iterable[Row], dead: Iterable[int]) -> int:
+    """Replace ``rows`` and delete ``dead`` inodes in one SQLite transaction; returns rows written."""
+    n = 0
+    with db:
+        for ino in dead:
+            db.execute("DELETE FROM rows WHERE ino=?", (ino,))
+            db.execute("DELETE FROM terms WHERE rowid=?", (ino,))
+            db.execute("DELETE FROM defs WHERE ino=?", (ino,))
+        for r in rows:
+            db.execute("DELETE FROM terms WHERE rowid=?", (r.ino,))
+            db.execute("DELETE FROM defs WHERE ino=?", (r.ino,))
+            db.execute("INSERT OR REPLACE INTO rows VALUES(?,?,?,?)", (r.ino, r.kind, r.name, r.hash))
+            db.execute(
+                "INSERT INTO terms(rowid, name, defines, body) VALUES(?,?,?,?)",
+                (r.ino, r.name, _text(" ".join(r.defines)), _text(r.body)),
+            )
+            keys: dict[str, int] = {}
+            for d in r.defines:
+                keys[_text(d).casefold()] = 1
+                for s in _suffixes(d):
+                    keys.setdefault(_text(s), 0)
+            db.executemany("INSERT INTO defs VALUES(?,?,?)", [(k, r.ino, e) for k, e in keys.items()])
+            n += 1
+    return n
+
+
+def sync(store: Store, db: sqlite3.Connection, inos: Iterable[int]) -> int:
+    """Bring the rows of ``inos`` in line with the store (one LMDB read, one SQLite transaction): rebuild
+    those whose ``hash`` or name differs, delete those that should hold nothing. Returns rows changed."""
+    inos = list(dict.fromkeys(inos))
+    if not inos:
+        return 0
+    have = _have(db, inos)
+    rows: list[Row] = []
+    dead: list[int] = []
+    with store.read() as t:
+        for ino in inos:
+            want = wanted(t, ino)
+            if want is None:
+                if ino in have:
+                    dead.append(ino)
+            elif have.get(ino) != want:
+                rows.append(build_row(t, ino, want))
+    return _write(db, rows, dead) + len(dead)
+
+
+def _have(db: sqlite3.Connection, inos: list[int] | None = None) -> dict[int, tuple[str, str, str]]:
+    if inos is None:
+        cur = db.execute("SELECT ino, kind, name, hash FROM rows")
+        return {r[0]: (r[1], r[2], r[3]) for r in cur}
+    out: dict[int, tuple[str, str, str]] = {}
+    for k in range(0, len(inos), 500):
+        chunk = inos[k : k + 500]
+        marks = ",".join("?" * len(chunk))
+        q = f"SELECT ino, kind, name, hash FROM rows WHERE ino IN ({marks})"
+        out.update({r[0]: (r[1], r[2], r[3]) for r in db.execute(q, chunk)})
+    return out
+
+
+@dataclass
+class Drift:
+    """Differences between the index and the store: rows the index lacks, rows built from another state
+    (stale), rows of inodes that should hold nothing (orphan). Lists of inodes."""
+
+    missing: list[int] = field(default_factory=list)
+    stale: list[int] = field(default_factory=list)
+    orphan: list[int] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Rows out of line."""
+        return len(self.missing) + len(self.stale) + len(self.orphan)
+
+
+def drift(store: Store, db: sqlite3.Connection) -> Drift:
+    """Compare every row with the store (one LMDB read over all inodes, one scan of ``rows``)."""
+    have = _have(db)
+    out = Drift()
+    with store.read() as t:
+        for k, _v in t.kv.range(S.DB_INODES, keys_only=True):
+            ino = S.from_u64(k)
+            want = wanted(t, ino)
+            got = have.pop(ino, None)
+            if want is None:
+                if got is not None:
+                    out.orphan.append(ino)
+            elif got is None:
+                out.missing.append(ino)
+            elif got != want:
+                out.stale.append(ino)
+    out.orphan.extend(sorted(have))
+    return out
+
+
+def reconcile(store: Store, db: sqlite3.Connection) -> Drift:
+    """Find and fix every drifted row (:func:`drift`, then :func:`sync` of those inodes); returns what it
+    found. Run by the indexer at its first pass (a kill -9 between its two commits) and by
+    ``libraryfs check --repair``."""
+    d = drift(store, db)
+    if d.total:
+        sync(store, db, d.missing + d.stale + d.orphan)
+    return d
+
+
+def upkeep(
+    store: Store, path: str, db: sqlite3.Connection | None, touched: Iterable[int], full: bool
+) -> tuple[sqlite3.Connection, int]:
+    """The indexer's step after each pass: :func:`sync` the ``touched`` inodes; when ``db`` is None (this
+    process's first pass) open the file, replace it if SQLite cannot read it (:func:`integrity`), and
+    :func:`reconcile` every row, as a ``full`` pass also does. Returns the connection and the rows found
+    out of line (0 after a plain sync)."""
+    if db is None:
+        opened: sqlite3.Connection | None = None
+        try:
+            opened = connect(path)
+            bad = integrity(opened)
+        except sqlite3.DatabaseError as e:
+            bad = str(e)
+        if bad or opened is None:
+            log.warning("term index %s is damaged (%s): rebuilding it", path, bad)
+            opened = recreate(path, opened)
+        db, full = opened, True
+    if full:
+        return db, reconcile(store, db).total
+    sync(store, db, touched)
+    return db, 0
+
+
+def integrity(db: sqlite3.Connection) -> str | None:
+    """None when SQLite's own checks pass (``PRAGMA quick_check`` and the FTS5 ``integrity-check``
+    command), else the first error message."""
+    try:
+        r = db.execute("PRAGMA quick_check").fetchone()
+        if not r or r[0] != "ok":
+            return f"quick_check: {r[0] if r else '?'}"
+        db.execute("INSERT INTO terms(terms, rank) VALUES('integrity-check', 1)")
+        n_rows = db.execute("SELECT count(*) FROM rows").fetchone()[0]
+        n_terms = db.execute("SELECT count(*) FROM terms").fetchone()[0]
+        if n_rows != n_terms:
+            return f"{n_rows} rows but {n_terms} FTS rows"
+    except sqlite3.DatabaseError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+# -- queries ------------------------------------------------------------------------------------------------
+def _match(tokens: list[str], op: str, star: str = "") -> str:
+    return f" {op} ".join('"' + tok.replace('"', '""') + '"' + star for tok in tokens)
+
+
+def search(db: sqlite3.Connection, term: str, limit: int = 50) -> tuple[list[Hit], int]:
+    """Ranked hits for ``term`` (at most ``limit``) and how many inodes match in all (see module
+    docstring for the order). Tokens are runs of word characters; an empty term matches nothing."""
+    key = _text(term.strip()).casefold()
+    hits: dict[int, Hit] = {}
+    for ino, exact in db.execute(
+        "SELECT d.ino, max(d.exact) FROM defs d WHERE d.key=? GROUP BY d.ino", (key,)
+    ).fetchall():
+        hits[ino] = Hit(ino, "", "defines" if exact else "suffix")
+    # a defined name belongs to the entry that defines it, before the sections that list it; among
+    # entries, the one defining fewer names is the more specific page
+    kinds = _kinds(db, list(hits))
+    ordered = sorted(
+        hits.values(),
+        key=lambda h: (h.match != "defines", kinds.get(h.ino) == "dir", _n_defs(db, h.ino), h.ino),
+    )
+    tokens = _TOKEN.findall(key)
+    ranked = list(ordered)
+    broadest = ""
+    if tokens:
+        seen = set(hits)
+        for op, how, star in (("AND", "all", ""), ("AND", "prefix", "*"), ("OR", "any", "")):
+            if how != "all" and (ranked or (op == "OR" and len(tokens) == 1)):
+                break  # relax (token prefixes, then any token) only while nothing matched
+            broadest = _match(tokens, op, star)
+            cur = db.execute(
+                "SELECT rowid, bm25(terms, ?, ?, ?) AS s FROM terms WHERE terms MATCH ? ORDER BY s LIMIT ?",
+                (*WEIGHTS, broadest, limit + len(seen)),
+            )
+            for ino, s in cur:
+                if ino not in seen:
+                    seen.add(ino)
+                    ranked.append(Hit(ino, "", how, float(s)))
+    kinds = _kinds(db, [h.ino for h in ranked[:limit]])
+    for h in ranked:
+        h.kind = kinds.get(h.ino, "entry")
+    total = len(ranked)
+    if broadest:
+        union = "SELECT count(*) FROM (SELECT ino FROM defs WHERE key=? UNION SELECT rowid FROM terms WHERE terms MATCH ?)"
+        total = max(total, db.execute(union, (key, broadest)).fetchone()[0])
+    return ranked[:limit], total
+
+
+def _n_defs(db: sqlite3.Connection, ino: int) -> int:
+    """Names an inode defines (ties among defined-name matches go to the more specific page)."""
+    return db.execute("SELECT count(*) FROM defs WHERE ino=? AND exact=1", (ino,)).fetchone()[0]
+
+
+def _kinds(db: sqlite3.Connection, inos: list[int]) -> dict[int, str]:
+    return {ino: kind for ino, (kind, _n, _h) in _have(db, inos).items()}
+
+
+class Reader:
+    """Read-only connections to a term index, one per thread (the mount's FUSE threads), opened lazily:
+    :meth:`get` returns None while the file does not exist or cannot be read (the finder then falls back
+    to the store's ``names`` table and summaries)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def get(self) -> sqlite3.Connection | None:
+        """This thread's connection, or None."""
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            return db
+        if not os.path.exists(self.path):
+            return None
+        try:
+            db = connect(self.path, readonly=True)
+            db.execute("SELECT v FROM info WHERE k='version'").fetchone()
+        except sqlite3.Error:
+            return None
+        self._local.db = db
+        return db
+
+
+# -- libraryfs check ----------------------------------------------------------------------------------------
+@dataclass
+class Finding:
+    """One problem of the term index for ``libraryfs check``: ``code`` ``T1`` (missing, unreadable or
+    damaged file) or ``T2`` (rows out of line with the store), a message, and whether it was repaired."""
+
+    code: str
+    message: str
+    repaired: bool = False
+
+
+def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True) -> list[Finding]:
+    """Check the term index at ``path`` against the store: SQLite's and FTS5's integrity checks pass (:func:`integrity`), and — with ``drift_too``, which
+    the caller clears while an indexer runs (its rows trail the store by one pass) — no row is missing,
+    stale or orphaned (:func:`drift`). A missing file is no problem (a library of an earlier release:
+    the indexer's next start builds it); ``repair`` builds it (T1, repaired). A plain check never changes the file's content; ``repair``
+    recreates a damaged file and reconciles (the caller holds the indexer's lock)."""
+    with store.read() as t:
+        indexed = t.cfg(S.CFG_TOC_GEN) is not None
+    if not os.path.exists(path):
+        if not indexed or not repair:  # derived data: the indexer's next start builds it
+            return []
+        f = Finding("T1", f"term index {path} is missing")
+        if repair:
+            fresh = connect(path)
+            reconcile(store, fresh)
+            fresh.close()
+            f.repaired = True
+        return [f]
+    db: sqlite3.Connection | None = None
+    try:
+        db = sqlite3.connect(path, timeout=30.0)  # read-write: the FTS5 integrity-check is a command
+    except sqlite3.Error as e:
+        bad: str | None = f"cannot open: {e}"
+    else:
+        bad = integrity(db)
+    if bad:
+        f = Finding("T1", f"term index {path} is damaged: {bad}")
+        if repair:
+            db = recreate(path, db)
+            reconcile(store, db)
+            f.repaired = True
+        if db is not None:
+            db.close()
+        return [f]
+    assert db is not None
+    try:
+        if not drift_too:
+            return []
+        d = drift(store, db)
+        if not d.total:
+            return []
+        first = sorted(d.missing + d.stale + d.orphan)[:8]
+        f = Finding(
+            "T2",
+            f"term index out of line with the store: {len(d.missing)} missing, {len(d.stale)} stale, "
+            f"{len(d.orphan)} orphaned rows (inodes {', '.join(map(str, first))}"
+            f"{' …' if d.total > len(first) else ''})",
+        )
+        if repair:
+            db.close()
+            db = connect(path)
+            reconcile(store, db)
+            f.repaired = True
+        return [f]
+    finally:
+        db.close()

@@ -1,0 +1,249 @@
+"""The finder's term index over a real store: defined names reach the page that defines them, directories
+match, results are ranked and cut with a total, the indexer keeps it incrementally, a kill -9 between the
+store's commit and the index's is reconciled, and ``libraryfs check`` reports drift and damage."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
+from libraryfs.index import termindex
+from libraryfs.index.find import find_ranked
+from libraryfs.layout import term_index_path
+
+JSON_DOC = b"""json --- JSON encoder and decoder
+==================================
+
+.. module:: json
+
+.. function:: dumps(obj, *, skipkeys=False)
+
+   Serialize *obj* to a JSON formatted str.
+
+.. function:: loads(s)
+
+   Deserialize *s* to a Python object.
+"""
+
+PICKLE_DOC = b"""pickle --- Python object serialization
+=======================================
+
+.. module:: pickle
+
+.. function:: dumps(obj, protocol=None)
+
+   Return the pickled representation of the object as a bytes object. Unlike json it is binary.
+"""
+
+FUNCTOOLS_DOC = b"""functools --- Higher-order functions
+====================================
+
+.. module:: functools
+
+.. decorator:: lru_cache(maxsize=128)
+
+   Decorator to wrap a function with a memoizing callable.
+"""
+
+DATETIME_DOC = b"""datetime --- Basic date and time types
+======================================
+
+.. module:: datetime
+
+.. class:: datetime
+
+   .. classmethod:: strptime(date_string, format)
+
+      Return a datetime corresponding to date_string, parsed according to format.
+"""
+
+
+def library(tmp_path):
+    d = tmp_path / "lib"
+    Store.create(d, {"toc_max_tokens": 2000}).close()
+    st = Store(d)
+    tree = StoreTree(st)
+    tree.makedirs("docs/library")
+    tree.makedirs("kitchen")
+    tree.write_bytes("docs/library/json.rst.txt", JSON_DOC)
+    tree.write_bytes("docs/library/pickle.rst.txt", PICKLE_DOC)
+    tree.write_bytes("docs/library/functools.rst.txt", FUNCTOOLS_DOC)
+    tree.write_bytes("docs/library/datetime.rst.txt", DATETIME_DOC)
+    for k in range(30):
+        tree.write_bytes(f"kitchen/recipe{k:02d}.md", f"# Recipe {k}\n\nTomato soup, variant {k}.\n".encode())
+    return d, st, tree
+
+
+def ranked(st: Store, term: str, limit: int = 10):
+    db = termindex.connect(term_index_path(st.libdir), readonly=True)
+    try:
+        with st.read() as t:
+            return find_ranked(t, db, term, limit)
+    finally:
+        db.close()
+
+
+def test_defined_names_reach_their_page_and_directories_match(tmp_path):
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    assert ranked(st, "json.dumps").paths[0] == b"/docs/library/json.rst.txt"
+    assert ranked(st, "lru_cache").paths[0] == b"/docs/library/functools.rst.txt"
+    assert ranked(st, "datetime.datetime.strptime").paths[0] == b"/docs/library/datetime.rst.txt"
+    assert ranked(st, "strptime").paths[0] == b"/docs/library/datetime.rst.txt"  # a dotted suffix
+    dumps = ranked(st, "dumps").paths
+    assert set(dumps[:2]) == {b"/docs/library/json.rst.txt", b"/docs/library/pickle.rst.txt"}
+    kitchen = ranked(st, "kitchen")
+    assert kitchen.matches[0].path == b"/kitchen" and kitchen.matches[0].kind == "dir"
+    st.close()
+
+
+def test_results_are_cut_with_a_total(tmp_path):
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    found = ranked(st, "tomato soup", limit=5)
+    # 30 recipes and their directory (its section profile holds both words)
+    assert len(found.matches) == 5 and found.total == 31 and found.cut
+    every = ranked(st, "tomato soup", limit=100)
+    assert len(every.matches) == 31 and not every.cut and b"/kitchen" in every.paths
+    assert not ranked(st, "lru_cache", limit=5).cut
+    st.close()
+
+
+def test_the_indexer_keeps_the_index_incrementally(tmp_path):
+    d, st, tree = library(tmp_path)
+    idx = Indexer(str(d), store=st)
+    idx.run_once(full=True)
+    tree.write_bytes("docs/library/json.rst.txt", JSON_DOC.replace(b"dumps", b"dumpz"))
+    tree.rename("docs/library/functools.rst.txt", "docs/functools.rst.txt")
+    tree.remove("docs/library/pickle.rst.txt")
+    idx.run_once()
+    assert ranked(st, "json.dumpz").paths[0] == b"/docs/library/json.rst.txt"
+    assert ranked(st, "lru_cache").paths[0] == b"/docs/functools.rst.txt"
+    assert ranked(st, "pickle.dumps").paths == []
+    db = termindex.connect(term_index_path(str(d)))
+    assert termindex.drift(st, db).total == 0
+    db.close()
+    st.close()
+
+
+_CRASH = textwrap.dedent(
+    """
+    import os, signal, sys
+    from libraryfs.daemon.indexer import Indexer
+    from libraryfs.index import termindex
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.tree import StoreTree
+
+    st = Store(sys.argv[1])
+    idx = Indexer(sys.argv[1], store=st)
+    idx.run_once()  # the index is current (the first pass reconciles)
+    StoreTree(st).write_bytes("docs/library/json.rst.txt", open(sys.argv[2], "rb").read())
+
+    def die(*_a, **_k):  # the store has committed the pass; the term index has not
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    termindex.sync = die
+    idx.run_once()
+    """
+)
+
+
+def test_kill_9_between_the_two_commits_is_reconciled(tmp_path, run_cli):
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    st.close()
+    new = tmp_path / "json.rst.txt"
+    new.write_bytes(JSON_DOC.replace(b"dumps", b"dump_text"))
+    p = subprocess.run([sys.executable, "-c", _CRASH, str(d), str(new)], capture_output=True, text=True)
+    assert p.returncode == -9, p.stderr
+    r = run_cli("check", str(d), "--json")
+    assert r.returncode == 1
+    problems = json.loads(r.stdout)["problems"]
+    # the entry and the sections above it (their profiles changed) were committed to the store only
+    assert [p["code"] for p in problems] == ["T2"] and "0 missing, 3 stale, 0 orphaned" in problems[0][
+        "message"
+    ]
+    st = Store(d)
+    assert ranked(st, "dump_text").paths == []  # the index still holds the old content
+    Indexer(str(d), store=st).run_once()  # a new indexer's first pass reconciles
+    assert ranked(st, "json.dump_text").paths[0] == b"/docs/library/json.rst.txt"
+    # the entry, then the sections whose names now list it
+    found = ranked(st, "dump_text").paths
+    assert found[0] == b"/docs/library/json.rst.txt" and set(found[1:]) == {b"/docs/library", b"/docs"}
+    st.close()
+    assert run_cli("check", str(d)).returncode == 0
+
+
+def test_check_detects_and_repairs_a_damaged_or_missing_index(tmp_path, run_cli):
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    st.close()
+    path = term_index_path(str(d))
+    db = termindex.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:  # overwrite every page after the header with garbage
+        f.seek(4096)
+        f.write(b"\xa5" * (size - 4096))
+    r = run_cli("check", str(d))
+    assert r.returncode == 1 and "T1" in r.stdout and "damaged" in r.stdout, r.stdout
+    r = run_cli("find", str(d), "json.dumps")  # a damaged index never breaks find: the store answers
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr
+    r = run_cli("check", str(d), "--repair")
+    assert r.returncode == 0 and "(repaired)" in r.stdout, r.stdout + r.stderr
+    assert run_cli("check", str(d)).returncode == 0
+    assert (
+        run_cli("find", str(d), "json.dumps", check_rc=True).stdout.splitlines()[0].endswith("json.rst.txt")
+    )
+    os.unlink(path)  # derived data: a missing index is no problem (the indexer builds it); --repair does too
+    assert run_cli("check", str(d)).returncode == 0
+    r = run_cli("check", str(d), "--repair")
+    assert r.returncode == 0 and "T1" in r.stdout and os.path.exists(path), r.stdout
+    assert (
+        run_cli("find", str(d), "json.dumps", check_rc=True).stdout.splitlines()[0].endswith("json.rst.txt")
+    )
+
+
+def test_cli_find_json_and_the_cut_note(tmp_path, run_cli):
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    st.close()
+    r = run_cli("find", str(d), "tomato", "--limit", "3", check_rc=True)
+    assert len(r.stdout.splitlines()) == 3
+    assert "3 of 31 matches shown" in r.stderr
+    r = run_cli("find", str(d), "kitchen", "--json", check_rc=True)
+    out = json.loads(r.stdout)
+    assert out["matches"][0] == {
+        "rank": 1,
+        "path": "/kitchen",
+        "kind": "dir",
+        "match": "all",
+        "score": out["matches"][0]["score"],
+    }
+    assert out["total"] >= 1 and out["shown"] == len(out["matches"])
+    r = run_cli("find", str(d), "tomato", "--limit", "2", "--json", check_rc=True)
+    out = json.loads(r.stdout)
+    assert out["cut"] and out["total"] == 31 and out["shown"] == 2
+    r = run_cli("find", str(d), "json.dumps", check_rc=True)
+    assert r.stdout.splitlines()[0] == "/docs/library/json.rst.txt"
+    r = run_cli("find", str(d), "zzzz-nothing", "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["total"] == 0
+
+
+def test_undecodable_names_are_indexed_and_searchable(tmp_path):
+    d, st, tree = library(tmp_path)
+    tree.write_bytes(os.fsdecode(b"kitchen/caf\xe9-menu.md"), b"# Menu\n\nEspresso.\n")
+    Indexer(str(d), store=st).run_once(full=True)
+    assert ranked(st, "caf").paths[0] == b"/kitchen/caf\xe9-menu.md"
+    assert ranked(st, os.fsdecode(b"caf\xe9")).paths[0] == b"/kitchen/caf\xe9-menu.md"
+    db = termindex.connect(term_index_path(str(d)))
+    assert termindex.drift(st, db).total == 0
+    db.close()
+    st.close()
