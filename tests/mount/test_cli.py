@@ -55,15 +55,15 @@ def test_generated_files_are_read_only_but_index_md_can_become_the_users(mounted
     with open(mounted.p("s/a.md"), "w") as f:
         f.write("# A\n")
     mounted.wait_indexed()
-    assert open(mounted.p("s/INDEX.md"), "rb").read().startswith(b"<!-- libraryfs toc:")
+    assert read_file(mounted.p("s/INDEX.md"), "rb").startswith(b"<!-- libraryfs toc:")
     with open(mounted.p("s/INDEX.md"), "w") as f:  # `>` turns the generated page into the user's file
         f.write("# mine\n")
-    assert open(mounted.p("s/INDEX.md")).read() == "# mine\n" and "INDEX.md" in os.listdir(mounted.p("s"))
+    assert read_file(mounted.p("s/INDEX.md")) == "# mine\n" and "INDEX.md" in os.listdir(mounted.p("s"))
     os.unlink(mounted.p("s/INDEX.md"))  # the name stays the user's: absent, as on any filesystem
     assert not os.path.exists(mounted.p("s/INDEX.md"))
     os.close(os.open(mounted.p("s/INDEX.md"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
     mounted.wait_indexed()
-    assert b"../a.md" in open(mounted.p("s/.index/INDEX.md"), "rb").read()  # the TOC, moved
+    assert b"../a.md" in read_file(mounted.p("s/.index/INDEX.md"), "rb")  # the TOC, moved
 
 
 def test_status_json(mounted, run_cli):
