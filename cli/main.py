@@ -12,20 +12,24 @@ import click
 
 from libraryfs import __version__
 
+#: Built-in command name → the module under ``libraryfs.cli`` that defines it (in its ``commands`` list).
+#: A module is imported only when one of its commands is asked for (or on ``--help``): ``find`` and
+#: ``status`` do not pay for ``mount``'s or ``demo``'s imports. tests/unit/test_cli_lazy.py checks the map.
+COMMANDS = {
+    **dict.fromkeys(("init", "check", "status", "find", "index"), "library_cmds"),
+    **dict.fromkeys(("mount", "umount", "indexer"), "mount_cmds"),
+    "ingest": "ingest_cmd",
+    "config": "config_cmds",
+    "units": "service_cmds",
+    **dict.fromkeys(("solve", "cards"), "cards_cmds"),
+    **dict.fromkeys(("code", "budget"), "code_cmds"),
+    **dict.fromkeys(("episode", "recall", "answer"), "episode_cmds"),
+    "demo": "demo_cmd",  # demo (the main job on real input)
+    "llm": "llm_cmds",  # llm serve (the real local model)
+    "mcp": "mcp_cmd",  # mcp (the library over the Model Context Protocol)
+}
 #: Modules under ``libraryfs.cli`` that contribute commands (each defines ``commands: list``).
-COMMAND_MODULES = (
-    "library_cmds",  # init, check, status, find, index
-    "mount_cmds",  # mount, umount, indexer
-    "ingest_cmd",  # ingest
-    "config_cmds",  # config show
-    "service_cmds",  # units install
-    "cards_cmds",  # cards add/refine, solve
-    "code_cmds",  # code add/route, budget verify
-    "episode_cmds",  # episode append/build/watch, recall, answer
-    "demo_cmd",  # demo (the main job on real input)
-    "llm_cmds",  # llm serve (the real local model)
-    "mcp_cmd",  # mcp (the library over the Model Context Protocol)
-)
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 #: Entry point group through which other distributions add commands (``libraryfs-bench``: ``bench`` and the
@@ -46,6 +50,8 @@ class _Cli(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        for parent in PLUGIN_PARENTS:  # the groups plugins join must be there first
+            self._load_builtin(parent)
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=PLUGIN_GROUP):
@@ -61,12 +67,23 @@ class _Cli(click.Group):
         if "bench" not in self.commands:
             self.add_command(_bench_missing)
 
+    def _load_builtin(self, cmd_name: str) -> None:
+        """Import the module defining built-in command ``cmd_name`` and add its commands (once)."""
+        module = COMMANDS.get(cmd_name)
+        if module is None or cmd_name in self.commands:
+            return
+        for cmd in importlib.import_module(f"libraryfs.cli.{module}").commands:
+            self.commands.setdefault(cmd.name, cmd)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        self._load_builtin(cmd_name)
         if cmd_name in PLUGIN_PARENTS:
             self._load_plugins()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        for name in COMMANDS:
+            self._load_builtin(name)
         self._load_plugins()
         return super().list_commands(ctx)
 
@@ -84,12 +101,6 @@ def _bench_missing() -> None:
 @click.version_option(__version__, prog_name="libraryfs")
 def cli() -> None:
     """libraryfs: agent memory as a mounted directory, indexed by INDEX.md files."""
-
-
-for _name in COMMAND_MODULES:
-    _mod = importlib.import_module(f"libraryfs.cli.{_name}")
-    for _cmd in _mod.commands:
-        cli.add_command(_cmd)
 
 
 def main() -> None:

@@ -25,6 +25,8 @@ The on-disk format (LMDB 0.9, 64-bit, ``lmdb/libraries/liblmdb/mdb.c``; the py-l
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import struct
 import time
@@ -397,4 +399,41 @@ def verify(store_dir: str) -> WalkReport:
             f"the library's store is damaged: {data_path(store_dir)}: {report.problems[0]}{more}; "
             f"run `libraryfs check --repair`"
         )
+    return report
+
+
+def _identity(store_dir: str, meta: Meta) -> list[int]:
+    """What names one state of the data file: the meta page's txnid and the file's device, inode number,
+    size, mtime and ctime (ns). Any write to the file through the kernel changes the ctime, whatever the
+    writer (LMDB, ``dd``, a copy); a txnid alone would miss pages overwritten by another program."""
+    st = os.stat(data_path(store_dir))
+    return [meta.txnid, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def verify_since(store_dir: str, record_path: str) -> WalkReport | None:
+    """:func:`verify`, skipped when the data file is still in the state the last clean walk saw.
+
+    Always checks the meta pages (:func:`check_meta`). The state (:func:`_identity`, taken *before* the
+    walk, so a commit during the walk only makes the next call walk again) is kept in ``record_path``
+    (JSON) after a clean walk. Returns the walk's report, or None when the walk was skipped. Raises
+    :class:`~libraryfs.errors.Damaged` like :func:`verify`. Damage that reaches the disk without a write
+    through the kernel (bit rot under the page cache) is left to ``libraryfs check``, which always walks.
+    """
+    ident = _identity(store_dir, check_meta(store_dir))
+    try:
+        with open(record_path) as f:
+            if json.load(f).get("identity") == ident:
+                return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    report = verify(store_dir)
+    if report.clean:
+        tmp = f"{record_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"identity": ident, "pages": report.pages}, f)
+            os.replace(tmp, record_path)
+        except OSError:  # a read-only state directory: walk every time
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     return report

@@ -24,6 +24,7 @@ from libraryfs.errors import (
     Exists,
     InvalidArgument,
     IsADir,
+    LibraryError,
     NameTooLong,
     NotADir,
     NotEmpty,
@@ -262,11 +263,15 @@ class NameOps(ViewService):
 
         def fn(t: Txn) -> None:
             gone.clear()
-            if self._removal_is_noop(t, path, want_dir=False):
-                return
-            pino, pnode, name = self.resolver.parent_and_name(t, path)
-            child = t.lookup(pino, name)
+            try:  # the common case first: a stored dirent under a real directory (one path walk)
+                pino, pnode, name = self.resolver.parent_and_name(t, path)
+                child = t.lookup(pino, name)
+            except LibraryError:  # the parent is generated, missing or the root: the careful order below
+                child = None
             if child is None:
+                if self._removal_is_noop(t, path, want_dir=False):
+                    return
+                pino, pnode, name = self.resolver.parent_and_name(t, path)
                 hino = self.handles.hidden.get((pino, name))
                 if hino is not None:  # libfuse removes a hidden name after the last close
                     node = t.inode(hino)
@@ -297,7 +302,7 @@ class NameOps(ViewService):
         node.nlink -= 1
         node.ctime_ns = now
         if node.nlink <= 0 and self.handles.open_count(node.ino) == 0:
-            t.del_inode(node.ino)
+            t.del_inode(node.ino, is_dir=node.is_dir)
         else:
             t.put_inode(node)
         touch_dir(pnode, now)

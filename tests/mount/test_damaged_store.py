@@ -198,3 +198,19 @@ def test_a_store_being_written_is_never_called_damaged(mounted):
     assert confirmed == []
     for r in runs:
         assert r.returncode in (0, 1) and "damaged" not in r.stdout + r.stderr, (r.args, r.stdout, r.stderr)
+
+
+def test_status_sees_damage_made_after_a_clean_status(copy):
+    """``status`` remembers the data file's state after a clean page walk and skips the walk while it is
+    unchanged; pages overwritten afterwards (LMDB's txnid unchanged, the mtime put back) are still found."""
+    r = cli("status", copy)
+    assert r.returncode == 0, r.stderr
+    assert cli("status", copy).returncode == 0  # the remembered state: no walk
+    path = data_file(copy)
+    before = os.stat(path)
+    root = _table_root(copy, b"inodes")
+    with open(path, "r+b") as f:
+        f.seek(root * 4096 + 12)  # keep the page number, break the page's free-space bounds
+        f.write(b"\xff\xff\x10\x00")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    says_damaged(cli("status", copy), "status")

@@ -76,3 +76,34 @@ def test_a_crashing_reader_is_a_report_not_a_crash():
     assert run_isolated(lambda: {"answer": 42}) == {"answer": 42}
     with pytest.raises(NotFound, match="gone"):
         run_isolated(lambda: (_ for _ in ()).throw(NotFound("gone")))
+
+
+def test_verify_since_walks_again_after_any_write_to_the_file(filled, tmp_path):
+    """``status``'s page walk is skipped only while the data file is in the state the last clean walk saw;
+    pages overwritten behind LMDB's back (its txnid unchanged, even with the mtime put back) are found."""
+    store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
+    first = lmdb_pages.verify_since(store, record)
+    assert first is not None and first.clean and first.pages > 2
+    assert lmdb_pages.verify_since(store, record) is None  # unchanged: not walked again
+    path = lmdb_pages.data_path(store)
+    before = os.stat(path)
+    txnid = lmdb_pages.check_meta(store).txnid
+    npages = before.st_size // 4096
+    with open(path, "r+b") as f:  # every page after the meta pages, with zeros: no reachable page survives
+        for pgno in range(2, npages):
+            f.seek(pgno * 4096)
+            f.write(bytes(4096))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert lmdb_pages.check_meta(store).txnid == txnid
+    with pytest.raises(Damaged, match="damaged"):
+        lmdb_pages.verify_since(store, record)
+
+
+def test_verify_since_walks_again_after_a_commit(filled, tmp_path):
+    store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
+    assert lmdb_pages.verify_since(store, record) is not None
+    st = Store(filled)
+    StoreTree(st).write_bytes("new.md", b"x")
+    st.close()
+    assert lmdb_pages.verify_since(store, record) is not None  # a new txnid: walked
+    assert lmdb_pages.verify_since(store, record) is None
