@@ -304,7 +304,7 @@ class FileData(ViewService):
                 if node is None:
                     return
                 if node.nlink == 0 and n <= 0:
-                    t.del_inode(h.ino)
+                    t.del_inode(h.ino, is_dir=node.is_dir)
                 elif h.wrote_after_journal:
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
 

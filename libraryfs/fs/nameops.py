@@ -276,7 +276,7 @@ class NameOps(ViewService):
                 if hino is not None:  # libfuse removes a hidden name after the last close
                     node = t.inode(hino)
                     if node is not None and node.nlink <= 0 and self.handles.open_count(hino) == 0:
-                        t.del_inode(hino)
+                        t.del_inode(hino, is_dir=node.is_dir)
                     gone.append((pino, name))
                     return
                 if is_reserved(name, pino):
