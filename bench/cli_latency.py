@@ -32,6 +32,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTION = "where did I last drink water?"
 FIND_TERM = "entry-77777"
+ROLLOUT_STEPS = 2700  #: steps per rollout (seeds 1000–1005 at this length are in the shared rollout cache)
 
 
 def _libraryfs() -> list[str]:
@@ -75,7 +76,7 @@ def _steps_jsonl(steps: int) -> bytes:
     from libraryfs_bench.episodes import crafter_data
 
     out: list[str] = []
-    for _seed, recs in crafter_data.dataset(min_total_steps=steps):
+    for _seed, recs in crafter_data.dataset(min_total_steps=steps, max_steps=ROLLOUT_STEPS):
         for r in recs:
             if len(out) == steps:
                 break
@@ -98,12 +99,12 @@ def commands(libdir: str, steps: int, lfs: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def import_us(runs: int) -> dict:
-    """Median cumulative µs of ``import libraryfs.cli.main`` and the 8 costliest modules under it."""
+def import_us(runs: int, python: str = sys.executable) -> dict:
+    """Median cumulative µs of ``import libraryfs.cli.main`` under ``python`` and its 8 costliest modules."""
     totals, per_mod = [], {}
     for _ in range(runs):
         r = subprocess.run(
-            [sys.executable, "-X", "importtime", "-c", "import libraryfs.cli.main"],
+            [python, "-X", "importtime", "-c", "import libraryfs.cli.main"],
             capture_output=True,
             text=True,
             check=True,
@@ -153,6 +154,11 @@ def main() -> None:
         "--libraryfs",
         help="the libraryfs command to time (default: this environment's; e.g. another checkout's)",
     )
+    ap.add_argument(
+        "--baseline-python",
+        help="a second interpreter whose libraryfs (e.g. main's checkout) is timed in the same rounds, "
+        "its commands prefixed 'baseline '",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cli_latency.json"))
     args = ap.parse_args()
     tmp = None
@@ -167,9 +173,14 @@ def main() -> None:
     try:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARYFS_LLM")}
         load_before = os.getloadavg()
-        imports = import_us(args.runs)
+        imports = {"this": import_us(args.runs)}
         lfs = [args.libraryfs] if args.libraryfs else _libraryfs()
-        results = time_commands(commands(libdir, args.steps, lfs), args.runs, env)
+        cmds = commands(libdir, args.steps, lfs)
+        if args.baseline_python:
+            imports["baseline"] = import_us(args.runs, args.baseline_python)
+            base = commands(libdir, args.steps, [args.baseline_python, "-m", "libraryfs.cli.main"])
+            cmds.update({f"baseline {k}": v for k, v in base.items() if k not in ("true", "python -c pass")})
+        results = time_commands(cmds, args.runs, env)
         load_after = os.getloadavg()
     finally:
         if tmp:
@@ -185,6 +196,7 @@ def main() -> None:
         "commands": results,
         "python": sys.version.split()[0],
         "libraryfs_command": args.libraryfs or _libraryfs()[0],
+        "baseline_python": args.baseline_python,
     }
     print(
         f"\n{args.entries} entries, {args.steps} episode steps, {args.runs} runs, load {load_before[0]:.1f}"
@@ -192,9 +204,12 @@ def main() -> None:
     print("| command | p50 ms | p90 ms | min ms | exit |\n|---|---|---|---|---|")
     for name, r in results.items():
         print(f"| `{name}` | {r['p50_ms']} | {r['p90_ms']} | {r['min_ms']} | {r['exit_codes']} |")
-    print(f"\nimport libraryfs.cli.main: {imports['cli_main_us'] / 1000:.1f} ms (python -X importtime)")
-    for k, v in imports["top_cumulative_us"].items():
-        print(f"  {k}: {v / 1000:.1f} ms")
+    for which, imp in imports.items():
+        print(
+            f"\nimport libraryfs.cli.main ({which}): {imp['cli_main_us'] / 1000:.1f} ms (python -X importtime)"
+        )
+        for k, v in imp["top_cumulative_us"].items():
+            print(f"  {k}: {v / 1000:.1f} ms")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
