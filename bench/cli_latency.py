@@ -32,13 +32,15 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTION = "where did I last drink water?"
 FIND_TERM = "entry-77777"
+#: every command runs here: ``python -c``/``-m`` put the working directory first on sys.path, and a source
+#: checkout there would shadow the interpreter's (the baseline's) libraryfs
+NEUTRAL_CWD = "/"
 ROLLOUT_STEPS = 2700  #: steps per rollout (seeds 1000–1005 at this length are in the shared rollout cache)
 
 
 def _libraryfs() -> list[str]:
-    """The ``libraryfs`` console script of this interpreter's environment."""
-    exe = os.path.join(os.path.dirname(sys.executable), "libraryfs")
-    return [exe] if os.path.exists(exe) else [sys.executable, "-m", "libraryfs.cli.main"]
+    """``libraryfs`` run by this interpreter (``-m``, like the baseline, so both start the same way)."""
+    return [sys.executable, "-m", "libraryfs.cli.main"]
 
 
 def entry_text(i: int) -> bytes:
@@ -105,6 +107,7 @@ def import_us(runs: int, python: str = sys.executable) -> dict:
     for _ in range(runs):
         r = subprocess.run(
             [python, "-X", "importtime", "-c", "import libraryfs.cli.main"],
+            cwd=NEUTRAL_CWD,
             capture_output=True,
             text=True,
             check=True,
@@ -129,7 +132,7 @@ def time_commands(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) ->
     for _ in range(runs):
         for name, argv in cmds.items():
             t0 = time.perf_counter()
-            r = subprocess.run(argv, capture_output=True, env=env)
+            r = subprocess.run(argv, capture_output=True, env=env, cwd=NEUTRAL_CWD)
             samples[name].append((time.perf_counter() - t0) * 1000)
             codes[name].add(r.returncode)
     out = {}
@@ -195,7 +198,7 @@ def main() -> None:
         "import": imports,
         "commands": results,
         "python": sys.version.split()[0],
-        "libraryfs_command": args.libraryfs or _libraryfs()[0],
+        "libraryfs_command": args.libraryfs or " ".join(_libraryfs()),
         "baseline_python": args.baseline_python,
     }
     print(
