@@ -1,6 +1,7 @@
 """The CLI imports a command's module only when that command runs (issue 18: CLI latency)."""
 
 import importlib
+import json
 import subprocess
 import sys
 
@@ -40,3 +41,40 @@ def test_help_lists_every_command():
     assert r.returncode == 0
     for name in COMMANDS:
         assert f"  {name} " in r.stdout or f"  {name}\n" in r.stdout, name
+
+
+#: Modules ``libraryfs --help`` must not import: the store (LMDB), the LLM client, SQLite, the features.
+_HEAVY = ("lmdb", "openai", "sqlite3", "libraryfs.fs.store", "libraryfs.features", "libraryfs_bench")
+
+_HELP_CODE = """
+import json, sys
+import click
+from libraryfs.cli.main import cli
+lazy = {}
+for width in (80, 200):
+    ctx = click.Context(cli, info_name="libraryfs", terminal_width=width, max_content_width=width)
+    lazy[width] = cli.get_help(ctx)
+heavy = tuple(sys.argv[1:]) + ("libraryfs.cli.",)
+heavy = sorted(m for m in sys.modules if m.startswith(heavy) and m != "libraryfs.cli.main")
+ctx = click.Context(cli, info_name="libraryfs")
+for name in cli.list_commands(ctx):
+    cli.get_command(ctx, name)  # every command's module (and the plugins) imported: their own help texts
+eager = {}
+for width in (80, 200):
+    ctx = click.Context(cli, info_name="libraryfs", terminal_width=width, max_content_width=width)
+    eager[width] = cli.get_help(ctx)
+print(json.dumps({"lazy": lazy, "eager": eager, "heavy": heavy}))
+"""
+
+
+def test_help_imports_no_command_module_and_shows_the_commands_own_help():
+    """``libraryfs --help`` lists every command with its one-line help from SUMMARIES, importing no command
+    module (no LMDB, no LLM client, no SQLite); the text is the one the imported commands give."""
+    r = subprocess.run(
+        [sys.executable, "-c", _HELP_CODE, *_HEAVY], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["heavy"] == []
+    assert out["lazy"] == out["eager"]
+    assert "  status " in out["lazy"]["80"] and "  bench " in out["lazy"]["80"]
