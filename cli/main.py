@@ -26,7 +26,8 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     "status": ("library_cmds", "Is it mounted, what is the indexer doing, what went wrong last."),
     "find": (
         "library_cmds",
-        "Resolve TERM to paths without the model: exact names, then name and summary matches.",
+        "Resolve TERM to entries and directories without the model, best first: exact file names, names the "
+        "entries define (``json.dumps``, ``lru_cache``), then BM25 over names, defined names and content.",
     ),
     "index": (
         "library_cmds",
