@@ -14,9 +14,9 @@ import time
 
 import click
 
-from libraryfs.cli.common import echo_json, needs_feature
+from libraryfs.cli.common import echo_json, handle_errors, needs_feature
 from libraryfs.cli.options import library_option
-from libraryfs.errors import LibraryError
+from libraryfs.errors import LibraryError, NotFound
 
 _library_option = library_option(required=True)
 
@@ -145,21 +145,29 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
             pass
 
 
-def _episode_index(episode: str, libdir: str):
-    """The unit index of an episode (read in one transaction; works beside a live mount)."""
-    from libraryfs.features.episodes.index import EpisodeIndex
+def _units(episode: str, libdir: str) -> list:
+    """The units of an episode, read in one read-only transaction (works beside a live mount; no page walk:
+    the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`)."""
     from libraryfs.features.episodes.unitdb import UnitDB
     from libraryfs.fs.store import Store
 
-    _check_ep(episode)
+    store = Store(libdir, readonly=True)
     try:
-        store = Store(libdir)
-    except LibraryError as e:
-        raise click.ClickException(str(e)) from None
-    try:
-        units = UnitDB(store).units(episode)
+        return UnitDB(store).units(episode)
+    except NotFound:  # no episode was ever built: the units table does not exist yet
+        return []
     finally:
         store.close()
+
+
+def _episode_index(episode: str, libdir: str):
+    """The unit index of an episode. The store is read in a forked child: LMDB crashing on a damaged page
+    is a one-line report (a writable open would walk every page first: seconds at 10⁵ entries)."""
+    from libraryfs.features.episodes.index import EpisodeIndex
+    from libraryfs.fs.isolated import run_isolated
+
+    _check_ep(episode)
+    units = run_isolated(lambda: _units(episode, libdir))  # errors: one line (handle_errors)
     if not units:
         raise click.ClickException(
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
@@ -181,6 +189,7 @@ def _budget_option(f):
 @click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
 @_library_option
 @needs_feature("episodes")
+@handle_errors
 def recall_cmd(
     episode: str, question: str, budget_tokens: int, as_json: bool, no_anchors: bool, libdir: str
 ) -> None:
@@ -213,6 +222,7 @@ def recall_cmd(
 )
 @_library_option
 @needs_feature("episodes")
+@handle_errors
 def answer_cmd(
     episode: str, question: str, budget_tokens: int, as_json: bool, reader: str, libdir: str
 ) -> None:

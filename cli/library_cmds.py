@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import time
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,19 +20,15 @@ from libraryfs.cli.options import (
 from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import Problem, Report, damage_json, describe, describe_damage
-from libraryfs.fs.check import check as run_check
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
-from libraryfs.fs.lmdb_pages import walk
-from libraryfs.fs.salvage import salvage
+from libraryfs.fs.lmdb_pages import verify_since, walk
 from libraryfs.fs.store import Store, is_library
-from libraryfs.index import termindex
-from libraryfs.index.find import Found, find_ranked
-from libraryfs.index.toc import DEFAULT_MAX_TOKENS
+from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
     MOUNT_LOCK,
+    VERIFIED_FILE,
     acquire_lock,
     indexer_pid,
     lock_holder,
@@ -40,8 +36,13 @@ from libraryfs.layout import (
     mount_state,
     pid_alive,
     read_run,
+    state_dir,
     term_index_path,
 )
+
+if TYPE_CHECKING:
+    from libraryfs.fs.check import Report
+    from libraryfs.index.find import Found
 
 
 @click.command()
@@ -94,6 +95,9 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool)
 def check(libdir: str, repair: bool, as_json: bool) -> None:
     """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
     problems remain, 4 if the store is damaged (not repaired)."""
+    from libraryfs.fs.check import damage_json, describe, describe_damage
+    from libraryfs.fs.salvage import salvage
+
     libdir = resolve_libdir(libdir)
     if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
@@ -137,6 +141,10 @@ def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
     """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child),
     then the finder's term index (derived data beside the store: ``T1`` missing or damaged, ``T2`` rows out
     of line with the store when ``drift_too``; :func:`libraryfs.index.termindex.verify`)."""
+    from libraryfs.fs.check import Problem
+    from libraryfs.fs.check import check as run_check
+    from libraryfs.index import termindex
+
     st = Store(libdir, readonly=not repair)  # a plain check never writes
     try:
         report = run_check(st, repair=repair)
@@ -165,8 +173,12 @@ def status(libdir: str, as_json: bool) -> None:
 def status_facts(libdir: str) -> dict:
     """What ``libraryfs status --json`` prints: the store's facts, the mount (live, or stale after a crash),
     the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``.
-    Every page of the store is walked first: a damaged store is :class:`~libraryfs.errors.Damaged`."""
-    st = Store(libdir, readonly=True, verify=True)
+    Every page of the store is walked first unless the data file is unchanged since the last clean walk
+    (:func:`libraryfs.fs.lmdb_pages.verify_since`): a damaged store is :class:`~libraryfs.errors.Damaged`."""
+    data = os.path.join(store_path(libdir), "data.mdb")
+    if is_library(libdir) and os.path.exists(data) and os.path.getsize(data):  # else Store says what is wrong
+        verify_since(store_path(libdir), os.path.join(state_dir(libdir), VERIFIED_FILE))
+    st = Store(libdir, readonly=True, verify=False)
     try:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
@@ -339,6 +351,11 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
 def _find(libdir: str, term: str, limit: int) -> Found:
     """:func:`~libraryfs.index.find.find_ranked` over the library's term index, read-only (the store's
     fallback order when the library has none yet or SQLite cannot read it)."""
+    import sqlite3
+
+    from libraryfs.index import termindex
+    from libraryfs.index.find import find_ranked
+
     path = term_index_path(libdir)
     reader = termindex.Reader(path)
     st = Store(libdir, readonly=True)

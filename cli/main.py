@@ -12,20 +12,89 @@ import click
 
 from libraryfs import __version__
 
+#: Built-in command name → (the module under ``libraryfs.cli`` that defines it in its ``commands`` list, its
+#: one-line help). A module is imported only when one of its commands runs: ``find`` and ``status`` do not
+#: pay for ``mount``'s or ``demo``'s imports, and ``libraryfs --help`` lists the one-line helps without
+#: importing any (no LMDB, no LLM client). tests/unit/test_cli_lazy.py checks both columns against the
+#: commands themselves.
+_BUILTINS: dict[str, tuple[str, str]] = {
+    "init": (
+        "library_cmds",
+        "Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700).",
+    ),
+    "check": ("library_cmds", "Verify the store's pages, then every invariant (fsck)."),
+    "status": ("library_cmds", "Is it mounted, what is the indexer doing, what went wrong last."),
+    "find": (
+        "library_cmds",
+        "Resolve TERM to entries and directories without the model, best first: exact file names, names the "
+        "entries define (``json.dumps``, ``lru_cache``), then BM25 over names, defined names and content.",
+    ),
+    "index": (
+        "library_cmds",
+        "Run one indexing pass now, then exit (refused while an indexer daemon is running).",
+    ),
+    "mount": (
+        "mount_cmds",
+        "Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground).",
+    ),
+    "umount": (
+        "mount_cmds",
+        "Unmount a library (given its mountpoint or its directory) and stop its indexer.",
+    ),
+    "indexer": (
+        "mount_cmds",
+        "Run the indexer daemon in the foreground (normally started by `libraryfs mount`).",
+    ),
+    "ingest": (
+        "ingest_cmd",
+        "Import the files under SOURCE into LIBDIR (through the mount when it is mounted).",
+    ),
+    "config": (
+        "config_cmds",
+        "Show settings (mount server, indexer, logging, the LLM endpoint, the MCP server).",
+    ),
+    "units": (
+        "service_cmds",
+        "Install and check the systemd units (libraryfs@NAME, libraryfs-indexer@NAME).",
+    ),
+    "solve": (
+        "cards_cmds",
+        "Solve PROBLEM with tiered self-consistency, reading only its (tier, domain) block of cards.",
+    ),
+    "cards": ("cards_cmds", "The epistemic tree of knowledge cards: learn, seed, inspect, evaluate."),
+    "code": (
+        "code_cmds",
+        "Code index: mirror a repository as root → directory → file → symbol, route tasks.",
+    ),
+    "budget": ("code_cmds", "Budget contracts: verify that a delegation plan conserves its budget."),
+    "episode": (
+        "episode_cmds",
+        "Episodic memory: steps.jsonl → units → anchor paths (steps/, visits/, by-event/, ...).",
+    ),
+    "recall": (
+        "episode_cmds",
+        "The few steps of EPISODE that answer QUESTION, packed within the token budget.",
+    ),
+    "answer": (
+        "episode_cmds",
+        "Answer QUESTION about EPISODE from the evidence recall packs within the budget (and nothing else).",
+    ),
+    "demo": (  # the main job on real input
+        "demo_cmd",
+        "Build a library of real documents (python3-doc, dict-gcide), mount it, index it, navigate it.",
+    ),
+    "llm": ("llm_cmds", "The local model: serve it for the indexer."),
+    "mcp": (  # the library over the Model Context Protocol
+        "mcp_cmd",
+        "Serve LIBDIR to MCP clients (agents without a shell, hosts without /dev/fuse), beside a mount or not.",
+    ),
+}
+#: Built-in command name → the module under ``libraryfs.cli`` that defines it.
+COMMANDS = {name: module for name, (module, _help) in _BUILTINS.items()}
+#: Built-in command name → its one-line help (what ``libraryfs --help`` shows before the module is imported).
+SUMMARIES = {name: summary for name, (_module, summary) in _BUILTINS.items()}
 #: Modules under ``libraryfs.cli`` that contribute commands (each defines ``commands: list``).
-COMMAND_MODULES = (
-    "library_cmds",  # init, check, status, find, index
-    "mount_cmds",  # mount, umount, indexer
-    "ingest_cmd",  # ingest
-    "config_cmds",  # config show
-    "service_cmds",  # units install
-    "cards_cmds",  # cards add/refine, solve
-    "code_cmds",  # code add/route, budget verify
-    "episode_cmds",  # episode append/build/watch, recall, answer
-    "demo_cmd",  # demo (the main job on real input)
-    "llm_cmds",  # llm serve (the real local model)
-    "mcp_cmd",  # mcp (the library over the Model Context Protocol)
-)
+COMMAND_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 #: Entry point group through which other distributions add commands (``libraryfs-bench``: ``bench`` and the
@@ -34,11 +103,13 @@ COMMAND_MODULES = (
 PLUGIN_GROUP = "libraryfs.commands"
 #: Top-level names whose commands may come from plugins (loaded only when one of these is asked for).
 PLUGIN_PARENTS = frozenset({"bench", "cards", "code", "episode"})
+#: The one-line help of the ``bench`` group of ``libraryfs-bench`` (``libraryfs --help`` does not load it).
+BENCH_SUMMARY = "Benchmarks that print a table and write JSON/JSONL (and plots) to an output directory."
 
 
 class _Cli(click.Group):
-    """The root group: built-in commands at import, plugin commands loaded on first use (keeps start-up
-    cheap for ``find``/``status``)."""
+    """The root group: a built-in command's module and the plugins are imported on first use (keeps start-up
+    cheap for ``find``/``status``; ``--help`` imports none of them)."""
 
     _plugins_loaded = False
 
@@ -46,6 +117,8 @@ class _Cli(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
+        for parent in PLUGIN_PARENTS:  # the groups plugins join must be there first
+            self._load_builtin(parent)
         from importlib.metadata import entry_points
 
         for ep in entry_points(group=PLUGIN_GROUP):
@@ -61,14 +134,52 @@ class _Cli(click.Group):
         if "bench" not in self.commands:
             self.add_command(_bench_missing)
 
+    def _load_builtin(self, cmd_name: str) -> None:
+        """Import the module defining built-in command ``cmd_name`` and add its commands (once)."""
+        module = COMMANDS.get(cmd_name)
+        if module is None or cmd_name in self.commands:
+            return
+        for cmd in importlib.import_module(f"libraryfs.cli.{module}").commands:
+            self.commands.setdefault(cmd.name, cmd)
+
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in PLUGIN_PARENTS:
+        self._load_builtin(cmd_name)
+        if cmd_name in PLUGIN_PARENTS or cmd_name not in self.commands:  # a plugin's (or no) command
             self._load_plugins()
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        self._load_plugins()
-        return super().list_commands(ctx)
+        """Every top-level name, built-in or plugin, without importing a command module."""
+        from importlib.metadata import entry_points
+
+        plugins = {ep.name for ep in entry_points(group=PLUGIN_GROUP) if "." not in ep.name}
+        return sorted(set(COMMANDS) | set(self.commands) | plugins | {"bench"})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's command list, with the one-line help of a command not imported yet taken from
+        :data:`SUMMARIES` (or :data:`BENCH_SUMMARY`): ``libraryfs --help`` imports no command module."""
+        rows: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name) or self._placeholder(name) or self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+    @staticmethod
+    def _placeholder(name: str) -> click.Command | None:
+        """A command carrying only the one-line help of built-in ``name`` or of ``bench``; None for a
+        third-party plugin's top-level command (its help is known once it is loaded)."""
+        if name in SUMMARIES:
+            return click.Command(name, help=SUMMARIES[name])
+        if name != "bench":
+            return None
+        from importlib.metadata import entry_points
+
+        installed = any(ep.name == "bench" for ep in entry_points(group=PLUGIN_GROUP))
+        return click.Command(name, help=BENCH_SUMMARY) if installed else _bench_missing
 
 
 @click.command("bench", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -84,12 +195,6 @@ def _bench_missing() -> None:
 @click.version_option(__version__, prog_name="libraryfs")
 def cli() -> None:
     """libraryfs: agent memory as a mounted directory, indexed by INDEX.md files."""
-
-
-for _name in COMMAND_MODULES:
-    _mod = importlib.import_module(f"libraryfs.cli.{_name}")
-    for _cmd in _mod.commands:
-        cli.add_command(_cmd)
 
 
 def main() -> None:

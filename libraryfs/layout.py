@@ -44,6 +44,7 @@ CONFIG_FILE = "config.toml"
 LOGS_DIR = "logs"
 RUN_FILE = "run.json"
 MOUNT_LOCK = "mount.lock"  #: held by the mount server (``libraryfs.daemon.mountd``)
+VERIFIED_FILE = "store-verified.json"  #: the data file's state at the last clean page walk (``status``)
 INDEXER_LOCK = "indexer.lock"  #: held by the indexer daemon and by ``libraryfs index``
 DEVICE_PREFIX = "libraryfs:"  #: ``/proc/mounts`` device field of our mounts: ``libraryfs:<libdir>``
 TERM_INDEX = "terms.sqlite"  #: the finder's term index, written by the indexer only

@@ -350,7 +350,7 @@ class FileData(ViewService):
                 if node is None:
                     return
                 if node.nlink == 0 and n <= 0:
-                    t.del_inode(h.ino)
+                    t.del_inode(h.ino, is_dir=node.is_dir)
                     return
                 if h.index_dir and n <= 0 and self._absorb(t, h.index_dir, node):
                     return

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from libraryfs.errors import Damaged, LibraryMissing, NoSpace
+from libraryfs.errors import Damaged, LibraryMissing, NoSpace, NotFound
 from libraryfs.fs import lmdb_pages
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import prefix_end
@@ -321,10 +321,14 @@ class LmdbBackend:
             self.env.sync(True)
 
     def open_table(self, name: bytes) -> None:
-        """Open (creating it if writable) an extension's named DB."""
+        """Open (creating it if writable) an extension's named DB; :class:`~libraryfs.errors.NotFound` when a
+        read-only store does not have it yet."""
         with self.lock:
             if name not in self._dbs:
-                self._dbs[name] = self.env.open_db(name, create=not self.readonly)
+                try:
+                    self._dbs[name] = self.env.open_db(name, create=not self.readonly)
+                except (lmdb.NotFoundError, lmdb.ReadonlyError) as e:
+                    raise NotFound(f"table {name.decode(errors='replace')!r} does not exist yet") from e
 
     def info(self) -> dict:
         """``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}`` of the environment."""

@@ -25,6 +25,9 @@ The on-disk format (LMDB 0.9, 64-bit, ``lmdb/libraries/liblmdb/mdb.c``; the py-l
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
 import struct
 import time
@@ -397,4 +400,59 @@ def verify(store_dir: str) -> WalkReport:
             f"the library's store is damaged: {data_path(store_dir)}: {report.problems[0]}{more}; "
             f"run `libraryfs check --repair`"
         )
+    return report
+
+
+#: A data file changed less than this long before ``status`` read its state is walked but not remembered:
+#: a file's ctime has the resolution of the kernel's coarse clock (a few ms) or of the filesystem (1 s on
+#: ext4 with 128-byte inodes and on many network filesystems; 2 s for FAT's times), so a second write within
+#: that tick of the last one could leave every remembered field as it was. Past this margin any later write
+#: gets a later ctime (unless the wall clock is set back by more than the margin).
+SETTLE_S = 2.0
+
+
+def _identity(store_dir: str, meta: Meta) -> tuple[list, int]:
+    """What names one state of the data file, and its ctime (ns): the meta page's txnid, a hash of both
+    meta pages, and the file's device, inode number, size, mtime and ctime (ns). Any write to the file
+    through the kernel changes the ctime, whatever the writer (LMDB, ``dd``, a copy); a txnid alone would
+    miss pages overwritten by another program, the meta hash catches meta pages rewritten with the txnid."""
+    path = data_path(store_dir)
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        metas = hashlib.blake2b(os.pread(f.fileno(), 2 * meta.page_size, 0), digest_size=16).hexdigest()
+    ident = [meta.txnid, metas, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return ident, st.st_ctime_ns
+
+
+def verify_since(store_dir: str, record_path: str, *, settle_s: float = SETTLE_S) -> WalkReport | None:
+    """:func:`verify`, skipped when the data file is still in the state the last clean walk saw.
+
+    Always checks the meta pages (:func:`check_meta`). The state (:func:`_identity`, taken *before* the
+    walk, so a commit during the walk only makes the next call walk again) is kept in ``record_path``
+    (JSON) after a clean walk, unless the file changed less than ``settle_s`` before (:data:`SETTLE_S`: a
+    write in the same timestamp tick could go unseen). Returns the walk's report, or None when the walk
+    was skipped. Raises :class:`~libraryfs.errors.Damaged` like :func:`verify`. Not seen without a walk:
+    damage that reaches the disk without a write through this kernel (bit rot under the page cache, writes
+    to the block device), and a program that keeps the file mapped writable and stores again into a page
+    it dirtied before the state was read (the kernel updates the ctime on a page's first store after
+    write-back only); ``libraryfs check`` always walks (docs/architecture.md, "Damaged stores").
+    """
+    now_ns = time.time_ns()
+    ident, ctime_ns = _identity(store_dir, check_meta(store_dir))
+    try:
+        with open(record_path) as f:
+            if json.load(f).get("identity") == ident:
+                return None
+    except (OSError, ValueError, AttributeError):
+        pass
+    report = verify(store_dir)
+    if report.clean and ctime_ns <= now_ns - int(settle_s * 1e9):
+        tmp = f"{record_path}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"identity": ident, "pages": report.pages}, f)
+            os.replace(tmp, record_path)
+        except OSError:  # a read-only state directory: walk every time
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
     return report

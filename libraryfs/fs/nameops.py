@@ -23,6 +23,7 @@ from libraryfs.errors import (
     Exists,
     InvalidArgument,
     IsADir,
+    LibraryError,
     NameTooLong,
     NotADir,
     NotEmpty,
@@ -269,21 +270,25 @@ class NameOps(ViewService):
 
         def fn(t: Txn) -> None:
             gone.clear()
-            r = self._resolved_or_none(t, path)
-            if r is not None and not r.is_real:
-                if r.kind is Kind.TOC:
-                    self._claim_generated_index(t, r.ino)
-                    return
-                if self.virtual.removal_is_noop(r, want_dir=False):
-                    return
-            pino, pnode, name = self.resolver.parent_and_name(t, path)
-            child = t.lookup(pino, name)
+            try:  # the common case first: a stored dirent under a real directory (one path walk)
+                pino, pnode, name = self.resolver.parent_and_name(t, path)
+                child = t.lookup(pino, name)
+            except LibraryError:  # the parent is generated, missing or the root: the careful order below
+                child = None
             if child is None:
+                r = self._resolved_or_none(t, path)
+                if r is not None and not r.is_real:
+                    if r.kind is Kind.TOC:
+                        self._claim_generated_index(t, r.ino)
+                        return
+                    if self.virtual.removal_is_noop(r, want_dir=False):
+                        return
+                pino, pnode, name = self.resolver.parent_and_name(t, path)
                 hino = self.handles.hidden.get((pino, name))
                 if hino is not None:  # libfuse removes a hidden name after the last close
                     node = t.inode(hino)
                     if node is not None and node.nlink <= 0 and self.handles.open_count(hino) == 0:
-                        t.del_inode(hino)
+                        t.del_inode(hino, is_dir=node.is_dir)
                     gone.append((pino, name))
                     return
                 if self.virtual.is_generated_name(t, name, pino):
@@ -310,7 +315,7 @@ class NameOps(ViewService):
         node.nlink -= 1
         node.ctime_ns = now
         if node.nlink <= 0 and self.handles.open_count(node.ino) == 0:
-            t.del_inode(node.ino)
+            t.del_inode(node.ino, is_dir=node.is_dir)
         else:
             t.put_inode(node)
         touch_dir(pnode, now)

@@ -83,16 +83,19 @@ class Txn:
         """Store an inode record."""
         self.kv.put(S.DB_INODES, S.u64(node.ino), node.pack())
 
-    def del_inode(self, ino: int) -> None:
-        """Delete an inode with its data, xattrs, meta and TOC pages."""
+    def del_inode(self, ino: int, *, is_dir: bool = True) -> None:
+        """Delete an inode with its data, xattrs, meta and TOC pages. ``is_dir=False`` (the caller read the
+        inode: not a directory) skips the tables only directories have rows in (``dirparent``, ``toc``:
+        both keyed by a directory's inode number, and inode numbers are never reused, invariant I6)."""
         k, end = S.u64(ino), S.u64(ino + 1)
         kv = self.kv
         kv.delete(S.DB_INODES, k)
         kv.delete(S.DB_META, k)
-        kv.delete(S.DB_DIRPARENT, k)
         kv.delete_range(S.DB_DATA, k, end)
         kv.delete_range(S.DB_XATTRS, k, end)
-        kv.delete_range(S.DB_TOC, k, end)
+        if is_dir:
+            kv.delete(S.DB_DIRPARENT, k)
+            kv.delete_range(S.DB_TOC, k, end)
 
     def iter_inodes(self) -> Iterator[S.Inode]:
         """Every inode in inode-number order (raises :class:`Corrupt` at an undecodable one)."""

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
+from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
 from libraryfs.index.lines import range_summary
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
 
-DEFAULT_MAX_TOKENS = 2000
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
 

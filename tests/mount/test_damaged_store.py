@@ -6,6 +6,7 @@ command says "damaged" on one line with exit status 4, ``mount`` refuses, ``chec
 read, and ``check --repair`` salvages the readable records into a new store and keeps the old one.
 """
 
+import contextlib
 import glob
 import hashlib
 import os
@@ -16,9 +17,10 @@ import sys
 
 import pytest
 from helpers.mount import require_fuse
+from helpers.wait import wait_until
 
 from libraryfs.errors import EXIT_DAMAGED
-from libraryfs.layout import is_libraryfs_mount, wait_until_idle
+from libraryfs.layout import VERIFIED_FILE, is_libraryfs_mount, state_dir, wait_until_idle
 
 CRASH_CODES = (128 + 6, 128 + 7, 128 + 11, -6, -7, -11)  # SIGABRT, SIGBUS, SIGSEGV (shell / Popen style)
 
@@ -198,3 +200,29 @@ def test_a_store_being_written_is_never_called_damaged(mounted):
     assert confirmed == []
     for r in runs:
         assert r.returncode in (0, 1) and "damaged" not in r.stdout + r.stderr, (r.args, r.stdout, r.stderr)
+
+
+def test_status_sees_damage_made_after_a_clean_status(copy):
+    """``status`` remembers the data file's state after a clean page walk and skips the walk while it is
+    unchanged; pages overwritten afterwards (size, LMDB's txnid and meta pages unchanged, the mtime put
+    back) are still found."""
+    record = os.path.join(state_dir(copy), VERIFIED_FILE)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(record)  # copied with the library: another file's state
+
+    def clean_status_remembered() -> bool:
+        r = cli("status", copy)
+        assert r.returncode == 0, r.stderr
+        return os.path.exists(record)  # once the copy's last write is SETTLE_S old
+
+    wait_until(clean_status_remembered, 120, "status to remember the store's state")
+    assert cli("status", copy).returncode == 0  # the remembered state: no walk
+    path = data_file(copy)
+    before = os.stat(path)
+    root = _table_root(copy, b"inodes")
+    with open(path, "r+b") as f:
+        f.seek(root * 4096 + 12)  # keep the page number, break the page's free-space bounds
+        f.write(b"\xff\xff\x10\x00")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
+    says_damaged(cli("status", copy), "status")

@@ -3,8 +3,10 @@
 import os
 import signal
 import struct
+import time
 
 import pytest
+from helpers.wait import wait_until
 
 from libraryfs.errors import Damaged, NotFound
 from libraryfs.fs import lmdb_pages
@@ -76,3 +78,54 @@ def test_a_crashing_reader_is_a_report_not_a_crash():
     assert run_isolated(lambda: {"answer": 42}) == {"answer": 42}
     with pytest.raises(NotFound, match="gone"):
         run_isolated(lambda: (_ for _ in ()).throw(NotFound("gone")))
+
+
+def remembered(store: str, record: str) -> None:
+    """Call ``verify_since`` until it skips the walk: it has remembered the data file's state (once the
+    file's last change is :data:`lmdb_pages.SETTLE_S` old; every call before walks)."""
+    wait_until(
+        lambda: lmdb_pages.verify_since(store, record) is None, 60, "verify_since to remember the state"
+    )
+
+
+def test_verify_since_walks_again_after_any_write_to_the_file(filled, tmp_path):
+    """``status``'s page walk is skipped only while the data file is in the state the last clean walk saw;
+    pages overwritten behind LMDB's back (its txnid and meta pages unchanged, even with the mtime put back)
+    are found."""
+    store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
+    remembered(store, record)
+    path = lmdb_pages.data_path(store)
+    before = os.stat(path)
+    txnid = lmdb_pages.check_meta(store).txnid
+    npages = before.st_size // 4096
+    with open(path, "r+b") as f:  # every page after the meta pages, with zeros: no reachable page survives
+        for pgno in range(2, npages):
+            f.seek(pgno * 4096)
+            f.write(bytes(4096))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert lmdb_pages.check_meta(store).txnid == txnid and os.path.getsize(path) == before.st_size
+    with pytest.raises(Damaged, match="damaged"):
+        lmdb_pages.verify_since(store, record)
+
+
+def test_verify_since_remembers_no_state_younger_than_the_timestamp_resolution(filled, tmp_path):
+    """A data file written less than SETTLE_S ago is walked every time: a second write within the same
+    ctime tick would leave the remembered state as it was (the store was just written by the fixture)."""
+    store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
+    ctime_ns = os.stat(lmdb_pages.data_path(store)).st_ctime_ns
+    for _ in range(2):
+        report = lmdb_pages.verify_since(store, record)
+        if time.time_ns() - ctime_ns >= lmdb_pages.SETTLE_S * 1e9:  # a very slow machine: nothing to see
+            pytest.skip("the fixture's store is already SETTLE_S old")
+        assert report is not None and report.clean
+        assert not os.path.exists(record)
+
+
+def test_verify_since_walks_again_after_a_commit(filled, tmp_path):
+    store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
+    remembered(store, record)
+    st = Store(filled)
+    StoreTree(st).write_bytes("new.md", b"x")
+    st.close()
+    assert lmdb_pages.verify_since(store, record) is not None  # a new txnid: walked
+    remembered(store, record)

@@ -504,3 +504,23 @@ def test_dot_entries_carry_inode_numbers(v):
     assert dots(b"/d") == [(b".", d), (b"..", root)]
     assert dots(b"/.libraryfs") == [(b".", ctl), (b"..", root)]
     assert 0 not in (d, root, ctl)
+
+
+def test_unlink_leaves_no_row_of_the_inode_in_any_table(v, store):
+    """unlink skips the tables only directories have rows in (dirparent, toc); nothing of the file stays."""
+    v.mkdir(b"/d", 0o755, 0, 0)
+    mkfile(v, b"/d/f.md", os.urandom(200_000))  # several data chunks
+    v.setxattr(b"/d/f.md", b"user.k", b"v", 0)
+    ino = v.getattr(b"/d/f.md")["st_ino"]
+    v.unlink(b"/d/f.md")
+    key = S.u64(ino)
+    with store.read() as t:
+        left = {
+            name: [k for k, _ in t.kv.range(name, key, S.u64(ino + 1))]
+            for name in (S.DB_INODES, S.DB_DATA, S.DB_XATTRS, S.DB_META, S.DB_DIRPARENT, S.DB_TOC)
+        }
+    assert left == {name: [] for name in left}
+    with pytest.raises(NotFound):
+        v.unlink(b"/d/f.md")
+    with pytest.raises(NotFound):
+        v.unlink(b"/nodir/f.md")

@@ -1,0 +1,222 @@
+"""Latency of the CLI commands an agent runs between steps, at 10⁵ entries (issue 18 item 3).
+
+One run: a library of ``--entries`` files (1,000 per directory, ~200-byte text entries) is written once in a
+temp dir through :class:`~libraryfs.fs.tree.StoreTree` (the store API, no mount), with one episode of
+``--steps`` steps (seeded Crafter rollouts from ``libraryfs_bench.episodes.crafter_data``, concatenated and
+renumbered) built by the deterministic episode builder. Then every command runs as a fresh subprocess
+``--runs`` times, the commands interleaved round-robin so that load hits all alike:
+
+* baselines: ``true`` (process start) and ``python -c pass`` (the interpreter's start);
+* ``libraryfs --version`` (the CLI's import cost), ``libraryfs find LIB TERM``, ``libraryfs status LIB``,
+  ``libraryfs recall EP Q --library LIB``, ``libraryfs answer EP Q --library LIB --reader rules``.
+
+The import time is reported separately: ``python -X importtime -c "import libraryfs.cli.main"``, the
+cumulative µs of that module (median of ``--runs``). The load average before and after is recorded.
+
+Run: ``python bench/cli_latency.py [--entries 100000] [--steps 10000] [--runs 15] [--out FILE]``. Prints a
+table and writes JSON (default ``bench/results/cli_latency.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QUESTION = "where did I last drink water?"
+FIND_TERM = "entry-77777"
+#: every command runs here: ``python -c``/``-m`` put the working directory first on sys.path, and a source
+#: checkout there would shadow the interpreter's (the baseline's) libraryfs
+NEUTRAL_CWD = "/"
+ROLLOUT_STEPS = 2700  #: steps per rollout (seeds 1000–1005 at this length are in the shared rollout cache)
+
+
+def _libraryfs() -> list[str]:
+    """``libraryfs`` run by this interpreter (``-m``, like the baseline, so both start the same way)."""
+    return [sys.executable, "-m", "libraryfs.cli.main"]
+
+
+def entry_text(i: int) -> bytes:
+    """The body of entry ``i`` (~200 bytes of text with a unique token ``entry-<i>``)."""
+    return (
+        f"# entry-{i}\n\nNote {i} about topic {i % 97} in section {i // 1000}: "
+        f"the agent recorded observation entry-{i} while working on task {i % 13}.\n"
+    ).encode()
+
+
+def build(libdir: str, entries: int, steps: int) -> dict:
+    """``libraryfs init`` + ``entries`` files + one episode ``e1`` of ``steps`` steps; seconds per phase."""
+    from libraryfs.features.episodes.builder import EpisodeBuilder
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.tree import StoreTree
+
+    t0 = time.perf_counter()
+    subprocess.run([*_libraryfs(), "init", libdir], check=True, capture_output=True)
+    store = Store(libdir)
+    tree = StoreTree(store)
+    try:
+        for i in range(entries):
+            tree.write_bytes(f"notes/s{i // 1000:03d}/entry-{i}.md", entry_text(i))
+        t1 = time.perf_counter()
+        if steps:
+            tree.write_bytes("episodes/e1/steps.jsonl", _steps_jsonl(steps))
+            EpisodeBuilder(tree, store).build("e1")
+    finally:
+        store.close()
+    return {"entries_s": round(t1 - t0, 1), "episode_s": round(time.perf_counter() - t1, 1)}
+
+
+def _steps_jsonl(steps: int) -> bytes:
+    """``steps`` Crafter step records (seeded rollouts back to back, ``t`` renumbered) as JSONL."""
+    from libraryfs_bench.episodes import crafter_data
+
+    out: list[str] = []
+    for _seed, recs in crafter_data.dataset(min_total_steps=steps, max_steps=ROLLOUT_STEPS):
+        for r in recs:
+            if len(out) == steps:
+                break
+            out.append(json.dumps({**r, "t": len(out)}, separators=(",", ":")))
+    return ("\n".join(out) + "\n").encode()
+
+
+def commands(libdir: str, steps: int, lfs: list[str]) -> dict[str, list[str]]:
+    """Name → argv of every timed command (``lfs``: the ``libraryfs`` command to time)."""
+    out = {
+        "true": ["true"],
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "libraryfs --version": [*lfs, "--version"],
+        "find": [*lfs, "find", libdir, FIND_TERM],
+        "status": [*lfs, "status", libdir],
+    }
+    if steps:
+        out["recall"] = [*lfs, "recall", "e1", QUESTION, "--library", libdir]
+        out["answer"] = [*lfs, "answer", "e1", QUESTION, "--library", libdir, "--reader", "rules"]
+    return out
+
+
+def import_us(runs: int, python: str = sys.executable) -> dict:
+    """Median cumulative µs of ``import libraryfs.cli.main`` under ``python`` and its 8 costliest modules."""
+    totals, per_mod = [], {}
+    for _ in range(runs):
+        r = subprocess.run(
+            [python, "-X", "importtime", "-c", "import libraryfs.cli.main"],
+            cwd=NEUTRAL_CWD,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        for line in r.stderr.splitlines():
+            if not line.startswith("import time:") or "|" not in line or "cumulative" in line:
+                continue
+            _self, cum, name = (x.strip() for x in line[len("import time:") :].split("|"))
+            per_mod.setdefault(name, []).append(int(cum))
+            if name == "libraryfs.cli.main":
+                totals.append(int(cum))
+    top = sorted(
+        ((statistics.median(v), k) for k, v in per_mod.items() if k != "libraryfs.cli.main"), reverse=True
+    )
+    return {"cli_main_us": statistics.median(totals), "top_cumulative_us": {k: int(v) for v, k in top[:8]}}
+
+
+def time_commands(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, dict]:
+    """Wall ms per command (fresh subprocess each), the commands interleaved over ``runs`` rounds."""
+    samples: dict[str, list[float]] = {k: [] for k in cmds}
+    codes: dict[str, set[int]] = {k: set() for k in cmds}
+    for _ in range(runs):
+        for name, argv in cmds.items():
+            t0 = time.perf_counter()
+            r = subprocess.run(argv, capture_output=True, env=env, cwd=NEUTRAL_CWD)
+            samples[name].append((time.perf_counter() - t0) * 1000)
+            codes[name].add(r.returncode)
+    out = {}
+    for name, xs in samples.items():
+        xs.sort()
+        out[name] = {
+            "p50_ms": round(statistics.median(xs), 1),
+            "p90_ms": round(xs[min(len(xs) - 1, int(0.9 * len(xs)))], 1),
+            "min_ms": round(xs[0], 1),
+            "exit_codes": sorted(codes[name]),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--entries", type=int, default=100_000)
+    ap.add_argument("--steps", type=int, default=10_000, help="episode steps (0: no episode, no recall)")
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--library", help="reuse (or build once into) this library directory")
+    ap.add_argument(
+        "--libraryfs",
+        help="the libraryfs command to time (default: this environment's; e.g. another checkout's)",
+    )
+    ap.add_argument(
+        "--baseline-python",
+        help="a second interpreter whose libraryfs (e.g. main's checkout) is timed in the same rounds, "
+        "its commands prefixed 'baseline '",
+    )
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "cli_latency.json"))
+    args = ap.parse_args()
+    tmp = None
+    libdir = args.library
+    built: dict = {}
+    if not libdir or not os.path.exists(libdir):
+        if not libdir:
+            tmp = tempfile.mkdtemp(prefix="cli-latency-")
+            libdir = os.path.join(tmp, "lib")
+        built = build(libdir, args.entries, args.steps)
+        print(f"built {args.entries} entries + {args.steps} steps: {built}", file=sys.stderr)
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARYFS_LLM")}
+        load_before = os.getloadavg()
+        imports = {"this": import_us(args.runs)}
+        lfs = [args.libraryfs] if args.libraryfs else _libraryfs()
+        cmds = commands(libdir, args.steps, lfs)
+        if args.baseline_python:
+            imports["baseline"] = import_us(args.runs, args.baseline_python)
+            base = commands(libdir, args.steps, [args.baseline_python, "-m", "libraryfs.cli.main"])
+            cmds.update({f"baseline {k}": v for k, v in base.items() if k not in ("true", "python -c pass")})
+        results = time_commands(cmds, args.runs, env)
+        load_after = os.getloadavg()
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    report = {
+        "entries": args.entries,
+        "steps": args.steps,
+        "runs": args.runs,
+        "build_s": built,
+        "loadavg_before": load_before,
+        "loadavg_after": load_after,
+        "import": imports,
+        "commands": results,
+        "python": sys.version.split()[0],
+        "libraryfs_command": args.libraryfs or " ".join(_libraryfs()),
+        "baseline_python": args.baseline_python,
+    }
+    print(
+        f"\n{args.entries} entries, {args.steps} episode steps, {args.runs} runs, load {load_before[0]:.1f}"
+    )
+    print("| command | p50 ms | p90 ms | min ms | exit |\n|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| `{name}` | {r['p50_ms']} | {r['p90_ms']} | {r['min_ms']} | {r['exit_codes']} |")
+    for which, imp in imports.items():
+        print(
+            f"\nimport libraryfs.cli.main ({which}): {imp['cli_main_us'] / 1000:.1f} ms (python -X importtime)"
+        )
+        for k, v in imp["top_cumulative_us"].items():
+            print(f"  {k}: {v / 1000:.1f} ms")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The CLI imports a command's module only when that command runs (issue 18: CLI latency)."""
+
+import importlib
+import json
+import subprocess
+import sys
+
+from libraryfs.cli.main import COMMAND_MODULES, COMMANDS
+
+
+def test_the_command_map_names_every_command_of_every_module():
+    defined = {}
+    for module in COMMAND_MODULES:
+        for cmd in importlib.import_module(f"libraryfs.cli.{module}").commands:
+            defined[cmd.name] = module
+    assert defined == COMMANDS
+
+
+def test_find_does_not_import_the_other_command_modules(tmp_path):
+    code = (
+        "import sys\n"
+        "from libraryfs.cli.main import cli\n"
+        "try:\n"
+        f"    cli(['find', {str(tmp_path / 'nolib')!r}, 'x'], prog_name='libraryfs')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('libraryfs.cli.')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    loaded = eval(r.stdout.strip().splitlines()[-1])  # noqa: S307 - our own subprocess's repr of a list
+    assert "libraryfs.cli.library_cmds" in loaded
+    assert not {"libraryfs.cli.mount_cmds", "libraryfs.cli.demo_cmd", "libraryfs.cli.cards_cmds"} & set(
+        loaded
+    )
+
+
+def test_help_lists_every_command():
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0
+    for name in COMMANDS:
+        assert f"  {name} " in r.stdout or f"  {name}\n" in r.stdout, name
+
+
+#: Modules ``libraryfs --help`` must not import: the store (LMDB), the LLM client, SQLite, the features.
+_HEAVY = ("lmdb", "openai", "sqlite3", "libraryfs.fs.store", "libraryfs.features", "libraryfs_bench")
+
+_HELP_CODE = """
+import json, sys
+import click
+from libraryfs.cli.main import cli
+lazy = {}
+for width in (80, 200):
+    ctx = click.Context(cli, info_name="libraryfs", terminal_width=width, max_content_width=width)
+    lazy[width] = cli.get_help(ctx)
+heavy = tuple(sys.argv[1:]) + ("libraryfs.cli.",)
+heavy = sorted(m for m in sys.modules if m.startswith(heavy) and m != "libraryfs.cli.main")
+ctx = click.Context(cli, info_name="libraryfs")
+for name in cli.list_commands(ctx):
+    cli.get_command(ctx, name)  # every command's module (and the plugins) imported: their own help texts
+eager = {}
+for width in (80, 200):
+    ctx = click.Context(cli, info_name="libraryfs", terminal_width=width, max_content_width=width)
+    eager[width] = cli.get_help(ctx)
+print(json.dumps({"lazy": lazy, "eager": eager, "heavy": heavy}))
+"""
+
+
+def test_help_imports_no_command_module_and_shows_the_commands_own_help():
+    """``libraryfs --help`` lists every command with its one-line help from SUMMARIES, importing no command
+    module (no LMDB, no LLM client, no SQLite); the text is the one the imported commands give."""
+    r = subprocess.run(
+        [sys.executable, "-c", _HELP_CODE, *_HEAVY], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["heavy"] == []
+    assert out["lazy"] == out["eager"]
+    assert "  status " in out["lazy"]["80"] and "  bench " in out["lazy"]["80"]
