@@ -33,6 +33,7 @@ _BUILTINS: dict[str, tuple[str, str]] = {
         "library_cmds",
         "Run one indexing pass now, then exit (refused while an indexer daemon is running).",
     ),
+    "copy": ("store_cmds", "PLACEHOLDER"),
     "mount": (
         "mount_cmds",
         "Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground).",

@@ -23,7 +23,7 @@ from typing import Any
 
 from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Store
+from libraryfs.fs.store import Store, store_url
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
 from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted
@@ -203,7 +203,7 @@ def run(
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
     check_paths(libdir, mountpoint)
-    if not read_only and not os.access(os.path.join(libdir, "store"), os.W_OK):
+    if not read_only and store_url(libdir) is None and not os.access(os.path.join(libdir, "store"), os.W_OK):
         raise LibraryError(f"the library {libdir} cannot be written (read-only): mount it with --read-only")
     lock_fd = acquire_lock(libdir, MOUNT_LOCK)
     store = Store(libdir, readonly=read_only, verify=True)  # a damaged store is refused, never served
