@@ -20,6 +20,7 @@ from libraryfs.cli.options import (
 from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.holder import Holder, describe_holder, holder_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
@@ -130,6 +131,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
     libdir = resolve_libdir(libdir)
     if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
+    if repair and store_url(libdir) is not None:
+        _refuse_if_mounted_elsewhere(libdir)
     # the page walk is LMDB's: an etcd store has no pages of ours (Raft and etcd's own checks keep them)
     salvaged = _walk_pages(libdir, repair, as_json) if store_url(libdir) is None else None
     # the term index's rows trail the store by one pass while an indexer runs: drift is judged only when
@@ -150,6 +153,17 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
         click.echo(describe(report))
     if not report.clean:
         raise SystemExit(1)
+
+
+def _refuse_if_mounted_elsewhere(libdir: str) -> None:
+    """Raise Busy when another host holds the etcd library's mount lease (``check --repair`` must not run)."""
+    st = Store(libdir, readonly=True)
+    try:
+        other = holder_facts(st.backend, "mount")
+    finally:
+        st.close()
+    if other:
+        raise Busy(f"the library is mounted on {describe_holder(other)}: unmount it before `check --repair`")
 
 
 def _walk_pages(libdir: str, repair: bool, as_json: bool):
@@ -236,6 +250,8 @@ def status_facts(libdir: str) -> dict:
                 "backend": st.backend.name,
                 "store_url": store_url(libdir),
                 "indexer": idx,
+                # etcd: who holds the library across hosts (None on LMDB: the flock locks say it)
+                "holders": {n: holder_facts(st.backend, n) for n in ("mount", "indexer")},
             }
     finally:
         st.close()
@@ -333,6 +349,9 @@ def _print_cluster(out: dict) -> None:
         click.echo(
             f"member      {m.get('name') or '?'} {','.join(m.get('client_urls', []))} {state}{lead}{size}"
         )
+    for name, facts in (out.get("holders") or {}).items():
+        what = {"mount": "mounted", "indexer": "indexed"}.get(name, name)
+        click.echo(f"{what + ' by':<12}{describe_holder(facts) if facts else 'nobody (no etcd lease held)'}")
 
 
 def _print_llm(builder: dict) -> None:
@@ -466,6 +485,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     lock = acquire_lock(libdir, INDEXER_LOCK)
     try:
         st = Store(libdir)
+        holder = Holder.take(st.backend, "indexer", {"libdir": libdir}, "indexed")  # across hosts (etcd)
         try:
             builder = make_builder(libdir, st, use_llm=llm, overrides=overrides or None)
             minfo = mount_info(libdir)
@@ -482,6 +502,8 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
             except (ImportError, AttributeError):
                 line = f"builder {builder.name}"
         finally:
+            if holder is not None:
+                holder.release()
             st.close()
     finally:
         os.close(lock)

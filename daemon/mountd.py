@@ -23,6 +23,7 @@ from typing import Any
 
 from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.holder import Holder
 from libraryfs.fs.store import Store, store_url
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
@@ -207,8 +208,14 @@ def run(
         raise LibraryError(f"the library {libdir} cannot be written (read-only): mount it with --read-only")
     lock_fd = acquire_lock(libdir, MOUNT_LOCK)
     store = Store(libdir, readonly=read_only, verify=True)  # a damaged store is refused, never served
+    holder = None
     try:
         from libraryfs.daemon.launcher import clear_stale
+
+        if not read_only:  # a shared (etcd) store: one read-write mount across hosts (docs/scale-out.md)
+            holder = Holder.take(
+                store.backend, "mount", {"mountpoint": mountpoint, "libdir": libdir}, "mounted"
+            )
 
         if mount_state(mountpoint) == "stale":
             clear_stale(mountpoint)
@@ -251,6 +258,8 @@ def run(
         log.info("clean shutdown of %s", libdir)
         return 0
     finally:
+        if holder is not None:
+            holder.release()
         store.close()
         os.close(lock_fd)
 

@@ -238,3 +238,57 @@ def test_copy_refuses_a_destination_in_use_and_a_prefix_holding_a_library(run_cl
     r = run_cli("copy", str(tmp_path / "src"), str(tmp_path / "new"), "--store", etcd_url)
     assert r.returncode == 1 and "already holds a library" in _one_line(r)
     assert not (tmp_path / "new").exists()
+
+
+# -- one mount and one indexer across library directories (hosts) --------------------------------------------
+def test_one_read_write_mount_and_one_indexer_per_etcd_library(run_cli, etcd_url, tmp_path):
+    if why := fuse_available():
+        unavailable(why)
+    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)  # another host's directory
+    mb.mkdir()
+    info = _mount(a, ma)
+    try:
+        r = run_cli("mount", str(b), str(mb), "--no-indexer")
+        line = _one_line(r)
+        assert r.returncode == 1 and "already mounted on host" in line and str(ma) in line, line
+        assert not os.path.ismount(mb)
+        r = run_cli("index", str(b), "--no-llm")
+        assert r.returncode == 1 and "already indexed on host" in _one_line(r)
+        facts = json.loads(run_cli("status", str(b), "--json", check_rc=True).stdout)
+        assert facts["holders"]["mount"]["pid"] == info["server_pid"]
+        assert facts["holders"]["mount"]["mountpoint"] == str(ma)
+        assert facts["holders"]["indexer"]["pid"] == info["indexer_pid"]
+        assert f"at {ma}" in run_cli("status", str(b), check_rc=True).stdout
+        r = run_cli("check", str(b), "--repair")
+        assert r.returncode == 1 and "mounted on host" in _one_line(r)
+        (ma / "from-a.md").write_text("written on a\n")
+    finally:
+        _unmount(ma, info)
+    info = _mount(b, mb)  # the leases went with a's processes: b mounts, and sees a's write
+    try:
+        assert (mb / "from-a.md").read_text() == "written on a\n"
+    finally:
+        _unmount(mb, info)
+
+
+def test_a_killed_mount_is_waited_out_not_refused(run_cli, etcd_url, tmp_path):
+    if why := fuse_available():
+        unavailable(why)
+    from libraryfs.daemon import launcher
+
+    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    ma.mkdir()
+    info = launcher.start(str(a), str(ma), indexer=False, timeouts="1,1,1", llm=False)
+    os.kill(info["server_pid"], 9)
+    wait_exit(info["server_pid"], 10)
+    launcher.clear_stale(str(ma))
+    info = _mount(b, mb)  # its lease outlives the process by up to the TTL: waited out (same host, pid gone)
+    try:
+        (mb / "after.md").write_text("ok\n")
+    finally:
+        _unmount(mb, info)
+    assert run_cli("check", str(b)).returncode == 0
