@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -292,3 +293,39 @@ def test_a_killed_mount_is_waited_out_not_refused(run_cli, etcd_url, tmp_path):
     finally:
         _unmount(mb, info)
     assert run_cli("check", str(b)).returncode == 0
+
+
+def test_a_read_only_mount_drops_its_caches_when_the_writer_host_changes_a_file(run_cli, etcd_url, tmp_path):
+    """B caches for 60 s; A's rewrite must reach B's readers through the journal watch, long before that."""
+    if why := fuse_available():
+        unavailable(why)
+    from libraryfs.daemon import launcher
+
+    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    info_a = _mount(a, ma)
+    try:
+        (ma / "f.md").write_bytes(b"version 1\n")
+        mb.mkdir()
+        info_b = launcher.start(
+            str(b), str(mb), read_only=True, indexer=False, timeouts="60,60,60", llm=False
+        )
+        try:
+            fd = os.open(mb / "f.md", os.O_RDONLY)  # B's reader keeps the file open
+            try:
+                assert os.pread(fd, 100, 0) == b"version 1\n"  # B's page cache and attributes: 60 s
+                assert os.stat(mb / "f.md").st_size == 10
+                (ma / "f.md").write_bytes(b"version 2, longer\n")
+                deadline = time.monotonic() + 30  # half B's cache timeouts: only an invalidation is in time
+                while os.stat(mb / "f.md").st_size != 18 or os.pread(fd, 100, 0) != b"version 2, longer\n":
+                    assert time.monotonic() < deadline, "B still serves its cached attributes or pages"
+                    time.sleep(0.05)
+            finally:
+                os.close(fd)
+            with pytest.raises(OSError):  # and B stays read-only
+                (mb / "g.md").write_bytes(b"x")
+        finally:
+            _unmount(mb, info_b)
+    finally:
+        _unmount(ma, info_a)
