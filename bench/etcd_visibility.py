@@ -3,9 +3,11 @@
 
 For each of ``--n`` files: create ``vis/fN`` through A (write + close), then poll B every ``--poll-ms`` until
 (1) ``stat`` finds it, (2) a read returns its content, (3) B's ``vis/INDEX.md`` lists it (after A's indexer
-ran). Prints p50/p99/max of each delay and writes ``bench/results/etcd_visibility.json``. The delays are
-bounded by B's kernel caches (entry/attribute/negative timeouts, ``--timeouts``, default 1,1,1 s) and the
-indexer's pass; B invalidates nothing on A's behalf yet (docs/scale-out.md).
+ran). Then ``--n`` rewrites (a new size each time) of a file that B and C have just stat'ed: the delay until
+``stat`` on B (journal watch on: libraryfs/fs/remote_inval.py) and on C (the same read-only mount with
+``LIBRARYFS_REMOTE_INVAL=0``: the kernel's attribute timeout alone, the baseline) shows the new size. Prints
+p50/p99/max of each delay and writes ``bench/results/etcd_visibility.json``. Timeouts: ``--timeouts``
+(default 1,1,1 s) on every mount.
 
 Run: ``python bench/etcd_visibility.py [--n 30] [--endpoints h:p,h:p,h:p]`` (as root or a user allowed to
 mount FUSE; without ``--endpoints`` a cluster is started with scripts/etcd-cluster.sh and stopped).
@@ -85,6 +87,38 @@ def measure(ma: str, mb: str, n: int, poll_s: float) -> dict[str, list[float]]:
     return out
 
 
+def _size_is(p: str, size: int) -> bool:
+    try:
+        return os.stat(p).st_size == size
+    except OSError:
+        return False
+
+
+def measure_rewrites(ma: str, watchers: dict[str, str], n: int, poll_s: float) -> dict[str, list[float]]:
+    """Delay until each watcher mount's ``stat`` shows a rewrite (new size) of a file it has just stat'ed
+    (so its kernel caches the old attributes), for ``n`` rewrites through ``ma``."""
+    path = os.path.join(ma, "vis", "rewritten.md")
+    with open(path, "wb") as f:
+        f.write(b"0")
+    out: dict[str, list[float]] = {k: [] for k in watchers}
+    for i in range(1, n + 1):
+        for m in watchers.values():
+            _wait(lambda m=m, i=i: _size_is(os.path.join(m, "vis", "rewritten.md"), i), poll_s)
+        with open(path, "wb") as f:
+            f.write(b"x" * (i + 1))
+        t0 = time.monotonic()
+        pending = dict(watchers)
+        while pending:
+            for k, m in list(pending.items()):
+                if _size_is(os.path.join(m, "vis", "rewritten.md"), i + 1):
+                    out[k].append(time.monotonic() - t0)
+                    del pending[k]
+            if time.monotonic() - t0 > 30:
+                raise TimeoutError(f"rewrite {i} not seen by {sorted(pending)} within 30 s")
+            time.sleep(poll_s)
+    return out
+
+
 def _q(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -111,18 +145,28 @@ def main(argv: list[str] | None = None) -> int:
             started = True
             eps = ",".join(u.split("//", 1)[1] for u in out.stdout.strip().splitlines()[-1].split(","))
         url = f"etcd://{eps}/bench/vis-{uuid.uuid4().hex[:8]}"
-        la, lb, ma, mb = (os.path.join(tmp, x) for x in ("a", "b", "ma", "mb"))
+        la, lb, lc, ma, mb, mc = (os.path.join(tmp, x) for x in ("a", "b", "c", "ma", "mb", "mc"))
         _cli("init", la, "--store", url)
-        _cli("init", lb, "--store", url, "--join")
+        for d, m in ((lb, mb), (lc, mc)):
+            _cli("init", d, "--store", url, "--join")
+            os.makedirs(m)
         os.makedirs(ma)
-        os.makedirs(mb)
         _cli("mount", la, ma, "--no-llm", "--timeouts", a.timeouts)
         try:
             _cli("mount", lb, mb, "--read-only", "--timeouts", a.timeouts)
+            # C: the same read-only mount without the journal watch (the baseline: kernel timeouts alone)
+            os.environ["LIBRARYFS_REMOTE_INVAL"] = "0"
+            _cli("mount", lc, mc, "--read-only", "--timeouts", a.timeouts)
+            del os.environ["LIBRARYFS_REMOTE_INVAL"]
             try:
                 res = measure(ma, mb, a.n, a.poll_ms / 1000)
+                rw = measure_rewrites(
+                    ma, {"rewrite_watch": mb, "rewrite_no_watch": mc}, a.n, a.poll_ms / 1000
+                )
+                res.update(rw)
             finally:
                 _cli("umount", mb)
+                _cli("umount", mc)
         finally:
             _cli("umount", ma)
     finally:
