@@ -24,7 +24,7 @@ from libraryfs.fs.etcd_backend import parse_url
 def copy(src: str, dst: str, url: str | None, as_json: bool) -> None:
     """Copy the library SRC (a library directory or its mountpoint) to a new library directory DST, record for
     record from one snapshot, then verify it: every table equal, `check` clean, the content hash of every
-    file equal. Exit status 0 verified, 1 if `check` finds problems (the source has them too), 5 if a
+    file equal. Exit status 0 verified, 1 if `check` finds problems (the source has them too), 8 if a
     cluster is unreachable. SRC may stay mounted: the copy is of one consistent snapshot."""
     from libraryfs.fs.copy import copy_library
 

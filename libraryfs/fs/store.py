@@ -86,7 +86,7 @@ def open_backend(
     ``config.toml`` names a ``[store] url`` (:func:`store_url`): then the etcd backend on that URL
     (:class:`~libraryfs.fs.etcd_backend.EtcdBackend`; ``readonly`` refuses writes). Raises
     :class:`LibraryMissing`, :class:`Damaged` (LMDB), :class:`~libraryfs.errors.Unavailable` (the cluster
-    does not answer within its timeout: exit status 5), :class:`InvalidArgument` (a bad URL)."""
+    does not answer within its timeout: exit status 8), :class:`InvalidArgument` (a bad URL)."""
     url = store_url(libdir)
     if url is None:
         if not lmdb_backend.exists(libdir):

@@ -1,5 +1,5 @@
 """A library whose store is on etcd, through the real CLI: ``init --store``, ``--join``, ``status`` (backend,
-members, health), ``check``, ``find``, an unreachable cluster (one line, exit status 5), and ``copy`` between
+members, health), ``check``, ``find``, an unreachable cluster (one line, exit status 8), and ``copy`` between
 LMDB and etcd in both directions, verified through real mounts (issue 15 "Operations")."""
 
 from __future__ import annotations
