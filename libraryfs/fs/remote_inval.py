@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
@@ -40,7 +41,7 @@ class JournalInvalidator:
         self._paths: dict[int, set[bytes]] = {}  # inode → the paths this mount served it under
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._watch = None
+        self._watch: Any = None  # the backend's Watch (etcd_backend.Watch) while one is open
         self._thread: threading.Thread | None = None
 
     def seen(self, path: bytes, ino: int) -> None:
@@ -74,11 +75,11 @@ class JournalInvalidator:
         while not self._stop.is_set():
             try:
                 rev = backend.revision() + 1  # type: ignore[attr-defined]
-                self._watch = backend.watch_prefix(S.DB_JOURNAL, rev)  # type: ignore[attr-defined]
+                watch = self._watch = backend.watch_prefix(S.DB_JOURNAL, rev)  # type: ignore[attr-defined]
                 log.info(
                     "invalidating the kernel's caches from the journal's changes after revision %d", rev - 1
                 )
-                for ev in self._watch:
+                for ev in watch:
                     if self._stop.is_set():
                         return
                     if ev.kind == "put":
