@@ -14,8 +14,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import fuse_available, unavailable
 from helpers.etcd_cluster import clear_prefix
+from helpers.facility import unavailable
+from helpers.mount import fuse_available
 
 from libraryfs.errors import EXIT_UNAVAILABLE
 from libraryfs.fs import schema as S
