@@ -20,11 +20,12 @@ from libraryfs.cli.options import (
 from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.backends import is_library, join_library, store_url
 from libraryfs.fs.holder import Holder, describe_holder, holder_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
-from libraryfs.fs.store import Store, is_library, join_library, store_url
+from libraryfs.fs.store import Store
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,

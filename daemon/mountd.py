@@ -23,8 +23,9 @@ from typing import Any
 
 from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.backends import store_url
 from libraryfs.fs.holder import Holder
-from libraryfs.fs.store import Store, store_url
+from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
 from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted

@@ -27,7 +27,8 @@ from libraryfs.errors import Corrupt, InvalidArgument
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend
-from libraryfs.fs.store import Store, Txn, create_remote, is_library, store_url, write_store_url
+from libraryfs.fs.backends import create_remote, is_library, store_url, write_store_url
+from libraryfs.fs.store import Store, Txn
 
 BATCH_RECORDS = 100  #: records per write transaction (etcd: 128 operations per txn by default)
 BATCH_BYTES = 512 << 10  #: key + value bytes per write transaction (etcd: 1.5 MiB per request, base64)

@@ -20,7 +20,8 @@ from helpers.mount import fuse_available
 
 from libraryfs.errors import EXIT_UNAVAILABLE
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Store, store_url
+from libraryfs.fs.backends import store_url
+from libraryfs.fs.store import Store
 from libraryfs.layout import pid_alive, wait_exit
 
 pytestmark = pytest.mark.etcd
