@@ -244,12 +244,19 @@ def test_copy_refuses_a_destination_in_use_and_a_prefix_holding_a_library(run_cl
 
 
 # -- one mount and one indexer across library directories (hosts) --------------------------------------------
-def test_one_read_write_mount_and_one_indexer_per_etcd_library(run_cli, etcd_url, tmp_path):
+def _two_hosts(run_cli, etcd_url: str, tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """``(a, b, ma, mb)``: library directory ``a`` made with ``init --store``, ``b`` another host's directory
+    joined to it (``--join``), and their mountpoint paths (not made). Needs FUSE (skips/fails without)."""
     if why := fuse_available():
         unavailable(why)
     a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
     run_cli("init", str(a), "--store", etcd_url, check_rc=True)
     run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)  # another host's directory
+    return a, b, ma, mb
+
+
+def test_one_read_write_mount_and_one_indexer_per_etcd_library(run_cli, etcd_url, tmp_path):
+    a, b, ma, mb = _two_hosts(run_cli, etcd_url, tmp_path)
     mb.mkdir()
     info = _mount(a, ma)
     try:
@@ -277,13 +284,9 @@ def test_one_read_write_mount_and_one_indexer_per_etcd_library(run_cli, etcd_url
 
 
 def test_a_killed_mount_is_waited_out_not_refused(run_cli, etcd_url, tmp_path):
-    if why := fuse_available():
-        unavailable(why)
     from libraryfs.daemon import launcher
 
-    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
-    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
-    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    a, b, ma, mb = _two_hosts(run_cli, etcd_url, tmp_path)
     ma.mkdir()
     info = launcher.start(str(a), str(ma), indexer=False, timeouts="1,1,1", llm=False)
     os.kill(info["server_pid"], 9)
@@ -299,13 +302,9 @@ def test_a_killed_mount_is_waited_out_not_refused(run_cli, etcd_url, tmp_path):
 
 def test_a_read_only_mount_drops_its_caches_when_the_writer_host_changes_a_file(run_cli, etcd_url, tmp_path):
     """B caches for 60 s; A's rewrite must reach B's readers through the journal watch, long before that."""
-    if why := fuse_available():
-        unavailable(why)
     from libraryfs.daemon import launcher
 
-    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
-    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
-    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    a, b, ma, mb = _two_hosts(run_cli, etcd_url, tmp_path)
     info_a = _mount(a, ma)
     try:
         (ma / "f.md").write_bytes(b"version 1\n")
