@@ -123,7 +123,7 @@ def _unreachable_library(tmp_path: Path) -> Path:
     return lib
 
 
-def test_an_unreachable_cluster_fails_every_command_in_one_line_with_status_5(run_cli, tmp_path):
+def test_an_unreachable_cluster_fails_every_command_in_one_line_with_exit_status_8(run_cli, tmp_path):
     if why := fuse_available():
         unavailable(why)
     lib = _unreachable_library(tmp_path)
