@@ -67,12 +67,12 @@ def copy_tables(src: Backend, dst: Backend) -> tuple[dict[str, int], int]:
     total = 0
     with src.read() as r:
         for table in src.tables():
+            if table not in S.CORE_DBS:  # made even when empty: the copy holds the same tables
+                dst.open_table(table)
             n = 0
             batch: list[tuple[bytes, bytes]] = []
             size = 0
             for k, v in r.range(table):
-                if not n and table not in S.CORE_DBS:
-                    dst.open_table(table)
                 batch.append((k, v))
                 n += 1
                 size += len(k) + len(v)
@@ -102,8 +102,12 @@ def _put_all(dst: Backend, table: bytes, rows: list[tuple[bytes, bytes]]) -> Non
 def table_digests(backend: Backend) -> dict[str, tuple[int, str]]:
     """Per table holding records: (record count, SHA-256 hex over its records in key order)."""
     out: dict[str, tuple[int, str]] = {}
+    tables = backend.tables()
+    for table in tables:  # an extension's table is read only once this handle has opened it (LMDB)
+        if table not in S.CORE_DBS:
+            backend.open_table(table)
     with backend.read() as r:
-        for table in backend.tables():
+        for table in tables:
             h, n = hashlib.sha256(), 0
             for k, v in r.range(table):
                 h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
