@@ -330,3 +330,36 @@ def _declare_body(url: str, length: int) -> int:
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+def test_the_indexer_an_mcp_server_started_exits_when_the_server_is_killed(libdir, tmp_path):
+    """``kill -9`` of ``libraryfs mcp`` leaves no indexer behind: the indexer is tied to the server by a pipe
+    (libraryfs.layout.tie_pipe) and stops at its EOF, releasing ``indexer.lock``."""
+    from helpers.wait import wait_until
+
+    from libraryfs.layout import indexer_pid, pid_alive, wait_exit
+
+    with open(tmp_path / "mcp.err", "wb") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "libraryfs.cli.main", "mcp", str(libdir)],
+            stdin=subprocess.PIPE,  # kept open: over stdio the server would stop on its EOF
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    child = None
+    try:
+        child = wait_until(lambda: indexer_pid(str(libdir)), 60, "the MCP server's indexer to hold its lock")
+        assert pid_alive(server.pid) and server.poll() is None
+        server.kill()
+        server.wait()
+        assert wait_exit(child, 60), f"indexer {child} outlived its killed MCP server"
+        assert indexer_pid(str(libdir)) is None
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdin.close()
+        if child and pid_alive(child):  # the failure is reported above; leave no process behind
+            os.kill(child, 15)
+            wait_exit(child, 30)
+    _check_store(libdir)
