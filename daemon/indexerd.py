@@ -33,7 +33,7 @@ from libraryfs.fs.store import Store
 from libraryfs.hooks import HookContext, indexer_hooks
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import INDEXER_LOCK, adopt_lock
+from libraryfs.layout import INDEXER_LOCK, adopt_lock, take_tie, wait_untied
 from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
 
 log = logging.getLogger("libraryfs.indexer")
@@ -146,6 +146,9 @@ class IndexerProcess:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_hup)
+        tie = take_tie()
+        if tie is not None:  # started tied to its starter (an MCP server): stop when the starter is gone
+            threading.Thread(target=self._watch_tie, args=(tie,), name="tie", daemon=True).start()
         dog = notify.Watchdog(lambda: self.beat.age_s() < self.settings["index"]["stall_s"])
         dog.start()
         try:
@@ -159,6 +162,8 @@ class IndexerProcess:
                     return 0
                 self.reload_requested = False
                 self.stop = threading.Event()
+                if self.quit_requested:  # asked to stop while the old event was being replaced
+                    return 0
                 full = self.reload()
         finally:
             dog.stop()
@@ -207,9 +212,19 @@ class IndexerProcess:
         )
 
     def _on_stop(self, signum, _frame) -> None:
-        self.quit_requested = True
-        notify.stopping(f"stopping ({signal.Signals(signum).name})")
+        self._quit(f"stopping ({signal.Signals(signum).name})")
+
+    def _quit(self, why: str) -> None:
+        self.quit_requested = True  # before reading self.stop: serve() checks it after replacing the event
+        notify.stopping(why)
         self.stop.set()
+
+    def _watch_tie(self, fd: int) -> None:
+        """Thread: wait until the process that started this indexer is gone (the tie's EOF), then stop."""
+        wait_untied(fd)
+        if not self.quit_requested:
+            log.info("the process that started the indexer has exited; stopping")
+            self._quit("stopping (its starter exited)")
 
     def _on_hup(self, _signum, _frame) -> None:
         self.reload_requested = True

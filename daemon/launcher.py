@@ -26,6 +26,7 @@ from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
     INDEXER_LOCK,
     LOCK_FD_ENV,
+    TIE_FD_ENV,
     acquire_lock,
     hand_over_lock,
     indexer_pid,
@@ -114,14 +115,20 @@ def mount_overrides(
     }
 
 
-def _spawn(argv: list[str], log: str, env: dict | None, lock_fd: int | None = None) -> subprocess.Popen:
+def _spawn(
+    argv: list[str], log: str, env: dict | None, lock_fd: int | None = None, tie_fd: int | None = None
+) -> subprocess.Popen:
     """Start ``python -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
-    ``lock_fd``: a held lock the child inherits and adopts (:func:`libraryfs.layout.adopt_lock`)."""
+    ``lock_fd``: a held lock the child inherits and adopts (:func:`libraryfs.layout.adopt_lock`);
+    ``tie_fd``: the read end of a :func:`libraryfs.layout.tie_pipe` the child watches."""
     penv = dict(os.environ, **(env or {}))
     penv.pop("NOTIFY_SOCKET", None)
     penv.pop(LOCK_FD_ENV, None)
+    penv.pop(TIE_FD_ENV, None)
     if lock_fd is not None:
         penv[LOCK_FD_ENV] = str(lock_fd)
+    if tie_fd is not None:
+        penv[TIE_FD_ENV] = str(tie_fd)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", *argv],
@@ -130,7 +137,7 @@ def _spawn(argv: list[str], log: str, env: dict | None, lock_fd: int | None = No
             stderr=out,
             start_new_session=True,
             env=penv,
-            pass_fds=() if lock_fd is None else (lock_fd,),
+            pass_fds=tuple(fd for fd in (lock_fd, tie_fd) if fd is not None),
         )
     if lock_fd is not None:
         hand_over_lock(lock_fd, proc.pid)
@@ -232,15 +239,19 @@ def start_indexer(
     llm: bool | None = None,
     env: dict | None = None,
     lock_fd: int | None = None,
+    tie_fd: int | None = None,
 ) -> int:
     """Spawn the indexer daemon for ``libdir`` (its output appended to ``logs/indexer.log``); returns its pid.
-    ``lock_fd``: ``indexer.lock``, already taken by the caller, which the indexer inherits and keeps."""
+    ``lock_fd``: ``indexer.lock``, already taken by the caller, which the indexer inherits and keeps.
+    ``tie_fd``: the read end of a :func:`libraryfs.layout.tie_pipe` whose write end the caller keeps: the
+    indexer stops (as on SIGTERM) when that end closes, i.e. when the caller exits or is killed. Without
+    it the indexer outlives its starter (``libraryfs mount`` exits after starting it)."""
     argv = ["libraryfs.daemon.indexer", libdir]
     if mountpoint:
         argv += ["--mountpoint", mountpoint]
     if llm is not None:
         argv.append("--llm" if llm else "--no-llm")
-    return _spawn(argv, log_path(libdir, "indexer"), env, lock_fd).pid
+    return _spawn(argv, log_path(libdir, "indexer"), env, lock_fd, tie_fd).pid
 
 
 def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:

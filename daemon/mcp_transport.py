@@ -10,6 +10,7 @@ Origin checks) is on for loopback binds.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -121,7 +122,8 @@ def serve_http(
         async with anyio.create_task_group() as tg:
 
             async def run_server() -> None:
-                await server.serve([sock])
+                with contextlib.suppress(SystemExit):  # run_process's SIGTERM handler, raised again by
+                    await server.serve([sock])  # uvicorn once it has shut down on that SIGTERM
                 tg.cancel_scope.cancel()  # uvicorn stopped (signal): stop the notifier too
 
             tg.start_soon(served.notify_tocs)
@@ -168,9 +170,11 @@ def run_process(
     served = Served(libdir, opts)
     child = start_indexer_if_needed(served.libdir, opts, served.store)
     try:
+        # SIGTERM ends the server like a closed stdin: the finally below runs (its indexer stopped, the store
+        # closed). Over HTTP uvicorn takes SIGTERM while it serves, shuts down, then raises it again under the
+        # handler it found — without this one, the default action killed the process before the finally.
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
         if stdio:
-            # SIGTERM ends the server like a closed stdin: its indexer stopped, the store closed
-            signal.signal(signal.SIGTERM, _stop_on_sigterm)
             serve_stdio(served)
         else:
             body = 2 * opts.max_write_bytes + (1 << 20)  # JSON escaping can double a content's size

@@ -50,7 +50,7 @@ from libraryfs.fs.view import LibraryView
 from libraryfs.index import termindex
 from libraryfs.index.find import find_ranked, finder_for
 from libraryfs.index.toc import links
-from libraryfs.layout import index_backlog, indexer_pid, mount_info, term_index_path
+from libraryfs.layout import index_backlog, indexer_pid, mount_info, term_index_path, tie_pipe
 
 log = logging.getLogger("libraryfs.mcp")
 
@@ -314,20 +314,38 @@ class Served:
         self.store.close()
 
 
-def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> int | None:
-    """Start an indexer for ``libdir`` when none runs (pid, to stop on exit), else None."""
+@dataclass
+class IndexerChild:
+    """The indexer an MCP server started: its ``pid`` and ``tie_fd``, the write end of the pipe that ties it
+    to this server (:func:`libraryfs.layout.tie_pipe`): when this process exits, however (``kill -9``
+    included), the kernel closes it and the indexer stops instead of outliving the server."""
+
+    pid: int
+    tie_fd: int
+
+
+def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> IndexerChild | None:
+    """Start an indexer for ``libdir`` when none runs (to stop on exit: :func:`stop_indexer`), else None."""
     if opts.read_only or not opts.indexer or indexer_pid(libdir):
         return None
     from libraryfs.daemon.launcher import start_indexer
 
     info = mount_info(libdir, store)
-    pid = start_indexer(libdir, info["mountpoint"] if info else None)
+    read_fd, write_fd = tie_pipe()
+    try:
+        pid = start_indexer(libdir, info["mountpoint"] if info else None, tie_fd=read_fd)
+    except BaseException:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
     log.info("started the indexer (pid %d)", pid)
-    return pid
+    return IndexerChild(pid, write_fd)
 
 
-def stop_indexer(pid: int | None) -> None:
-    """SIGTERM the indexer this server started (it finishes its pass and exits)."""
-    if pid:
+def stop_indexer(child: IndexerChild | None) -> None:
+    """Stop the indexer this server started: SIGTERM and untie it (it finishes its pass and exits)."""
+    if child:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+            os.kill(child.pid, signal.SIGTERM)
+        os.close(child.tie_fd)

@@ -149,6 +149,51 @@ def adopt_lock(libdir: str, name: str) -> int:
     return acquire_lock(libdir, name)
 
 
+#: Environment variable through which a starter hands the process it starts the read end of a pipe whose
+#: write end only the starter holds (:func:`tie_pipe`, :func:`take_tie`): the child sees EOF on it when the
+#: starter is gone, however it died (``kill -9`` included), and stops instead of outliving it.
+TIE_FD_ENV = "LIBRARYFS_TIE_FD"
+
+
+def tie_pipe() -> tuple[int, int]:
+    """``(read_fd, write_fd)`` of a new pipe tying a child to its starter. Hand ``read_fd`` to the child
+    (``pass_fds`` and :data:`TIE_FD_ENV`) and close it; keep ``write_fd`` open for as long as the child may
+    run (close it to release the child). Both ends are close-on-exec, so no other child inherits the write
+    end (one leaked copy would keep the pipe open). Why a pipe and not ``PR_SET_PDEATHSIG``: the death
+    signal follows the *thread* that forked the child (prctl(2)), so a starter that spawns from a worker
+    thread would kill its child when that thread ends, and setting it needs a ``preexec_fn`` (unsafe in a
+    threaded process) or leaves a window after ``exec``; a pipe's EOF is the kernel closing the last write
+    end at process exit, for any thread layout and any cause of death (pipe(7))."""
+    return os.pipe()
+
+
+def take_tie() -> int | None:
+    """The read end a starter handed over in ``$LIBRARYFS_TIE_FD`` (see :func:`tie_pipe`), or None. The
+    variable is removed and the fd made close-on-exec, so this process's children do not inherit the tie."""
+    raw = os.environ.pop(TIE_FD_ENV, "")
+    if not raw.isdigit():
+        return None
+    fd = int(raw)
+    try:
+        os.set_inheritable(fd, False)
+    except OSError:  # not an open fd: nothing ties this process
+        return None
+    return fd
+
+
+def wait_untied(fd: int) -> None:
+    """Block until the starter's end of the tie ``fd`` is closed (EOF; nothing is ever written), then close
+    ``fd``. Returns at once if ``fd`` is not readable."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def lock_holder(libdir: str, name: str) -> int | None:
     """pid of the process holding the lock ``name`` of ``libdir``, or None when nobody holds it.
 

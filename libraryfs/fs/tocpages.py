@@ -2,7 +2,7 @@
 
 The indexer renders and stores each directory's pages (:mod:`libraryfs.index.toc`); :class:`TocPages` serves
 them as stored, or a *pending* placeholder for page 0 until the indexer has run. When the indexer is not
-running (nobody holds ``<libdir>/indexer.lock``) and journal records are pending, every page served gets
+running (nobody holds the library's ``indexer.lock``: :func:`libraryfs.layout.indexer_running`) and journal records are pending, every page served gets
 one ``> **Stale index**`` line after its header comment, so an agent reading it knows the TOC lags the
 directory. ``getattr`` and ``open`` both go through :meth:`TocPages.served`, so ``st_size`` equals the bytes
 read (C14). Nothing here writes the store.
@@ -10,7 +10,6 @@ read (C14). Nothing here writes the store.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shlex
 import time
@@ -19,32 +18,10 @@ from collections.abc import Callable
 from libraryfs.errors import NotFound
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn
+from libraryfs.layout import indexer_running
 
-INDEXER_LOCK = "indexer.lock"  #: file in the library directory the indexer daemon holds an exclusive flock on
 INDEXER_CHECK_S = 1.0  #: how long (seconds) one answer to "is the indexer running?" is reused
 PENDING_NAMES_MAX = 40  #: names listed by the pending placeholder of ``INDEX.md``
-
-
-def indexer_running(libdir: str) -> bool:
-    """Whether an indexer holds ``<libdir>/indexer.lock`` (exclusive flock; a non-blocking shared flock of
-    ours fails then). No lock file: not running. An unexpected error counts as running (claim no staleness)."""
-    try:
-        fd = os.open(os.path.join(libdir, INDEXER_LOCK), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def estimate_tokens(data: bytes) -> int:

@@ -39,11 +39,13 @@ carries the model's text ("Model summary of <name>", "Model description of <path
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -379,13 +381,16 @@ def _send(h: BaseHTTPRequestHandler, code: int, body: bytes, ctype: str, headers
     h.wfile.write(body)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 with nothing listening (for "connection refused")."""
+@contextlib.contextmanager
+def refused_port() -> Iterator[int]:
+    """A TCP port on 127.0.0.1 where a connection is refused, for as long as the block runs: a socket bound
+    there and never listening (the kernel answers a SYN with RST). Being bound, the port cannot be handed to
+    another process meanwhile — unlike a port picked free and released, which any server may take next."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield s.getsockname()[1]
 
 
 def chat_client(base_url: str, model: str):

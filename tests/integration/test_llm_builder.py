@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers.llm_server import Close, IndexModel, LLMServer, Reply, Status, free_port
+from helpers.llm_server import Close, IndexModel, LLMServer, Reply, Status, refused_port
 
 from libraryfs.fs.store import Store
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, SectionDoc, deterministic_summary
@@ -190,8 +190,9 @@ def test_endpoint_down_falls_back_and_pauses_then_resumes(store, srv):
 
 
 def test_connection_refused_falls_back(store):
-    b = builder(store, f"http://127.0.0.1:{free_port()}/v1")
-    assert b.summarize([doc(1)]) == [deterministic_summary(doc(1))]
+    with refused_port() as port:
+        b = builder(store, f"http://127.0.0.1:{port}/v1")
+        assert b.summarize([doc(1)]) == [deterministic_summary(doc(1))]
     assert b.status()["last_error"]["kind"] == "connection"
 
 

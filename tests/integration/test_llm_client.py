@@ -6,7 +6,7 @@ No patching: every request crosses a socket to :class:`llm_server.LLMServer`.
 from __future__ import annotations
 
 import pytest
-from helpers.llm_server import Close, Delay, Hang, LLMServer, Raw, Reply, Status, Truncated, free_port
+from helpers.llm_server import Close, Delay, Hang, LLMServer, Raw, Reply, Status, Truncated, refused_port
 
 from libraryfs.llm.client import BadAnswer, ChatClient, Unavailable, parse_json_object, retry_after_s
 from libraryfs.llm.config import load_config
@@ -110,9 +110,8 @@ def test_persistent_5xx_becomes_unavailable_after_bounded_tries(srv):
 
 
 def test_connection_refused_is_unavailable():
-    c = client(f"http://127.0.0.1:{free_port()}/v1", transport_attempts=2)
-    with pytest.raises(Unavailable) as ei:
-        ask(c)
+    with refused_port() as port, pytest.raises(Unavailable) as ei:
+        ask(client(f"http://127.0.0.1:{port}/v1", transport_attempts=2))
     assert ei.value.kind == "connection"
 
 

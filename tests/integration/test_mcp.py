@@ -8,6 +8,7 @@ import contextlib
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -336,3 +337,48 @@ def _declare_body(url: str, length: int) -> int:
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    ("transport", "sig", "status"),
+    [("stdio", signal.SIGKILL, -signal.SIGKILL), ("http", signal.SIGKILL, -signal.SIGKILL),
+     ("http", signal.SIGTERM, 0)],
+)  # fmt: skip
+def test_the_indexer_an_mcp_server_started_stops_with_the_server(libdir, tmp_path, transport, sig, status):
+    """No indexer outlives the ``libraryfs mcp`` that started it: ``kill -9`` (the indexer is tied to the
+    server by a pipe, libraryfs.layout.tie_pipe, and stops at its EOF) or SIGTERM over HTTP (a clean exit,
+    status 0: uvicorn raises the SIGTERM it shut down on again, which once killed the server before it
+    stopped its indexer and closed the store)."""
+    from helpers.wait import wait_until
+
+    from libraryfs.layout import indexer_pid, pid_alive, wait_exit
+
+    args = ["--transport", "http", "--port", "0"] if transport == "http" else []
+    with open(tmp_path / "mcp.err", "wb") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "libraryfs.cli.main", "mcp", str(libdir), *args],
+            stdin=subprocess.PIPE,  # kept open: over stdio the server would stop on its EOF
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    child = None
+    try:
+        listening = (
+            (lambda: "serving http://" in (tmp_path / "mcp.err").read_text()) if args else lambda: True
+        )
+        wait_until(listening, 60, "the MCP server to listen")
+        child = wait_until(lambda: indexer_pid(str(libdir)), 60, "the MCP server's indexer to hold its lock")
+        assert server.poll() is None
+        server.send_signal(sig)
+        assert server.wait(60) == status, (tmp_path / "mcp.err").read_text()[-2000:]
+        assert wait_exit(child, 60), f"indexer {child} outlived its MCP server"
+        assert indexer_pid(str(libdir)) is None
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        server.stdin.close()
+        if child and pid_alive(child):  # the failure is reported above; leave no process behind
+            os.kill(child, signal.SIGTERM)
+            wait_exit(child, 30)
+    _check_store(libdir)

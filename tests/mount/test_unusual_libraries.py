@@ -3,12 +3,12 @@ just mounted, with an unreachable LLM endpoint. Each test failed before its fix.
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
 
 import pytest
+from helpers.llm_server import refused_port
 from helpers.mount import require_fuse, unavailable
 
 from libraryfs.layout import is_libraryfs_mount, wait_until_idle
@@ -133,15 +133,13 @@ def test_an_unreachable_llm_endpoint_is_logged_and_shown_by_status(tmp_path):
     src.mkdir()
     (src / "a.md").write_text("# Alpha\n\nThe first note.\n")
     assert cli("ingest", lib, str(src), "--into", "notes", "-q").returncode == 0
-    with socket.socket() as s:  # a port nobody listens on: connection refused
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        "LIBRARYFS_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1",
-        "LIBRARYFS_LLM_MODEL": "absent-model",
-        "LIBRARYFS_LLM_TIMEOUT_S": "1",
-    }
-    r = cli("indexer", lib, "--once", "--llm", env=env)
+    with refused_port() as port:  # a port nobody listens on: connection refused
+        env = {
+            "LIBRARYFS_LLM_BASE_URL": f"http://127.0.0.1:{port}/v1",
+            "LIBRARYFS_LLM_MODEL": "absent-model",
+            "LIBRARYFS_LLM_TIMEOUT_S": "1",
+        }
+        r = cli("indexer", lib, "--once", "--llm", env=env)
     assert r.returncode == 0, r.stderr
     assert f"127.0.0.1:{port}" in r.stderr and "connection" in r.stderr, r.stderr  # the log line
     line = [ln for ln in cli("status", lib).stdout.splitlines() if ln.startswith("last error")]
