@@ -85,6 +85,8 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
     if readonly:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, timeout=5.0)
         return db
+    if not os.path.exists(path):
+        _create_whole(path)
     db = sqlite3.connect(path, check_same_thread=False, timeout=30.0)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
@@ -96,6 +98,20 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
                 db.execute(f"DELETE FROM {table}")
             db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (str(INDEX_VERSION),))
     return db
+
+
+def _create_whole(path: str) -> None:
+    """Create an empty index at ``path`` with its tables in place: built under a temporary name, then
+    renamed, so a reader (``libraryfs check`` beside a running indexer) never opens a file without them."""
+    tmp = f"{path}.new-{os.getpid()}"
+    fresh = sqlite3.connect(tmp)
+    try:
+        fresh.executescript(_SCHEMA)
+        with fresh:
+            fresh.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (str(INDEX_VERSION),))
+    finally:
+        fresh.close()
+    os.replace(tmp, path)
 
 
 def recreate(path: str, db: sqlite3.Connection | None = None) -> sqlite3.Connection:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs.store import Store
@@ -262,3 +264,43 @@ def test_an_indexer_reopening_the_index_leaves_no_write_lock(tmp_path):
     other.rollback()
     other.close()
     st.close()
+
+
+def test_a_reader_never_opens_an_index_without_its_tables(tmp_path):
+    """The indexer creates the index while `libraryfs check` may look: a file that exists has its tables
+    (no "no such table: terms" window between the file's creation and its schema)."""
+    path = str(tmp_path / "terms.sqlite")
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def look() -> None:
+        while not stop.is_set():
+            if not os.path.exists(path):
+                continue
+            try:
+                db = sqlite3.connect(
+                    f"file:{path}?mode=ro&immutable=1", uri=True, timeout=5.0
+                )  # no -shm of ours
+            except sqlite3.Error:
+                continue  # removed between the test and the open
+            try:
+                db.execute("SELECT count(*) FROM terms").fetchone()
+                seen.append("ok")
+            except sqlite3.DatabaseError as e:  # immutable=1 may also read a page mid-checkpoint: not ours
+                if "no such table" in str(e):
+                    seen.append(str(e))
+            finally:
+                db.close()
+
+    watcher = threading.Thread(target=look)
+    watcher.start()
+    try:
+        for _ in range(40):
+            termindex.connect(path).close()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.unlink(path + suffix)
+    finally:
+        stop.set()
+        watcher.join()
+    assert [s for s in seen if s != "ok"] == []
