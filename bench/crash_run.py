@@ -713,6 +713,19 @@ def table(res: dict) -> str:
 # =====================================================================================================
 
 
+def _create_write_us(directory: str, label: str, data: bytes, n: int, do_sync: bool) -> float:
+    """Mean µs of ``n`` × (create ``<label>-<i>`` in ``directory``, write ``data``, fsync if ``do_sync``,
+    close), wall clock."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        fd = os.open(os.path.join(directory, f"{label}-{i}"), os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, data)
+        if do_sync:
+            os.fsync(fd)
+        os.close(fd)
+    return (time.perf_counter() - t0) / n * 1e6
+
+
 def sync_cost(args: argparse.Namespace) -> dict:
     """Measure commit cost of the LMDB backend with and without sync (a 4 KiB put per write transaction),
     and of close vs fsync through a real mount."""
@@ -750,25 +763,11 @@ def sync_cost(args: argparse.Namespace) -> dict:
         launcher.start(libdir, mnt, indexer=False)
         try:
             data = os.urandom(4096)
-            for label, do_sync in (("close", False), ("fsync_close", True)):
-                t0 = time.perf_counter()
-                for i in range(n):
-                    fd = os.open(os.path.join(mnt, f"{label}-{i}"), os.O_WRONLY | os.O_CREAT, 0o644)
-                    os.write(fd, data)
-                    if do_sync:
-                        os.fsync(fd)
-                    os.close(fd)
-                out[f"mount_create_write4k_{label}_us"] = (time.perf_counter() - t0) / n * 1e6
             tdir = tempfile.mkdtemp(dir=args.tmp)
-            for label, do_sync in (("close", False), ("fsync_close", True)):
-                t0 = time.perf_counter()
-                for i in range(n):
-                    fd = os.open(os.path.join(tdir, f"{label}-{i}"), os.O_WRONLY | os.O_CREAT, 0o644)
-                    os.write(fd, data)
-                    if do_sync:
-                        os.fsync(fd)
-                    os.close(fd)
-                out[f"local_disk_create_write4k_{label}_us"] = (time.perf_counter() - t0) / n * 1e6
+            for where, directory in (("mount", mnt), ("local_disk", tdir)):
+                for label, do_sync in (("close", False), ("fsync_close", True)):
+                    us = _create_write_us(directory, label, data, n, do_sync)
+                    out[f"{where}_create_write4k_{label}_us"] = us
         finally:
             launcher.stop(mnt)
     finally:

@@ -37,7 +37,7 @@ from llm_server import Delay, IndexModel, LLMServer, Reply, Request  # noqa: E40
 from libraryfs.daemon.indexer import Indexer  # noqa: E402
 from libraryfs.daemon.ingest import ingest_tree  # noqa: E402
 from libraryfs.fs import generated as G  # noqa: E402
-from libraryfs.fs import schema as S  # noqa: E402
+from libraryfs.fs.meta import EntryMeta  # noqa: E402
 from libraryfs.fs.store import Store  # noqa: E402
 from libraryfs.index.jobs import DeterministicBuilder  # noqa: E402
 from libraryfs.index.tokens import count_tokens  # noqa: E402
@@ -145,7 +145,7 @@ def forget_summaries(lib: str) -> None:
 
         def fn(t) -> None:
             for ino, m in list(t.iter_meta()):
-                if isinstance(m, S.EntryMeta) and m.hash is not None:
+                if isinstance(m, EntryMeta) and m.hash is not None:
                     m.hash = None
                     t.put_meta(ino, m)
 

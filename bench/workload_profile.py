@@ -124,7 +124,7 @@ def _python_category(path: str) -> str | None:
         return "adapter"
     if base in ("store.py", "lmdb_backend.py", "backend.py"):
         return "store"
-    if base == "schema.py":
+    if base == "schema.py" or path.endswith("fs/meta.py"):
         return "schema"
     if path.startswith("libraryfs/") or "/libraryfs/" in path or path.startswith("daemon/"):
         return "view"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
 from libraryfs.layout import is_live
@@ -156,8 +157,8 @@ class InboxFiler:
         return section + b"/" + final
 
 
-def _line(m: S.EntryMeta | S.SectionMeta | None) -> str:
+def _line(m: EntryMeta | SectionMeta | None) -> str:
     """The TOC line of an entry (its summary) or of a section (its description); "" if none yet."""
-    if isinstance(m, S.EntryMeta):
+    if isinstance(m, EntryMeta):
         return m.summary or ""
     return (m.description if m is not None else None) or ""

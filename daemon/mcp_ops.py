@@ -32,6 +32,7 @@ from libraryfs.errors import (
 )
 from libraryfs.fs import schema as S
 from libraryfs.fs.generated import INDEX_NAME, RESERVED_NAMES, RESERVED_ROOT, index_alias_path, is_reserved
+from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.view import LibraryView
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
@@ -393,9 +394,9 @@ class LibraryOps:
             if not r.is_real:
                 return {}
             m = t.meta(r.ino)
-        if isinstance(m, S.EntryMeta):
+        if isinstance(m, EntryMeta):
             return {"summary": m.summary, "tokens": m.tokens}
-        if isinstance(m, S.SectionMeta):
+        if isinstance(m, SectionMeta):
             return {
                 "summary": m.description,
                 "tokens_total": m.tokens_total,

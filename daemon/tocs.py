@@ -15,6 +15,7 @@ from libraryfs.daemon.filing import is_hidden
 from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import GIT_DIR, Placement
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
+from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import dir_settled, page0_moved
 from libraryfs.index import catalogue
@@ -91,8 +92,8 @@ class TocWriter:
             if t.inode(ino) is None:
                 return
             t.put_toc_pages(ino, out.pages)
-            old = t.section_meta(ino) or S.SectionMeta()
-            m = S.SectionMeta(
+            old = t.section_meta(ino) or SectionMeta()
+            m = SectionMeta(
                 description=description,
                 tokens_total=total_tokens,
                 entries_total=total_entries,
@@ -142,7 +143,7 @@ class TocWriter:
                 if cn is None or ignored(name, cn.is_dir):
                     continue
                 if cn.is_dir:
-                    sm = t.section_meta(child) or S.SectionMeta()
+                    sm = t.section_meta(child) or SectionMeta()
                     desc = sm.description if sm.description is not None else "section"
                     item = Item(name, desc, sm.tokens_total, True, sm.entries_total)
                     child_place = Placement(False, place.work_tree or t.lookup(child, GIT_DIR) is not None)
@@ -155,7 +156,7 @@ class TocWriter:
                         )
                     )
                 else:
-                    em = t.entry_meta(child) or S.EntryMeta()
+                    em = t.entry_meta(child) or EntryMeta()
                     if em.summary is None or em.size != cn.size:
                         missing[child] = (ino, name)
                     items.append(

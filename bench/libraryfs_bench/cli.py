@@ -30,6 +30,7 @@ from libraryfs.cli.options import (
 from libraryfs.errors import LibraryError
 from libraryfs.features.cards import cards as cardsmod
 from libraryfs_bench.episodes.cli import episode_bench
+from libraryfs_bench.options import no_plots_option, out_dir_option, out_json_option
 
 
 @click.group()
@@ -138,15 +139,8 @@ def _require_gcide(contents: tuple[str, ...]) -> None:
     show_default=True,
     help="T of the compounding experiment (0: skip).",
 )
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False),
-    default="bench/results/theorem",
-    show_default=True,
-    help="Output directory (JSONL, JSON, PNG).",
-)
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@out_dir_option("bench/results/theorem", "JSONL, JSON, PNG")
+@no_plots_option
 @click.option(
     "--llm-model",
     default=None,
@@ -262,7 +256,7 @@ def seed_cmd(champ, library_dir, tree_dir):
 @click.option("--beta", type=float, default=0.6, show_default=True)
 @click.option("--card-lift", type=float, default=0.0, show_default=True, help="Cards' share of the gap to 1.")
 @click.option("--spread", type=float, default=0.5, show_default=True, help="Wrong-answer spread in (0, 1).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+@out_json_option()
 def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
     """Monte-Carlo: tiered self-consistency vs Best-of-N at equal expected calls."""
     from libraryfs_bench.cards.simulate import SimConfig, format_table, simulate
@@ -281,7 +275,7 @@ def sim_cmd(problems, seeds, alpha, beta, card_lift, spread, out):
 @click.option("--seeds", type=int, default=50, show_default=True)
 @click.option("--workers", type=int, default=2, show_default=True)
 @click.option("--cache", type=click.Path(dir_okay=False), default=None, help="Answer-class cache (JSON).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+@out_json_option()
 @click.option(
     "--blocks",
     is_flag=True,
@@ -323,7 +317,7 @@ def replay_cmd(problems, seeds, workers, cache, out, blocks, traces_out):
 @click.argument("problems_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--best-of", type=int, default=5, show_default=True, help="N of the Best-of-N baseline.")
 @click.option("--trace-out", type=click.Path(dir_okay=False), default=None, help="Append JSONL traces here.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the result JSON here.")
+@out_json_option()
 @tree_options
 @llm_options
 def bench_cmd(problems_file, best_of, trace_out, out, library_dir, tree_dir, **kwargs):

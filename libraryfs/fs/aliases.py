@@ -26,6 +26,7 @@ class LinkNames:
         self._paths: dict[int, set[bytes]] = {}
 
     def __len__(self) -> int:
+        """Number of paths recorded."""
         return len(self._ino_of)
 
     def note(self, path: bytes, ino: int) -> None:

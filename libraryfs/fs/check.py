@@ -21,6 +21,7 @@ from libraryfs.errors import Corrupt
 from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
 from libraryfs.fs.lmdb_pages import WalkReport
+from libraryfs.fs.meta import SectionMeta, decode_meta
 from libraryfs.fs.store import Store, Txn
 
 
@@ -285,12 +286,12 @@ class _Checker:
                 self.problem("I8", ino, "meta of a missing inode", drop)
                 continue
             try:
-                rec = S.decode_meta(v)
+                rec = decode_meta(v)
             except Corrupt as e:
                 self.problem("I8", ino, f"undecodable meta record: {e}", drop)
                 continue
-            if isinstance(rec, S.SectionMeta) != node.is_dir:
-                kind = "section" if isinstance(rec, S.SectionMeta) else "entry"
+            if isinstance(rec, SectionMeta) != node.is_dir:
+                kind = "section" if isinstance(rec, SectionMeta) else "entry"
                 self.problem(
                     "I8", ino, f"a {kind} meta record on a {'non-' * (not node.is_dir)}directory", drop
                 )
@@ -311,11 +312,11 @@ class _Checker:
             kv.delete_range(S.DB_TOC, S.u64(S.CATALOGUE_INO), S.u64(S.CATALOGUE_INO + 1))
 
         try:
-            rec = S.decode_meta(raw)
+            rec = decode_meta(raw)
         except Corrupt as e:
             self.problem("I8", S.CATALOGUE_INO, f"undecodable catalogue record: {e}", drop)
             return
-        if not isinstance(rec, S.SectionMeta):
+        if not isinstance(rec, SectionMeta):
             self.problem("I8", S.CATALOGUE_INO, "the catalogue record is not a section record", drop)
 
 

@@ -141,6 +141,8 @@ class Watch:
                 pass
 
     def __iter__(self) -> Iterator[WatchEvent]:
+        """Events of the table in revision order until :meth:`close`; raises Compacted / Unavailable as the
+        class says."""
         lo, hi = self.backend.ks.bounds(self.table, b"", None)
         while not self._closed:
             body = {

@@ -42,6 +42,7 @@ class Keyspace:
         self.tags = tags
 
     def tag(self, table: bytes) -> bytes:
+        """The 4-byte tag of ``table``; raises InvalidArgument (EINVAL) for a table not opened."""
         try:
             return self.tags[table]
         except KeyError:

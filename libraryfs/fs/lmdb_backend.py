@@ -71,6 +71,7 @@ class LmdbTxn:
             self._t = txn
 
     def __enter__(self) -> LmdbTxn:
+        """Take the process-wide lock and begin a read-only transaction (adopting a map grown elsewhere)."""
         b = self._b
         b.lock.acquire()
         try:
@@ -87,6 +88,7 @@ class LmdbTxn:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Abort the read transaction and release the lock."""
         try:
             self._t.abort()
         finally:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from libraryfs.errors import NotFound
 from libraryfs.fs import schema as S
+from libraryfs.fs.meta import SectionMeta
 from libraryfs.fs.store import Store, Txn
 from libraryfs.layout import indexer_running
 
@@ -94,7 +95,7 @@ class TocPages:
     def facts(self, t: Txn, dir_ino: int) -> dict:
         """Freshness of a directory's TOC (the ``user.libraryfs.*`` xattrs): ``generation``, ``built_from``
         (journal sequence), ``pages``, ``stale`` (1 before the indexer has built it)."""
-        m = t.section_meta(dir_ino) or S.SectionMeta()
+        m = t.section_meta(dir_ino) or SectionMeta()
         return {
             "generation": m.toc_generation,
             "built_from": m.toc_journal_seq or 0,

@@ -30,6 +30,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 
 from libraryfs.fs import schema as S
+from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Store, Txn
 from libraryfs.index import catpages as P
 
@@ -91,7 +92,7 @@ def leaf_of(t: Txn, key: bytes) -> int:
     return page
 
 
-def record(t: Txn, ino: int, old: S.EntryMeta | None, new: S.EntryMeta | None) -> None:
+def record(t: Txn, ino: int, old: EntryMeta | None, new: EntryMeta | None) -> None:
     """Keep the rows of entry ``ino`` in step with its meta record (``new`` None: the entry is gone).
 
     Rows of names it no longer defines are removed, new ones added, and when the entry moved (its name or
@@ -211,7 +212,7 @@ def _apply(t: Txn, plan: _Plan) -> None:
     root = plan.nodes.get(0) or load_node(t, 0) or {}
     t.put_meta(
         S.CATALOGUE_INO,
-        S.SectionMeta(
+        SectionMeta(
             description="name catalogue",
             entries_total=int(root.get("n", 0)),
             toc_pages=plan.npages,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from libraryfs.index.markup import clean, first_sentence, is_boilerplate, split_sentence
+from libraryfs.index.markup import Paragraphs, clean, first_sentence, is_boilerplate, split_sentence
 
 if TYPE_CHECKING:
     from libraryfs.index.outline import Outline
@@ -235,23 +235,18 @@ def _code_lead(lang: str, lines: list[str]) -> str:
             paras = [clean(p) for p in re.split(r"\n\s*\n", "\n".join(parts).split(quote, 1)[0])]
             return first_sentence(paras) or first_sentence([clean(doc)])
     # the first comment block that is not boilerplate
-    blocks: list[str] = []
-    cur: list[str] = []
+    blocks = Paragraphs()
     for raw in lines[:n]:
         s = raw[:LINE_CHARS]
         if _COMMENT.match(s) and s.strip():
             text = _COMMENT.sub("", s, count=1).strip()
             if text:
-                cur.append(text)
-            elif cur:
-                blocks.append(clean(" ".join(cur)))
-                cur = []
+                blocks.add(text)
+            else:
+                blocks.end()
             continue
-        if cur:
-            blocks.append(clean(" ".join(cur)))
-            cur = []
+        blocks.end()
         if s.strip():
             break
-    if cur:
-        blocks.append(clean(" ".join(cur)))
-    return first_sentence([b for b in blocks if not is_boilerplate(b)])
+    blocks.end()
+    return first_sentence([b for b in blocks.out if not is_boilerplate(b)])

@@ -88,27 +88,58 @@ def split_sentence(text: str) -> str:
     return text.strip()
 
 
+class Paragraphs:
+    """Lines gathered into prose paragraphs, the input of :func:`first_sentence`.
+
+    :meth:`add` a line to the open paragraph, :meth:`end` it; ``out`` holds the ended paragraphs, each its
+    lines joined by spaces and :func:`clean`-ed, at most ``keep`` of them (``None``: all; later ones are
+    dropped). ``chars`` is the open paragraph's length in characters (callers cut long ones).
+    """
+
+    __slots__ = ("out", "keep", "lines", "chars")
+
+    def __init__(self, keep: int | None = None) -> None:
+        self.out: list[str] = []
+        self.keep = keep
+        self.lines: list[str] = []  #: the open paragraph
+        self.chars = 0
+
+    def add(self, line: str) -> None:
+        """Append ``line`` to the open paragraph."""
+        self.lines.append(line)
+        self.chars += len(line)
+
+    def end_clause(self) -> None:
+        """End the open paragraph's last line with ``;`` unless it ends in punctuation (a list item)."""
+        if self.lines and not self.lines[-1].endswith((".", ";", ":", ",")):
+            self.lines[-1] += ";"
+            self.chars += 1
+
+    def end(self) -> None:
+        """End the open paragraph (no-op when none is open)."""
+        if self.lines:
+            if self.keep is None or len(self.out) < self.keep:
+                self.out.append(clean(" ".join(self.lines)))
+            self.lines = []
+            self.chars = 0
+
+
 def prose_lines(lines: list[str]) -> list[str]:
     """Paragraphs (cleaned, joined lines) of plain text: blank lines separate them; shebangs, comment
     markers of licence headers and lines of only punctuation are dropped."""
-    out: list[str] = []
-    cur: list[str] = []
+    para = Paragraphs()
     for raw in lines[:5000]:
         s = raw[:LINE_CHARS].strip()
         if not s or s.startswith("#!") or _ONLY_PUNCT.match(s):
-            if cur:
-                out.append(clean(" ".join(cur)))
-                cur = []
-            if len(out) >= 40:
+            para.end()
+            if len(para.out) >= 40:
                 break
             continue
-        cur.append(s)
-        if sum(len(c) for c in cur) > LEAD_MAX_CHARS:
-            out.append(clean(" ".join(cur)))
-            cur = []
-    if cur:
-        out.append(clean(" ".join(cur)))
-    return out
+        para.add(s)
+        if para.chars > LEAD_MAX_CHARS:
+            para.end()
+    para.end()
+    return para.out
 
 
 # ---- reStructuredText ---------------------------------------------------------------------------------
@@ -198,21 +229,17 @@ class _RstScan:
         self.names: list[str] = []
         self.headings: list[str] = []
         self.synopsis = ""
-        self.paragraphs: list[str] = []
+        self.prose = Paragraphs(keep=40)
         self.module = ""
         self.classes: list[tuple[int, str]] = []  # (directive indent, qualname without module)
         self.blocks: list[tuple[int, str]] = []
         self.glossary_term_indent: int | None = None
         self.signature_open = False  # continuation lines of an object directive's signature may follow
         self.sig_continues = False  # the last signature line ended with a backslash
-        self._para: list[str] = []
 
     def flush(self) -> None:
         """End the paragraph being read (the first 40 are kept, cleaned)."""
-        if self._para:
-            if len(self.paragraphs) < 40:
-                self.paragraphs.append(clean(" ".join(self._para)))
-            self._para = []
+        self.prose.end()
 
     def directive(self, indent: int, kind: str, arg: str) -> None:
         """A directive line ``.. kind:: arg`` at ``indent``: module context, a signature, a glossary."""
@@ -300,13 +327,13 @@ class _RstScan:
             self.flush()
             return i + 1
         if s.endswith("::") and len(s) > 2:  # a literal block follows: keep the sentence, skip the block
-            self._para.append(s[:-1])
+            self.prose.add(s[:-1])
             self.flush()
             self.blocks.append((indent, "literal"))
             return i + 1
         if s.startswith((">>>", "...")):
             return i + 1
-        self._para.append(s)
+        self.prose.add(s)
         return i + 1
 
     def _in_block(self, s: str, indent: int, kind: str) -> None:
@@ -347,9 +374,9 @@ def rst_outline(text: str) -> Outline:
         i = scan.line(lines, i)
     scan.flush()
     headings = [h for h in scan.headings if h != title]
-    lead = scan.synopsis or first_sentence(scan.paragraphs)
+    lead = scan.synopsis or first_sentence(scan.prose.out)
     if scan.synopsis and title and scan.synopsis.rstrip(".").lower() in title.lower():
-        lead = first_sentence(scan.paragraphs) or scan.synopsis
+        lead = first_sentence(scan.prose.out) or scan.synopsis
     return Outline(title=title, names=scan.names, headings=headings, lead=lead)
 
 
@@ -398,15 +425,9 @@ def markdown_outline(text: str) -> Outline:
     title, fence = "", ""
     headings: list[str] = []
     names: list[str] = []
-    paras: list[str] = []
-    cur: list[str] = []
+    prose = Paragraphs(keep=40)
+    flush = prose.end
     table_names: bool | None = None
-
-    def flush() -> None:
-        if cur:
-            if len(paras) < 40:
-                paras.append(clean(" ".join(cur)))
-            cur.clear()
 
     while i < len(lines):
         raw = lines[i][:LINE_CHARS]
@@ -453,15 +474,14 @@ def markdown_outline(text: str) -> Outline:
         item = _LIST_ITEM.match(s)
         if item:  # a list reads as a run of clauses: "Deploy the service; Review the export"
             s = s[item.end() :]
-            if cur and not cur[-1].endswith((".", ";", ":", ",")):
-                cur[-1] += ";"
-        cur.append(s)
-        if sum(len(c) for c in cur) > LEAD_MAX_CHARS:
+            prose.end_clause()
+        prose.add(s)
+        if prose.chars > LEAD_MAX_CHARS:
             flush()
     flush()
     return Outline(
         title=title or front_title,
         names=names,
         headings=headings,
-        lead=first_sentence(paras),
+        lead=first_sentence(prose.out),
     )

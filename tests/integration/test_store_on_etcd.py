@@ -8,6 +8,7 @@ import os
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
+from libraryfs.fs.meta import SectionMeta
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import find
@@ -37,7 +38,7 @@ def test_a_library_on_etcd_works_through_the_typed_layer(etcd_backend, tmp_path)
             b"pears.md",
         ]
         assert find(t, "pears.md") == [b"/notes/pears.md"]
-        assert isinstance(t.section_meta(t.lookup(S.ROOT_INO, b"notes")), S.SectionMeta)
+        assert isinstance(t.section_meta(t.lookup(S.ROOT_INO, b"notes")), SectionMeta)
     fh, _ = view.open(b"/notes/INDEX.md", os.O_RDONLY)
     try:
         toc = view.read(fh, 1 << 16, 0)

@@ -14,6 +14,7 @@ from libraryfs.daemon.indexer import Indexer
 from libraryfs.errors import NotFound
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
+from libraryfs.fs.meta import EntryMeta
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
@@ -102,7 +103,7 @@ def expected(st: Store) -> dict[str, str]:
     best: dict[str, tuple[int, str]] = {}
     with st.read() as t:
         for _ino, m in t.iter_meta():
-            if isinstance(m, S.EntryMeta) and m.defines:
+            if isinstance(m, EntryMeta) and m.defines:
                 path = os.fsdecode(t.path_of(m.parent).rstrip(b"/") + b"/" + os.fsencode(m.name))
                 for n in m.defines:
                     if n not in best or len(m.defines) < best[n][0]:

@@ -19,6 +19,7 @@ from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.lmdb_backend import LmdbBackend
+from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import find
@@ -80,7 +81,7 @@ def test_previous_release_library_migrates_checks_clean_and_reads_the_same(old_l
             history = S.loads(t.cfg(S.CFG_SCHEMA_HISTORY))
             assert t.cfg(S.CFG_MIGRATION) is None
             for _ino, rec in t.iter_meta():  # every record the previous release wrote decodes, typed
-                assert isinstance(rec, S.EntryMeta | S.SectionMeta) and rec.extra == {}
+                assert isinstance(rec, EntryMeta | SectionMeta) and rec.extra == {}
         assert [(h["from"], h["to"]) for h in history] == [(1, 2), (2, 3)] and history[0]["records"] >= 11
         assert history[1]["records"] == report.inodes  # every inode record rewritten once
         got = view_snapshot(st)

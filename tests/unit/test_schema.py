@@ -12,6 +12,7 @@ import pytest
 from libraryfs.errors import Corrupt
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
+from libraryfs.fs.meta import EntryMeta, SectionMeta, decode_meta
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 
@@ -56,25 +57,25 @@ SECTION = {
 
 
 def test_meta_records_round_trip_by_kind():
-    e = S.decode_meta(json.dumps(ENTRY).encode())
-    s = S.decode_meta(json.dumps(SECTION).encode())
-    assert isinstance(e, S.EntryMeta) and e.name == ENTRY["name"] and e.tokens == 30 and e.extra == {}
-    assert isinstance(s, S.SectionMeta) and s.toc_page_tokens == [80] and s.toc_journal_seq == 17
+    e = decode_meta(json.dumps(ENTRY).encode())
+    s = decode_meta(json.dumps(SECTION).encode())
+    assert isinstance(e, EntryMeta) and e.name == ENTRY["name"] and e.tokens == 30 and e.extra == {}
+    assert isinstance(s, SectionMeta) and s.toc_page_tokens == [80] and s.toc_journal_seq == 17
     assert json.loads(e.encode()) == ENTRY and json.loads(s.encode()) == SECTION
-    assert S.decode_meta(e.encode()) == e and S.decode_meta(s.encode()) == s
+    assert decode_meta(e.encode()) == e and decode_meta(s.encode()) == s
 
 
 def test_missing_keys_take_defaults_and_none_is_not_written():
-    e = S.decode_meta(b'{"name":"x","parent":1}')
-    assert isinstance(e, S.EntryMeta) and e.summary is None and e.tokens is None and e.size is None
+    e = decode_meta(b'{"name":"x","parent":1}')
+    assert isinstance(e, EntryMeta) and e.summary is None and e.tokens is None and e.size is None
     assert "summary" not in json.loads(e.encode())
-    s = S.decode_meta(b"{}")
-    assert isinstance(s, S.SectionMeta) and s.toc_journal_seq is None and s.description is None
-    assert S.decode_meta(b'{"name":"x","summary":null}').summary is None  # a null counts as absent
+    s = decode_meta(b"{}")
+    assert isinstance(s, SectionMeta) and s.toc_journal_seq is None and s.description is None
+    assert decode_meta(b'{"name":"x","summary":null}').summary is None  # a null counts as absent
 
 
 def test_unknown_keys_are_kept_and_written_back():
-    rec = S.decode_meta(json.dumps({**ENTRY, "language": "en", "later": {"a": [1, 2]}}).encode())
+    rec = decode_meta(json.dumps({**ENTRY, "language": "en", "later": {"a": [1, 2]}}).encode())
     assert rec.extra == {"language": "en", "later": {"a": [1, 2]}}
     rec.summary = "changed"
     out = json.loads(rec.encode())
@@ -98,11 +99,11 @@ def test_unknown_keys_are_kept_and_written_back():
 )
 def test_damaged_meta_records_raise_corrupt(raw):
     with pytest.raises(Corrupt):
-        S.decode_meta(raw)
+        decode_meta(raw)
 
 
 def test_every_meta_field_is_in_the_codec_table_and_the_fast_path_agrees():
-    for cls, full in ((S.EntryMeta, ENTRY), (S.SectionMeta, SECTION)):
+    for cls, full in ((EntryMeta, ENTRY), (SectionMeta, SECTION)):
         fields = [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
         assert fields == list(cls._TYPES)
         keys = list(full)
@@ -150,8 +151,8 @@ def test_check_reports_undecodable_and_misplaced_meta(populated):
     a, x = _ino(st, b"a"), _ino(st, b"a", b"x.md")
     st.run_write(lambda t: t.kv.put(S.DB_META, S.u64(x), b"{broken"))
     assert _codes(st) == ["I8"]
-    st.run_write(lambda t: t.put_meta(x, S.SectionMeta(description="a file is no section")))
-    st.run_write(lambda t: t.put_meta(a, S.EntryMeta(name="a", parent=1)))
+    st.run_write(lambda t: t.put_meta(x, SectionMeta(description="a file is no section")))
+    st.run_write(lambda t: t.put_meta(a, EntryMeta(name="a", parent=1)))
     report = check(st)
     assert sorted(p.ino for p in report.problems) == sorted([a, x]) and _codes(st) == ["I8"]
     with st.read() as t:  # typed readers treat a record of the wrong kind as absent

@@ -15,6 +15,7 @@ import time
 import click
 
 from libraryfs.cli.common import write_json
+from libraryfs_bench.options import out_json_option
 
 
 @click.command("eval")
@@ -52,7 +53,7 @@ from libraryfs.cli.common import write_json
     "--tasks-out", type=click.Path(dir_okay=False), help="Write every task (JSON lines; .gz compresses)."
 )
 @click.option("--public", is_flag=True, help="--tasks-out without messages and with hashed authors.")
-@click.option("--out", "out_json", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
+@out_json_option("out_json", help="Write the result as JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def code_eval(
     checkouts: tuple[str, ...],

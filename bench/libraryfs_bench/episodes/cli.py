@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from libraryfs.errors import LibraryError
+from libraryfs_bench.options import local_model_option
 
 
 @click.command("bench")
@@ -31,9 +32,7 @@ from libraryfs.errors import LibraryError
     help="Also measure the LLM reader on this many questions per file (first episode, 200 tokens), on the "
     "configured endpoint or, with --local-model, on the real local model.",
 )
-@click.option(
-    "--local-model", is_flag=True, help="Serve the local model (libraryfs[llm-local]) for --llm-reader."
-)
+@local_model_option("Serve the local model (libraryfs[llm-local]) for --llm-reader.")
 def episode_bench(
     phrasing_files: tuple[str, ...],
     episodes: int,

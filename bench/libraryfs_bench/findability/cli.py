@@ -6,6 +6,8 @@ import os
 
 import click
 
+from libraryfs_bench.options import local_model_option, no_plots_option, out_dir_option
+
 DEFAULT_CORPORA = "python,gcide,code,click"
 NAVIGATORS = "toc,find,grep,bm25,llm"
 
@@ -46,14 +48,7 @@ def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     help="Queries to run: tune on dev only; report all (held-out rows are reported separately).",
 )
 @click.option("--navigators", default=NAVIGATORS, show_default=True, help="Which navigators to run.")
-@click.option(
-    "--out",
-    "out_dir",
-    default="bench/results/findability",
-    show_default=True,
-    type=click.Path(file_okay=False),
-    help="Output directory (summary.json, lookups.jsonl, PNGs).",
-)
+@out_dir_option("bench/results/findability", "summary.json, lookups.jsonl, PNGs")
 @click.option(
     "--base-url", envvar="LIBRARYFS_BENCH_BASE_URL", help="OpenAI-compatible endpoint of the LLM navigator."
 )
@@ -61,11 +56,9 @@ def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
 @click.option(
     "--api-key", envvar="LIBRARYFS_BENCH_API_KEY", default=None, help="API key (if the endpoint needs one)."
 )
-@click.option(
-    "--local-model",
-    is_flag=True,
-    help="Serve libraryfs's real local model (SmolLM2-135M via llama-cpp-python) for the LLM navigator "
-    "for the run; implies --llm-protocol text unless given.",
+@local_model_option(
+    "Serve libraryfs's real local model (SmolLM2-135M via llama-cpp-python) for the LLM navigator "
+    "for the run; implies --llm-protocol text unless given."
 )
 @click.option(
     "--llm-protocol",
@@ -95,7 +88,7 @@ def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     help="Read budget of the TOC navigator per lookup.",
 )
 @click.option("--keep-dir", type=click.Path(file_okay=False), help="Build the libraries here and keep them.")
-@click.option("--no-plots", is_flag=True, help="Skip the PNG plots.")
+@no_plots_option
 def find_command(
     corpus_list,
     custom,

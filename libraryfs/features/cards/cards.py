@@ -85,6 +85,7 @@ class Card:
     hurt: int = 0
 
     def __post_init__(self) -> None:
+        """Check ``type`` and ``tier``; raises :class:`CardFormatError` naming the bad value."""
         if self.type not in CARD_TYPES:
             raise CardFormatError(f"card type must be one of {CARD_TYPES}, got {self.type!r}")
         if self.tier not in CARD_TIERS + (UNIVERSAL,):

@@ -116,6 +116,7 @@ class Violation:
     detail: str = ""
 
     def __str__(self) -> str:
+        """One line naming the node, the kind and, for an overspend, ``need > budget`` of the dimension."""
         if self.kind in ("overspend", "forest-overspend"):
             return (
                 f"node {self.node!r} overspends {self.dimension}: {self.detail} = {self.need:g} "

@@ -46,6 +46,7 @@ class CoChange:
                 self.by_file.setdefault(f, []).append(i)
 
     def __len__(self) -> int:
+        """Number of past commits held."""
         return len(self.commits)
 
     def changes(self, path: str) -> int:

@@ -204,11 +204,11 @@ def _first_line(text: str, limit: int = 120) -> str:
     return ""
 
 
-def _py_docstring(node: Node) -> str:
-    body = node.child_by_field_name("body")
-    if body is None or body.named_child_count == 0:
+def _docstring_of(block: Node) -> str:
+    """First line of the docstring opening ``block`` (a module or a definition's body), else ``""``."""
+    if block.named_child_count == 0:
         return ""
-    first = body.named_children[0]
+    first = block.named_children[0]
     if (
         first.type == "expression_statement"
         and first.named_child_count
@@ -217,6 +217,11 @@ def _py_docstring(node: Node) -> str:
         raw = first.named_children[0].text.decode("utf-8", "replace")
         return _first_line(_QUOTES.sub("", raw))
     return ""
+
+
+def _py_docstring(node: Node) -> str:
+    body = node.child_by_field_name("body")
+    return "" if body is None else _docstring_of(body)
 
 
 def _leading_comment(node: Node) -> str:
@@ -309,16 +314,37 @@ def parse_source(path: str, data: bytes, language: str | None = None, sha: str =
     if language is None:
         raise ValueError(f"no grammar for {path}")
     parser, queries = _grammar(language)
-    tree = parser.parse(data)
-    root = tree.root_node
+    root = parser.parse(data).root_node
+    symbols = _symbols(_definitions(root, queries["defs"]), data, language)
+    module_calls = _attribute_calls(root, queries["calls"], symbols)
+    return FileParse(
+        path=path,
+        language=language,
+        sha=sha,
+        lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
+        symbols=symbols,
+        imports=list(dict.fromkeys(_imports(root, queries["imports"], language))),
+        module_calls=module_calls,
+        summary=_file_summary(root, language),
+    )
 
+
+def _definitions(root: Node, query: Query) -> list[tuple[int, Node, Node, str]]:
+    """``(start_byte, definition node, name node, kind)`` of every match of the ``defs`` query, outer
+    definitions before the inner ones starting at the same byte."""
     defs: list[tuple[int, Node, Node, str]] = []
-    for _, caps in QueryCursor(queries["defs"]).matches(root):
+    for _, caps in QueryCursor(query).matches(root):
         kind = next(k for k in caps if k != "name")
         node = caps[kind][0]
         defs.append((node.start_byte, node, caps["name"][0], kind))
     defs.sort(key=lambda t: (t[0], -t[1].end_byte))
+    return defs
 
+
+def _symbols(defs: list[tuple[int, Node, Node, str]], data: bytes, language: str) -> list[Symbol]:
+    """The :class:`Symbol` of each definition (in :func:`_definitions` order), nested by byte range: a
+    Python function inside a class is a method; qualified names run from the file's top (Go methods:
+    ``Receiver.name``)."""
     symbols: list[Symbol] = []
     stack: list[tuple[int, Symbol]] = []  # (end_byte, symbol) of open enclosing definitions
     for start, node, name_node, kind in defs:
@@ -352,13 +378,17 @@ def parse_source(path: str, data: bytes, language: str | None = None, sha: str =
         )
         symbols.append(sym)
         stack.append((node.end_byte, sym))
+    return symbols
 
-    # attribute each call to the innermost enclosing symbol (ranges nest, so walk parents from the
-    # last symbol starting before the call)
+
+def _attribute_calls(root: Node, query: Query, symbols: list[Symbol]) -> list[str]:
+    """Append each call name (``"name"``, or ``".name"`` for an attribute call) to the innermost symbol
+    enclosing it; return the calls outside every symbol (module level)."""
+    # ranges nest, so walk parents from the last symbol starting before the call
     starts = [s.start_byte for s in symbols]
     by_qual = {s.qualname: s for s in symbols}
     module_calls: list[str] = []
-    for _, caps in QueryCursor(queries["calls"]).matches(root):
+    for _, caps in QueryCursor(query).matches(root):
         attr = "attr" in caps
         callee = caps["attr" if attr else "callee"][0]
         pos = callee.start_byte
@@ -368,34 +398,27 @@ def parse_source(path: str, data: bytes, language: str | None = None, sha: str =
             owner = by_qual.get(owner.parent) if owner.parent else None
         name = ("." if attr else "") + callee.text.decode("utf-8", "replace")
         (owner.calls if owner is not None else module_calls).append(name)
+    return module_calls
 
+
+def _imports(root: Node, query: Query, language: str) -> list[str]:
+    """Raw import specifiers in file order (duplicates kept): Python dotted names, JS module strings
+    (``import``/``export from``/``require``), Go import paths."""
     imports: list[str] = []
-    for _, caps in QueryCursor(queries["imports"]).matches(root):
+    for _, caps in QueryCursor(query).matches(root):
         if language == "python":
             imports.extend(_py_imports(caps["imp"][0]))
             continue
         if "fn" in caps and caps["fn"][0].text not in (b"require",):
             continue
         imports.append(caps["src"][0].text.decode("utf-8", "replace").strip("\"'`"))
+    return imports
 
-    summary = ""
-    if language == "python" and root.named_child_count:
-        first = root.named_children[0]
-        if (
-            first.type == "expression_statement"
-            and first.named_children
-            and first.named_children[0].type == "string"
-        ):
-            summary = _first_line(_QUOTES.sub("", first.named_children[0].text.decode("utf-8", "replace")))
-    elif root.named_child_count and root.named_children[0].type == "comment":
-        summary = _first_line(root.named_children[0].text.decode("utf-8", "replace"))
-    return FileParse(
-        path=path,
-        language=language,
-        sha=sha,
-        lines=data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1),
-        symbols=symbols,
-        imports=list(dict.fromkeys(imports)),
-        module_calls=module_calls,
-        summary=summary,
-    )
+
+def _file_summary(root: Node, language: str) -> str:
+    """The file's one-line summary: a Python module docstring's first line, else a leading comment's."""
+    if language == "python":
+        return _docstring_of(root)
+    if root.named_child_count and root.named_children[0].type == "comment":
+        return _first_line(root.named_children[0].text.decode("utf-8", "replace"))
+    return ""

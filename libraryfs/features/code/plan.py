@@ -177,6 +177,7 @@ class GateReport:
         return [g for g, p in self.problems.items() if p]
 
     def __str__(self) -> str:
+        """``gate: problem | problem; gate: …`` of the refusing gates, or ``all gates pass``."""
         return "; ".join(f"{g}: {' | '.join(p)}" for g, p in self.problems.items() if p) or "all gates pass"
 
 

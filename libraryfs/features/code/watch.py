@@ -88,9 +88,11 @@ class CodeWatcher:
         self._thread.join(timeout=5)
 
     def __enter__(self) -> CodeWatcher:
+        """Start watching (:meth:`start`); returns the watcher."""
         return self.start()
 
     def __exit__(self, *exc) -> None:
+        """Stop watching (:meth:`stop`); exceptions propagate."""
         self.stop()
 
     def _run(self) -> None:

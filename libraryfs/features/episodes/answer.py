@@ -70,6 +70,8 @@ class LLMReader:
         self.last_error = ""
 
     def __call__(self, question: str, evidence: str) -> str | None:
+        """The model's answer to ``question`` from ``evidence`` (text), stripped; None for no answer
+        (``unknown``/empty) or a failed request (counted in :attr:`errors`). Never raises for the model."""
         from libraryfs.llm.client import LLMError, SpendLimitReached
 
         self.last_error = ""

@@ -79,6 +79,8 @@ class LLMExtractor:
             return None
 
     def __call__(self, t: int, text: str) -> Unit | None:
+        """The :class:`Unit` of step ``t`` extracted from its observation ``text`` (cached by content), or
+        None when the model failed or answered something unusable (counted in :attr:`errors`)."""
         from libraryfs.llm.cache import content_key
 
         key = content_key(text)
