@@ -70,7 +70,7 @@ TABLES = (*PROCESS_TABLES, "llm", "mcp")
 MCP_TABLES = ("mcp", "log")
 #: Tables whose unknown keys are ignored (reported) instead of refused.
 LENIENT_TABLES = ("llm",)
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt", "text")
 KEY_ENV_VARS = ("LIBRARYFS_LLM_API_KEY", "OPENAI_API_KEY")
 _LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -163,7 +163,7 @@ SPEC: dict[str, Setting] = {
     "llm.structured_output": Setting(
         "choice",
         "auto",
-        "auto | json_schema | json_object | json_object_schema | prompt",
+        "auto | json_schema | json_object | json_object_schema | prompt | text",
         choices=STRUCTURED_MODES,
     ),
     "llm.temperature": _f(0.0, "sampling temperature"),
