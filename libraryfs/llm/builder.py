@@ -233,8 +233,8 @@ class LLMIndexBuilder(Asking):
         """Model answers where valid, the fallback's result elsewhere (computed only where needed)."""
         out: list[str | None] = [None] * len(inputs)
         for j, i in enumerate(asks):
-            if j in got:
-                out[i] = got[j]
+            if j in got:  # cached answers too are made safe lines (older validators were laxer)
+                out[i] = got[j] if job == "file" else P.model_line(str(got[j]), 10_000)
         missing = [i for i, v in enumerate(out) if v is None]
         self.last_fallbacks = [i for i in missing if i in set(asks)]
         self.last_deferred = [asks[j] for j in self._deferred_items]

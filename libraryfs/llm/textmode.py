@@ -14,7 +14,7 @@ of 12 for the best JSON set-up. This mode asks that, per item, and validates eac
   to name a subject), else the deterministic filing;
 - grouping is not asked at all (the deterministic name ranges are used).
 
-Every accepted line is cleaned by :func:`libraryfs.index.jobs.clean_line` and then by the TOC renderer.
+Every accepted line is cleaned by :func:`libraryfs.llm.prompts.model_line` and then by the TOC renderer.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from libraryfs.index.jobs import SUMMARY_MAX_WORDS, clean_line
-from libraryfs.llm.prompts import DESCRIPTION_MAX_WORDS, excerpt
+from libraryfs.index.jobs import SUMMARY_MAX_WORDS
+from libraryfs.llm.prompts import DESCRIPTION_MAX_WORDS, excerpt, model_line
 
 TEXT_VERSION = 1  #: part of the cache key of every text-mode answer (bump when a prompt below changes)
 COPY_WORDS = 8  #: this many words in a row copied from the document make an answer a copy
@@ -115,7 +115,7 @@ def parse(job: TextJob, answer: str, item: dict[str, Any], sections: list[str] |
         return None
     if job.name == "summarize" and _copied(s, str(item.get("text", ""))):
         return None
-    line = clean_line(s, limit)
+    line = model_line(s, limit)
     return line if line and any(c.isalnum() for c in line) else None
 
 
