@@ -7,8 +7,9 @@ thread asks the model, keeps the valid answers in memory, and calls ``on_answers
 answers through the builder (the builder moves them into the LMDB cache from the indexer's own thread: the
 worker never touches the store).
 
-- **Order:** summaries first, then filings, section descriptions, groupings (a section's description is
-  asked from its entries' lines, so asking it before their summaries arrive would be wasted).
+- **Order:** filings first (an inbox entry waits for its answer), then summaries, section descriptions,
+  groupings (a section's description is asked from its entries' lines, so asking it before their summaries
+  arrive would be wasted).
 - **Supersede:** a description or grouping of a section replaces a queued one for the same section (only
   the newest listing is worth a request); an item already queued is not queued twice.
 - **Batching across passes:** queued items of one job (and one section menu for filings) go out together,
@@ -30,7 +31,7 @@ from typing import Any
 
 log = logging.getLogger("libraryfs.llm")
 
-PRIORITY = {"summarize": 0, "file": 1, "describe": 2, "group": 3}
+PRIORITY = {"file": 0, "summarize": 1, "describe": 2, "group": 3}
 GIVE_UP_S = 3600.0  #: an item the model answered invalidly is not asked again for this long, seconds
 
 

@@ -8,8 +8,8 @@ of 12 for the best JSON set-up. This mode asks that, per item, and validates eac
 - the first sentence only (the model rarely stops at one), cut to the job's word limit;
 - refused (→ the deterministic line for that item): empty, fewer than 3 words, no letters, the file name,
   text about the task or the document itself ("The document above is …", "Here is a summary"), fragments of
-  a JSON schema or of the prompt, and copies of the document (8 words in a row taken from it — the
-  deterministic line already quotes the document);
+  a JSON schema or of the prompt. A sentence copied from the document is accepted (it is a true line; the
+  measurement in docs/llm.md counts it as not *useful*, since the deterministic line quotes it too);
 - filing accepts only an existing section named in the answer (never a new one: the model cannot be trusted
   to name a subject), else the deterministic filing;
 - grouping is not asked at all (the deterministic name ranges are used).
@@ -27,9 +27,9 @@ from libraryfs.index.jobs import SUMMARY_MAX_WORDS
 from libraryfs.llm.prompts import DESCRIPTION_MAX_WORDS, excerpt, model_line
 
 TEXT_VERSION = 1  #: part of the cache key of every text-mode answer (bump when a prompt below changes)
-COPY_WORDS = 8  #: this many words in a row copied from the document make an answer a copy
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n")
+_LABEL = re.compile(r"^(?::[\w-]+:+\s*)+")  # reST roles/directives the model imitates
 _PREFIX = re.compile(r"^\s*(?:summary|description|answer|sentence|section)\s*[:\-–]\s*", re.I)
 _ABOUT_TASK = re.compile(
     r"\b(?:the (?:document|text|file|folder|section) above|this (?:document|text) (?:is|provides) a summary|"
@@ -37,7 +37,7 @@ _ABOUT_TASK = re.compile(
     r"(?:document|text)|in one sentence|at most \d+ words|the user)\b",
     re.I,
 )
-_SCHEMA = re.compile(r"[{}\[\]]|\"type\"|'type'|\bjson\b|additionalProperties|\bschema\b", re.I)
+_SCHEMA = re.compile(r"[{}\[\]]|[\"']type[\"']\s*:|[\"']properties[\"']|additionalProperties")
 
 
 @dataclass(frozen=True)
@@ -85,18 +85,15 @@ def messages(job: TextJob, item: dict[str, Any], sections: list[str] | None = No
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of ``text`` (a leading ``Summary:``-style label dropped), whitespace collapsed."""
-    s = _PREFIX.sub("", text.strip().strip("\"'`"))
-    s = _SENTENCE_END.split(s, maxsplit=1)[0]
-    return " ".join(s.split()).strip("\"'` ")
-
-
-def _copied(answer: str, source: str, n: int = COPY_WORDS) -> bool:
-    words = re.findall(r"\w+", answer.lower())
-    if len(words) < n:
-        return False
-    src = " " + " ".join(re.findall(r"\w+", source.lower())) + " "
-    return any(" " + " ".join(words[i : i + n]) + " " in src for i in range(len(words) - n + 1))
+    """The first sentence of the first line of ``text`` with at least 3 words, after dropping list and
+    quote markers, reST/Markdown labels (``:section::``, ``Summary:``) and surrounding quotes."""
+    for raw in text.splitlines():
+        line = _LABEL.sub("", raw.strip())
+        line = _PREFIX.sub("", line.lstrip("*-•>#·+ \t").strip().strip("\"'`").strip())
+        if len(line.split()) >= 3:
+            s = _SENTENCE_END.split(line, maxsplit=1)[0]
+            return " ".join(s.split()).strip("\"'` ")
+    return ""
 
 
 def parse(job: TextJob, answer: str, item: dict[str, Any], sections: list[str] | None = None) -> str | None:
@@ -112,8 +109,6 @@ def parse(job: TextJob, answer: str, item: dict[str, Any], sections: list[str] |
     if name and (s.lower().rstrip(".") == name or s.lower().startswith(name.rsplit(".", 1)[0] + ".")):
         return None
     if _ABOUT_TASK.search(s) or _SCHEMA.search(s):
-        return None
-    if job.name == "summarize" and _copied(s, str(item.get("text", ""))):
         return None
     line = model_line(s, limit)
     return line if line and any(c.isalnum() for c in line) else None

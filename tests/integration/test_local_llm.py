@@ -22,7 +22,10 @@ from helpers.facility import unavailable
 from helpers.wait import pid_alive, wait_exit
 
 from libraryfs.daemon import corpus
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
 from libraryfs.index.jobs import SUMMARY_MAX_WORDS, EntryDoc
 from libraryfs.llm import local
 from libraryfs.llm import prompts as P
@@ -65,15 +68,16 @@ def test_builder_summarises_a_real_document_with_the_model(local_llm, libdir):
     jobs = status["jobs"]["summarize"]
     assert jobs["answered"] == 1 and jobs["fallbacks"] == 0, status
     assert status["requests"] >= 1 and status["tokens"] > 0
-    assert status["structured_output"] == "json_object_schema"
+    assert status["structured_output"] == "text"
     assert line and "\n" not in line and len(line.split()) <= SUMMARY_MAX_WORDS + 1  # + the "…" of a cut line
     assert "{" not in line and "schema" not in line.lower()
 
 
 def test_client_gets_a_json_answer_that_passes_validation(local_llm):
-    """The inbox-filing job's JSON answer names an existing section or a safe new one for the entry."""
+    """The inbox-filing job's JSON answer (the schema as a grammar, ``json_object_schema``) names an existing
+    section or a safe new one for the entry."""
     doc = real_doc("library/heapq.rst.txt")
-    cfg = load_config(None, local_llm.overrides(), env={})
+    cfg = load_config(None, {**local_llm.overrides(), "structured_output": "json_object_schema"}, env={})
     client = ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
     sections = ["python/library", "python/tutorial", "dictionary", "recipes"]
     menu = [{"path": s, "description": f"{s.split('/')[-1]} documents"} for s in sections]
@@ -86,6 +90,59 @@ def test_client_gets_a_json_answer_that_passes_validation(local_llm):
     assert set(filed) == {1}, answer
     assert usage.prompt_tokens > 100 and usage.completion_tokens > 0
     assert client.counters["requests"] == 1 and client.counters["http_errors"] == 0
+
+
+def test_indexer_end_to_end_with_the_real_model(local_llm, libdir):
+    """The indexer with the real model in its recommended plain-text mode: summaries, section descriptions
+    and inbox filing, a handful of requests. What the model writes is not fixed; every answer it gave is
+    either used (a safe one-line TOC line) or refused per item for the deterministic one, and the inbox is
+    filed into an existing section."""
+    st = Store(libdir)
+    v = LibraryView(st)
+    uid, gid = os.getuid(), os.getgid()
+    for d in (b"/python", b"/cooking", b"/inbox"):
+        v.mkdir(d, 0o755, uid, gid)
+    for rel, dest in (
+        ("library/json.rst.txt", b"/python/json.rst.txt"),
+        ("library/heapq.rst.txt", b"/inbox/heapq.rst.txt"),
+    ):
+        doc = real_doc(rel)
+        fh = v.create(dest, 0o644, os.O_WRONLY, uid, gid)
+        v.write(fh, doc.text.encode()[:3000], 0)
+        v.release(fh)
+    fh = v.create(b"/cooking/bread.md", 0o644, os.O_WRONLY, uid, gid)
+    v.write(fh, b"# Bread\n\nMix flour, water, salt and yeast; knead, let it rise, bake for 40 minutes.\n", 0)
+    v.release(fh)
+    cfg = load_config(libdir, local_llm.overrides(), env={})
+    builder = LLMIndexBuilder(cfg, st)
+    try:
+        idx = Indexer(str(libdir), builder=builder, store=st, settle_s=0)
+        idx.run_once()
+        idx.run_once()  # the filed entry is indexed in its new section
+        status = builder.status()
+        with st.read() as t:
+            inbox = t.lookup(S.ROOT_INO, b"inbox")
+            assert t.dir_is_empty(inbox)
+            pages = {
+                p: (t.toc_page(t.lookup(S.ROOT_INO, p.encode()), 0) or b"").decode()
+                for p in ("python", "cooking")
+            }
+            root = (t.toc_page(S.ROOT_INO, 0) or b"").decode()
+    finally:
+        builder.close()
+        st.close()
+    print(f"\n{status['requests']} requests, jobs {status['jobs']}, endpoint {status['endpoint']}\n{root}")
+    assert status["structured_output"] == "text" and status["http_errors"] == 0
+    assert 3 <= status["requests"] <= 12, status["requests"]
+    jobs = status["jobs"]
+    for job in ("summarize", "describe", "file"):
+        assert jobs[job]["items"] > 0 and jobs[job]["answered"] + jobs[job]["fallbacks"] >= 1, (job, jobs)
+    assert sum(j["answered"] for j in jobs.values()) >= 1, jobs  # the model's text is used somewhere
+    assert "heapq.rst.txt" in pages["python"] + pages["cooking"]
+    for page in (*pages.values(), root):
+        lines = page.splitlines()
+        assert [ln for ln in lines if ln.startswith("# ")] == lines[1:2], page
+        assert all(ln.startswith("- [") for ln in lines[4:] if ln.strip()), page
 
 
 def _serve(*args: str) -> subprocess.Popen:
@@ -117,7 +174,7 @@ def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
         text = "".join(rest)
         assert f"export LIBRARYFS_LLM_BASE_URL={base_url}" in text
         assert f"export LIBRARYFS_LLM_MODEL={local.MODEL_NAME}" in text
-        assert 'structured_output = "json_object_schema"' in text
+        assert 'structured_output = "text"' in text
         with urllib.request.urlopen(base_url + "/models", timeout=30) as r:
             assert [m["id"] for m in json.loads(r.read())["data"]] == [local.MODEL_NAME]
         proc.send_signal(signal.SIGTERM)
