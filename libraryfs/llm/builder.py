@@ -375,9 +375,12 @@ class LLMIndexBuilder(Asking):
             }
 
     def close(self) -> None:
-        """Stop the background worker and the request threads (in-flight requests finish first)."""
-        if self.deferred is not None:
+        """Stop the background worker and the request threads (synchronous mode: in-flight requests finish
+        first; background mode: they are abandoned, their answers were only ever provisional)."""
+        if self.deferred is not None:  # a background request never holds up the daemon's stop
             self.deferred.close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            return
         self._pool.shutdown(wait=True)
 
 

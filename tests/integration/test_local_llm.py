@@ -145,6 +145,50 @@ def test_indexer_end_to_end_with_the_real_model(local_llm, libdir):
         assert all(ln.startswith("- [") for ln in lines[4:] if ln.strip()), page
 
 
+@pytest.mark.mount
+def test_demo_mount_with_the_local_model_and_umount_stops_it(tmp_path):
+    """``libraryfs demo --llm local``'s mount step: the model is started for the indexer daemon (a new file
+    gets its deterministic line at once, then the model's), ``run.json`` records it, ``umount`` stops it."""
+    from helpers.files import read_file
+    from helpers.mount import require_fuse
+    from helpers.wait import wait_until
+
+    from libraryfs.daemon import launcher
+    from libraryfs.daemon.demo import _mount
+    from libraryfs.layout import read_run
+
+    require_fuse()
+    try:
+        local.check_installed()
+    except local.LocalModelError as e:
+        unavailable(str(e))
+    lib, mnt = tmp_path / "lib", tmp_path / "mnt"
+    Store.create(lib, {"toc_max_tokens": 2000}).close()
+    said: list[str] = []
+    info = _mount(str(lib), str(mnt), "local", said.append)
+    try:
+        run = read_run(str(lib))
+        assert run["llm_pid"] == info["llm_pid"] and pid_alive(run["llm_pid"])
+        with open(mnt / "tides.md", "w") as f:
+            f.write("# Tides\n\nHigh water comes twice a day; the moon pulls the sea towards it.\n")
+        wait_until(lambda: "[tides.md]" in read_file(str(mnt / "INDEX.md")), 60, "the deterministic line")
+
+        def by_model() -> bool:
+            st = Store(str(lib), readonly=True)
+            try:
+                with st.read() as t:
+                    meta = t.entry_meta(t.lookup(S.ROOT_INO, b"tides.md"))
+                    return meta is not None and meta.by == "llm:" + local.MODEL_NAME
+            finally:
+                st.close()
+
+        wait_until(by_model, 300, "the model's summary of tides.md")
+    finally:
+        launcher.stop(str(mnt))
+    assert wait_exit(info["llm_pid"], 30), "umount left the local model running"
+    assert any("serving at http://127.0.0.1:" in line for line in said), said
+
+
 def _serve(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "libraryfs.cli.main", "llm", "serve", *args],
