@@ -42,6 +42,7 @@ class Asking:
     _paused_until: float
     _pause_reason: str
     _next_pause_s: float
+    text_mode: bool
 
     def _paused(self) -> bool:
         return time.time() < self._paused_until
@@ -58,7 +59,7 @@ class Asking:
                     if isinstance(e, Unavailable)
                     else self._next_pause_s
                 )
-                until, why = now + wait, reason or getattr(e, "kind", "error")
+                until, why = now + wait, str(reason or getattr(e, "kind", "error"))
                 self._next_pause_s = min(self._next_pause_s * 2, MAX_PAUSE_S)
             self._paused_until = max(self._paused_until, until)
             self._pause_reason = why

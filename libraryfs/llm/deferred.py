@@ -83,8 +83,8 @@ class Deferred:
         with self._cond:
             old = self._units.pop(unit.tag, None)
             if old is not None:  # superseded: its items are free again
-                for k in old.keys:
-                    self._queued.pop((old.prompt_version, k), None)
+                for old_key in old.keys:
+                    self._queued.pop((old.prompt_version, old_key), None)
             for i, (key, item) in enumerate(unit.items):
                 k = (unit.prompt_version, key)
                 if now - self._gave_up.get(k, -GIVE_UP_S) < GIVE_UP_S or k in self._arrived:
