@@ -16,6 +16,7 @@ import urllib.parse
 
 import pytest
 from helpers.llm_server import LLMServer, Reply
+from helpers.view import mkfile
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
@@ -44,13 +45,6 @@ HOSTILE = (
 )
 
 ENTRY_LINE = re.compile(r"^- \[((?:\\.|[^\\\]])+)\]\(([^)\s]+)\) — ((?:\\.|[^\\\[\]])*) \(~?[\d,]+ tok\)$")
-
-
-def _write(view: LibraryView, path: bytes, data: bytes) -> None:
-    fh = view.create(path, 0o644, os.O_WRONLY, os.getuid(), os.getgid())
-    if data:
-        view.write(fh, data, 0)
-    view.release(fh)
 
 
 def hostile(req) -> Reply:
@@ -90,7 +84,7 @@ def bad_lib(libdir):
     v = LibraryView(st)
     v.mkdir(b"/bad", 0o755, os.getuid(), os.getgid())
     for name, data in BAD.items():
-        _write(v, b"/bad/" + name, data)
+        mkfile(v, b"/bad/" + name, data)
     yield st
     st.close()
 

@@ -17,6 +17,7 @@ import os
 import pytest
 from helpers.checklogs import assert_logs
 from helpers.llm_server import IndexModel, LLMServer, Reply
+from helpers.view import mkfile
 
 from libraryfs.cli.library_cmds import endpoint_lines
 from libraryfs.daemon.indexer import Indexer
@@ -24,12 +25,6 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.llm import make_builder
-
-
-def _write(view: LibraryView, path: bytes, data: bytes) -> None:
-    fh = view.create(path, 0o644, os.O_WRONLY, os.getuid(), os.getgid())
-    view.write(fh, data, 0)
-    view.release(fh)
 
 
 def _overrides(url: str, **kw) -> dict:
@@ -59,7 +54,7 @@ def test_garbage_answers_pause_the_endpoint_within_20_requests(store, run_cli):
     v = LibraryView(store)
     v.mkdir(b"/notes", 0o755, os.getuid(), os.getgid())
     for k in range(40):
-        _write(v, b"/notes/n%02d.md" % k, b"# Note %d\n\nSomething distinct number %d.\n" % (k, k))
+        mkfile(v, b"/notes/n%02d.md" % k, b"# Note %d\n\nSomething distinct number %d.\n" % (k, k))
     prose = Reply("Sure! I would be glad to help you with your library. Here is what I think about it.")
     with LLMServer(default=prose) as srv:
         b = make_builder(store.libdir, store, _overrides(srv.base_url, batch_size=1, down_backoff_s=600))
@@ -85,7 +80,7 @@ def test_garbage_answers_pause_the_endpoint_within_20_requests(store, run_cli):
 
 def test_a_healthy_endpoint_line_shows_latency_and_no_errors(store):
     v = LibraryView(store)
-    _write(v, b"/a.md", b"# A\n\nAlpha.\n")
+    mkfile(v, b"/a.md", b"# A\n\nAlpha.\n")
     with LLMServer(default=IndexModel()) as srv:
         b = make_builder(store.libdir, store, _overrides(srv.base_url))
         try:
@@ -109,7 +104,7 @@ def test_writes_into_a_big_directory_do_not_regroup_it_each_time(store):
     v = LibraryView(store)
     v.mkdir(b"/big", 0o755, os.getuid(), os.getgid())
     for k in range(120):
-        _write(v, b"/big/e%03d.md" % k, b"# Entry %d\n\nText of entry %d.\n" % (k, k))
+        mkfile(v, b"/big/e%03d.md" % k, b"# Entry %d\n\nText of entry %d.\n" % (k, k))
     with LLMServer(default=IndexModel()) as srv:
         b = make_builder(store.libdir, store, _overrides(srv.base_url))
         idx = Indexer(store.libdir, builder=b, store=store, settle_s=0)
@@ -119,7 +114,7 @@ def test_writes_into_a_big_directory_do_not_regroup_it_each_time(store):
             assert before.get("group") == 1
             n = 10
             for k in range(n):
-                _write(v, b"/big/z-new-%02d.md" % k, b"# New %d\n\nA new entry, number %d.\n" % (k, k))
+                mkfile(v, b"/big/z-new-%02d.md" % k, b"# New %d\n\nA new entry, number %d.\n" % (k, k))
                 idx.run_once()
             after = _requests_by_task(srv)
         finally:

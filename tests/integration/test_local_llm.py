@@ -19,6 +19,7 @@ import urllib.request
 
 import pytest
 from helpers.facility import unavailable
+from helpers.view import mkfile
 from helpers.wait import pid_alive, wait_exit
 
 from libraryfs.daemon import corpus
@@ -106,13 +107,12 @@ def test_indexer_end_to_end_with_the_real_model(local_llm, libdir):
         ("library/json.rst.txt", b"/python/json.rst.txt"),
         ("library/heapq.rst.txt", b"/inbox/heapq.rst.txt"),
     ):
-        doc = real_doc(rel)
-        fh = v.create(dest, 0o644, os.O_WRONLY, uid, gid)
-        v.write(fh, doc.text.encode()[:3000], 0)
-        v.release(fh)
-    fh = v.create(b"/cooking/bread.md", 0o644, os.O_WRONLY, uid, gid)
-    v.write(fh, b"# Bread\n\nMix flour, water, salt and yeast; knead, let it rise, bake for 40 minutes.\n", 0)
-    v.release(fh)
+        mkfile(v, dest, real_doc(rel).text.encode()[:3000])
+    mkfile(
+        v,
+        b"/cooking/bread.md",
+        b"# Bread\n\nMix flour, water, salt and yeast; knead, let it rise, bake for 40 minutes.\n",
+    )
     cfg = load_config(libdir, local_llm.overrides(), env={})
     builder = LLMIndexBuilder(cfg, st)
     try:
