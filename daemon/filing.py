@@ -89,7 +89,9 @@ class InboxFiler:
                 return
             sections = self._sections(t) if ready else []
         targets = self._call("file", [d for _n, d in ready], sections) if ready else []
-        waiting = self.call_deferred  # the model's answer is on its way: the entry stays until it arrives
+        # the model's answer is on its way: the entry stays until it arrives (not while the endpoint is paused)
+        paused = getattr(self.builder, "is_paused", lambda: False)()
+        waiting = set() if paused else self.call_deferred
         moves = [
             (name, target)
             for k, ((name, _doc), target) in enumerate(zip(ready, targets, strict=False))

@@ -266,7 +266,7 @@ class LLMIndexBuilder(Asking):
         """Answers ``{position in items: value}`` for the items the cache or the model answered validly.
 
         With :attr:`deferred` set, the misses go to the background queue instead (``_deferred_items``: their
-        positions, unless the builder is paused — then the caller's fallback is final for now)."""
+        positions; while the builder is paused they wait for the pause to end)."""
         stats = self.jobs[job.name]
         self._deferred_items = []
         with self._lock:
@@ -313,9 +313,8 @@ class LLMIndexBuilder(Asking):
                 tag or (job.name, self._tags),
                 batch_key or ((job.name, tag) if whole else (job.name,)),
             )
-            waiting = self.deferred.submit(unit)
-            if not self._paused():
-                self._deferred_items = [j for w in waiting for j in by_key[keys[todo[w][0]]]]
+            waiting = self.deferred.submit(unit)  # kept through a pause: asked when it ends
+            self._deferred_items = [j for w in waiting for j in by_key[keys[todo[w][0]]]]
             self.cache.save_spend(self.limiter.export())
             return got
         if self._paused():

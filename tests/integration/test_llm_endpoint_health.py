@@ -16,8 +16,9 @@ import os
 
 import pytest
 from helpers.checklogs import assert_logs
-from helpers.llm_server import IndexModel, LLMServer, Reply
+from helpers.llm_server import IndexModel, LLMServer, Reply, Status
 from helpers.view import mkfile
+from helpers.wait import wait_until
 
 from libraryfs.cli.library_cmds import endpoint_lines
 from libraryfs.daemon.indexer import Indexer
@@ -128,3 +129,46 @@ def test_writes_into_a_big_directory_do_not_regroup_it_each_time(store):
         big = t.lookup(S.ROOT_INO, b"big")
         pages = b"".join(t.toc_page(big, p) or b"" for p in range(8))
     assert b"z-new-09.md" in pages and b"Model summary of z-new-09.md" in pages
+
+
+@pytest.mark.expect_log(r"is failing: http_503")
+def test_background_answers_after_an_outage_replace_the_deterministic_lines(store):
+    """The daemon's background mode in process: during an outage every line is deterministic at once; when
+    the endpoint answers again the queued items are asked and a refresh pass puts the model's text in,
+    without any new write."""
+    v = LibraryView(store)
+    v.mkdir(b"/notes", 0o755, os.getuid(), os.getgid())
+    for k in range(3):
+        mkfile(v, b"/notes/n%d.md" % k, b"# Note %d\n\nText %d.\n" % (k, k))
+    down = {"on": True}
+    with LLMServer(default=lambda req: Status(503) if down["on"] else IndexModel()(req)) as srv:
+        b = make_builder(store.libdir, store, _overrides(srv.base_url, down_backoff_s=0.3))
+        idx = Indexer(store.libdir, builder=b, store=store, settle_s=0)
+        try:
+            assert idx.ask_in_background()
+            idx.run_once()
+            assert b"Text 2." in _page(store, b"notes")  # deterministic, at once
+            wait_until(lambda: b.is_paused(), 30, "the builder to pause on the outage")
+            down["on"] = False
+            wait_until(lambda: idx.refresh.ready(), 60, "the queued answers after the outage")
+
+            def refreshed() -> bool:
+                if idx.refresh.ready():
+                    idx.run_once(refresh=True)
+                return (
+                    b"Model summary of n2.md" in _page(store, b"notes")
+                    and b"Model description of notes" in _page(store, b"")  # asked from the model's lines
+                    and not idx.refresh.entries
+                    and not idx.refresh.dirs
+                )
+
+            wait_until(refreshed, 60, "the model's lines")
+        finally:
+            b.close()
+    assert _status(store)["llm_refresh"]["refresh_passes"] >= 1
+
+
+def _page(st: Store, path: bytes) -> bytes:
+    with st.read() as t:
+        ino = t.lookup(S.ROOT_INO, path) if path else S.ROOT_INO
+        return t.toc_page(ino, 0) or b""
