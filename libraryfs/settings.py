@@ -70,7 +70,7 @@ TABLES = (*PROCESS_TABLES, "llm", "mcp")
 MCP_TABLES = ("mcp", "log")
 #: Tables whose unknown keys are ignored (reported) instead of refused.
 LENIENT_TABLES = ("llm",)
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt", "text")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt")
 KEY_ENV_VARS = ("LIBRARYFS_LLM_API_KEY", "OPENAI_API_KEY")
 _LEVELS = ("CRITICAL", "ERROR", "WARNING", "INFO", "DEBUG")
 
@@ -163,8 +163,15 @@ SPEC: dict[str, Setting] = {
     "llm.structured_output": Setting(
         "choice",
         "auto",
-        "auto | json_schema | json_object | json_object_schema | prompt | text",
+        "auto | json_schema | json_object | json_object_schema | prompt",
         choices=STRUCTURED_MODES,
+    ),
+    "llm.index_answers": Setting(
+        "choice",
+        "json",
+        "how the index builder asks: json (batched, structured output) | text (one item per request, one "
+        "plain sentence back; for small models)",
+        choices=("json", "text"),
     ),
     "llm.temperature": _f(0.0, "sampling temperature"),
     "mcp.transport": Setting(

@@ -75,7 +75,7 @@ class LLMIndexBuilder(Asking):
         self.errors: dict[str, int] = {}
         self.last_error: dict[str, Any] | None = None
         self.health = self.client.health
-        self.text_mode = config.structured_output == "text"
+        self.text_mode = config.index_answers == "text"
         self.deferred: Deferred | None = None
         self.last_deferred: list[int] = []
         self._deferred_items: list[int] = []
@@ -332,7 +332,7 @@ class LLMIndexBuilder(Asking):
     def status(self) -> dict:
         """Facts for ``status.json["builder"]``: model, requests, tokens, cache hits, fallbacks, errors, spend.
 
-        Shape: ``{"builder", "model", "base_url", "structured_output", "requests", "prompt_tokens",
+        Shape: ``{"builder", "model", "base_url", "structured_output", "index_answers", "requests", "prompt_tokens",
         "completion_tokens", "tokens", "cache_hits", "cache_misses", "fallbacks", "invalid_answers",
         "new_sections", "jobs": {job: {...}}, "errors": {kind: n}, "last_error", "paused_until",
         "pause_reason", "spend": {...}, "endpoint": {...}, "background": {...} | None}`` (times are Unix
@@ -348,6 +348,7 @@ class LLMIndexBuilder(Asking):
                 "model": self.config.model,
                 "base_url": self.config.base_url,
                 "structured_output": self.client.mode,
+                "index_answers": "text" if self.text_mode else "json",
                 "requests": c["requests"],
                 "prompt_tokens": c["prompt_tokens"],
                 "completion_tokens": c["completion_tokens"],

@@ -1,4 +1,4 @@
-"""Plain-text prompts for small models (``structured_output = "text"``): one item per request, one sentence back.
+"""Plain-text prompts for small models (``index_answers = "text"``): one item per request, one sentence back.
 
 A 135M-parameter model does not keep to a JSON contract (docs/llm.md, "The local model": 0 of 12 answers
 parseable without a grammar, the schema echoed with a generic one), but the *first sentence* of a plain

@@ -69,7 +69,7 @@ def test_builder_summarises_a_real_document_with_the_model(local_llm, libdir):
     jobs = status["jobs"]["summarize"]
     assert jobs["answered"] == 1 and jobs["fallbacks"] == 0, status
     assert status["requests"] >= 1 and status["tokens"] > 0
-    assert status["structured_output"] == "text"
+    assert status["index_answers"] == "text"
     assert line and "\n" not in line and len(line.split()) <= SUMMARY_MAX_WORDS + 1  # + the "…" of a cut line
     assert "{" not in line and "schema" not in line.lower()
 
@@ -78,7 +78,7 @@ def test_client_gets_a_json_answer_that_passes_validation(local_llm):
     """The inbox-filing job's JSON answer (the schema as a grammar, ``json_object_schema``) names an existing
     section or a safe new one for the entry."""
     doc = real_doc("library/heapq.rst.txt")
-    cfg = load_config(None, {**local_llm.overrides(), "structured_output": "json_object_schema"}, env={})
+    cfg = load_config(None, local_llm.overrides(), env={})
     client = ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
     sections = ["python/library", "python/tutorial", "dictionary", "recipes"]
     menu = [{"path": s, "description": f"{s.split('/')[-1]} documents"} for s in sections]
@@ -132,7 +132,7 @@ def test_indexer_end_to_end_with_the_real_model(local_llm, libdir):
         builder.close()
         st.close()
     print(f"\n{status['requests']} requests, jobs {status['jobs']}, endpoint {status['endpoint']}\n{root}")
-    assert status["structured_output"] == "text" and status["http_errors"] == 0
+    assert status["index_answers"] == "text" and status["http_errors"] == 0
     assert 3 <= status["requests"] <= 12, status["requests"]
     jobs = status["jobs"]
     for job in ("summarize", "describe", "file"):
@@ -218,7 +218,7 @@ def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
         text = "".join(rest)
         assert f"export LIBRARYFS_LLM_BASE_URL={base_url}" in text
         assert f"export LIBRARYFS_LLM_MODEL={local.MODEL_NAME}" in text
-        assert 'structured_output = "text"' in text
+        assert 'index_answers = "text"' in text and 'structured_output = "json_object_schema"' in text
         with urllib.request.urlopen(base_url + "/models", timeout=30) as r:
             assert [m["id"] for m in json.loads(r.read())["data"]] == [local.MODEL_NAME]
         proc.send_signal(signal.SIGTERM)
