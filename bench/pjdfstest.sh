@@ -13,6 +13,8 @@
 #   INDEXER    1 to run the indexer beside the suite (default 1)
 #   JOBS       prove -j (default 1)
 #   TESTS      test files or directories relative to tests/ (default: all)
+#   STORE      a store URL for the library (`libraryfs init --store`), e.g. etcd://127.0.0.1:2379,…/pjd
+#              (an empty prefix; start a cluster with scripts/etcd-cluster.sh); default: LMDB
 #
 # Prints the per-file failures and a summary; writes bench/results/pjdfstest-t<timeouts>.json and .log.
 set -u
@@ -39,6 +41,8 @@ lib=$work/lib
 mnt=$work/mnt
 mkdir -p "$mnt" "$repo/bench/results"
 tag=pjdfstest-t${timeouts//,/-}
+store=${STORE:-}
+[ -z "$store" ] || tag=$tag-${store%%://*}
 log=$repo/bench/results/$tag.log
 
 cleanup() {
@@ -48,7 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-libraryfs init "$lib" >/dev/null || exit 2
+libraryfs init "$lib" ${store:+--store "$store"} >/dev/null || exit 2
 margs=(--allow-other --timeouts "$timeouts" --no-llm)
 [ "$indexer" = 1 ] || margs+=(--no-indexer)
 libraryfs mount "${margs[@]}" "$lib" "$mnt" >/dev/null || exit 2
@@ -65,9 +69,10 @@ rc=$?
 secs=$(( $(date +%s) - start ))
 cd /
 
-python3 - "$log" "$repo/bench/results/$tag.json" "$timeouts" "$secs" "$indexer" <<'PY'
+python3 - "$log" "$repo/bench/results/$tag.json" "$timeouts" "$secs" "$indexer" "${store%%://*}" <<'PY'
 import json, re, sys
-log, out, timeouts, secs, indexer = sys.argv[1:]
+log, out, timeouts, secs, indexer, backend = sys.argv[1:]
+backend = backend or "lmdb"
 text = open(log, errors="replace").read()
 m = re.search(r"Files=(\d+), Tests=(\d+)", text)
 files, tests = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
@@ -81,10 +86,10 @@ passed = tests - nfail
 print(f"{'file':<40} failed")
 for f, n in sorted(failed.items()):
     print(f"{f:<40} {n}")
-print(f"\npjdfstest on libraryfs (timeouts {timeouts}, indexer {'on' if indexer == '1' else 'off'}): "
+print(f"\npjdfstest on libraryfs ({backend}, timeouts {timeouts}, indexer {'on' if indexer == '1' else 'off'}): "
       f"{passed}/{tests} tests passed ({100 * passed / max(1, tests):.2f}%), {files} files, "
       f"{len(failed)} files with failures, {secs} s")
 json.dump({"files": files, "tests": tests, "passed": passed, "failed": nfail, "failed_by_file": failed,
-           "timeouts": timeouts, "indexer": indexer == "1", "seconds": int(secs)}, open(out, "w"), indent=2)
+           "timeouts": timeouts, "indexer": indexer == "1", "seconds": int(secs), "backend": backend}, open(out, "w"), indent=2)
 PY
 exit 0

@@ -91,7 +91,7 @@ def resolve_libdir(arg: str) -> str:
     Raises :class:`~libraryfs.errors.LibraryMissing` (one line) otherwise.
     """
     from libraryfs.errors import LibraryMissing
-    from libraryfs.fs.store import is_library
+    from libraryfs.fs.backends import is_library
     from libraryfs.layout import libdir_of_mount
 
     path = os.path.abspath(arg)

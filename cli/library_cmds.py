@@ -20,10 +20,12 @@ from libraryfs.cli.options import (
 from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.backends import is_library, join_library, store_url
+from libraryfs.fs.holder import Holder, describe_holder, holder_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
-from libraryfs.fs.store import Store, is_library
+from libraryfs.fs.store import Store
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -58,9 +60,31 @@ if TYPE_CHECKING:
 @click.option(
     "--force", is_flag=True, help="Make the library in a non-empty directory (its files and mode are kept)."
 )
+@click.option(
+    "--store",
+    "url",
+    metavar="URL",
+    default=None,
+    help="Keep the store on etcd: etcd://HOST:PORT[,HOST:PORT...]/PREFIX (an empty prefix; LIBDIR keeps "
+    "config, logs and locks). Default: LMDB in LIBDIR/store.",
+)
+@click.option(
+    "--join",
+    is_flag=True,
+    help="With --store: use the library already at URL (one library directory per host) instead of "
+    "creating one.",
+)
 @handle_errors
-def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool) -> None:
+def init(
+    libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool, url: str | None, join: bool
+) -> None:
     """Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700)."""
+    if join and not url:
+        raise click.UsageError("--join needs --store URL")
+    if url:
+        from libraryfs.fs.etcd_backend import parse_url
+
+        parse_url(url)  # a bad URL is one line before anything is made
     if is_library(libdir):
         raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
     if os.path.exists(libdir) and not os.path.isdir(libdir):
@@ -70,8 +94,15 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool)
             f"{os.path.abspath(libdir)} is not empty: give a new or empty directory "
             f"(or --force to make the library beside its files, leaving its mode as it is)"
         )
+    if join:
+        join_library(libdir, url)
+        click.echo(f"joined library {url} in {os.path.abspath(libdir)}")
+        return
     st = Store.create(
-        libdir, {"toc_max_tokens": toc_max_tokens}, map_size=map_size_mb << 20 if map_size_mb else None
+        libdir,
+        {"toc_max_tokens": toc_max_tokens},
+        map_size=map_size_mb << 20 if map_size_mb else None,
+        url=url,
     )
     try:  # the drop zone the indexer files from (README layout)
         from libraryfs.fs.view import LibraryView
@@ -79,7 +110,8 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool)
         LibraryView(st).mkdir(b"/inbox", 0o755, os.getuid(), os.getgid())
     finally:
         st.close()
-    click.echo(f"initialised library {os.path.abspath(libdir)} (TOC pages ≤ {toc_max_tokens} tokens)")
+    where = f", store {url}" if url else ""
+    click.echo(f"initialised library {os.path.abspath(libdir)} (TOC pages ≤ {toc_max_tokens} tokens{where})")
 
 
 @click.command()
@@ -95,28 +127,15 @@ def init(libdir: str, toc_max_tokens: int, map_size_mb: int | None, force: bool)
 def check(libdir: str, repair: bool, as_json: bool) -> None:
     """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
     problems remain, 4 if the store is damaged (not repaired)."""
-    from libraryfs.fs.check import damage_json, describe, describe_damage
-    from libraryfs.fs.salvage import salvage
+    from libraryfs.fs.check import describe
 
     libdir = resolve_libdir(libdir)
     if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
         raise Busy(f"{libdir} is mounted: unmount it before `check --repair`")
-    pages = walk(store_path(libdir))  # plain reads: nothing here can crash on a damaged file
-    salvaged = None
-    if pages.unsettled:  # the mount wrote faster than the pages could be walked: LMDB alone checks
-        click.echo("note: the store changed during every page walk; its pages were not verified", err=True)
-    elif pages.problems:
-        if not repair:
-            if as_json:
-                echo_json(damage_json(pages))
-            else:
-                click.echo(describe_damage(pages))
-            more = f" (and {len(pages.problems) - 1} more)" if len(pages.problems) > 1 else ""
-            raise Damaged(f"the library's store is damaged: {pages.problems[0]}{more}; see the report above")
-        if indexer_pid(libdir):  # it has the old store open: it would go on writing into the renamed one
-            raise Busy(f"the indexer of {libdir} (pid {indexer_pid(libdir)}) is running: stop it first")
-        salvaged = salvage(libdir)
-        click.echo(os.linesep.join(salvaged.lines()), err=as_json)
+    if repair and store_url(libdir) is not None:
+        _refuse_if_mounted_elsewhere(libdir)
+    # the page walk is LMDB's: an etcd store has no pages of ours (Raft and etcd's own checks keep them)
+    salvaged = _walk_pages(libdir, repair, as_json) if store_url(libdir) is None else None
     # the term index's rows trail the store by one pass while an indexer runs: drift is judged only when
     # none does; its repair takes the indexer's lock (one writer)
     indexer_running = not repair and indexer_pid(libdir) is not None
@@ -135,6 +154,43 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
         click.echo(describe(report))
     if not report.clean:
         raise SystemExit(1)
+
+
+def _refuse_if_mounted_elsewhere(libdir: str) -> None:
+    """Raise Busy when another host holds the etcd library's mount lease (``check --repair`` must not run)."""
+    st = Store(libdir, readonly=True)
+    try:
+        other = holder_facts(st.backend, "mount")
+    finally:
+        st.close()
+    if other:
+        raise Busy(f"the library is mounted on {describe_holder(other)}: unmount it before `check --repair`")
+
+
+def _walk_pages(libdir: str, repair: bool, as_json: bool):
+    """Walk the LMDB store's pages (plain reads: nothing here can crash on a damaged file); a damaged store
+    is reported and raises :class:`Damaged`, or with ``repair`` is salvaged (the salvage report returned)."""
+    from libraryfs.fs.check import damage_json, describe_damage
+    from libraryfs.fs.salvage import salvage
+
+    pages = walk(store_path(libdir))
+    if pages.unsettled:  # the mount wrote faster than the pages could be walked: LMDB alone checks
+        click.echo("note: the store changed during every page walk; its pages were not verified", err=True)
+        return None
+    if not pages.problems:
+        return None
+    if not repair:
+        if as_json:
+            echo_json(damage_json(pages))
+        else:
+            click.echo(describe_damage(pages))
+        more = f" (and {len(pages.problems) - 1} more)" if len(pages.problems) > 1 else ""
+        raise Damaged(f"the library's store is damaged: {pages.problems[0]}{more}; see the report above")
+    if indexer_pid(libdir):  # it has the old store open: it would go on writing into the renamed one
+        raise Busy(f"the indexer of {libdir} (pid {indexer_pid(libdir)}) is running: stop it first")
+    salvaged = salvage(libdir)
+    click.echo(os.linesep.join(salvaged.lines()), err=as_json)
+    return salvaged
 
 
 def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
@@ -192,7 +248,11 @@ def status_facts(libdir: str) -> dict:
                 "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
                 "inodes": t.count(S.DB_INODES),
                 "map": st.map_info(),
+                "backend": st.backend.name,
+                "store_url": store_url(libdir),
                 "indexer": idx,
+                # etcd: who holds the library across hosts (None on LMDB: the flock locks say it)
+                "holders": {n: holder_facts(st.backend, n) for n in ("mount", "indexer")},
             }
     finally:
         st.close()
@@ -270,10 +330,29 @@ def _print_status(out: dict) -> None:
             f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
             f"{s.get('tokens_read', 0)} tokens since mount"
         )
+    if out.get("backend") == "etcd":
+        _print_cluster(out)
     click.echo(
         f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
         f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}"
     )
+
+
+def _print_cluster(out: dict) -> None:
+    """The ``backend`` and ``member`` lines of ``status`` for a library on etcd (one line per member)."""
+    members = out["map"].get("members", [])
+    healthy = sum(1 for m in members if m.get("healthy"))
+    click.echo(f"backend     etcd {out['store_url']} ({healthy} of {len(members)} members healthy)")
+    for m in members:
+        state = "healthy" if m.get("healthy") else "unhealthy (no answer or no leader)"
+        lead = ", leader" if m.get("leader") else ""
+        size = f", db {m['db_size_bytes'] / 2**20:.1f} MiB" if "db_size_bytes" in m else ""
+        click.echo(
+            f"member      {m.get('name') or '?'} {','.join(m.get('client_urls', []))} {state}{lead}{size}"
+        )
+    for name, facts in (out.get("holders") or {}).items():
+        what = {"mount": "mounted", "indexer": "indexed"}.get(name, name)
+        click.echo(f"{what + ' by':<12}{describe_holder(facts) if facts else 'nobody (no etcd lease held)'}")
 
 
 def _print_llm(builder: dict) -> None:
@@ -449,6 +528,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     lock = acquire_lock(libdir, INDEXER_LOCK)
     try:
         st = Store(libdir)
+        holder = Holder.take(st.backend, "indexer", {"libdir": libdir}, "indexed")  # across hosts (etcd)
         try:
             builder = make_builder(libdir, st, use_llm=llm, overrides=overrides or None)
             minfo = mount_info(libdir)
@@ -465,6 +545,8 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
             except (ImportError, AttributeError):
                 line = f"builder {builder.name}"
         finally:
+            if holder is not None:
+                holder.release()
             st.close()
     finally:
         os.close(lock)

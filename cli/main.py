@@ -33,6 +33,12 @@ _BUILTINS: dict[str, tuple[str, str]] = {
         "library_cmds",
         "Run one indexing pass now, then exit (refused while an indexer daemon is running).",
     ),
+    "copy": (
+        "store_cmds",
+        "Copy the library SRC (a library directory or its mountpoint) to a new library directory DST, record for "
+        "record from one snapshot, then verify it: every table equal, `check` clean, the content hash of every "
+        "file equal.",
+    ),
     "mount": (
         "mount_cmds",
         "Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground).",

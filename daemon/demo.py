@@ -16,7 +16,8 @@ from libraryfs.daemon import launcher
 from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
 from libraryfs.fs import generated as G
-from libraryfs.fs.store import Store, is_library
+from libraryfs.fs.backends import is_library
+from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree
 from libraryfs.index.toc import links
 from libraryfs.layout import log_path, mount_info, wait_until_idle, write_run

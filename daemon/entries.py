@@ -61,7 +61,7 @@ class EntryUpdater:
                         continue
                 if t.lookup(parent, name) != ino:
                     continue  # renamed or removed since; a later record covers it
-                if is_hidden(name):
+                if is_hidden(name) or self._is_excluded(t, parent):
                     continue
                 rep.entries_seen += 1
                 parents.add(parent)

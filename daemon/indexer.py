@@ -16,6 +16,10 @@ One pass (:meth:`Indexer.run_once`):
 6. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
    advance the cursor, trim consumed records.
 
+Excluded directories (dot-directories such as ``.git/``, paths an ignore file matches:
+:mod:`libraryfs.fs.exclude`, the same decision the view makes) cost nothing: their entries are never hashed
+or summarised and their TOCs never computed; ignored entries are left out of their directory's TOC.
+
 It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
 re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
 every ``poll_s`` seconds.
@@ -37,6 +41,7 @@ from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
 from libraryfs.index import catalogue, termindex
@@ -122,6 +127,17 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
         catalogue.open_table(self.store)
+        self.exclusion = TocExclusion()
+        self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
+        self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
+        self._settle = False  # this pass defers directories that have not settled (run_once)
+
+    def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
+        """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
+        v = self._excluded.get(dir_ino)
+        if v is None:
+            v = self._excluded[dir_ino] = self.exclusion.excluded(t, dir_ino)
+        return v
 
     # ------------------------------------------------------------------------------------------------
     def ask_in_background(self) -> bool:
@@ -152,15 +168,20 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     never = t.cfg(S.CFG_TOC_GEN) is None or t.cfg(S.CFG_TOC_FORMAT) != b"%d" % TOC_FORMAT
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
-                if tail > cursor or never or first or inbox_busy:
+                if tail > cursor or never or first or inbox_busy or self._deferred:
                     self._debounce(stop, tail, debounce_s)
                     report = self.run_once(
                         full=never,
                         final_state="hooks" if self.hooks else "idle",
                         refresh=self.refresh.ready(),
+                        settle=True,
                     )
                     first = False
-                    self._after_pass()
+                    if report.records or report.dirs_rendered or report.filed or not self._deferred:
+                        self._after_pass()
+                    else:  # a pass that only waited for a new directory to settle: nothing for the hooks
+                        self.state = "settling"
+                        self._write_status()
                     if on_pass:
                         on_pass(report)
                     if inbox_busy and not report.filed and report.records == 0:
@@ -194,14 +215,20 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             tail = t2
 
     # ------------------------------------------------------------------------------------------------
-    def run_once(self, full: bool = False, final_state: str = "idle", refresh: bool = False) -> PassReport:
+    def run_once(
+        self, full: bool = False, final_state: str = "idle", refresh: bool = False, settle: bool = False
+    ) -> PassReport:
         """One indexing pass (see module docstring); ``full`` re-examines every entry and directory;
         ``refresh`` also the entries and sections whose lines are provisional (:mod:`.llm_refresh`).
-        ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run)."""
+        ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run).
+        ``settle`` (the daemon's passes beside a live mount): a directory never indexed is rendered only
+        once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
+        self._settle = settle
         t0 = time.monotonic()
         self.state = "indexing"
         rep = PassReport()
         self.beat()
+        self._excluded.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
@@ -222,7 +249,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._refresh_catalogue(renamed, full)
         # 4. TOCs: changed dirs and their ancestors, deepest first
         rendered: list[int] = []
-        for d in self._deepest_first(dirty_dirs):
+        for d in self._deepest_first(dirty_dirs | self._deferred):
             if self._render_dir(d, rep, upto):
                 rendered.append(d)
             self.beat()
@@ -236,7 +263,11 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
-        self.passes, self.last_report, self.state = self.passes + 1, rep, final_state
+        self.passes, self.last_report, self.state = (
+            self.passes + 1,
+            rep,
+            ("settling" if self._deferred else final_state),
+        )
         try:
             self._commit(upto, rendered, full)
         except BaseException:
@@ -269,10 +300,14 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
     def _deepest_first(self, dirty_dirs: set[int]) -> list[int]:
         """The changed directories and all their ancestors, deepest first (a section's line in its parent
-        carries its description and totals). Directories no longer reachable from the root are dropped."""
+        carries its description and totals). Directories no longer reachable from the root are dropped, and
+        so are excluded ones (a change inside ``.git/`` changes no TOC)."""
         expanded: dict[int, int] = {}
         with self.store.read() as t:
             for d in dirty_dirs:
+                if self._is_excluded(t, d):
+                    self._deferred.discard(d)  # e.g. moved into a dot-directory while it settled
+                    continue
                 ino = d
                 depth_path = []
                 while True:
@@ -287,6 +322,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                         depth_path = []
                         break
                     ino = link[0]
+                if not depth_path:
+                    self._deferred.discard(d)  # gone while it settled
                 for k, a in enumerate(depth_path):
                     expanded[a] = len(depth_path) - 1 - k
         return sorted(expanded, key=lambda i: -expanded[i])
@@ -347,7 +384,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         if not self.hooks:
             return
         self._hooks_again = self._run_hooks()
-        self.state = "hooks" if self._hooks_again else "idle"
+        self.state = "hooks" if self._hooks_again else "settling" if self._deferred else "idle"
         self._write_status()
 
     def _run_hooks(self) -> bool:

@@ -28,6 +28,7 @@ from libraryfs import notify
 from libraryfs.daemon.indexer import Indexer, PassReport
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.holder import Holder
 from libraryfs.fs.store import Store
 from libraryfs.hooks import HookContext, indexer_hooks
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
@@ -82,6 +83,7 @@ class IndexerProcess:
         self.beat = notify.Heartbeat()
         self.lock_fd: int | None = None
         self.store: Store | None = None
+        self.holder: Holder | None = None
         self.indexer: Indexer | None = None
 
     def open(self) -> Indexer:
@@ -94,6 +96,10 @@ class IndexerProcess:
         self.lock_fd = adopt_lock(self.libdir, INDEXER_LOCK)  # the launcher may have taken it for us
         try:
             self.store = Store(self.libdir)
+            # a shared (etcd) store: one indexer across hosts; losing the lease stops this one
+            self.holder = Holder.take(
+                self.store.backend, "indexer", {"libdir": self.libdir}, "indexed", on_lost=self._lost_lease
+            )
             builder = make_builder(self.libdir, self.store, self.use_llm, self.llm_overrides or None)
             ctx = HookContext(self.libdir, self.store, self.mountpoint, self.beat.beat)
             self.indexer = Indexer(
@@ -117,12 +123,20 @@ class IndexerProcess:
                 hook.close()
             _close_builder(self.indexer.builder)
             self.indexer = None
+        if self.holder is not None:
+            self.holder.release()
+            self.holder = None
         if self.store is not None:
             self.store.close()
             self.store = None
         if self.lock_fd is not None:
             os.close(self.lock_fd)
             self.lock_fd = None
+
+    def _lost_lease(self) -> None:
+        """The indexer lease expired (the cluster was unreachable past its TTL): stop; another may run."""
+        self.quit_requested = True
+        self.stop.set()
 
     # -- the daemon loop -------------------------------------------------------------------------------------
     def serve(self, full: bool) -> int:

@@ -22,7 +22,7 @@ import sys
 import time
 
 from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing
-from libraryfs.fs.store import is_library
+from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
     INDEXER_LOCK,
     LOCK_FD_ENV,

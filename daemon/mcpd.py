@@ -60,10 +60,11 @@ POLL_S = 0.2  #: how often the TOC generation is read for resource notifications
 URI_ROOT = "library://"
 
 INSTRUCTIONS = """This server is an agent's external memory: a library of files organised in sections
-(directories). Every directory has a generated INDEX.md: one line per entry (name, one-line summary, size in
-tokens). Navigate by reading INDEX.md pages (read_index), not by listing everything; open an entry by its
-path. When you do not know a name's section, use find. Write notes with write_file / edit_file; the indexer
-adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md')."""
+(directories). Every directory (except dot-directories and .gitignore'd paths) has a generated TOC: one line
+per entry (name, one-line summary, size in tokens), at INDEX.md (.index/INDEX.md where the user keeps an
+INDEX.md of their own). Navigate by reading TOC pages (read_index), not by listing everything; open an
+entry by its path. When you do not know a name's section, use find. Write notes with write_file /
+edit_file; the indexer adds them to the TOCs within seconds. Paths are library paths ('notes/plan.md')."""
 
 
 @dataclass
@@ -112,9 +113,10 @@ class LibraryTools:
         p = self.reg.path(path)
         if page < 0:
             raise ValueError("page must be ≥ 0")
-        file = (
-            p.rstrip(b"/") + b"/" + (INDEX_FILE.encode() if page == 0 else PAGES_DIR + b"/" + page_name(page))
-        )
+        if page == 0:  # INDEX.md, or .index/INDEX.md where INDEX.md is the user's (docs/posix.md)
+            file = self.ops.page0_path(p)
+        else:
+            file = p.rstrip(b"/") + b"/" + PAGES_DIR + b"/" + page_name(page)
         try:
             data = self.ops.read(file)
         except LibraryError as e:
@@ -275,7 +277,7 @@ class Served:
         @self.server.resource(URI_ROOT + INDEX_FILE, name="INDEX.md", mime_type="text/markdown")
         def master_toc() -> str:
             """The library's master TOC: one line per section."""
-            return page(b"/" + INDEX_FILE.encode())
+            return page(ops.page0_path(b"/"))
 
         @self.server.resource(
             URI_ROOT + "{+path}/" + INDEX_FILE, name="section INDEX.md", mime_type="text/markdown"
@@ -286,7 +288,7 @@ class Served:
                 p = clean_path(path)
             except LibraryError as e:
                 raise ResourceError(str(e)) from None
-            return page(p.rstrip(b"/") + b"/" + INDEX_FILE.encode())
+            return page(ops.page0_path(p))  # INDEX.md, or .index/INDEX.md where INDEX.md is the user's
 
     async def notify_tocs(self) -> None:
         """Publish ``ResourceUpdated`` for each TOC page the indexer rewrites (polls the TOC generation);

@@ -23,6 +23,8 @@ from typing import Any
 
 from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.backends import store_url
+from libraryfs.fs.holder import Holder
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
@@ -203,12 +205,18 @@ def run(
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
     check_paths(libdir, mountpoint)
-    if not read_only and not os.access(os.path.join(libdir, "store"), os.W_OK):
+    if not read_only and store_url(libdir) is None and not os.access(os.path.join(libdir, "store"), os.W_OK):
         raise LibraryError(f"the library {libdir} cannot be written (read-only): mount it with --read-only")
     lock_fd = acquire_lock(libdir, MOUNT_LOCK)
     store = Store(libdir, readonly=read_only, verify=True)  # a damaged store is refused, never served
+    holder = None
     try:
         from libraryfs.daemon.launcher import clear_stale
+
+        if not read_only:  # a shared (etcd) store: one read-write mount across hosts (docs/scale-out.md)
+            holder = Holder.take(
+                store.backend, "mount", {"mountpoint": mountpoint, "libdir": libdir}, "mounted"
+            )
 
         if mount_state(mountpoint) == "stale":
             clear_stale(mountpoint)
@@ -251,6 +259,8 @@ def run(
         log.info("clean shutdown of %s", libdir)
         return 0
     finally:
+        if holder is not None:
+            holder.release()
         store.close()
         os.close(lock_fd)
 

@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 
 from libraryfs.daemon.filing import is_hidden
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Txn
+from libraryfs.fs.exclude import GIT_DIR, Placement
+from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
+from libraryfs.fs.store import Txn, now_ns
+from libraryfs.fs.virtual import dir_settled, page0_moved
 from libraryfs.index import catalogue
 from libraryfs.index.jobs import Group, SectionDoc
 from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
@@ -35,16 +38,27 @@ class TocWriter:
 
     Uses the indexer's ``store``, ``builder``, ``max_tokens`` (the page bound C, tokens), ``_call`` (a
     builder job with its deterministic fallback), ``call_deferred``, ``refresh`` (a description or grouping
-    still on its way makes the section's lines provisional) and ``_update_entries``.
+    still on its way makes the section's lines provisional), ``_update_entries`` and ``exclusion`` (entries
+    an ignore file matches are left out). When ``INDEX.md`` is the user's (claimed, or a git work tree), page
+    0 is rendered for ``.index/INDEX.md`` (:func:`libraryfs.fs.virtual.page0_moved`), and a section's line in
+    its parent links there. A directory never indexed is rendered only once it has settled
+    (:func:`libraryfs.fs.virtual.dir_settled`, ``settle_s``): until then it waits in ``_deferred``, so a
+    copy still filling it can create its own ``INDEX.md`` (only in the daemon's passes, ``_settle``).
     """
 
     def _render_dir(self, ino: int, rep: PassReport, upto: int, _retry: bool = True) -> bool:
-        """Re-render the TOC pages of directory ``ino`` from its entries' meta; False if it is gone.
-        Entries without a current summary (never journaled to us) are examined first, once."""
+        """Re-render the TOC pages of directory ``ino`` from its entries' meta; False if it is gone or
+        deferred (not settled). Entries without a current summary (never journaled to us) are examined
+        first, once."""
         listed = self._toc_items(ino)
         if listed is None:
+            self._deferred.discard(ino)
             return False
-        node, path, items, children, missing = listed
+        if listed == "deferred":
+            self._deferred.add(ino)
+            return False
+        self._deferred.discard(ino)
+        node, path, items, children, missing, claimed = listed
         if missing and _retry:  # entries never journaled to us (e.g. a crash lost their record)
             self._update_entries(missing, [], rep)
             return self._render_dir(ino, rep, upto, _retry=False)
@@ -80,6 +94,7 @@ class TocWriter:
             header_facts=facts,
             groups=groups,
             root_extra=extra,
+            root_in_pages_dir=claimed,
         )
 
         def write(t: Txn) -> None:
@@ -139,12 +154,11 @@ class TocWriter:
         }
         return groups, record, False
 
-    def _toc_items(
-        self, ino: int
-    ) -> tuple[S.Inode, bytes, list[Item], list[Child], dict[int, tuple[int, bytes]]] | None:
-        """``(node, path, TOC items, what each item holds, entries missing a current summary)`` of directory
-        ``ino``, None if it is no longer a reachable directory. One read transaction. What an item holds
-        (its terms and defined names, :mod:`libraryfs.index.sections`) is what its line is told apart by."""
+    def _toc_items(self, ino: int):  # -> tuple | None | "deferred": see the docstring
+        """``(node, path, TOC items, what each item holds, entries missing a current summary, page 0 moved
+        to .index/)`` of directory ``ino``; None if it is no longer a reachable directory, ``"deferred"`` if
+        it was never indexed and has not settled. One read transaction. What an item holds (its terms and
+        defined names, :mod:`libraryfs.index.sections`) is what its line is told apart by."""
         with self.store.read() as t:
             node = t.inode(ino)
             if node is None or not node.is_dir:
@@ -152,19 +166,31 @@ class TocWriter:
             path = t.path_of(ino)
             if path is None:
                 return None
+            if (
+                self._settle
+                and t.toc_page(ino, 0) is None
+                and not dir_settled(t, ino, now_ns(), self.settle_s)
+            ):
+                return "deferred"
+            place = self.exclusion.classify(t, ino, path)
             items: list[Item] = []
             children: list[Child] = []
             missing: dict[int, tuple[int, bytes]] = {}
+            ignored = self.exclusion.child_filter(t, path)
             for name, child in t.iter_dir(ino):
                 if is_hidden(name):
                     continue
                 cn = t.inode(child)
-                if cn is None:
+                if cn is None or ignored(name, cn.is_dir):
                     continue
                 if cn.is_dir:
                     sm = t.section_meta(child) or S.SectionMeta()
                     desc = sm.description if sm.description is not None else "section"
-                    items.append(Item(name, desc, sm.tokens_total, True, sm.entries_total))
+                    item = Item(name, desc, sm.tokens_total, True, sm.entries_total)
+                    child_place = Placement(False, place.work_tree or t.lookup(child, GIT_DIR) is not None)
+                    if page0_moved(t, child_place, child):
+                        item.toc_link = f"{PAGES_DIRNAME}/{INDEX_FILE}"
+                    items.append(item)
                     children.append(
                         child_of_section(
                             os.fsdecode(name), sm.profile, sm.names, sm.entries_total, sm.tokens_total
@@ -187,7 +213,8 @@ class TocWriter:
                     children.append(
                         child_of_entry(os.fsdecode(name), em.keywords, em.defines, em.tokens or 0)
                     )
-        return node, path, items, children, missing
+            moved = page0_moved(t, place, ino)
+        return node, path, items, children, missing, moved
 
 
 def adapt_groups(groups: list | None, names: list[str], max_items: int) -> list[Group] | None:

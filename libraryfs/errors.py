@@ -168,9 +168,15 @@ class Busy(LibraryError):
 
 
 class Unavailable(LibraryError):
-    """The store cannot be reached in bounded time, e.g. an etcd cluster without quorum (EIO)."""
+    """The store cannot be reached in bounded time, e.g. an etcd cluster without quorum (EIO). Every command
+    and daemon says so in one line and exits with status 8 (:data:`EXIT_UNAVAILABLE`)."""
 
     errno = errno.EIO
+    exit_code = 8
+
+
+#: Exit status of every command and daemon that cannot reach the library's store (README "Exit status").
+EXIT_UNAVAILABLE = Unavailable.exit_code
 
 
 class Compacted(Unavailable):

@@ -38,7 +38,8 @@ from collections.abc import Iterator
 
 from libraryfs.errors import Busy, LibraryError
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Store, is_library
+from libraryfs.fs.backends import is_library
+from libraryfs.fs.store import Store
 
 CONFIG_FILE = "config.toml"
 LOGS_DIR = "logs"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="fuse3 libfuse3-3 python3 python3-venv python3-pip dict-gcide python3-doc attr inotify-tools sqlite3 perl bindfs ripgrep
+PKGS="fuse3 libfuse3-3 python3 python3-venv python3-pip dict-gcide python3-doc attr inotify-tools sqlite3 perl bindfs ripgrep rsync
       systemd autoconf automake libtool make gcc git etcd-server etcd-client g++ cmake ninja-build"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done

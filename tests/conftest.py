@@ -100,11 +100,22 @@ def call_failed(request) -> bool:
     return rep is not None and rep.failed
 
 
+#: ``LIBRARYFS_TEST_STORE=etcd`` runs the tests that use ``libdir``/``mounted`` on a library whose store is on
+#: the session's etcd cluster (``init --store``) instead of LMDB: the mount tests against the etcd backend.
+TEST_STORE = os.environ.get("LIBRARYFS_TEST_STORE", "lmdb")
+
+
 @pytest.fixture
-def libdir(tmp_path: Path) -> Path:
-    """A new empty library (TOC bound 2,000 tokens)."""
+def libdir(request, tmp_path: Path) -> Path:
+    """A new empty library (TOC bound 2,000 tokens); on etcd when ``LIBRARYFS_TEST_STORE=etcd``."""
     d = tmp_path / "lib"
-    Store.create(d, {"toc_max_tokens": 2000}).close()
+    if TEST_STORE == "etcd":
+        import uuid
+
+        cluster = request.getfixturevalue("etcd_cluster")
+        Store.create(d, {"toc_max_tokens": 2000}, url=cluster.url(f"test/{uuid.uuid4().hex[:12]}")).close()
+    else:
+        Store.create(d, {"toc_max_tokens": 2000}).close()
     return d
 
 

@@ -50,7 +50,8 @@ def _mounted_library(libdir: str | None) -> Iterator[tuple[Path, str]]:
     """Mount ``libdir`` (created if missing; None: a temporary library) on a temporary mountpoint with its
     indexer, yield (mountpoint, "mount"), unmount afterwards."""
     from libraryfs.daemon import launcher
-    from libraryfs.fs.store import Store, is_library
+    from libraryfs.fs.backends import is_library
+    from libraryfs.fs.store import Store
 
     tmp = tempfile.mkdtemp(prefix="libraryfs-theorem-")
     lib = libdir or os.path.join(tmp, "library")

@@ -108,6 +108,10 @@ class Backend(Protocol):
         """Make an extension table known (created if absent and the backend is writable)."""
         ...
 
+    def tables(self) -> list[bytes]:
+        """Names of every table the store may hold rows in (core and extension tables), sorted."""
+        ...
+
 
 def prefix_end(prefix: bytes) -> bytes | None:
     """The first key after every key starting with ``prefix`` (None: no such key, i.e. the table's end).

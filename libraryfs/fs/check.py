@@ -24,6 +24,12 @@ from libraryfs.fs.lmdb_pages import WalkReport
 from libraryfs.fs.store import Store, Txn
 
 
+def _later(kv, method: str, *args):
+    """A repair to run later: ``kv.<method>(*args)``, looked up when it runs (a read transaction of some
+    backends, etcd's, has no write methods; only a repairing check runs its fixes, in a write transaction)."""
+    return lambda: getattr(kv, method)(*args)
+
+
 @dataclass
 class Problem:
     """One invariant violation: ``code`` (e.g. ``"I4"``), the inode concerned and a message."""
@@ -137,7 +143,7 @@ class _Checker:
             try:
                 self.inodes[ino] = S.Inode.unpack(ino, v)
             except Exception as e:  # struct.error
-                self.problem("I0", ino, f"undecodable inode: {e}", partial(kv.delete, S.DB_INODES, k))
+                self.problem("I0", ino, f"undecodable inode: {e}", _later(kv, "delete", S.DB_INODES, k))
         self.apply_fixes()
         self.r.inodes = len(self.inodes)
 
@@ -156,7 +162,7 @@ class _Checker:
             elif not (1 <= len(name) <= S.NAME_MAX) or b"/" in name or b"\0" in name or name in (b".", b".."):
                 bad = f"invalid name {name!r} in {parent}"
             if bad:
-                self.problem("I2", child, bad, partial(kv.delete, S.DB_DIRENTS, k))
+                self.problem("I2", child, bad, _later(kv, "delete", S.DB_DIRENTS, k))
                 continue
             ftype, want = S.dirent_type(v), cnode.mode & S.S_IFMT  # type: ignore[union-attr]
             if ftype != want and (ftype is not None or self.version >= 2):
@@ -165,7 +171,7 @@ class _Checker:
                     "I2",
                     child,
                     f"dirent {name!r} in {parent} records file type {ftype!r}, the inode has {want:o}",
-                    partial(kv.put, S.DB_DIRENTS, k, value),
+                    _later(kv, "put", S.DB_DIRENTS, k, value),
                 )
             self.links[child] = self.links.get(child, 0) + 1
             if cnode.is_dir:  # type: ignore[union-attr]
@@ -236,7 +242,7 @@ class _Checker:
                 last_ino = ino
                 max_chunk = -(-node.size // S.CHUNK_SIZE) if node else -1
             if node is None or node.is_dir or chunk >= max_chunk:
-                self.problem("I5", ino, f"stray data chunk {chunk}", partial(kv.delete, S.DB_DATA, k))
+                self.problem("I5", ino, f"stray data chunk {chunk}", _later(kv, "delete", S.DB_DATA, k))
             elif node.is_reg:
                 blocks[ino] = blocks.get(ino, 0) + S.chunk_blocks(len(v))
         if self.r.schema_version < 3:
@@ -293,7 +299,7 @@ class _Checker:
             if ino == S.CATALOGUE_INO:
                 continue
             if ino not in self.inodes or not self.inodes[ino].is_dir:
-                self.problem("I8", ino, "TOC page of a missing directory", partial(kv.delete, S.DB_TOC, k))
+                self.problem("I8", ino, "TOC page of a missing directory", _later(kv, "delete", S.DB_TOC, k))
 
     def _check_catalogue_meta(self, raw: bytes) -> None:
         """I8 for the name catalogue's section record: it decodes as a section record (derived data: a

@@ -56,6 +56,7 @@ TABLE_TAGS: dict[bytes, bytes] = {
     b"extra": b"XTRA",
 }
 TAG_REGISTRY, TAG_COUNTER, MARKERS, LEASES = b"\x00TBL", b"\x00TBC", b"\x00TXM", b"\x00LSE"
+UNREGISTERED_TAG = b"\x00NIL"  #: read-only view of a table never registered: no key carries this tag
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 
@@ -189,7 +190,9 @@ class EtcdBackend:
         timeout_s: float = 10.0,
         max_txn_ops: int = 128,
         max_conflicts: int = 200,
+        readonly: bool = False,
     ) -> None:
+        self.readonly = readonly
         self.gw = Gateway(endpoints, timeout_s=timeout_s, attempt_timeout_s=min(3.0, timeout_s))
         self.prefix = prefix
         self.ks = Keyspace(prefix, dict(TABLE_TAGS))
@@ -222,7 +225,10 @@ class EtcdBackend:
 
         ``fn`` may run several times and must have no effect outside the transaction. Raises NoSpace (etcd
         quota), FileTooBig (over etcd's per-txn limits), Unavailable (no quorum within timeout_s, commit
-        outcome unknown, or still conflicting after max_conflicts attempts), Compacted."""
+        outcome unknown, or still conflicting after max_conflicts attempts), Compacted, NotPermitted (the
+        backend was opened read-only)."""
+        if self.readonly:
+            raise errors.NotPermitted(f"the etcd store {self.prefix} was opened read-only")
         slot = self._take_slot()
         unknown: dict[int, T] = {}  # seq of attempts whose answer was lost -> their result
         try:
@@ -300,7 +306,8 @@ class EtcdBackend:
 
     def info(self) -> dict:
         """Backend facts for ``status``: endpoints, prefix, and per member its name, client URLs, health,
-        db size and whether it leads (healthy: answers within 2 s and knows a leader)."""
+        db size and whether it leads (healthy: answers within 2 s and knows a leader); ``used_bytes``: the
+        cluster database's bytes in use (shared by every library on the cluster)."""
         out: dict[str, Any] = {"backend": "etcd", "endpoints": self.gw.endpoints, "prefix": self.prefix}
         members = self.gw.call("cluster/member/list", {}).get("members", [])
         rows = []
@@ -325,13 +332,21 @@ class EtcdBackend:
                     g.close()
             rows.append(row)
         out["members"] = rows
+        # the cluster's database holds every library on it: its size is what this one can grow into
+        out["used_bytes"] = max((r.get("db_size_in_use_bytes", 0) for r in rows), default=0)
         return out
 
     def open_table(self, name: bytes) -> None:
-        """Make an extension table known: its tag is registered in etcd once, shared by every host."""
+        """Make an extension table known: its tag is registered in etcd once, shared by every host.
+
+        Read-only: a table never registered gets a tag under which nothing is stored (it reads empty)."""
         if name in self.ks.tags:
             return
         reg = self.ks.base + TAG_REGISTRY + name
+        if self.readonly:
+            kvs = self.gw.call("kv/range", {"key": b64(reg)}).get("kvs")
+            self.ks.tags[name] = unb64(kvs[0].get("value")) if kvs else UNREGISTERED_TAG
+            return
 
         counter = self.ks.base + TAG_COUNTER
 
@@ -349,6 +364,13 @@ class EtcdBackend:
             return tag
 
         self.ks.tags[name] = self.run_write(register)
+
+    def tables(self) -> list[bytes]:
+        """Names of every table of the library: the fixed tags' tables and the registered extension tables."""
+        lo = self.ks.base + TAG_REGISTRY
+        kvs = self.gw.call("kv/range", {"key": b64(lo), "range_end": b64(prefix_end(lo)), "keys_only": True})
+        registered = [unb64(kv["key"])[len(lo) :] for kv in kvs.get("kvs") or []]
+        return sorted(set(TABLE_TAGS) | set(registered))
 
     # -- many hosts ----------------------------------------------------------------------------------
     def acquire_lease(self, name: str | bytes, ttl_s: int, holder: bytes = b"") -> Lease | None:

@@ -33,11 +33,14 @@ from libraryfs.errors import (
     NotSupported,
 )
 from libraryfs.fs import schema as S
+from libraryfs.fs.generated import INDEX_NAME
 from libraryfs.fs.handles import Handle
-from libraryfs.fs.nameops import add_child, check_new_name
+from libraryfs.fs.nameops import add_child, check_new_name, touch_dir
+from libraryfs.fs.nodes import Kind
 from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.fs.virtual import set_index_claim
 
 FALLOC_FL_KEEP_SIZE = 0x01  #: fallocate(2): do not change the file size
 FALLOC_FL_PUNCH_HOLE = 0x02  #: fallocate(2): deallocate the range (with KEEP_SIZE only)
@@ -89,8 +92,12 @@ class FileData(ViewService):
         """
         require_writable(self.read_only)
 
+        index_dir = 0
+
         def fn(t: Txn) -> int:
+            nonlocal index_dir
             pino, pnode, name = self.resolver.parent_and_name(t, path)
+            index_dir = pino if name == INDEX_NAME else 0
             existing = t.lookup(pino, name)
             if existing is not None:
                 if flags & os.O_EXCL:
@@ -103,11 +110,20 @@ class FileData(ViewService):
                 if flags & os.O_TRUNC and node.size:
                     truncate_node(t, node, 0, pino, name)
                 return existing
-            check_new_name(t, name, pino)
+            check_new_name(t, name, pino, self.virtual)
             return add_child(t, pino, pnode, name, S.S_IFREG | (mode & 0o7777), uid, gid)
 
         ino = self.store.run_write(fn)
-        return self.handles.open_file(ino, flags)
+        return self._open_real(ino, flags, index_dir)
+
+    def _open_real(self, ino: int, flags: int, index_dir: int) -> int:
+        """A handle on stored inode ``ino``; ``index_dir`` (or 0) is the directory whose ``INDEX.md`` it is
+        (checked at release: a copy of the generated page is absorbed)."""
+        fh = self.handles.open_file(ino, flags)
+        h = self.handles.file(fh)
+        assert h is not None
+        h.index_dir = index_dir
+        return fh
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
         """Open a file; returns ``(handle, direct_io)``; :meth:`keep_cache` tells whether the kernel may keep
@@ -120,6 +136,9 @@ class FileData(ViewService):
         acc = flags & os.O_ACCMODE
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
+            writes = acc != os.O_RDONLY or flags & os.O_TRUNC
+            if r.kind is Kind.TOC and writes and not self.read_only:
+                return self._open_index_for_write(r.ino, flags), True
             if not r.is_real:
                 snap = self.virtual.open(t, r, flags)
                 fh = self.handles.open_snapshot(
@@ -151,6 +170,33 @@ class FileData(ViewService):
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
         h = self.handles.file(fh)
         return h is not None and h.keep_cache
+
+    def _open_index_for_write(self, dir_ino: int, flags: int) -> int:
+        """``open`` of the generated ``INDEX.md`` for writing (``echo … > INDEX.md``, ``>>``, ``cp x
+        INDEX.md``): the user's own ``INDEX.md`` takes the name, as a stored file holding the generated
+        bytes (none with O_TRUNC), owned by the directory's owner, mode 0644. Served with ``direct_io``:
+        the kernel's inode for the name was the generated file's."""
+
+        def fn(t: Txn) -> int:
+            existing = t.lookup(dir_ino, INDEX_NAME)
+            if existing is not None:  # created meanwhile
+                return existing
+            pnode = t.inode(dir_ino)
+            if pnode is None:
+                raise NotFound("no such directory")
+            content = b"" if flags & os.O_TRUNC else self.virtual.toc.stored(t, dir_ino, 0)
+            ino = add_child(t, dir_ino, pnode, INDEX_NAME, S.S_IFREG | 0o644, pnode.uid, pnode.gid)
+            if content:
+                node = t.inode(ino)
+                assert node is not None
+                node.blocks += t.write_data(ino, 0, content, 0)  # st_blocks from the chunks written (I9)
+                node.size = len(content)
+                t.put_inode(node)
+            return ino
+
+        require_writable(self.read_only)
+        ino = self.store.run_write(fn)
+        return self._open_real(ino, flags, dir_ino)
 
     def read(self, fh: int, size: int, offset: int, pid: int = 0) -> bytes:
         """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json).
@@ -305,10 +351,34 @@ class FileData(ViewService):
                     return
                 if node.nlink == 0 and n <= 0:
                     t.del_inode(h.ino, is_dir=node.is_dir)
-                elif h.wrote_after_journal:
+                    return
+                if h.index_dir and n <= 0 and self._absorb(t, h.index_dir, node):
+                    return
+                if h.wrote_after_journal:
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
 
             self.store.run_write(fn)
+        elif h.index_dir and n <= 0 and not self.read_only and h.journaled:
+            self.store.run_write(lambda t: self._absorb(t, h.index_dir, t.inode(h.ino)))
+
+    def _absorb(self, t: Txn, dir_ino: int, node: S.Inode | None) -> bool:
+        """At the last close of a user's ``INDEX.md``: when its bytes are the generated page 0
+        (:meth:`VirtualNamespace.absorbs`), drop the stored file so the generated TOC takes the name back
+        (a copy of a tree that held the generated page converges). Returns whether it did."""
+        if node is None or node.nlink != 1 or t.lookup(dir_ino, INDEX_NAME) != node.ino:
+            return False
+        if not self.virtual.absorbs(t, dir_ino, node):
+            return False
+        pnode = t.inode(dir_ino)
+        assert pnode is not None
+        now = now_ns()
+        t.del_dirent(dir_ino, INDEX_NAME)
+        t.del_inode(node.ino)
+        set_index_claim(t, dir_ino, False)
+        touch_dir(pnode, now)
+        t.put_inode(pnode)
+        t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, dir_ino, INDEX_NAME, now))
+        return True
 
     def fsync(self, fh: int | None = None) -> None:
         """Make every committed change durable against an OS crash (LMDB fsync; fsync(2))."""

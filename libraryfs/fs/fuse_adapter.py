@@ -121,6 +121,9 @@ class FuseOps(mfusepy.Operations):
         self.fuse_ptr: int | None = None
         #: paths whose kernel caches must be dropped but not from inside a request (see :meth:`_refresh`)
         self.deferred: deque[bytes] = deque()
+        #: ``seen(path bytes, ino)`` after every getattr by path (None: off, the default): the paths the
+        #: kernel may cache, for invalidation by inode (:mod:`libraryfs.fs.remote_inval`)
+        self.seen: Callable[[bytes, int], None] | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
@@ -173,7 +176,10 @@ class FuseOps(mfusepy.Operations):
     @_op
     def getattr(self, path, fh=None):
         """stat(2)/fstat(2) → :meth:`LibraryView.getattr`; ENOENT, ENOTDIR."""
-        return self.view.getattr(_b(path), _fh(fh))
+        attrs = self.view.getattr(_b(path), _fh(fh))
+        if self.seen is not None and path is not None:
+            self.seen(_b(path), attrs["st_ino"])
+        return attrs
 
     @_op
     def chmod(self, path, mode, fh=None):

@@ -11,8 +11,13 @@ features and benchmarks) takes these names from here instead of spelling them:
   ``.catalogue/`` (its own ``INDEX.md`` and ``.index/`` pages: every name the library's entries define,
   sorted, :mod:`libraryfs.index.catalogue`; present once the indexer has built it).
 
-A user can create none of them (:func:`is_reserved`). Virtual objects (everything above except stored TOC
-bytes) get inode numbers from :data:`VIRT_BASE` up, far above any stored inode.
+Generated names are resolved by lookup only and never listed by ``readdir``, and a directory excluded from
+TOCs (a dot-directory or an ignored path, :mod:`libraryfs.fs.exclude`) has none of them. ``INDEX.md`` is
+the user's when the user wants it: a stored ``INDEX.md`` wins, and the generated page 0 is then
+``.index/INDEX.md`` (:func:`index_alias_path`); the other names cannot be created where they are generated
+(:func:`is_reserved` says which names are generated at all). The rules live in
+:class:`libraryfs.fs.virtual.VirtualNamespace`. Virtual objects (everything above except stored TOC bytes)
+get inode numbers from :data:`VIRT_BASE` up, far above any stored inode.
 
 Names come in two spellings: bytes for the view and the store (names are raw bytes there), and ``str``
 (``*_FILE``/``*_DIRNAME``) for code that builds paths with :mod:`os.path` or renders Markdown links. Both
@@ -35,9 +40,9 @@ CTL_DIR = CTL_DIRNAME.encode()
 FIND_DIR = FIND_DIRNAME.encode()
 CATALOGUE_DIR = CATALOGUE_DIRNAME.encode()
 
-#: Names the user cannot create in any directory (they are generated there).
+#: Names generated in every directory that has a TOC (``INDEX.md`` may be the user's: module doc).
 RESERVED_NAMES = frozenset({INDEX_NAME, PAGES_DIR})
-#: Names the user cannot create at the root.
+#: Names generated at the root (the user cannot create them there).
 RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR, CATALOGUE_DIR})
 #: Every generated name, as ``str`` (for checks on relative paths outside the view, e.g. ingest).
 GENERATED_NAMES = frozenset(n.decode() for n in RESERVED_NAMES | RESERVED_ROOT)
@@ -84,8 +89,14 @@ def toc_page_paths(dir_path: bytes, npages: int) -> list[bytes]:
     return out
 
 
+def index_alias_path(dir_path: bytes) -> bytes:
+    """Where page 0 of the directory at ``dir_path`` is served when the user owns its ``INDEX.md``:
+    ``<dir>/.index/INDEX.md``."""
+    return dir_path.rstrip(b"/") + b"/" + PAGES_DIR + b"/" + INDEX_NAME
+
+
 def is_reserved(name: bytes, parent: int) -> bool:
-    """Whether ``name`` in directory inode ``parent`` is generated (so the user cannot create it there)."""
+    """Whether ``name`` in directory inode ``parent`` is a generated name (in a directory with a TOC)."""
     return name in RESERVED_NAMES or (parent == ROOT_INO and name in RESERVED_ROOT)
 
 

@@ -31,6 +31,7 @@ class Handle:
     journaled: bool = False  #: a WRITE record for this handle is already in the journal
     wrote_after_journal: bool = False  #: written again since that record (release journals once more)
     read_any: bool = False  #: the handle has returned data (its first read costs one read)
+    index_dir: int = 0  #: the directory whose ``INDEX.md`` this handle created or wrote (absorb check)
     vkey: tuple = ()  #: a snapshot's object key (:class:`~libraryfs.fs.virtual.Snapshot`)
     keep_cache: bool = False  #: the kernel may keep this file's cached pages at this open (FOPEN_KEEP_CACHE)
 

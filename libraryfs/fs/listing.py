@@ -1,8 +1,12 @@
 """Directory listings of the view: opendir/readdir/releasedir.
 
-``opendir`` snapshots the whole listing into a directory handle: the generated names first (``INDEX.md``,
-``.index`` when the TOC has pages, and at the root ``.libraryfs``, ``.find`` and ``.catalogue``), then the stored dirents in
-name-byte order. ``readdir`` walks the snapshot from an offset, so offsets stay stable while the directory
+``opendir`` snapshots the whole listing into a directory handle: the stored dirents in name-byte order. The
+generated names of a real directory (``INDEX.md``, ``.index``, and at the root ``.libraryfs``, ``.find`` and
+``.catalogue``) are resolved by lookup only and never listed, so tools that walk a tree see only what is
+stored (issue 14: ``cp -a``, ``rsync --delete``, ``tar``, ``diff -r``, ``git status``;
+:mod:`libraryfs.fs.virtual`). A virtual directory (``.index/``, ``/.libraryfs/``, ``/.find/<term>/``,
+``/.catalogue/``) lists its generated entries. ``readdir`` walks the snapshot from an offset, so offsets stay
+stable while the directory
 changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
 ``st_mode``, ino)``; ``.`` and ``..`` carry the directory's and its parent's inode numbers.
 """
@@ -30,7 +34,6 @@ class DirListing(ViewService):
                     raise NotADir("not a directory")
                 link = t.dirparent(r.ino)
                 entries = _dots(r.ino, S.ROOT_INO if link is None else link[0])
-                entries.extend(self.virtual.dir_entries(t, r.ino))
                 entries.extend(_stored_entries(t, r.ino))
             else:
                 entries = _dots(*self.virtual.dir_inos(t, r))

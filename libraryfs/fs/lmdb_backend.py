@@ -330,6 +330,11 @@ class LmdbBackend:
                 except (lmdb.NotFoundError, lmdb.ReadonlyError) as e:
                     raise NotFound(f"table {name.decode(errors='replace')!r} does not exist yet") from e
 
+    def tables(self) -> list[bytes]:
+        """Names of every table the store holds (the named DBs: core and extension tables), sorted."""
+        with self.lock, self.env.begin() as t:
+            return sorted(bytes(k) for k in t.cursor().iternext(keys=True, values=False))
+
     def info(self) -> dict:
         """``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}`` of the environment."""
         info = self.env.info()

@@ -23,11 +23,13 @@ Only :mod:`libraryfs.fs.fuse_adapter` imports mfusepy; this module reads the sto
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 
 from libraryfs.fs.fuse_adapter import FuseOps, run
+from libraryfs.fs.remote_inval import JournalInvalidator
 from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
@@ -36,6 +38,8 @@ log = logging.getLogger("libraryfs.mount")
 
 POLL_S = 0.2  #: how often (seconds) the TOC generation is read (one LMDB read, a few µs)
 SYNC_INTERVAL_S = 1.0  #: how often (seconds) the store is synced while serving
+#: ``LIBRARYFS_REMOTE_INVAL=0`` turns the journal watch of a read-only etcd mount off (to measure it)
+REMOTE_INVAL_ENV = "LIBRARYFS_REMOTE_INVAL"
 STOP_TIMEOUT_S = 5.0  #: how long :meth:`MountTasks.stop` waits for the thread
 
 
@@ -123,6 +127,12 @@ def serve(
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
     tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
     tasks.start()
+    # a read-only mount of a shared (etcd) store: the writer is another host; its journal drives our caches
+    remote = None
+    if read_only and JournalInvalidator.supported(view.store) and os.environ.get(REMOTE_INVAL_ENV) != "0":
+        remote = JournalInvalidator(view.store, ops.invalidate)
+        ops.seen = remote.seen
+        remote.start()
     try:
         run(
             ops,
@@ -134,5 +144,7 @@ def serve(
             fsname=fsname,
         )
     finally:
+        if remote is not None:
+            remote.stop()
         if not tasks.stop():
             log.warning("mount background thread did not stop within %.0f s", STOP_TIMEOUT_S)

@@ -16,21 +16,18 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from libraryfs.errors import Corrupt, Damaged, LibraryMissing
+from libraryfs.errors import Corrupt, Damaged
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend, bound_getter
+from libraryfs.fs.backends import create_remote, make_libdir, open_backend, write_store_url
+from libraryfs.fs.backends import is_library as is_library  # re-exported: the import path callers have used
 
 T = TypeVar("T")
 log = logging.getLogger("libraryfs.store")
 
 #: Errors the storage engines raise for an unreadable/corrupt store (the CLI prints them on one line).
 StoreError: tuple[type[Exception], ...] = lmdb_backend.ENGINE_ERRORS
-
-
-def is_library(libdir: str | os.PathLike[str]) -> bool:
-    """Whether ``libdir`` holds an initialised library."""
-    return lmdb_backend.exists(libdir)
 
 
 def now_ns() -> int:
@@ -420,11 +417,7 @@ class Store:
         self.libdir = os.path.abspath(os.fspath(libdir))
         self.readonly = readonly
         if backend is None:
-            if not is_library(self.libdir):
-                raise LibraryMissing(f"{self.libdir} is not a libraryfs library (run `libraryfs init` first)")
-            backend = lmdb_backend.LmdbBackend(
-                self.libdir, readonly=readonly, map_size=map_size, verify=verify
-            )
+            backend = open_backend(self.libdir, readonly=readonly, map_size=map_size, verify=verify)
         self.backend: Backend = backend
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
@@ -455,17 +448,22 @@ class Store:
         settings: dict | None = None,
         map_size: int | None = None,
         backend: Backend | None = None,
+        url: str | None = None,
     ) -> Store:
         """Initialise a new library in ``libdir`` (created with mode 0700) at :data:`SCHEMA_VERSION` and
-        return it open; ``backend``: an empty, writable backend to initialise instead of a new LMDB store.
+        return it open; ``backend``: an empty, writable backend to initialise instead of a new LMDB store;
+        ``url``: put the store at that URL (an empty ``etcd://…/PREFIX``) and record it in ``config.toml``.
 
-        Raises ``FileExistsError`` if a library is already there, :class:`~libraryfs.errors.NoSpace` if the
-        disk has less than :data:`~libraryfs.fs.lmdb_backend.MIN_FREE_TO_CREATE` bytes free.
+        Raises ``FileExistsError`` if a library is already there (in ``libdir`` or at ``url``),
+        :class:`~libraryfs.errors.NoSpace` if the disk has less than
+        :data:`~libraryfs.fs.lmdb_backend.MIN_FREE_TO_CREATE` bytes free, :class:`~libraryfs.errors.Unavailable`.
         """
-        if backend is None:
+        if backend is None and url is not None:
+            backend = create_remote(libdir, url)
+        elif backend is None:
             backend = lmdb_backend.LmdbBackend.create(libdir, map_size=map_size)
         else:  # the store lives elsewhere; the library directory still holds config, locks and derived files
-            os.makedirs(libdir, mode=0o700, exist_ok=True)
+            make_libdir(libdir)
         st = cls(libdir, backend=backend, _new=True)
         now = now_ns()
 
@@ -480,6 +478,8 @@ class Store:
 
         st.run_write(init)
         st.sync()
+        if url is not None:
+            write_store_url(libdir, url)  # last: a library directory never names a store not initialised
         return st
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ server (it tells subscribed clients, :mod:`libraryfs.daemon.mcpd`); imports noth
 from __future__ import annotations
 
 from libraryfs.fs import schema as S
-from libraryfs.fs.generated import toc_page_paths
+from libraryfs.fs.generated import index_alias_path, toc_page_paths
 from libraryfs.fs.store import Store
 
 
@@ -41,5 +41,6 @@ class TocWatcher:
                     p = t.path_of(ino)
                     if p is not None:
                         paths.extend(toc_page_paths(p, t.toc_page_count(ino)))
+                        paths.append(index_alias_path(p))  # page 0 when the user owns INDEX.md
         self.last_gen = gen
         return paths

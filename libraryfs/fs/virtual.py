@@ -6,10 +6,25 @@ The view resolves every path that does not name a stored dirent through one :cla
 (:class:`~libraryfs.fs.nodes.Kind`): resolution, ``stat``, listings, ``open``, ``readlink`` and xattrs. The
 names are :mod:`libraryfs.fs.generated`'s; the bytes come from :class:`~libraryfs.fs.tocpages.TocPages` and
 :class:`~libraryfs.fs.control.ControlPlane`. Paths are absolute bytes, names raw bytes, errors
-:mod:`libraryfs.errors` classes. Nothing here writes the store.
+:mod:`libraryfs.errors` classes. Nothing here writes the store except :func:`set_index_claim`, a step of
+its caller's write transaction. The design and what still differs from tmpfs: docs/posix.md "Generated
+files and tools".
 
-* every real directory shows a generated, read-only ``INDEX.md`` and, when its TOC needs more than one page,
-  a virtual ``.index/`` directory of pages ``0001.md`` …;
+* every real directory that is not excluded (:mod:`libraryfs.fs.exclude`: dot-directories, ignored paths)
+  resolves a generated, read-only ``INDEX.md`` and, when its TOC needs more than one page, a virtual
+  ``.index/`` directory of pages ``0001.md`` …;
+* generated names are resolved by lookup only, never listed by ``readdir``: tools that walk a tree (``cp -a``,
+  ``rsync``, ``tar``, ``git status``, ``diff -r``) see exactly the stored files, so a copy never meets a
+  name that exists but cannot be created (the kernel answers ``O_CREAT|O_EXCL`` with EEXIST from the
+  lookup alone), and ``cat INDEX.md`` still reads the current TOC;
+* ``INDEX.md`` is the user's name when the user wants it: a stored ``INDEX.md`` (created, renamed or
+  written over the generated one) wins, and so does its absence once the user has removed an ``INDEX.md``
+  there (the directory's *claim*, kept in its section meta, so ``unlink`` then ``stat`` says ENOENT as on
+  any filesystem), and inside a git work tree, where every name is git's. The generated page 0 is then
+  served as ``.index/INDEX.md``. Writing back bytes identical to the stored page 0 hands the name back to
+  the generated TOC (:meth:`VirtualNamespace.absorbs`);
+* a directory never indexed has no ``INDEX.md`` until it has settled (:func:`dir_settled`), so a copy
+  filling it can still create its own;
 * ``/.libraryfs/`` is the read-only control plane;
 * ``/.find/<term>/`` resolves a name deterministically: its entries are relative symlinks to the matches
   (a match whose link target would exceed :data:`LINK_TARGET_MAX` bytes is left out: the kernel rejects a
@@ -25,10 +40,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from libraryfs.errors import AccessDenied, InvalidArgument, IsADir, NoAttr, NotADir, NotFound
+from libraryfs.errors import AccessDenied, Exists, InvalidArgument, IsADir, NoAttr, NotADir, NotFound
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.control import ControlPlane
+from libraryfs.fs.exclude import Placement, TocExclusion
 from libraryfs.fs.nodes import Kind, Resolved, inode_stat
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.tocpages import TocPages
@@ -45,17 +61,57 @@ _DIR_MODE = S.S_IFDIR | 0o555
 _FILE_MODE = S.S_IFREG | 0o444
 
 
-def reserved_exists(t: Txn, name: bytes, parent: int) -> bool:
-    """Whether the generated object ``name`` in directory inode ``parent`` exists now: ``INDEX.md`` always,
-    ``.index`` only while the directory's TOC has more than one page, ``/.libraryfs`` and ``/.find`` always,
-    ``/.catalogue`` once the indexer has built the name catalogue. False for a name not reserved there."""
-    if name == G.INDEX_NAME:
+CLAIM_KEY = "index_md_user"  #: section-meta ``extra`` key: the user has removed an INDEX.md here (module doc)
+SETTLE_S = 1.0  #: a directory never indexed shows ``INDEX.md`` once nothing in it changed for this long
+
+
+def dir_settled(t: Txn, dir_ino: int, now: int, settle_s: float = SETTLE_S) -> bool:
+    """Whether neither directory ``dir_ino`` nor any entry in it changed (ctime) in the ``settle_s``
+    seconds before ``now`` (ns). A directory being filled by a copy (``cp -a``, ``tar x``) is not settled:
+    until it is, a directory never indexed has no ``INDEX.md`` (no placeholder either), so the copy can
+    create its own ``INDEX.md`` with ``O_EXCL`` (the kernel answers EEXIST from a positive lookup). The
+    root is always settled."""
+    if dir_ino == S.ROOT_INO:
+        return True  # nothing copies into the root itself: its INDEX.md (or placeholder) is always there
+    limit = now - int(settle_s * 1e9)
+    node = t.inode(dir_ino)  # ctime only: every change sets it, and no one can set it (mtime can be future)
+    if node is None or node.ctime_ns > limit:
+        return False
+    for _name, child in t.iter_dir(dir_ino):
+        cn = t.inode(child)
+        if cn is not None and cn.ctime_ns > limit:
+            return False
+    return True
+
+
+def page0_moved(t: Txn, place: Placement, dir_ino: int) -> bool:
+    """Whether page 0 of TOC directory ``dir_ino`` is served as ``.index/INDEX.md`` because ``INDEX.md``
+    is the user's there: claimed (:func:`index_claimed`) or inside a git work tree (``place``)."""
+    return place.work_tree or index_claimed(t, dir_ino)
+
+
+def index_claimed(t: Txn, dir_ino: int) -> bool:
+    """Whether ``INDEX.md`` in directory ``dir_ino`` is the user's name: a stored dirent of that name, or
+    the claim a removal left. The generated page 0 is then ``.index/INDEX.md`` (the indexer renders its
+    links for that place)."""
+    if t.lookup(dir_ino, G.INDEX_NAME) is not None:
         return True
-    if name == G.PAGES_DIR:
-        return t.toc_page_count(parent) > 1
-    if name == G.CATALOGUE_DIR and parent == S.ROOT_INO:
-        return t.toc_page_count(S.CATALOGUE_INO) > 0
-    return parent == S.ROOT_INO and name in G.RESERVED_ROOT
+    m = t.section_meta(dir_ino)
+    return m is not None and bool(m.extra.get(CLAIM_KEY))
+
+
+def set_index_claim(t: Txn, dir_ino: int, claimed: bool) -> None:
+    """Record (or drop) the claim of directory ``dir_ino`` on ``INDEX.md`` in its section meta (one step of
+    the caller's write transaction; the indexer keeps ``extra`` when it rewrites the record)."""
+    m = t.section_meta(dir_ino) or S.SectionMeta()
+    if bool(m.extra.get(CLAIM_KEY)) == claimed:
+        return
+    m.extra = dict(m.extra)
+    if claimed:
+        m.extra[CLAIM_KEY] = True
+    else:
+        m.extra.pop(CLAIM_KEY, None)
+    t.put_meta(dir_ino, m)
 
 
 @dataclass(slots=True)
@@ -87,9 +143,59 @@ class VirtualNamespace:
         self.control = control
         self.started_ns = started_ns
         self.finder = finder
+        self.exclusion = TocExclusion()
         self._vino: dict[tuple, int] = {}
         #: key → the last ``st_size`` this mount reported for the object: what the kernel holds as its size
         self.reported_size: dict[tuple, int] = {}
+
+    # -- where generated names exist ----------------------------------------------------------------------------
+    def tocs_here(self, t: Txn, dir_ino: int) -> bool:
+        """Whether real directory ``dir_ino`` has generated TOC names (not excluded: dot-directories and
+        ignored paths have none, :mod:`libraryfs.fs.exclude`)."""
+        return not self.exclusion.excluded(t, dir_ino)
+
+    def page0_moved(self, t: Txn, dir_ino: int) -> bool:
+        """Whether page 0 of TOC directory ``dir_ino`` is ``.index/INDEX.md`` (:func:`page0_moved`)."""
+        return page0_moved(t, self.exclusion.classify(t, dir_ino), dir_ino)
+
+    def pages_dir_exists(self, t: Txn, dir_ino: int) -> bool:
+        """Whether ``.index/`` exists in TOC directory ``dir_ino``: more than one page, or page 0 moved there
+        because ``INDEX.md`` is the user's."""
+        return t.toc_page_count(dir_ino) > 1 or self.page0_moved(t, dir_ino)
+
+    def check_new_name(self, t: Txn, name: bytes, parent: int) -> None:
+        """Refuse ``name`` as a new dirent of real directory ``parent`` when it is generated there:
+        ``.index`` in a TOC directory, ``.libraryfs`` and ``.find`` at the root. Exists while the generated
+        object exists (so ``stat`` and ``mkdir`` agree), AccessDenied while it does not (``.index`` of a
+        one-page TOC: the name is reserved, not taken). ``INDEX.md`` is never refused: the user's wins."""
+        if parent == S.ROOT_INO and name in G.RESERVED_ROOT:
+            if name == G.CATALOGUE_DIR and not t.toc_page_count(S.CATALOGUE_INO):
+                raise AccessDenied(f"{os.fsdecode(name)} is reserved for libraryfs")  # not built yet
+            raise Exists(f"{os.fsdecode(name)} is generated by libraryfs")
+        if name == G.PAGES_DIR and self.tocs_here(t, parent):
+            if self.pages_dir_exists(t, parent):
+                raise Exists(f"{os.fsdecode(name)} is generated by libraryfs")
+            raise AccessDenied(f"{os.fsdecode(name)} is reserved for libraryfs")
+
+    def is_generated_name(self, t: Txn, name: bytes, parent: int) -> bool:
+        """Whether a lookup of ``name`` in real directory ``parent`` with no stored dirent reaches a
+        generated object's name (for the errno of removing it: EACCES rather than ENOENT)."""
+        if parent == S.ROOT_INO and name in G.RESERVED_ROOT:
+            return True
+        return name == G.PAGES_DIR and self.tocs_here(t, parent)
+
+    def absorbs(self, t: Txn, dir_ino: int, node: S.Inode) -> bool:
+        """Whether regular file ``node``, about to be the user's ``INDEX.md`` in directory ``dir_ino``, is a
+        copy of the generated page 0 written back (``cp .index/INDEX.md INDEX.md``, a copy of a tree that
+        had it): its bytes equal the stored page 0. The caller then drops the stored file and the generated
+        TOC takes the name back, so copies converge instead of shadowing the TOC with a stale one."""
+        place = self.exclusion.classify(t, dir_ino)
+        if not node.is_reg or place.excluded or place.work_tree:
+            return False  # in a git work tree INDEX.md is git's: a checked-out copy stays
+        raw = t.toc_page(dir_ino, 0)
+        if raw is None or len(raw) != node.size:
+            return False
+        return t.read_data(node.ino, 0, node.size, node.size) == raw
 
     def vino(self, key: tuple) -> int:
         """Stable inode number (> :data:`~libraryfs.fs.generated.VIRT_BASE`) of virtual object ``key``."""
@@ -105,18 +211,10 @@ class VirtualNamespace:
         Raises NotFound (no such generated object), NotADir (a path below ``INDEX.md``).
         """
         name, rest = parts[i], parts[i + 1 :]
-        if name == G.INDEX_NAME:
-            if rest:
-                raise NotADir("not a directory")
-            return Resolved(Kind.TOC, dir_ino, page=0)
-        if name == G.PAGES_DIR and t.toc_page_count(dir_ino) > 1:
-            if not rest:
-                return Resolved(Kind.PAGES, dir_ino)
-            if len(rest) == 1:
-                page = G.page_number(rest[0])
-                if page and page < t.toc_page_count(dir_ino):
-                    return Resolved(Kind.PAGE, dir_ino, page=page)
-            raise NotFound("no such TOC page")
+        if name in G.RESERVED_NAMES:
+            place = self.exclusion.classify(t, dir_ino)
+            if not place.excluded:
+                return self._resolve_toc(t, dir_ino, name, rest, page0_moved(t, place, dir_ino))
         if dir_ino == S.ROOT_INO and name == G.CTL_DIR:
             if not rest:
                 return Resolved(Kind.CTL)
@@ -132,6 +230,30 @@ class VirtualNamespace:
                 return self.resolve(t, S.CATALOGUE_INO, parts, i + 1)
             raise NotFound("no such catalogue page")
         raise NotFound("no such file or directory")
+
+    def _resolve_toc(self, t: Txn, dir_ino: int, name: bytes, rest: list[bytes], claimed: bool) -> Resolved:
+        """``INDEX.md`` or ``.index/…`` of TOC directory ``dir_ino`` (no stored dirent of that name);
+        ``claimed``: page 0 is ``.index/INDEX.md`` (:func:`page0_moved`)."""
+        if name == G.INDEX_NAME:
+            if claimed:
+                raise NotFound("INDEX.md is the user's here: the generated TOC is .index/INDEX.md")
+            if rest:
+                raise NotADir("not a directory")
+            if t.toc_page(dir_ino, 0) is None and not dir_settled(t, dir_ino, now_ns()):
+                raise NotFound("not indexed yet: the directory is still being filled")
+            return Resolved(Kind.TOC, dir_ino, page=0)
+        npages = t.toc_page_count(dir_ino)
+        if npages <= 1 and not claimed:
+            raise NotFound("no such file or directory")
+        if not rest:
+            return Resolved(Kind.PAGES, dir_ino)
+        if len(rest) == 1:
+            if claimed and rest[0] == G.INDEX_NAME:
+                return Resolved(Kind.PAGE, dir_ino, page=0)
+            page = G.page_number(rest[0])
+            if page and page < npages:
+                return Resolved(Kind.PAGE, dir_ino, page=page)
+        raise NotFound("no such TOC page")
 
     def _resolve_find(self, t: Txn, rest: list[bytes]) -> Resolved:
         if not rest:
@@ -208,16 +330,12 @@ class VirtualNamespace:
         return []
 
     # -- listings, open, readlink ---------------------------------------------------------------------------------
-    def dir_entries(self, t: Txn, dir_ino: int) -> list[tuple[bytes, int, int]]:
-        """Generated entries ``(name, type bits, ino)`` listed first in real directory ``dir_ino``."""
+    def _toc_entries(self, t: Txn, dir_ino: int) -> list[tuple[bytes, int, int]]:
+        """``INDEX.md`` and (when paged) ``.index`` of the name catalogue's pseudo directory ``dir_ino``:
+        listed, since ``/.catalogue/`` is itself a generated directory that only holds them."""
         out = [(G.INDEX_NAME, S.S_IFREG, self.vino(("toc", dir_ino, 0)))]
         if t.toc_page_count(dir_ino) > 1:
             out.append((G.PAGES_DIR, S.S_IFDIR, self.vino(("pages", dir_ino))))
-        if dir_ino == S.ROOT_INO:
-            out.append((G.CTL_DIR, S.S_IFDIR, self.vino(("ctl",))))
-            out.append((G.FIND_DIR, S.S_IFDIR, self.vino(("find",))))
-            if t.toc_page_count(S.CATALOGUE_INO):  # the name catalogue, once the indexer has built it
-                out.append((G.CATALOGUE_DIR, S.S_IFDIR, self.vino(("catalogue",))))
         return out
 
     def dir_inos(self, t: Txn, r: Resolved) -> tuple[int, int]:
@@ -237,14 +355,17 @@ class VirtualNamespace:
         """Entries ``(name, type bits, ino)`` of a virtual directory. Raises NotADir for a virtual file."""
         k = r.kind
         if k is Kind.PAGES:
-            return [
+            moved = self.page0_moved(t, r.ino)
+            out = [(G.INDEX_NAME, S.S_IFREG, self.vino(("toc", r.ino, 0)))] if moved else []
+            out.extend(
                 (G.page_name(p), S.S_IFREG, self.vino(("toc", r.ino, p)))
                 for p in range(1, t.toc_page_count(r.ino))
-            ]
+            )
+            return out
         if k is Kind.CTL:
             return [(name, S.S_IFREG, self.vino(("ctl", name))) for name in self.control.files()]
         if k is Kind.CATALOGUE:
-            return self.dir_entries(t, S.CATALOGUE_INO)
+            return self._toc_entries(t, S.CATALOGUE_INO)
         if k is Kind.FIND:
             return []
         if k is Kind.FINDTERM:
@@ -278,10 +399,10 @@ class VirtualNamespace:
         raise InvalidArgument("not a symbolic link")
 
     def removal_is_noop(self, r: Resolved, want_dir: bool) -> bool:
-        """Whether removing ``r`` succeeds without effect: a generated TOC page (``unlink``), or ``.index/``
-        (``rmdir``, ``want_dir``). They are derived from the directory and come back; refusing would make
-        ``rm -r DIR`` fail (C05)."""
-        return r.kind is Kind.PAGES if want_dir else r.kind.is_toc_page
+        """Whether removing ``r`` succeeds without effect: a page of ``.index/`` (``unlink``), or ``.index/``
+        itself (``rmdir``, ``want_dir``). They are derived from the directory and come back. (Removing the
+        generated ``INDEX.md`` is not a no-op: it claims the name, :func:`set_index_claim`.)"""
+        return r.kind is Kind.PAGES if want_dir else r.kind is Kind.PAGE
 
     # -- finder -------------------------------------------------------------------------------------------------
     def find_links(self, t: Txn, term: bytes) -> list[tuple[bytes, bytes]]:

@@ -295,7 +295,9 @@ def upkeep(
 
 def integrity(db: sqlite3.Connection) -> str | None:
     """None when SQLite's own checks pass (``PRAGMA quick_check`` and the FTS5 ``integrity-check``
-    command), else the first error message."""
+    command), else the first error message. Leaves no transaction open: the FTS5 command is an INSERT, which
+    begins one implicitly, and an open one would hold the write lock (another indexer, or ``check
+    --repair``, then meets "database is locked")."""
     try:
         r = db.execute("PRAGMA quick_check").fetchone()
         if not r or r[0] != "ok":
@@ -307,6 +309,9 @@ def integrity(db: sqlite3.Connection) -> str | None:
             return f"{n_rows} rows but {n_terms} FTS rows"
     except sqlite3.DatabaseError as e:
         return f"{type(e).__name__}: {e}"
+    finally:
+        if db.in_transaction:
+            db.rollback()  # the check writes nothing
     return None
 
 

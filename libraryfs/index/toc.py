@@ -44,6 +44,7 @@ class Item:
     approx: bool = False
     terms: dict[str, int] | None = None  #: profile (term → entries holding it) for range lines
     names: list[str] | None = None  #: defined or representative names, best first, for range lines
+    toc_link: str = INDEX_FILE  #: for a section: its page 0, relative to it (``.index/INDEX.md`` when moved)
 
 
 @dataclass
@@ -84,9 +85,9 @@ def _fmt_tokens(n: int, approx: bool = False) -> str:
 
 
 def entry_line(item: Item, prefix: str = "") -> str:
-    """``- [name](link) — summary (N tok)``; a section links to its own INDEX.md."""
+    """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``)."""
     if item.is_dir:
-        target = link_target(item.name, prefix) + "/" + INDEX_FILE
+        target = link_target(item.name, prefix) + "/" + item.toc_link
         facts = f"{item.entries:,} entr{'y' if item.entries == 1 else 'ies'}, {_fmt_tokens(item.tokens)}"
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
@@ -107,11 +108,14 @@ def render(
     header_facts: str = "",
     groups: list[Group] | None = None,
     root_extra: list[str] | None = None,
+    root_in_pages_dir: bool = False,
 ) -> Rendered:
     """Render the pages of one directory. ``items`` must be sorted by name bytes.
 
     ``pages[0]`` is ``INDEX.md``; ``pages[k]`` is ``.index/`` + :func:`~libraryfs.fs.generated.page_file`
-    ``(k)`` (names from :mod:`libraryfs.fs.generated`). Every page is at most ``max_tokens`` tokens of
+    ``(k)`` (names from :mod:`libraryfs.fs.generated`). With ``root_in_pages_dir`` (the user owns the
+    directory's ``INDEX.md``) page 0 is served as ``.index/INDEX.md``, and every link is written for that
+    place (entries ``../name``, pages as siblings). Every page is at most ``max_tokens`` tokens of
     ``count_tokens`` (o200k_base in the indexer). ``groups`` (from a builder) are used only if they cover every
     item exactly once; each group then starts a new run of leaf pages titled by the group name. Raises
     ``ValueError`` if ``max_tokens`` < 200 or a single entry line alone exceeds the bound (cannot happen with
@@ -128,7 +132,7 @@ def render(
 
     # one page?
     extra = list(root_extra or [])
-    lines0 = [entry_line(i) for i in items] + extra
+    lines0 = [entry_line(i, "../" if root_in_pages_dir else "") for i in items] + extra
     head_cost = count_tokens("\n".join(head(0, 1, ""))) + 24
     line_cost = [count_tokens(ln) + 1 for ln in lines0]
     if head_cost + sum(line_cost) <= max_tokens:
@@ -138,11 +142,14 @@ def render(
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
     leaves = _leaf_pages(items, _runs(items, groups), budget, count_tokens)
     ranges = _Ranges(items, set(_words(dir_title)))
-    root_lines, all_pages, page_titles, levels = _index_levels(leaves, budget, count_tokens, ranges, extra)
+    root_lines, all_pages, page_titles, levels = _index_levels(
+        leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
+    )
     npages = len(all_pages) + 1
+    up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
     out = ["\n".join(head(0, npages) + root_lines) + "\n"]
     for k, lines in enumerate(all_pages, start=1):
-        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", _UP_LINE]) + "\n")
+        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", up]) + "\n")
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
@@ -215,15 +222,17 @@ def _index_levels(
     count_tokens: Callable[[str], int],
     ranges: _Ranges,
     extra: list[str],
+    root_in_pages_dir: bool = False,
 ) -> tuple[list[str], list[list[str]], list[str], int]:
     """Build index levels above the leaf pages until the root's lines (and ``extra``) fit ``budget`` tokens.
 
     Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
-    ``(label, page number, entries below)``; links from the root go into ``.index/``, links between pages
-    inside ``.index/`` are siblings; each line ends with what its range holds (``ranges``). Raises
-    ValueError past 12 levels.
+    ``(label, page number, entries below)``; links from the root go into ``.index/`` (siblings when the
+    root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are siblings; each line ends
+    with what its range holds (``ranges``). Raises ValueError past 12 levels.
     """
     extra_cost = sum(count_tokens(ln) + 1 for ln in extra)
+    root_link = page_file if root_in_pages_dir else page_relpath
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
     level: list[tuple[str, int, int]] = []
@@ -237,7 +246,7 @@ def _index_levels(
     while True:
         descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt in level])
         idx_lines = [
-            f"- [{lab}]({page_relpath(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}{descs[k]}"
+            f"- [{lab}]({root_link(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}{descs[k]}"
             for k, (lab, p, cnt) in enumerate(level)
         ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]

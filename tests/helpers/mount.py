@@ -34,6 +34,7 @@ from helpers.wait import pid_alive, wait_exit, wait_idle, wait_until
 
 LOGS = ("mount.log", "indexer.log")  #: the daemons' log files under ``<libdir>/logs/``
 BAD_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback |^<[0-3]>")  #: what the log scan reports
+_PAGE0_PLACES = ((b"INDEX.md",), (b".index", b"INDEX.md"))  #: where a directory's TOC page 0 is served
 
 
 def fuse_available() -> str | None:
@@ -94,14 +95,24 @@ class Mounted:
         finally:
             st.close()
         for path, page in want:
-            try:
-                with open(os.path.join(os.fsencode(self.mnt), path.lstrip(b"/"), b"INDEX.md"), "rb") as f:
-                    if f.read() != page:
-                        return False
-            except OSError as e:  # removed since, or a path beyond PATH_MAX: nothing to compare
-                if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
-                    raise
+            d = os.path.join(os.fsencode(self.mnt), path.lstrip(b"/"))
+            # page 0 is INDEX.md, or .index/INDEX.md where INDEX.md is the user's (docs/posix.md): one of them
+            seen = [self._reads(os.path.join(d, *rel), page) for rel in _PAGE0_PLACES]
+            if True not in seen and False in seen:
+                return False
         return True
+
+    @staticmethod
+    def _reads(path: bytes, page: bytes) -> bool | None:
+        """Whether ``path`` reads as ``page``; None when it cannot be read (removed since, a path beyond
+        PATH_MAX, or no TOC there): nothing to compare, which counts as served."""
+        try:
+            with open(path, "rb") as f:
+                return f.read() == page
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
+                raise
+            return None
 
     @property
     def server_pid(self) -> int:

@@ -80,6 +80,21 @@ def _entry(view, path: bytes, ftype: int) -> dict:
     return rec
 
 
+def _lookup_only(view, d: bytes, listed: set[bytes]) -> list[tuple[bytes, int]]:
+    """Generated names of directory ``d`` that resolve without being listed (this release lists none of
+    them; earlier ones listed all): ``(name, type bits)``, so snapshots of both releases compare."""
+    out: list[tuple[bytes, int]] = []
+    if d.rsplit(b"/", 1)[-1] in GENERATED:
+        return out
+    for name in sorted(set(GENERATED + (DYNAMIC if d == b"/" else ())) - listed):
+        try:
+            st = view.getattr(d.rstrip(b"/") + b"/" + name)
+        except Exception:  # noqa: BLE001 - absent here (a LibraryError of any release)
+            continue
+        out.append((name, st["st_mode"] & 0o170000))
+    return out
+
+
 def snapshot(view, finder: Callable[[bytes], list[bytes]] | None = None) -> dict:
     """Everything a reader sees through ``view`` (a LibraryView of any release): ``{"tree": {path hex:
     record}, "find": {term: [path hex]}}``; records hold stat fields, the readdir type, content hash (and
@@ -93,6 +108,7 @@ def snapshot(view, finder: Callable[[bytes], list[bytes]] | None = None) -> dict
             listing = [(n, m) for n, m, _ino, _off in view.readdir(fh, 0) if n not in (b".", b"..")]
         finally:
             view.releasedir(fh)
+        listing += _lookup_only(view, d, {n for n, _m in listing})
         for name, ftype in sorted(listing):
             path = d.rstrip(b"/") + b"/" + name
             if name in DYNAMIC:

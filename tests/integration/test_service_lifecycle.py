@@ -125,7 +125,9 @@ def assert_checked_clean(libdir) -> None:
 
 
 def live(mnt: str) -> bool:
-    return mount_state(mnt) == "live" and "INDEX.md" in os.listdir(mnt)
+    return mount_state(mnt) == "live" and os.path.exists(
+        os.path.join(mnt, "INDEX.md")
+    )  # resolved, not listed
 
 
 def test_ready_after_mount_answers_stopping_on_sigterm_then_clean(libdir, tmp_path, listener, procs):

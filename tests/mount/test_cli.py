@@ -46,16 +46,24 @@ def test_stats_count_toc_pages_and_entries_per_process(mounted):
     assert 400 <= mine["entry_tokens_read"] <= 420  # the indexer's o200k count of the entry
 
 
-def test_generated_files_are_read_only(mounted):
+def test_generated_files_are_read_only_but_index_md_can_become_the_users(mounted):
     for flags in (os.O_WRONLY, os.O_RDWR | os.O_TRUNC):
         with pytest.raises(PermissionError):
-            os.open(mounted.p("INDEX.md"), flags)
-    os.unlink(mounted.p("INDEX.md"))  # succeeds and changes nothing (so `rm -rf DIR` works, case C05)
-    assert os.path.exists(mounted.p("INDEX.md"))
-    with pytest.raises(FileExistsError):
-        os.open(mounted.p("INDEX.md"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    with pytest.raises(OSError):
-        open(mounted.p(".libraryfs/status.json"), "w")
+            os.open(mounted.p(".libraryfs/status.json"), flags)
+    assert "INDEX.md" not in os.listdir(mounted.mnt)  # resolvable, never listed (docs/posix.md)
+    os.mkdir(mounted.p("s"))
+    with open(mounted.p("s/a.md"), "w") as f:
+        f.write("# A\n")
+    mounted.wait_indexed()
+    assert read_file(mounted.p("s/INDEX.md"), "rb").startswith(b"<!-- libraryfs toc:")
+    with open(mounted.p("s/INDEX.md"), "w") as f:  # `>` turns the generated page into the user's file
+        f.write("# mine\n")
+    assert read_file(mounted.p("s/INDEX.md")) == "# mine\n" and "INDEX.md" in os.listdir(mounted.p("s"))
+    os.unlink(mounted.p("s/INDEX.md"))  # the name stays the user's: absent, as on any filesystem
+    assert not os.path.exists(mounted.p("s/INDEX.md"))
+    os.close(os.open(mounted.p("s/INDEX.md"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    mounted.wait_indexed()
+    assert b"../a.md" in read_file(mounted.p("s/.index/INDEX.md"), "rb")  # the TOC, moved
 
 
 def test_status_json(mounted, run_cli):

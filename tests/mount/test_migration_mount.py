@@ -86,6 +86,8 @@ def test_previous_release_library_reads_the_same_through_a_mount(libdir, run_cli
         listings.setdefault(parent, []).append(name)
     for parent, want in listings.items():  # the same listings, no more and no fewer names
         if not any(part in DYNAMIC for part in parent.split(b"/")):
+            if parent.rsplit(b"/", 1)[-1] != b".index":  # stored names only: generated ones are not listed
+                want = [n for n in want if n not in (b"INDEX.md", b".index", *DYNAMIC)]
             assert sorted(os.listdir(os.fsencode(m.mnt) + parent + b"/")) == sorted(want), parent
     with open(os.path.join(m.mnt, "notes", "a.md"), "a") as f:  # and it is writable as usual
         f.write("appended after the migration\n")

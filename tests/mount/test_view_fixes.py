@@ -99,8 +99,7 @@ def test_creating_a_reserved_name_that_does_not_exist_is_eacces(store):
         with pytest.raises(AccessDenied) as ei:
             fn(b"/d/.index")
         assert to_errno(ei.value) == errno.EACCES, op
-        with pytest.raises(Exists):  # INDEX.md always exists
-            fn(b"/d/INDEX.md")
+        # (INDEX.md is not reserved: the user's own wins, tests/unit/test_generated_and_tools.py)
     for p in (b"/.libraryfs", b"/.find"):
         with pytest.raises(Exists):
             v.mkdir(p, 0o755, UID, GID)
@@ -112,7 +111,7 @@ def test_creating_a_reserved_name_that_does_not_exist_is_eacces(store):
             fn(b"/d/.index")
     # .libraryfs and .find are reserved at the root only; nothing was created by the refused calls
     v.mkdir(b"/d/.find", 0o755, UID, GID)
-    assert sorted(names(v, b"/d")) == [b".find", b".index", b"INDEX.md", b"f.md"]
+    assert sorted(names(v, b"/d")) == [b".find", b"f.md"]  # generated names are not listed
 
 
 # ---- 3. xattr names outside the Linux namespaces are ENOTSUP ------------------------------------------------
@@ -139,11 +138,27 @@ def test_xattr_names_outside_the_linux_namespaces_are_enotsup(store):
         v.getxattr(b"/f", b"user.none")
 
 
+def settle(store: Store, path: bytes) -> None:
+    """Date directory ``path`` and its entries 10 s back (store-side), so it counts as settled: a directory
+    never indexed shows its INDEX.md placeholder only then (libraryfs.fs.virtual.dir_settled)."""
+    ino = dino(store, path)
+
+    def fn(t):
+        with_children = [ino] + [c for _n, c in t.iter_dir(ino)]
+        for i in with_children:
+            node = t.inode(i)
+            node.ctime_ns = node.ctime_ns - 10 * 10**9
+            t.put_inode(node)
+
+    store.run_write(fn)
+
+
 # ---- 4. the stale-index marker --------------------------------------------------------------------------
 def test_toc_pages_say_stale_while_the_indexer_is_stopped_and_changes_are_pending(store):
     v = LibraryView(store)
     v.mkdir(b"/d", 0o755, UID, GID)
     mkfile(v, b"/d/a.md", b"# A\n")
+    settle(store, b"/d")
     with store.read() as t:
         pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
     assert pending == 3 and not os.path.exists(os.path.join(store.libdir, "indexer.lock"))
@@ -249,19 +264,17 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     os.mkdir(d)
     with open(os.path.join(d, "f.md"), "w") as f:
         f.write("# F\n")
-    # 2. stat says ENOENT, so creating says EACCES (not EEXIST); INDEX.md exists, so EEXIST
+    # 2. stat says ENOENT, so creating says EACCES (not EEXIST); .find exists, so EEXIST
     for argv in (
         ["stat", d + "/.index"],
         ["mkdir", d + "/.index"],
         ["touch", d + "/.index"],
-        ["mkdir", d + "/INDEX.md"],
     ):
         r = _run(*argv)
         assert r.returncode != 0
     assert "No such file or directory" in _run("stat", d + "/.index").stderr
     assert "Permission denied" in _run("mkdir", d + "/.index").stderr
     assert "Permission denied" in _run("touch", d + "/.index").stderr
-    assert "File exists" in _run("mkdir", d + "/INDEX.md").stderr
     assert "File exists" in _run("mkdir", mounted.p(".find")).stderr
     # 3. a name outside the Linux xattr namespaces is refused as on ext4/tmpfs
     r = _run("setfattr", "-n", "bogus.x", "-v", "1", d + "/f.md")
@@ -271,7 +284,9 @@ def test_reserved_names_xattr_namespaces_and_stale_marker_through_the_kernel(mou
     assert ei.value.errno == errno.EOPNOTSUPP
     assert _run("setfattr", "-n", "user.x", "-v", "1", d + "/f.md").returncode == 0
     assert os.getxattr(d + "/f.md", "user.x") == b"1"
-    # 4. no indexer and pending records: INDEX.md says so, and stat's size is the bytes cat gives
+    # 4. no indexer and pending records: INDEX.md says so, and stat's size is the bytes cat gives. A new
+    # directory shows its INDEX.md (the pending placeholder) once nothing in it changed for SETTLE_S.
+    wait_until(lambda: os.path.exists(d + "/INDEX.md"), 10, "the new directory's INDEX.md")
     r = _run("bash", "-c", f"stat -c %s {d}/INDEX.md; cat {d}/INDEX.md")
     size, page = r.stdout.split("\n", 1)
     assert page.split("\n")[1].startswith("> **Stale index**: the indexer is not running;")

@@ -61,7 +61,9 @@ def test_idle_only_after_the_hooks_and_every_step_beats(libdir):
     try:
         StoreTree(st).write_bytes("notes/a.md", b"# A\n\nSomething.\n")
         hook = CountingHook(st, rounds=3)
-        idx = Indexer(str(libdir), store=st, hooks=[hook], heartbeat=lambda: beats.append(1))
+        idx = Indexer(  # settle_s=0: the new directory is rendered in the first pass (no settling pass)
+            str(libdir), store=st, hooks=[hook], heartbeat=lambda: beats.append(1), settle_s=0
+        )
         stop = threading.Event()
         states = []
 

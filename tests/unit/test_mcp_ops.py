@@ -10,12 +10,14 @@ import pytest
 pytest.importorskip("mcp")
 
 import anyio  # noqa: E402
+from helpers.view import mkfile  # noqa: E402
+from helpers.wait import wait_until  # noqa: E402
 from mcp import Client  # noqa: E402
 
 from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
 from libraryfs.daemon.mcp_registry import MARKER, Budget  # noqa: E402
 from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
-from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong  # noqa: E402
+from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong, NotFound  # noqa: E402
 from libraryfs.index.tokens import count_tokens  # noqa: E402
 
 
@@ -210,4 +212,41 @@ def test_mode_bits_are_checked_as_the_mount_checks_them(served):
     ops.makedirs(b"/shared")  # an existing directory needs no permission
     ops.uid = 0
     assert ops.read(b"/shared/a.md") == b"a\n"  # root passes, as on the mount
-    assert [n for n, _st in ops.listdir(b"/shared")] == [b"INDEX.md", b"a.md"]
+    listed = wait_until(lambda: [n for n, _st in ops.listdir(b"/shared")] == [b"INDEX.md", b"a.md"], 30)
+    assert listed  # root lists it; INDEX.md once the directory has settled (docs/posix.md)
+
+
+def test_listing_shows_the_generated_names_that_resolve(served):
+    """MCP ``list_directory`` lists what the mount's ``readdir`` leaves out (lookup-only generated names) while
+    they resolve, marked generated; a user's own ``INDEX.md`` is listed once and is not generated."""
+    ops = served.ops
+    ops.makedirs(b"/d")
+    root = {n: ops.generated(n, b"/") for n, _st in ops.listdir(b"/", stat=False)}
+    assert root[b"INDEX.md"] and root[b".libraryfs"] and root[b".find"] and b".catalogue" not in root
+    assert [n for n, _st in ops.listdir(b"/d")] == []  # not settled yet: no INDEX.md to read either
+    with pytest.raises(NotFound):
+        ops.read(b"/d/INDEX.md")
+    wait_until(lambda: ops.listdir(b"/d") != [], 30, "the new directory to settle")
+    assert [n for n, _st in ops.listdir(b"/d")] == [b"INDEX.md"] and ops.generated(b"INDEX.md", b"/d")
+    assert ops.read(b"/d/INDEX.md").startswith(b"<!-- libraryfs toc:")
+    with pytest.raises(AccessDenied):  # over MCP the generated INDEX.md is read-only (docs/mcp.md)
+        ops.write(b"/d/INDEX.md", b"# mine\n")
+    mkfile(
+        ops.view, b"/d/INDEX.md", b"# mine\n"
+    )  # as on the mount: the user's INDEX.md wins, page 0 -> .index/
+    assert [(n, ops.generated(n, b"/d")) for n, _st in ops.listdir(b"/d")] == [
+        (b".index", True),
+        (b"INDEX.md", False),
+    ]
+    assert ops.read(b"/d/INDEX.md") == b"# mine\n"
+    assert [n for n, _st in ops.listdir(b"/d/.index")] == [b"INDEX.md"]
+
+    async def main():  # read_index and the section resource still give the TOC, from where it is served
+        async with Client(served.server) as c:
+            r = await c.call_tool("read_index", {"path": "d"})
+            assert r.structured_content["path"] == "/d/.index/INDEX.md"
+            assert r.content[0].text.startswith("<!-- libraryfs toc:")
+            res = await c.read_resource("library://d/INDEX.md")
+            assert res.contents[0].text.startswith("<!-- libraryfs toc:")
+
+    anyio.run(main)

@@ -247,3 +247,18 @@ def test_undecodable_names_are_indexed_and_searchable(tmp_path):
     assert termindex.drift(st, db).total == 0
     db.close()
     st.close()
+
+
+def test_an_indexer_reopening_the_index_leaves_no_write_lock(tmp_path):
+    """The first pass of a second indexer process checks the index (FTS5 integrity-check, an INSERT); it
+    must not keep the write transaction that begins, or every other writer meets "database is locked"."""
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    again = Indexer(str(d), store=st)
+    again.run_once(full=True)  # no drift: nothing written after the check
+    assert again._terms is not None and not again._terms.in_transaction
+    other = termindex.connect(term_index_path(str(d)))  # another writer (check --repair) gets the lock
+    other.execute("BEGIN IMMEDIATE")
+    other.rollback()
+    other.close()
+    st.close()

@@ -52,6 +52,7 @@ def v(store):
 
 
 from helpers.view import cat, mkfile, names  # noqa: E402,F401
+from helpers.wait import wait_until  # noqa: E402
 
 
 def real_names(v: LibraryView, path: bytes) -> list[bytes]:
@@ -200,22 +201,26 @@ def test_name_limits_and_non_utf8_names(v):
     assert cat(v, d + b"/f.md") == b"ok"
 
 
-def test_generated_names_cannot_be_created_and_removing_them_is_a_no_op(v, store):
+def test_generated_names_are_lookup_only_and_index_md_can_be_claimed(v, store):
     v.mkdir(b"/d", 0o755, UID, GID)
-    for p in (b"/d/INDEX.md", b"/.libraryfs", b"/.find"):
+    for p in (b"/.libraryfs", b"/.find"):
         with pytest.raises(Exists):
             mkfile(v, p)
     with pytest.raises(AccessDenied):  # .index is reserved but absent (one-page TOC): EACCES, not EEXIST
         mkfile(v, b"/d/.index")
-    with pytest.raises(AccessDenied):
-        v.open(b"/d/INDEX.md", os.O_WRONLY)
-    a = v.getattr(b"/d/INDEX.md")
+    with pytest.raises(NotFound):  # a directory never indexed has no INDEX.md until it settles (~1 s)
+        v.getattr(b"/d/INDEX.md")
+    a = wait_until(lambda: v.getattr(b"/d/INDEX.md"), 30, "the new directory to settle", ignore=(NotFound,))
     assert a["st_mode"] == stat.S_IFREG | 0o444 and a["st_size"] > 0
     fh, direct = v.open(b"/d/INDEX.md", os.O_RDONLY)  # the size the kernel holds: the page cache serves it
     assert direct is False and v.keep_cache(fh) is False  # (shared mmap works), never a stale one
     v.release(fh)
     mkfile(v, b"/d/new.md")  # the pending page lists it: a new size the kernel has not been told
-    fh, direct = v.open(b"/d/INDEX.md", os.O_RDONLY)
+    with pytest.raises(NotFound):  # the directory changed: unsettled again (still never indexed)
+        v.getattr(b"/d/INDEX.md")
+    fh, direct = wait_until(
+        lambda: v.open(b"/d/INDEX.md", os.O_RDONLY), 30, "the directory to settle again", ignore=(NotFound,)
+    )
     assert direct is True and b"new.md" in v.read(fh, 1 << 16, 0)  # direct_io: reads are not cut short
     v.release(fh)
     v.unlink(b"/d/new.md")
@@ -223,11 +228,24 @@ def test_generated_names_cannot_be_created_and_removing_them_is_a_no_op(v, store
     with store.read() as t:
         dino = t.lookup(S.ROOT_INO, b"d")
     store.run_write(lambda t: t.put_toc_pages(dino, [b"# d\n", b"page 1\n"]))
-    assert b".index" in names(v, b"/d") and names(v, b"/d/.index")[2:] == [b"0001.md"]
+    a = v.getattr(b"/d/INDEX.md")
+    assert a["st_mode"] == stat.S_IFREG | 0o444 and a["st_size"] > 0
+    fh, direct = v.open(b"/d/INDEX.md", os.O_RDONLY)  # the size just reported: page cache, dropped at open
+    assert direct is False and v.keep_cache(fh) is False and v.read(fh, 1 << 16, 0) == b"# d\n"
+    v.release(fh)
+    # resolvable, never listed (issue 14: cp -a, rsync --delete, tar, diff -r, git status see stored names)
+    assert names(v, b"/d")[2:] == [] and [n for n in names(v, b"/")[2:] if n.startswith(b".")] == []
+    assert names(v, b"/d/.index")[2:] == [b"0001.md"]
+    # `rm` of a page or rmdir of .index/ succeeds and changes nothing (C05)
     v.unlink(b"/d/.index/0001.md")
     v.rmdir(b"/d/.index")
-    v.unlink(b"/d/INDEX.md")
     assert cat(v, b"/d/INDEX.md") == b"# d\n"
+    # unlinking the generated INDEX.md claims the name: ENOENT as on any filesystem; TOC in .index/
+    v.unlink(b"/d/INDEX.md")
+    with pytest.raises(NotFound):
+        v.getattr(b"/d/INDEX.md")
+    assert cat(v, b"/d/.index/INDEX.md") == b"# d\n"
+    assert names(v, b"/d/.index")[2:] == [b"INDEX.md", b"0001.md"]
     v.rmdir(b"/d")
     with pytest.raises(NotFound):
         v.getattr(b"/d")
@@ -272,7 +290,7 @@ def test_readdir_offsets_resume_and_never_repeat(v):
     v.releasedir(fh)
     assert resumed == first
     got = [n for n, *_ in first]
-    assert len(got) == len(set(got)) == 300 + 3  # . .. INDEX.md
+    assert len(got) == len(set(got)) == 300 + 2  # . .. (generated names are not listed)
 
 
 # ---- rename -----------------------------------------------------------------------------------------------------

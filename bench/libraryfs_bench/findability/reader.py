@@ -140,9 +140,10 @@ def list_toc_pages(root: str) -> list[str]:
     for d, dirs, files in os.walk(root):
         rel_d = os.path.relpath(d, root)
         rel_d = "" if rel_d == "." else rel_d.replace(os.sep, "/")
-        if INDEX_NAME in files:
+        # probed by name: a mount resolves its TOC pages but never lists them (docs/posix.md)
+        if INDEX_NAME in files or os.path.isfile(os.path.join(d, INDEX_NAME)):
             out.append(posixpath.join(rel_d, INDEX_NAME))
-        if PAGES_DIRNAME in dirs:
+        if PAGES_DIRNAME in dirs or os.path.isdir(os.path.join(d, PAGES_DIRNAME)):
             for fn in sorted(os.listdir(os.path.join(d, PAGES_DIRNAME))):
                 out.append(posixpath.join(rel_d, PAGES_DIRNAME, fn))
         dirs[:] = sorted(x for x in dirs if not x.startswith("."))

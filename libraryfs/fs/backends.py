@@ -1,0 +1,151 @@
+"""Backend selection for a library: which store a library directory names, and opening or creating it.
+
+A library directory holds the embedded LMDB store (``<libdir>/store``, :mod:`libraryfs.fs.lmdb_backend`)
+unless its ``config.toml`` names a ``[store] url`` (``etcd://host:port,…/PREFIX``,
+:mod:`libraryfs.fs.etcd_backend`; written by ``libraryfs init --store``/``--join`` and ``libraryfs copy``).
+:func:`open_backend` is the one place that chooses between them; :mod:`libraryfs.fs.store` builds the typed
+store on what it returns. The etcd client is imported only for a library that names an etcd URL.
+"""
+
+from __future__ import annotations
+
+import os
+
+from libraryfs.errors import InvalidArgument, LibraryMissing
+from libraryfs.fs import lmdb_backend
+from libraryfs.fs import schema as S
+from libraryfs.fs.backend import Backend
+
+#: The ``config.toml`` table naming a library's store when it is not the LMDB store in ``<libdir>/store``.
+STORE_TABLE = "store"
+#: URL schemes of the store backends a ``[store] url`` may name (LMDB needs none: it is the default).
+STORE_SCHEMES = ("etcd://",)
+
+
+def store_url(libdir: str | os.PathLike[str]) -> str | None:
+    """The store URL of a library whose store lives elsewhere (``[store] url`` in ``<libdir>/config.toml``,
+    written by ``libraryfs init --store``), or None: the embedded LMDB store in ``<libdir>/store``.
+
+    Raises :class:`InvalidArgument` (one line) when config.toml cannot be parsed or the URL is not one a
+    backend serves (see :data:`STORE_SCHEMES`)."""
+    import tomllib
+
+    from libraryfs.layout import config_path  # layout imports this module: a late import
+
+    path = config_path(os.fspath(libdir))
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InvalidArgument(f"{path}: {e}") from None
+    table = data.get(STORE_TABLE)
+    if table is None:
+        return None
+    url = table.get("url") if isinstance(table, dict) else None
+    if not isinstance(url, str) or not url.startswith(STORE_SCHEMES):
+        raise InvalidArgument(
+            f"{path}: [{STORE_TABLE}] url must be a string starting with {STORE_SCHEMES[0]}"
+        )
+    return url
+
+
+def is_library(libdir: str | os.PathLike[str]) -> bool:
+    """Whether ``libdir`` holds an initialised library: an LMDB store, or a ``[store] url`` in its config."""
+    if lmdb_backend.exists(libdir):
+        return True
+    try:
+        return store_url(libdir) is not None
+    except InvalidArgument:
+        return True  # a library whose config is broken: opening it says why
+
+
+def open_backend(
+    libdir: str | os.PathLike[str],
+    *,
+    readonly: bool = False,
+    map_size: int | None = None,
+    verify: bool | None = None,
+) -> Backend:
+    """The backend of the library in ``libdir``: the one place that chooses between LMDB and etcd.
+
+    LMDB (``<libdir>/store``; ``map_size``, ``verify``: :class:`~libraryfs.fs.lmdb_backend.LmdbBackend`) unless
+    ``config.toml`` names a ``[store] url`` (:func:`store_url`): then the etcd backend on that URL
+    (:class:`~libraryfs.fs.etcd_backend.EtcdBackend`; ``readonly`` refuses writes). Raises
+    :class:`LibraryMissing`, :class:`Damaged` (LMDB), :class:`~libraryfs.errors.Unavailable` (the cluster
+    does not answer within its timeout: exit status 8), :class:`InvalidArgument` (a bad URL)."""
+    url = store_url(libdir)
+    if url is None:
+        if not lmdb_backend.exists(libdir):
+            raise LibraryMissing(
+                f"{os.path.abspath(libdir)} is not a libraryfs library (run `libraryfs init` first)"
+            )
+        return lmdb_backend.LmdbBackend(libdir, readonly=readonly, map_size=map_size, verify=verify)
+    from libraryfs.fs.etcd_backend import EtcdBackend  # only etcd libraries load the client
+
+    return EtcdBackend.open(url, readonly=readonly)
+
+
+def make_libdir(libdir: str | os.PathLike[str]) -> None:
+    """Make a library directory for a store kept elsewhere: mode 0700 if new or empty (as LMDB's create)."""
+    libdir = os.path.abspath(os.fspath(libdir))
+    had_files = os.path.isdir(libdir) and bool(os.listdir(libdir))
+    os.makedirs(libdir, mode=0o700, exist_ok=True)
+    if not had_files:
+        os.chmod(libdir, 0o700)
+
+
+def holds_library(backend: Backend) -> bool:
+    """Whether a backend's store already holds a library (its schema version is set)."""
+    with backend.read() as kv:
+        return kv.get(S.DB_CONFIG, S.CFG_SCHEMA_VERSION) is not None
+
+
+def create_remote(libdir: str | os.PathLike[str], url: str) -> Backend:
+    """An empty, writable backend at ``url`` for :meth:`Store.create`, and the library directory for it."""
+    if is_library(libdir):
+        raise FileExistsError(f"{os.path.abspath(libdir)} already holds a library")
+    from libraryfs.fs.etcd_backend import EtcdBackend
+
+    backend = EtcdBackend.open(url)
+    if holds_library(backend):
+        backend.close()
+        raise FileExistsError(f"{url} already holds a library (give another prefix, or --join it)")
+    make_libdir(libdir)
+    return backend
+
+
+def join_library(libdir: str | os.PathLike[str], url: str) -> None:
+    """Make ``libdir`` a library directory of the existing library at ``url`` (another host's; several
+    library directories, one per host, share one store). Raises ``FileExistsError`` if ``libdir`` already
+    holds a library, :class:`LibraryMissing` if ``url`` holds none, Unavailable, InvalidArgument."""
+    if is_library(libdir):
+        raise FileExistsError(f"{os.path.abspath(libdir)} already holds a library")
+    from libraryfs.fs.etcd_backend import EtcdBackend
+
+    backend = EtcdBackend.open(url, readonly=True)
+    try:
+        if not holds_library(backend):
+            raise LibraryMissing(f"{url} holds no library (create one with `libraryfs init --store {url}`)")
+    finally:
+        backend.close()
+    make_libdir(libdir)
+    write_store_url(libdir, url)
+
+
+def write_store_url(libdir: str | os.PathLike[str], url: str) -> None:
+    """Record ``url`` as the library's store in ``<libdir>/config.toml`` (appended as a ``[store]`` table;
+    the file is made mode 0600 if new). Raises :class:`InvalidArgument` if the file already names a store."""
+    from libraryfs.layout import config_path
+
+    if store_url(libdir) is not None:
+        raise InvalidArgument(f"{config_path(os.fspath(libdir))} already names a store")
+    path = config_path(os.fspath(libdir))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with os.fdopen(fd, "a") as f:
+        if f.tell():
+            f.write("\n")
+        f.write(f'[{STORE_TABLE}]\nurl = "{url}"   # the library\'s store (libraryfs init --store)\n')
+        f.flush()
+        os.fsync(f.fileno())

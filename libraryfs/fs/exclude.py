@@ -1,0 +1,158 @@
+"""Which directories get no generated TOC: dot-directories and paths an ignore file matches (issue 14).
+
+A TOC in every directory breaks the tools agents run inside their memory: git reads every file under
+``.git/`` as its own (``refs/INDEX.md`` is "a bad ref", ``objects/xx/INDEX.md`` "a bad object"), and build
+trees, caches and virtual environments are noise to an index. So a directory is *excluded* — no ``INDEX.md``,
+no ``.index/``, both names free for the user — when
+
+* any component of its path starts with ``.`` (``.git/``, ``.venv/``, ``.cache/`` …: the Unix convention
+  for "not content"; the root's generated ``.libraryfs/`` and ``.find/`` are not directories of the store), or
+* it, or one of its ancestors, is matched by a ``.gitignore`` file in the library, with git's rules
+  (gitignore(5)): patterns are relative to the directory holding the file, a deeper file's match overrides
+  a shallower one's, the last matching line of a file wins, ``!`` re-includes, and nothing below an
+  excluded directory can be re-included.
+
+Matching is the maintained ``pathspec`` library's :class:`pathspec.GitIgnoreSpec` (it follows git's own
+wildmatch rules and edge cases; a hand-written matcher would drift from git). This is the one module that
+imports it. Compiled specs are cached by the ``.gitignore`` inode's ``(ino, mtime_ns, size)``: an edit
+changes the key, so a new rule applies at the next lookup.
+
+A directory inside a git work tree (it, or an ancestor, holds a ``.git`` entry) keeps its TOC, but every
+name in it is git's to create: git checks that a name is absent before it checks a file out ("untracked
+working tree file would be overwritten"), so there the generated page 0 is served as ``.index/INDEX.md``
+and ``INDEX.md`` is left to the repository (:attr:`Placement.work_tree`).
+
+Both the view (:class:`libraryfs.fs.virtual.VirtualNamespace`: what a lookup shows) and the indexer (which
+TOCs it computes at all, and where page 0 lives) ask :meth:`TocExclusion.classify`, so the two never
+disagree. Paths are absolute
+bytes; non-UTF-8 names are matched in their ``surrogateescape`` decoding.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pathspec
+
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Txn
+
+IGNORE_FILE = b".gitignore"  #: the ignore file read in every directory (gitignore(5) syntax)
+GIT_DIR = b".git"  #: a directory holding this entry (a directory, or a file for worktrees) is a git work tree
+IGNORE_MAX_BYTES = 1 << 20  #: a larger ignore file is read up to this many bytes
+_SPECS_MAX = 4096  #: compiled specs kept (a cache, cleared when full)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a directory stands for generated TOCs."""
+
+    excluded: bool  #: no TOC at all (a dot-directory, an ignored path)
+    work_tree: bool  #: inside a git work tree: ``INDEX.md`` is git's, page 0 is ``.index/INDEX.md``
+
+
+def dot_path(path: bytes) -> bool:
+    """Whether a component of the absolute path ``path`` starts with ``.`` (a dot-directory or below)."""
+    return any(c.startswith(b".") for c in path.split(b"/") if c)
+
+
+class TocExclusion:
+    """Decides whether a directory of the store is excluded from generated TOCs (module doc).
+
+    One instance per view or indexer: it holds only the cache of compiled ``.gitignore`` specs.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[tuple[int, int, int], pathspec.GitIgnoreSpec | None] = {}
+
+    def excluded(self, t: Txn, dir_ino: int, path: bytes | None = None) -> bool:
+        """Whether directory ``dir_ino`` (at absolute ``path``, looked up when None) gets no TOC."""
+        return self.classify(t, dir_ino, path).excluded
+
+    def classify(self, t: Txn, dir_ino: int, path: bytes | None = None) -> Placement:
+        """Where directory ``dir_ino`` (at absolute ``path``, looked up when None) stands (module doc).
+
+        The root is never excluded; a directory no longer reachable from the root is not excluded (it has
+        no path to match). Cost: two dirent lookups per ancestor (``.gitignore``, ``.git``), plus a read of
+        each ignore file whose inode changed since it was last compiled.
+        """
+        if path is None:
+            path = b"/" if dir_ino == S.ROOT_INO else t.path_of(dir_ino)
+            if path is None:
+                return Placement(False, False)
+        comps = [c for c in path.split(b"/") if c]
+        if any(c.startswith(b".") for c in comps):
+            return Placement(True, False)
+        specs: list[tuple[int, pathspec.GitIgnoreSpec]] = []  # (depth of the file's directory, spec)
+        work_tree = False
+        ino: int | None = S.ROOT_INO
+        for depth, comp in enumerate(comps):
+            assert ino is not None
+            work_tree = work_tree or t.lookup(ino, GIT_DIR) is not None
+            spec = self._spec(t, ino)
+            if spec is not None:
+                specs.append((depth, spec))
+            if specs and _ignored(specs, comps[: depth + 1]):
+                return Placement(True, work_tree)
+            ino = t.lookup(ino, comp)
+            if ino is None:
+                return Placement(False, work_tree)
+        return Placement(False, work_tree or t.lookup(dir_ino, GIT_DIR) is not None)
+
+    def child_filter(self, t: Txn, dir_path: bytes) -> Callable[[bytes, bool], bool]:
+        """``ignored(name, is_dir) -> bool`` for the entries of the (not excluded) directory at ``dir_path``:
+        whether an ignore file matches the entry, so the indexer leaves it out of the directory's TOC (as git
+        leaves it out of a commit). The ignore files above are read once, not once per entry."""
+        comps = [c for c in dir_path.split(b"/") if c]
+        specs: list[tuple[int, pathspec.GitIgnoreSpec]] = []
+        ino: int | None = S.ROOT_INO
+        for depth in range(len(comps) + 1):
+            assert ino is not None
+            spec = self._spec(t, ino)
+            if spec is not None:
+                specs.append((depth, spec))
+            if depth == len(comps):
+                break
+            ino = t.lookup(ino, comps[depth])
+            if ino is None:
+                break
+
+        def ignored(name: bytes, is_dir: bool) -> bool:
+            return bool(specs) and _ignored(specs, [*comps, name], is_dir)
+
+        return ignored
+
+    def _spec(self, t: Txn, dir_ino: int) -> pathspec.GitIgnoreSpec | None:
+        """The compiled ``.gitignore`` of directory ``dir_ino``, or None (no such regular file, or empty)."""
+        ino = t.lookup(dir_ino, IGNORE_FILE)
+        if ino is None:
+            return None
+        node = t.inode(ino)
+        if node is None or not node.is_reg:
+            return None
+        key = (ino, node.mtime_ns, node.size)
+        if key in self._specs:
+            return self._specs[key]
+        size = min(node.size, IGNORE_MAX_BYTES)
+        text = t.read_data(ino, 0, size, node.size).decode("utf-8", "surrogateescape")
+        lines = text.splitlines()
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if any(ln.strip() for ln in lines) else None
+        if len(self._specs) >= _SPECS_MAX:
+            self._specs.clear()
+        self._specs[key] = spec
+        return spec
+
+
+def _ignored(
+    specs: list[tuple[int, pathspec.GitIgnoreSpec]], comps: list[bytes], is_dir: bool = True
+) -> bool:
+    """git's verdict on the path ``comps`` (from the root) given the ignore files above it, deepest first:
+    the first file with a matching line decides (``!`` lines re-include)."""
+    for depth, spec in reversed(specs):
+        rel = os.fsdecode(b"/".join(comps[depth:])) + ("/" if is_dir else "")
+        res = spec.check_file(rel)
+        if res.include is not None:
+            return bool(res.include)
+    return False

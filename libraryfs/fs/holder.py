@@ -1,0 +1,104 @@
+"""Single holders across hosts: the mount and the indexer of a library whose store is shared (etcd).
+
+A library directory's ``flock`` locks (``mount.lock``, ``indexer.lock``: :mod:`libraryfs.layout`) exclude
+processes of one host. When the store is on etcd, several library directories on several hosts name one
+library, so the mount server and the indexer also hold a named **etcd lease** (``acquire_lease``: a key
+bound to a lease of ``ttl_s`` seconds, renewed by a thread every ``ttl_s / 3``). A holder killed with
+``kill -9`` loses it when the TTL runs out; a holder on this host whose process is gone is waited for (up to
+the TTL) instead of refused. On LMDB there is nothing to hold: the flock already excludes every other holder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+from libraryfs.errors import Busy
+from libraryfs.layout import pid_alive
+
+log = logging.getLogger("libraryfs.holder")
+TTL_S = 10  #: lease TTL: how long a killed holder keeps the library (etcd's minimum is 5 s)
+
+
+def holder_facts(backend, name: str) -> dict | None:
+    """``{"host", "pid", ...}`` of the live holder of lease ``name`` on ``backend``, or None (none, or a
+    backend without leases)."""
+    get = getattr(backend, "lease_holder", None)
+    raw = get(name) if get is not None else None
+    if raw is None:
+        return None
+    try:
+        facts = json.loads(raw)
+    except ValueError:
+        return {"host": "?", "pid": 0}
+    return facts if isinstance(facts, dict) else {"host": "?", "pid": 0}
+
+
+def describe_holder(facts: dict) -> str:
+    """``host H (pid P)[ at MOUNTPOINT]`` for messages."""
+    at = f" at {facts['mountpoint']}" if facts.get("mountpoint") else ""
+    return f"host {facts.get('host', '?')} (pid {facts.get('pid', '?')}){at}"
+
+
+class Holder:
+    """The held lease ``name`` of one process (see the module docstring); :meth:`release` gives it up.
+
+    ``Holder.take(backend, name, facts)`` returns None on a backend without leases (LMDB). Raises
+    :class:`Busy` naming the live holder (``what`` says what is held: "mounted", "indexed")."""
+
+    def __init__(self, lease, name: str, ttl_s: int, on_lost: Callable[[], None] | None = None) -> None:
+        self.lease, self.name, self.ttl_s, self.on_lost = lease, name, ttl_s, on_lost
+        self.lost = threading.Event()  # set when a renewal found the lease expired
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name=f"libraryfs-lease-{name}", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def take(
+        cls,
+        backend,
+        name: str,
+        facts: dict,
+        what: str,
+        ttl_s: int = TTL_S,
+        on_lost: Callable[[], None] | None = None,
+    ) -> Holder | None:
+        """Acquire lease ``name`` (waiting out a dead holder of this host); ``on_lost()`` runs (in the
+        renewal thread) if the lease ever expires under us. See the class docstring."""
+        acquire = getattr(backend, "acquire_lease", None)
+        if acquire is None:
+            return None
+        me = {"host": socket.gethostname(), "pid": os.getpid(), **facts}
+        deadline = time.monotonic() + ttl_s + 2
+        while True:
+            lease = acquire(name, ttl_s, json.dumps(me).encode())
+            if lease is not None:
+                return cls(lease, name, ttl_s, on_lost)
+            other = holder_facts(backend, name) or {}
+            dead_here = other.get("host") == me["host"] and not pid_alive(int(other.get("pid") or 0))
+            if other and not dead_here or time.monotonic() > deadline:
+                raise Busy(f"the library is already {what} on {describe_holder(other)} (etcd lease {name!r})")
+            time.sleep(0.5)  # a killed holder of this host: its lease ends within the TTL
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.ttl_s / 3):
+            try:
+                if not self.lease.keepalive():
+                    log.error("lost the etcd lease %r (expired): another process may hold it now", self.name)
+                    self.lost.set()
+                    if self.on_lost is not None:
+                        self.on_lost()
+                    return
+            except Exception as e:  # the cluster is unreachable: retry until the TTL decides
+                log.warning("renewing the etcd lease %r failed: %s", self.name, e)
+
+    def release(self) -> None:
+        """Stop renewing and revoke the lease (its key goes at once). Idempotent."""
+        self._stop.set()
+        self._thread.join(5)
+        self.lease.release()
