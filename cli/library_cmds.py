@@ -371,6 +371,48 @@ def _print_llm(builder: dict) -> None:
         f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
         f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}"
     )
+    for line in endpoint_lines(builder):
+        click.echo(line)
+
+
+def endpoint_lines(builder: dict, now: float | None = None) -> list[str]:
+    """The ``endpoint`` line of ``status`` (state, pause, latency, error rate, last error) and, when the
+    indexer asks in the background, the ``LLM queue`` line; ``[]`` for a builder without endpoint facts."""
+    ep = builder.get("endpoint")
+    if not ep:
+        return []
+    now = time.time() if now is None else now
+    state = ep.get("state", "unknown")
+    if ep.get("paused_until"):
+        state += f", paused {_duration(max(0.0, ep['paused_until'] - now))} more ({ep.get('pause_reason')})"
+    if ep.get("failing_since"):
+        state += f", failing for {_duration(max(0.0, now - ep['failing_since']))}"
+    lat = (
+        f"latency p50 {ep['latency_p50_s']:.2f} s, p95 {ep['latency_p95_s']:.2f} s"
+        if ep.get("latency_p50_s") is not None
+        else "latency -"
+    )
+    rate = (
+        f"{ep['errors_recent']} errors in the last {ep['requests_recent']} answers ({ep['error_rate']:.0%})"
+        if ep.get("requests_recent")
+        else "no answers yet"
+    )
+    err = builder.get("last_error")
+    last = (
+        f"; last error [{err.get('job')}] {err.get('kind')} {_duration(max(0.0, now - err.get('time', now)))} "
+        f"ago: {str(err.get('message', ''))[:120]}"
+        if err
+        else ""
+    )
+    lines = [f"endpoint    {builder.get('base_url')}: {state}; {lat}; {rate}{last}"]
+    bg = builder.get("background")
+    if bg is not None:
+        lines.append(
+            f"LLM queue   {bg.get('queued', 0)} queued, {bg.get('in_flight', 0)} in flight, "
+            f"{bg.get('fetched', 0)} answered in the background, {bg.get('given_up', 0)} given up "
+            "(their TOC lines stay deterministic)"
+        )
+    return lines
 
 
 def _duration(seconds: float) -> str:

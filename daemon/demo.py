@@ -20,11 +20,22 @@ from libraryfs.fs.backends import is_library
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree
 from libraryfs.index.toc import links
-from libraryfs.layout import mount_info, wait_until_idle
+from libraryfs.layout import log_path, mount_info, wait_until_idle, write_run
 
 
-def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[str], None] = print) -> dict:
-    """Build, mount, index and navigate the demo library; returns counts. Raises LibraryError on failure."""
+def run_demo(
+    libdir: str,
+    mountpoint: str,
+    *,
+    words: int = 600,
+    llm: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> dict:
+    """Build, mount, index and navigate the demo library; returns counts. Raises LibraryError on failure.
+
+    ``llm``: ``None`` as configured (``[llm]`` settings), ``"none"`` the deterministic builder, ``"local"``
+    the real local model (:mod:`libraryfs.llm.local`, started in the background for the indexer and stopped
+    by ``libraryfs umount``; its lines replace the deterministic ones as they arrive)."""
     libdir, mountpoint = os.path.abspath(libdir), os.path.abspath(mountpoint)
     if not is_library(libdir):
         Store.create(libdir, {"toc_max_tokens": 2000}).close()
@@ -33,11 +44,12 @@ def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[
     if info:
         mountpoint = info["mountpoint"]
         echo(f"already mounted at {mountpoint}")
+        if llm:
+            echo(
+                f"the mount keeps its own LLM setting (--llm {llm} applies when the demo mounts the library)"
+            )
     else:
-        info = launcher.start(libdir, mountpoint, llm=None, allow_nonempty=False)
-        echo(
-            f"mounted {libdir} at {mountpoint} (server pid {info['server_pid']}, indexer pid {info['indexer_pid']})"
-        )
+        info = _mount(libdir, mountpoint, llm, echo)
     tree = DirTree(mountpoint)
     counts = {"python_docs": 0, "dictionary": 0, "inbox": 0}
     if os.path.isdir(PYTHON_DOC_SOURCES):
@@ -72,6 +84,40 @@ def run_demo(libdir: str, mountpoint: str, *, words: int = 600, echo: Callable[[
     echo("")
     show_navigation(mountpoint, echo)
     return counts
+
+
+def _mount(libdir: str, mountpoint: str, llm: str | None, echo: Callable[[str], None]) -> dict:
+    """Mount with the indexer; with ``llm="local"`` start the local model first (detached: it serves the
+    indexer after the demo returns) and record its pid in ``run.json`` for ``libraryfs umount``."""
+    model = None
+    env = None
+    if llm == "local":
+        from libraryfs.llm import local
+
+        log_file = log_path(libdir, "local-llm")
+        echo(f"starting the local model {local.MODEL_NAME} (log {log_file}) …")
+        model = local.start(detach=True, log_path=log_file)
+        env = model.env()
+        echo(f"{local.MODEL_NAME} serving at {model.base_url} (pid {model.pid})")
+    try:
+        info = launcher.start(
+            libdir, mountpoint, llm={None: None, "none": False}.get(llm, True), env=env, allow_nonempty=False
+        )
+    except BaseException:
+        if model is not None:
+            model.stop()
+        raise
+    if model is not None:
+        info["llm_pid"], info["llm_base_url"] = model.pid, model.base_url
+        write_run(libdir, info)
+        echo(
+            "the indexer writes deterministic TOCs at once; the model's lines replace them as they arrive "
+            "(one request at a time, seconds each: `libraryfs status` shows the queue)"
+        )
+    echo(
+        f"mounted {libdir} at {mountpoint} (server pid {info['server_pid']}, indexer pid {info['indexer_pid']})"
+    )
+    return info
 
 
 def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines: int = 14) -> None:

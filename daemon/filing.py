@@ -41,7 +41,9 @@ def is_hidden(name: bytes) -> bool:
 class InboxFiler:
     """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the inbox part of a pass.
 
-    Uses the indexer's ``store``, ``settle_s``, ``mountpoint``, ``last_error`` and ``_call``.
+    Uses the indexer's ``store``, ``settle_s``, ``mountpoint``, ``last_error``, ``_call`` and
+    ``call_deferred`` (an entry whose filing answer is on its way in the background stays in the inbox until
+    it arrives; with the endpoint paused the deterministic filing is used at once).
     """
 
     # ------------------------------------------------------------------------------------------------
@@ -88,7 +90,14 @@ class InboxFiler:
                 return
             sections = self._sections(t) if ready else []
         targets = self._call("file", [d for _n, d in ready], sections) if ready else []
-        moves = [(name, target) for (name, _doc), target in zip(ready, targets, strict=False)]
+        # the model's answer is on its way: the entry stays until it arrives (not while the endpoint is paused)
+        paused = getattr(self.builder, "is_paused", lambda: False)()
+        waiting = set() if paused else self.call_deferred
+        moves = [
+            (name, target)
+            for k, ((name, _doc), target) in enumerate(zip(ready, targets, strict=False))
+            if k not in waiting
+        ]
         moves += [(name, UNSORTED) for name in other]
         for name, target in moves:
             sect = safe_section_name(target or "") or UNSORTED

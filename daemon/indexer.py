@@ -27,16 +27,17 @@ every ``poll_s`` seconds.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from libraryfs.daemon.filing import InboxFiler, is_hidden
+from libraryfs.daemon.entries import HASH_LIMIT_BYTES, TOKEN_LIMIT_BYTES, EntryUpdater
+from libraryfs.daemon.filing import InboxFiler
+from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
@@ -44,17 +45,15 @@ from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
 from libraryfs.index import catalogue, termindex
-from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, IndexBuilder
+from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.lines import TOC_FORMAT
-from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
 from libraryfs.layout import term_index_path
 
 log = logging.getLogger("libraryfs.indexer")
 
-HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
-TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
+__all__ = ["Indexer", "PassReport", "HASH_LIMIT_BYTES", "TOKEN_LIMIT_BYTES"]
 
 
 @dataclass
@@ -84,7 +83,7 @@ class PassReport:
         }
 
 
-class Indexer(InboxFiler, TocWriter):
+class Indexer(EntryUpdater, InboxFiler, TocWriter):
     """Keeps the TOCs of one library current. ``builder`` defaults to :class:`DeterministicBuilder`.
 
     ``mountpoint``: when the library is mounted there, inbox moves go through the mount.
@@ -92,6 +91,7 @@ class Indexer(InboxFiler, TocWriter):
     ``hooks``: the features' indexer hooks (:mod:`libraryfs.hooks`), run by :meth:`run_forever` after each
     pass. ``heartbeat``: called at every step of a pass and of the idle loop (each read of the journal,
     each builder call, each TOC written, each hook) — the daemon's watchdog counts these as progress.
+    :meth:`ask_in_background` makes the LLM builder's requests never hold up a pass (the daemon does).
     """
 
     def __init__(
@@ -124,6 +124,8 @@ class Indexer(InboxFiler, TocWriter):
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
         self._terms = None  # the term index (sqlite3 connection), opened at the first pass
+        self.refresh = Refresh()  # provisional lines while the model's answers are on their way
+        self.call_deferred: set[int] = set()
         catalogue.open_table(self.store)
         self.exclusion = TocExclusion()
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
@@ -138,6 +140,12 @@ class Indexer(InboxFiler, TocWriter):
         return v
 
     # ------------------------------------------------------------------------------------------------
+    def ask_in_background(self) -> bool:
+        """Write deterministic lines at once and let the model's text replace them when it arrives
+        (:mod:`libraryfs.daemon.llm_refresh`); True when the builder can (an LLM builder). Call again after
+        replacing :attr:`builder`."""
+        return self.refresh.attach(self.builder)
+
     def pending(self) -> int:
         """Journal records not yet processed."""
         with self.store.read() as t:
@@ -163,7 +171,10 @@ class Indexer(InboxFiler, TocWriter):
                 if tail > cursor or never or first or inbox_busy or self._deferred:
                     self._debounce(stop, tail, debounce_s)
                     report = self.run_once(
-                        full=never, final_state="hooks" if self.hooks else "idle", settle=True
+                        full=never,
+                        final_state="hooks" if self.hooks else "idle",
+                        refresh=self.refresh.ready(),
+                        settle=True,
                     )
                     first = False
                     if report.records or report.dirs_rendered or report.filed or not self._deferred:
@@ -175,6 +186,9 @@ class Indexer(InboxFiler, TocWriter):
                         on_pass(report)
                     if inbox_busy and not report.filed and report.records == 0:
                         stop.wait(self.settle_s)
+                elif self.refresh.ready():  # the model's answers arrived: replace provisional lines
+                    self.run_once(refresh=True, final_state="hooks" if self.hooks else "idle")
+                    self._after_pass()
                 elif self._hooks_again:
                     stop.wait(poll_s)
                     self._after_pass()
@@ -201,8 +215,11 @@ class Indexer(InboxFiler, TocWriter):
             tail = t2
 
     # ------------------------------------------------------------------------------------------------
-    def run_once(self, full: bool = False, final_state: str = "idle", settle: bool = False) -> PassReport:
-        """One indexing pass (see module docstring); ``full`` re-examines every entry and directory.
+    def run_once(
+        self, full: bool = False, final_state: str = "idle", refresh: bool = False, settle: bool = False
+    ) -> PassReport:
+        """One indexing pass (see module docstring); ``full`` re-examines every entry and directory;
+        ``refresh`` also the entries and sections whose lines are provisional (:mod:`.llm_refresh`).
         ``final_state`` is the state published at its end (``"hooks"`` while hooks are still to run).
         ``settle`` (the daemon's passes beside a live mount): a directory never indexed is rendered only
         once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
@@ -220,6 +237,11 @@ class Indexer(InboxFiler, TocWriter):
         dirty_dirs, dirty_entries, dead_names, renamed = _changes(records)
         if full:
             self._add_everything(dirty_dirs, dirty_entries)
+        if refresh:
+            entries, sections = self.refresh.take()
+            dirty_dirs |= sections
+            for ino, where in entries.items():
+                dirty_entries.setdefault(ino, where)
         # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
         dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
@@ -386,131 +408,6 @@ class Indexer(InboxFiler, TocWriter):
         self.beat()
         return again
 
-    def _update_entries(
-        self,
-        dirty: dict[int, tuple[int, bytes]],
-        dead_names: list[tuple[bytes, int]],
-        rep: PassReport,
-        force: bool = False,
-    ) -> set[int]:
-        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
-        todo: list[tuple[int, S.EntryMeta, EntryDoc | None]] = []
-        parents: set[int] = set()
-        with self.store.read() as t:
-            for ino, (parent, name) in dirty.items():
-                node = t.inode(ino)
-                if node is None or node.is_dir:
-                    continue
-                meta = t.entry_meta(ino) or S.EntryMeta()
-                if not parent:
-                    parent, name = meta.parent, os.fsencode(meta.name)
-                    if not parent:
-                        continue
-                if t.lookup(parent, name) != ino:
-                    continue  # renamed or removed since; a later record covers it
-                if is_hidden(name) or self._is_excluded(t, parent):
-                    continue
-                rep.entries_seen += 1
-                parents.add(parent)
-                try:
-                    m, doc = self._examine(t, node, parent, name, meta, force)
-                except Exception as e:  # one bad entry must never stop the index: record it, move on
-                    self.last_error = f"entry {os.fsdecode(name)}: {type(e).__name__}: {e}"
-                    log.warning("skipping entry %s: %s", os.fsdecode(name), e)
-                    continue
-                todo.append((ino, m, doc))
-        need = [(i, m, d) for i, m, d in todo if d is not None]
-        for k in range(0, len(need), self.batch):
-            chunk = need[k : k + self.batch]
-            docs = [d for _i, _m, d in chunk]
-            summaries = self._call("summarize", docs)
-            # results the builder could only give by falling back are marked so a later pass re-asks
-            fell_back = set(getattr(self.builder, "last_fallbacks", []) or [])
-            for j, ((_i, m, _d), s) in enumerate(zip(chunk, summaries, strict=False)):
-                m.summary = s
-                m.by = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
-            rep.summarized += len(chunk)
-
-        def write(t: Txn) -> None:
-            for name, ino in dead_names:
-                t.del_name(name, ino)
-                if t.inode(ino) is None:
-                    catalogue.forget(t, ino)
-                    t.del_meta(ino)
-            for ino, m, _d in todo:
-                if t.inode(ino) is None:
-                    continue
-                catalogue.record(t, ino, t.entry_meta(ino), m)
-                t.put_meta(ino, m)
-                t.put_name(os.fsencode(m.name), ino, m.parent)
-
-        self.store.run_write(write)
-        return parents
-
-    def _examine(
-        self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: S.EntryMeta, force: bool
-    ) -> tuple[S.EntryMeta, EntryDoc | None]:
-        """New meta for an entry, and the doc to summarise if its content changed."""
-        rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
-        m = replace(meta, name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
-        m.extra = dict(meta.extra)
-        if node.is_lnk:
-            target = t.read_data(node.ino, 0, node.size, node.size)
-            m.summary = f"symbolic link → {target.decode('utf-8', 'backslashreplace')}"
-            m.tokens = 0
-            m.hash = "link:" + hashlib.sha256(target).hexdigest()[:16]
-            m.link = True
-            return m, None  # a link's target is never read or sent to a builder
-        if node.size > HASH_LIMIT_BYTES:
-            h = f"big:{node.size}:{node.generation}"
-            sample = t.read_data(node.ino, 0, 8192, node.size)
-        else:
-            data = t.read_data(node.ino, 0, node.size, node.size)
-            h = hashlib.sha256(data).hexdigest()
-            sample = data[:8192]
-        retry_fallback = meta.by == "deterministic" and self.builder.name != "deterministic"
-        if (
-            h == meta.hash
-            and meta.summary is not None
-            and meta.outline == OUTLINE_VERSION
-            and not retry_fallback
-            and not (force and meta.by != self.builder.name)
-        ):
-            return m, None
-        ext = extract(os.fsdecode(name), data if node.size <= HASH_LIMIT_BYTES else sample, node.size)  # type: ignore[possibly-undefined]
-        if ext.binary or node.size > TOKEN_LIMIT_BYTES:
-            tokens, approx = (node.size + 3) // 4, True
-        else:
-            tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
-        m.hash, m.tokens, m.approx, m.link = h, tokens, approx, False
-        m.defines, m.keywords, m.outline = ext.outline.names, ext.keywords, OUTLINE_VERSION
-        doc = EntryDoc(
-            path=os.fsdecode(rel.lstrip(b"/")),
-            name=os.fsdecode(name),
-            content_hash=h,
-            text=ext.text,
-            size_bytes=node.size,
-            is_binary=ext.binary,
-            outline=ext.outline,
-            head=ext.head,
-        )
-        return m, doc
-
-    def _call(self, job: str, *args):
-        """Call a builder job; on any exception use the deterministic result (and record the error)."""
-        self.beat()
-        try:
-            out = getattr(self.builder, job)(*args)
-            if job != "group" and (not isinstance(out, list) or len(out) != len(args[0])):
-                raise ValueError(f"builder returned {len(out) if isinstance(out, list) else out!r} results")
-            return out
-        except Exception as e:
-            self.last_error = f"{job}: {type(e).__name__}: {e}"
-            log.warning("builder %s failed (%s); using the deterministic result", job, e)
-            return getattr(self.fallback, job)(*args)
-        finally:
-            self.beat()  # a builder call that returned, however long it took, was progress
-
     # ------------------------------------------------------------------------------------------------
     def _write_status(self) -> None:
         """Publish :meth:`_status_json` (its own write transaction; a store error is logged, never raised)."""
@@ -535,6 +432,7 @@ class Indexer(InboxFiler, TocWriter):
             "last_pass": rep.to_json() if rep else None,
             "last_error": self.last_error,
             "builder": builder_status,
+            "llm_refresh": self.refresh.status(),
             "toc_max_tokens": self.max_tokens,
             "updated_ns": now_ns(),
         }

@@ -151,6 +151,7 @@ class IndexerProcess:
             threading.Thread(target=self._watch_tie, args=(tie,), name="tie", daemon=True).start()
         dog = notify.Watchdog(lambda: self.beat.age_s() < self.settings["index"]["stall_s"])
         dog.start()
+        idx.ask_in_background()  # a slow model never holds up a TOC (libraryfs.daemon.llm_refresh)
         try:
             notify.ready(f"indexing {idx.libdir}")
             while True:
@@ -188,6 +189,7 @@ class IndexerProcess:
         old, idx.builder = idx.builder, builder
         if old is not builder:
             _close_builder(old)
+        idx.ask_in_background()
         changed = bound != idx.max_tokens
         idx.max_tokens = bound
         self.settings = new

@@ -287,9 +287,25 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
             pass
         wait_exit(ipid, timeout_s)
     wait_exit(info.get("server_pid"), timeout_s)
+    _stop_local_model(info.get("llm_pid"), timeout_s)
     if libdir:
         remove_run(libdir)
     return {"libdir": libdir, "mountpoint": mountpoint}
+
+
+def _stop_local_model(pid: int | None, timeout_s: float) -> None:
+    """Stop the local model ``libraryfs demo --llm local`` started for this mount (``run.json`` ``llm_pid``),
+    if that pid still is a ``llama_cpp.server`` (a pid reused by another process is left alone)."""
+    if not pid or not pid_alive(pid):
+        return
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"llama_cpp.server" not in f.read():
+                return
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ProcessLookupError):
+        return
+    wait_exit(pid, timeout_s)
 
 
 def _unmount(mountpoint: str, lazy: bool) -> None:

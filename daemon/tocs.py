@@ -8,7 +8,9 @@ the pages and the section's own meta (description, totals, page facts) for its l
 
 from __future__ import annotations
 
+import bisect
 import os
+import time
 from typing import TYPE_CHECKING
 
 from libraryfs.daemon.filing import is_hidden
@@ -19,10 +21,14 @@ from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import dir_settled, page0_moved
 from libraryfs.index import catalogue
-from libraryfs.index.jobs import SectionDoc
+from libraryfs.index.jobs import Group, SectionDoc
 from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
 from libraryfs.index.toc import Item, render
 from libraryfs.index.tokens import count_tokens
+
+REGROUP_FRACTION = 0.1  #: share of a large section's names that must change before it is grouped again
+REGROUP_INTERVAL_S = 3600.0  #: a changed listing is grouped again at least this often, seconds
+GROUP_MAX_ITEMS = 200  #: entries per named group
 
 if TYPE_CHECKING:
     from libraryfs.daemon.indexer import PassReport
@@ -32,9 +38,10 @@ class TocWriter:
     """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the TOC part of a pass.
 
     Uses the indexer's ``store``, ``builder``, ``max_tokens`` (the page bound C, tokens), ``_call`` (a
-    builder job with its deterministic fallback), ``_update_entries`` and ``exclusion`` (entries an ignore
-    file matches are left out). When ``INDEX.md`` is the user's (claimed, or a git work tree), page 0 is
-    rendered for ``.index/INDEX.md`` (:func:`libraryfs.fs.virtual.page0_moved`), and a section's line in
+    builder job with its deterministic fallback), ``call_deferred``, ``refresh`` (a description or grouping
+    still on its way makes the section's lines provisional), ``_update_entries`` and ``exclusion`` (entries
+    an ignore file matches are left out). When ``INDEX.md`` is the user's (claimed, or a git work tree), page
+    0 is rendered for ``.index/INDEX.md`` (:func:`libraryfs.fs.virtual.page0_moved`), and a section's line in
     its parent links there. A directory never indexed is rendered only once it has settled
     (:func:`libraryfs.fs.virtual.dir_settled`, ``settle_s``): until then it waits in ``_deferred``, so a
     copy still filling it can create its own ``INDEX.md`` (only in the daemon's passes, ``_settle``).
@@ -65,9 +72,12 @@ class TocWriter:
             names=names,
         )
         description = self._call("describe", [sect])[0] if items else "empty section"
-        groups = None
+        provisional = bool(self.call_deferred) and bool(items)
+        groups, grouping = None, None
         if len(items) > 40:
-            groups = self._call("group", sect, 200)
+            groups, grouping, waiting = self._grouping(ino, sect)
+            provisional = provisional or waiting
+        self.refresh.section(ino, provisional)
         total_tokens = sum(i.tokens for i in items)
         total_entries = sum((i.entries if i.is_dir else 1) for i in items)
         gen = node.generation
@@ -105,13 +115,45 @@ class TocWriter:
                 toc_page_tokens=list(out.page_tokens),
                 profile=profile,
                 names=names,
-                extra=old.extra,
+                extra={**old.extra, "grouping": grouping} if grouping else old.extra,
             )
             t.put_meta(ino, m)
 
         self.store.run_write(write)
         rep.pages_written += len(out.pages)
         return True
+
+    def _grouping(self, ino: int, sect: SectionDoc) -> tuple[list[Group] | None, dict | None, bool]:
+        """Named groups for a large section, amortised: ``(groups, record to store or None, waiting)``.
+
+        The builder is asked only when the listing changed by :data:`REGROUP_FRACTION` of its names since
+        the last grouping (or at all, after :data:`REGROUP_INTERVAL_S`); in between, the last grouping is
+        kept, with new names placed beside their predecessor in name order (:func:`adapt_groups`) — so one
+        write into a big directory never costs a regrouping of the whole listing. ``waiting``: the model's
+        grouping is on its way (the section's lines are provisional)."""
+        if getattr(self.builder, "name", "deterministic") == "deterministic":
+            return None, None, False  # name ranges; nothing to amortise
+        with self.store.read() as t:
+            old = (t.section_meta(ino) or S.SectionMeta()).extra.get("grouping")
+        names = [n for n, _line in sect.entries]
+        now = time.time()
+        if old:
+            changed = len(set(old["names"]) ^ set(names))
+            stale = changed and now - old["asked"] >= REGROUP_INTERVAL_S
+            if changed < REGROUP_FRACTION * max(len(old["names"]), 1) and not stale:
+                return adapt_groups(old["groups"], names, GROUP_MAX_ITEMS), None, False
+        groups = self._call("group", sect, GROUP_MAX_ITEMS)
+        if self.call_deferred:
+            return (adapt_groups(old["groups"], names, GROUP_MAX_ITEMS) if old else None), None, True
+        paused = getattr(self.builder, "is_paused", lambda: False)()
+        if groups is None and paused:
+            return None, None, False  # not asked: ask again after the pause
+        record = {
+            "names": names,
+            "groups": [[g.title, g.names] for g in groups] if groups else None,
+            "asked": now,
+        }
+        return groups, record, False
 
     def _toc_items(self, ino: int):  # -> tuple | None | "deferred": see the docstring
         """``(node, path, TOC items, what each item holds, entries missing a current summary, page 0 moved
@@ -174,3 +216,22 @@ class TocWriter:
                     )
             moved = page0_moved(t, place, ino)
         return node, path, items, children, missing, moved
+
+
+def adapt_groups(groups: list | None, names: list[str], max_items: int) -> list[Group] | None:
+    """A stored grouping ``[[title, [names]]]`` brought to today's ``names``: gone names dropped, each new
+    name put in the group of its predecessor in name order (the first group if it sorts first), empty groups
+    dropped. None when there is no grouping or a group would exceed ``max_items`` (name ranges then)."""
+    if not groups:
+        return None
+    current = set(names)
+    out = [[title, [n for n in members if n in current]] for title, members in groups]
+    where = {n: k for k, (_t, members) in enumerate(out) for n in members}
+    placed = sorted(where)
+    for n in sorted(current - set(where)):
+        i = bisect.bisect_left(placed, n)
+        out[where[placed[i - 1]] if i > 0 and placed else (where[placed[0]] if placed else 0)][1].append(n)
+    kept = [Group(title=t, names=m) for t, m in out if m]
+    if not kept or any(len(g.names) > max_items for g in kept):
+        return None
+    return kept

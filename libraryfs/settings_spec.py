@@ -116,6 +116,13 @@ SPEC: dict[str, Setting] = {
         "auto | json_schema | json_object | json_object_schema | prompt",
         choices=STRUCTURED_MODES,
     ),
+    "llm.index_answers": Setting(
+        "choice",
+        "json",
+        "how the index builder asks: json (batched, structured output) | text (one item per request, one "
+        "plain sentence back; for small models)",
+        choices=("json", "text"),
+    ),
     "llm.temperature": _f(0.0, "sampling temperature"),
     "mcp.transport": Setting(
         "choice",

@@ -23,31 +23,27 @@ The model only ever writes text for the index; it never decides what a lookup re
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from libraryfs.fs.store import Store
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
-from libraryfs.index.tokens import count_tokens
 from libraryfs.llm import prompts as P
+from libraryfs.llm import textmode as T
+from libraryfs.llm.asking import MAX_PAUSE_S, Asking, Validator
 from libraryfs.llm.cache import AnswerCache, content_key
-from libraryfs.llm.client import BadAnswer, ChatClient, LLMError, SpendLimitReached, Unavailable
+from libraryfs.llm.client import ChatClient
 from libraryfs.llm.config import LLMConfig
+from libraryfs.llm.deferred import Deferred, Unit
 
-MAX_PAUSE_S = 900.0  #: longest pause after repeated endpoint failures, seconds
-ERROR_LOG_INTERVAL_S = 300.0  #: an error kind is logged at most once per this many seconds
 MAX_SECTIONS_IN_FILE_PROMPT = 200  #: sections listed when filing (the rest cannot be chosen by the model)
 
-Validator = Callable[[Any, set[int]], dict[int, Any]]
-log = logging.getLogger("libraryfs.llm")
+__all__ = ["LLMIndexBuilder", "MAX_PAUSE_S", "count_bucket"]
 
 
-class LLMIndexBuilder:
+class LLMIndexBuilder(Asking):
     """An :class:`~libraryfs.index.jobs.IndexBuilder` backed by an OpenAI-compatible endpoint.
 
     ``config`` must be enabled (base URL and model); ``store`` holds the ``llmcache`` DB. Thread-safe for
@@ -78,8 +74,25 @@ class LLMIndexBuilder:
         }
         self.errors: dict[str, int] = {}
         self.last_error: dict[str, Any] | None = None
-        self._logged: dict[str, float] = {}  # error kind → when it was last logged
+        self.health = self.client.health
+        self.text_mode = config.index_answers == "text"
+        self.deferred: Deferred | None = None
+        self.last_deferred: list[int] = []
+        self._deferred_items: list[int] = []
+        self._tags = 0
         self.new_sections = 0
+
+    def defer(self, on_answers: Callable[[], None] = lambda: None) -> Deferred:
+        """Ask the model in the background from now on (:mod:`libraryfs.llm.deferred`): every job answers at
+        once from the cache or the fallback; ``last_deferred`` lists the inputs whose model answer is on its
+        way (``on_answers`` is called when some arrived: ask again, the cache has them)."""
+        if self.deferred is None:
+            self.deferred = Deferred(lambda: self._paused_until, on_answers)
+        return self.deferred
+
+    def is_paused(self) -> bool:
+        """True while calls answer from the cache and the fallback only (endpoint failing, spend limit)."""
+        return self._paused()
 
     # -- the four jobs ----------------------------------------------------------------------------------
     def summarize(self, docs: list[EntryDoc]) -> list[str]:
@@ -113,7 +126,10 @@ class LLMIndexBuilder:
         for i in asks:
             s = sections[i]
             shown = s.entries[: P.SECTION_LINES_IN_PROMPT]
-            key = content_key(s.path, str(len(s.entries)), *(f"{n}\t{line}" for n, line in shown))
+            # the count is keyed by bucket: one more entry in a big section is not worth a request
+            key = content_key(
+                s.path, str(count_bucket(len(s.entries))), *(f"{n}\t{line}" for n, line in shown)
+            )
             items.append(
                 (
                     key,
@@ -130,6 +146,7 @@ class LLMIndexBuilder:
             P.valid_descriptions,
             lambda batch: P.user_message("describe", sections=batch),
             out_tokens_per_item=60,
+            tag=("describe", *(sections[i].path for i in asks)),
         )
         return self._merge(sections, asks, got, self.fallback.describe, "describe")
 
@@ -155,6 +172,8 @@ class LLMIndexBuilder:
             lambda ans, ids: P.valid_filings(ans, ids, paths),
             lambda batch: P.user_message("file", sections=menu, entries=batch),
             out_tokens_per_item=40,
+            sections=paths,
+            batch_key=("file", fingerprint),
         )
         out = self._merge(docs, asks, got, lambda ds: self.fallback.file(ds, sections), "file")
         with self._lock:
@@ -168,9 +187,9 @@ class LLMIndexBuilder:
         :data:`~libraryfs.llm.prompts.GROUP_MAX_ENTRIES` entries, or the model gave no valid grouping.
         """
         n = len(section.entries)
-        self.last_fallbacks = []
-        if n < 2 or n > P.GROUP_MAX_ENTRIES or max_items < 1:
-            return None
+        self.last_fallbacks, self.last_deferred = [], []
+        if n < 2 or n > P.GROUP_MAX_ENTRIES or max_items < 1 or self.text_mode:
+            return None  # a small model asked in plain text cannot group: name ranges
         key = content_key(section.path, str(max_items), *(f"{nm}\t{ln}" for nm, ln in section.entries))
         entries = [{"id": i + 1, "name": nm, "summary": ln} for i, (nm, ln) in enumerate(section.entries)]
 
@@ -187,7 +206,9 @@ class LLMIndexBuilder:
             ),
             out_tokens_per_item=8 * n + 40 * (n // max_items + 2),
             whole=True,
+            tag=("group", section.path),
         )
+        self.last_deferred = [0] if self._deferred_items else []
         if 0 not in got:
             self.last_fallbacks = [0]
             with self._lock:
@@ -212,10 +233,11 @@ class LLMIndexBuilder:
         """Model answers where valid, the fallback's result elsewhere (computed only where needed)."""
         out: list[str | None] = [None] * len(inputs)
         for j, i in enumerate(asks):
-            if j in got:
-                out[i] = got[j]
+            if j in got:  # cached answers too are made safe lines (older validators were laxer)
+                out[i] = got[j] if job == "file" else P.model_line(str(got[j]), 10_000)
         missing = [i for i, v in enumerate(out) if v is None]
         self.last_fallbacks = [i for i in missing if i in set(asks)]
+        self.last_deferred = [asks[j] for j in self._deferred_items]
         if missing:
             for i, v in zip(missing, fallback([inputs[i] for i in missing]), strict=True):
                 out[i] = v
@@ -223,64 +245,11 @@ class LLMIndexBuilder:
             self.jobs[job]["fallbacks"] += len(self.last_fallbacks)
         return [v or "" for v in out]
 
-    def _paused(self) -> bool:
-        return time.time() < self._paused_until
-
-    def _pause(self, e: LLMError | SpendLimitReached, job: str) -> None:
-        now = time.time()
-        with self._lock:
-            if isinstance(e, SpendLimitReached):
-                until, reason = e.resumes_at, "spend_limit"
-            else:
-                wait = (
-                    max(self._next_pause_s, e.retry_after_s or 0.0)
-                    if isinstance(e, Unavailable)
-                    else self._next_pause_s
-                )
-                until, reason = now + wait, getattr(e, "kind", "error")
-                self._next_pause_s = min(self._next_pause_s * 2, MAX_PAUSE_S)
-            self._paused_until = max(self._paused_until, until)
-            self._pause_reason = reason
-        self._error(job, e)
-
-    def _error(self, job: str, e: BaseException) -> None:
-        """Count and record an error (``status()["last_error"]``, shown by ``libraryfs status``) and log it:
-        the first of its kind, then at most once per :data:`ERROR_LOG_INTERVAL_S` per kind."""
-        kind = "spend_limit" if isinstance(e, SpendLimitReached) else getattr(e, "kind", type(e).__name__)
-        now = time.time()
-        message = " ".join(str(e).split())[:300]
-        with self._lock:
-            self.errors[kind] = self.errors.get(kind, 0) + 1
-            self.last_error = {"time": now, "job": job, "kind": kind, "message": message}
-            due = now - self._logged.get(kind, 0.0) >= ERROR_LOG_INTERVAL_S
-            if due:
-                self._logged[kind] = now
-        if due:
-            log.warning(
-                "LLM endpoint %s (model %s): %s in the %s job: %s; deterministic results are used meanwhile",
-                self.config.base_url,
-                self.config.model,
-                kind,
-                job,
-                message,
-            )
-
-    def _batches(self, items: list[tuple[int, dict]], whole: bool) -> list[list[tuple[int, dict]]]:
-        if whole:
-            return [items]
-        out: list[list[tuple[int, dict]]] = []
-        cur: list[tuple[int, dict]] = []
-        cur_tokens = 0
-        for it in items:
-            t = count_tokens(json.dumps(it[1], ensure_ascii=False))
-            if cur and (len(cur) >= self.config.batch_size or cur_tokens + t > self.config.batch_max_tokens):
-                out.append(cur)
-                cur, cur_tokens = [], 0
-            cur.append(it)
-            cur_tokens += t
-        if cur:
-            out.append(cur)
-        return out
+    def _version(self, job: P.Job) -> str:
+        """The prompt version of ``job`` as asked (plain-text answers are cached apart from JSON ones)."""
+        if self.text_mode and job.name in T.JOBS:
+            return T.JOBS[job.name].prompt_version
+        return job.prompt_version
 
     def _run(
         self,
@@ -290,15 +259,27 @@ class LLMIndexBuilder:
         make_user: Callable[[list[dict]], str],
         out_tokens_per_item: int,
         whole: bool = False,
+        sections: list[str] | None = None,
+        tag: tuple | None = None,
+        batch_key: tuple | None = None,
     ) -> dict[int, Any]:
-        """Answers ``{position in items: value}`` for the items the cache or the model answered validly."""
+        """Answers ``{position in items: value}`` for the items the cache or the model answered validly.
+
+        With :attr:`deferred` set, the misses go to the background queue instead (``_deferred_items``: their
+        positions; while the builder is paused they wait for the pause to end)."""
         stats = self.jobs[job.name]
+        self._deferred_items = []
         with self._lock:
             stats["items"] += len(items)
         if not items:
             return {}
         keys = [k for k, _ in items]
-        cached = self.cache.get_many(job.name, job.prompt_version, keys)
+        pv = self._version(job)
+        if self.deferred is not None:
+            arrived = self.deferred.take_arrived(pv, keys)
+            if arrived:
+                self.cache.put_many(job.name, pv, [(keys[i], v) for i, v in arrived.items()])
+        cached = self.cache.get_many(job.name, pv, keys)
         got: dict[int, Any] = {i: v for i, v in enumerate(cached) if v is not None}
         with self._lock:
             stats["cache_hits"] += len(got)
@@ -308,78 +289,55 @@ class LLMIndexBuilder:
             if i not in got:
                 by_key.setdefault(k, []).append(i)
         todo = [(pos[0], items[pos[0]][1]) for pos in by_key.values()]
-        if not todo or self._paused():
+        if not todo:
             return got
-        batches = self._batches(todo, whole)
-        futures = [
-            self._pool.submit(self._ask, job, b, validate, make_user, out_tokens_per_item) for b in batches
-        ]
-        fresh: dict[int, Any] = {}
-        for f in futures:
-            fresh.update(f.result())
+
+        def ask(batch_items: list[tuple[str, dict]]) -> dict[int, Any]:
+            return self._fetch(
+                job,
+                list(enumerate(it for _k, it in batch_items)),
+                validate,
+                make_user,
+                out_tokens_per_item,
+                whole,
+                sections,
+            )
+
+        if self.deferred is not None:
+            self._tags += 1
+            unit = Unit(
+                job.name,
+                pv,
+                [(keys[p], it) for p, it in todo],
+                ask,
+                tag or (job.name, self._tags),
+                batch_key or ((job.name, tag) if whole else (job.name,)),
+            )
+            waiting = self.deferred.submit(unit)  # kept through a pause: asked when it ends
+            self._deferred_items = [j for w in waiting for j in by_key[keys[todo[w][0]]]]
+            self.cache.save_spend(self.limiter.export())
+            return got
+        if self._paused():
+            return got
+        fresh = self._fetch(job, todo, validate, make_user, out_tokens_per_item, whole, sections)
         if fresh:
-            self.cache.put_many(job.name, job.prompt_version, [(keys[i], v) for i, v in fresh.items()])
-            with self._lock:
-                stats["answered"] += len(fresh)
-                self._next_pause_s = self.config.down_backoff_s
+            self.cache.put_many(job.name, pv, [(keys[i], v) for i, v in fresh.items()])
         for i, v in fresh.items():
             for j in by_key[keys[i]]:
                 got[j] = v
         self.cache.save_spend(self.limiter.export())
         return got
 
-    def _ask(
-        self,
-        job: P.Job,
-        batch: list[tuple[int, dict]],
-        validate: Validator,
-        make_user: Callable[[list[dict]], str],
-        out_tokens_per_item: int,
-    ) -> dict[int, Any]:
-        """Ask the model about one batch (bounded attempts); ``{position: valid answer}``."""
-        answers: dict[int, Any] = {}
-        remaining = list(batch)
-        for _attempt in range(self.config.max_attempts):
-            if not remaining or self._paused():
-                break
-            local = {n + 1: pos for n, (pos, _) in enumerate(remaining)}
-            payload = [{"id": n + 1, **item} for n, (_, item) in enumerate(remaining)]
-            try:
-                answer, _usage = self.client.complete_json(
-                    job, make_user(payload), out_tokens_per_item * len(remaining) + 50
-                )
-                valid = validate(answer, set(local))
-            except (BadAnswer, P.InvalidAnswer) as e:
-                with self._lock:
-                    self.jobs[job.name]["invalid_answers"] += 1
-                self._error(job.name, e)
-                continue
-            except (Unavailable, SpendLimitReached) as e:
-                self._pause(e, job.name)
-                break
-            except LLMError as e:
-                self._error(job.name, e)
-                break
-            if len(valid) < len(local):
-                with self._lock:
-                    self.jobs[job.name]["invalid_answers"] += 1
-                self._error(
-                    job.name,
-                    P.InvalidAnswer(f"{len(local) - len(valid)} of {len(local)} items missing or invalid"),
-                )
-            for n, v in valid.items():
-                answers[local[n]] = v
-            remaining = [(pos, item) for pos, item in remaining if pos not in answers]
-        return answers
-
     # -- status ---------------------------------------------------------------------------------------------
     def status(self) -> dict:
         """Facts for ``status.json["builder"]``: model, requests, tokens, cache hits, fallbacks, errors, spend.
 
-        Shape: ``{"builder", "model", "base_url", "structured_output", "requests", "prompt_tokens",
+        Shape: ``{"builder", "model", "base_url", "structured_output", "index_answers", "requests", "prompt_tokens",
         "completion_tokens", "tokens", "cache_hits", "cache_misses", "fallbacks", "invalid_answers",
         "new_sections", "jobs": {job: {...}}, "errors": {kind: n}, "last_error", "paused_until",
-        "pause_reason", "spend": {...}}`` (times are Unix seconds; tokens as reported by the server).
+        "pause_reason", "spend": {...}, "endpoint": {...}, "background": {...} | None}`` (times are Unix
+        seconds; tokens as reported by the server; ``endpoint``: :meth:`~libraryfs.llm.health.EndpointHealth.
+        snapshot` and the pause; ``background``: :meth:`~libraryfs.llm.deferred.Deferred.status`).
         """
         c = dict(self.client.counters)
         with self._lock:
@@ -390,6 +348,7 @@ class LLMIndexBuilder:
                 "model": self.config.model,
                 "base_url": self.config.base_url,
                 "structured_output": self.client.mode,
+                "index_answers": "text" if self.text_mode else "json",
                 "requests": c["requests"],
                 "prompt_tokens": c["prompt_tokens"],
                 "completion_tokens": c["completion_tokens"],
@@ -407,8 +366,28 @@ class LLMIndexBuilder:
                 "paused_until": paused,
                 "pause_reason": self._pause_reason if paused else None,
                 "spend": self.limiter.snapshot(),
+                "endpoint": {
+                    **self.health.snapshot(),
+                    "paused_until": paused,
+                    "pause_reason": self._pause_reason if paused else None,
+                },
+                "background": self.deferred.status() if self.deferred is not None else None,
             }
 
     def close(self) -> None:
-        """Stop the request threads (in-flight requests finish first)."""
+        """Stop the background worker and the request threads (synchronous mode: in-flight requests finish
+        first; background mode: they are abandoned, their answers were only ever provisional)."""
+        if self.deferred is not None:  # a background request never holds up the daemon's stop
+            self.deferred.close()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            return
         self._pool.shutdown(wait=True)
+
+
+def count_bucket(n: int) -> int:
+    """``n`` rounded down to two significant digits (``123`` → ``120``; below 50 exact): the entry count a
+    section description is keyed by, so one more entry in a big section costs no request."""
+    if n < 50:
+        return n
+    scale = 10 ** (len(str(n)) - 2)
+    return n // scale * scale

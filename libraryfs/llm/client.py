@@ -41,6 +41,7 @@ import openai
 
 from libraryfs.index.tokens import count_tokens
 from libraryfs.llm.config import LLMConfig
+from libraryfs.llm.health import EndpointHealth
 from libraryfs.llm.prompts import Job
 from libraryfs.llm.spend import SpendLimiter, SpendLimitReached
 
@@ -104,8 +105,49 @@ class Usage:
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 
 
+def repair_truncated(s: str) -> str:
+    """Close what a reply cut at the token limit left open, dropping the cut value: the open string (and
+    its key), a dangling ``,``/``:``, then the open arrays and objects in reverse order. The items completed
+    before the cut survive; the cut one loses its field and fails validation (refused, not guessed):
+    ``'{"a":[{"id":1,"s":"ok"},{"id":2,"s":"one tw'`` → ``'{"a":[{"id":1,"s":"ok"},{"id":2}]}'``.
+    Returns ``s`` unchanged when nothing is open."""
+    stack: list[str] = []
+    in_str = esc = False
+    start = 0
+    for i, c in enumerate(s):
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str, start = True, i
+        elif c in "{[":
+            stack.append("}" if c == "{" else "]")
+        elif c in "}]" and stack:
+            stack.pop()
+    if not stack:
+        return s
+    out = (s[:start] if in_str else s).rstrip()
+    while True:
+        if out.endswith((",", ":")):
+            out = out[:-1].rstrip()
+        elif (
+            out.endswith('"')
+            and stack[-1] == "}"
+            and out[: out.rfind('"', 0, len(out) - 1)].rstrip().endswith((",", "{"))
+        ):  # a key without its value
+            out = out[: out.rfind('"', 0, len(out) - 1)].rstrip()
+        else:
+            break
+    return out + "".join(reversed(stack))
+
+
 def parse_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a model's reply: bare, in a ``` fence, or the outermost ``{…}`` in prose.
+    """The JSON object in a model's reply: bare, in a ``` fence, the outermost ``{…}`` in prose, or — cut at
+    the token limit — repaired by :func:`repair_truncated` (the validators then judge every item).
 
     Raises :class:`BadAnswer` when there is none.
     """
@@ -113,7 +155,12 @@ def parse_json_object(text: str) -> dict[str, Any]:
     m = _FENCE.match(s)
     if m:
         s = m.group(1)
-    for candidate in (s, s[s.find("{") : s.rfind("}") + 1] if "{" in s else ""):
+    head = s[s.find("{") :] if "{" in s else ""
+    for candidate in (
+        s,
+        s[s.find("{") : s.rfind("}") + 1] if "{" in s else "",
+        repair_truncated(head) if head else "",
+    ):
         if not candidate:
             continue
         try:
@@ -191,6 +238,7 @@ class ChatClient:
         self._tokens_param = "max_tokens"
         self._send_temperature = True
         self._lock = threading.Lock()
+        self.health = EndpointHealth()  #: latencies of the HTTP tries (the builder records the outcomes)
         self.counters = {
             "requests": 0,
             "prompt_tokens": 0,
@@ -227,9 +275,13 @@ class ChatClient:
         while True:
             self.limiter.reserve(est_tokens)
             spent = 0
+            t0 = time.monotonic()
             try:
                 self._count(requests=1)
-                resp = self._client.chat.completions.create(messages=messages, **params)  # type: ignore[arg-type]
+                try:
+                    resp = self._client.chat.completions.create(messages=messages, **params)  # type: ignore[arg-type]
+                finally:
+                    self.health.record_latency(time.monotonic() - t0)
                 usage = _usage(resp, messages)
                 spent = usage.total_tokens
                 self._count(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens)

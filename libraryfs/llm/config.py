@@ -67,6 +67,8 @@ class LLMConfig:
     down_backoff_s: float = _default("down_backoff_s")
     #: auto | json_schema | json_object | json_object_schema | prompt
     structured_output: str = _default("structured_output")
+    #: json (batched, structured output) | text (the index builder asks one item per request in plain text)
+    index_answers: str = _default("index_answers")
     temperature: float = _default("temperature")
     sources: dict[str, str] = dataclasses.field(default_factory=dict)
 

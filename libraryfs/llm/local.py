@@ -53,11 +53,14 @@ CHAT_FORMAT = "chatml"  #: SmolLM2-Instruct's template: <|im_start|>role … <|i
 DEFAULT_N_CTX = 8192  #: context window, tokens (SmolLM2's trained length; a batch of 8 excerpts fits)
 DEFAULT_THREADS = 2  #: CPU threads for generation and prompt processing
 READY_TIMEOUT_S = 120.0  #: longest wait for a started server to answer, seconds
-#: ``[llm]`` settings that suit this model and server (docs/llm.md, "The local model"): the schema as a grammar
-#: (the server answers ``json_schema`` with HTTP 500; plain ``json_object`` makes the model echo the schema),
-#: one request at a time (the server serves one), one entry per request (in a batch the model attaches one
-#: entry's summary to another), and room for a slow, busy machine.
+#: ``[llm]`` settings that suit this model and server (docs/llm.md, "The local model"): the index builder asks
+#: in plain text, one item per request (:mod:`libraryfs.llm.textmode`: its first sentence was useful for 6 of 12
+#: documents, the best JSON set-up 4 of 12); what still asks for JSON (episodes, the code supervisor, cards)
+#: gets the schema as a grammar (the server answers ``json_schema`` with HTTP 500 and plain ``json_object``
+#: makes the model echo the schema); one request at a time (the server serves one), one entry per request (in
+#: a batch the model attaches one entry's summary to another), and room for a slow, busy machine.
 RECOMMENDED = {
+    "index_answers": "text",
     "structured_output": "json_object_schema",
     "max_concurrency": 1,
     "batch_size": 1,
@@ -169,7 +172,7 @@ class LocalModel:
 
     def overrides(self) -> dict[str, object]:
         """Settings for :func:`libraryfs.llm.config.load_config` ``overrides`` (``LLMConfig`` field names):
-        the endpoint plus :data:`RECOMMENDED` (schema grammar, one request at a time, one entry each, 120 s)."""
+        the endpoint plus :data:`RECOMMENDED` (plain text, one request at a time, one entry each, 120 s)."""
         return {"base_url": self.base_url, "model": self.model, **RECOMMENDED}
 
     def env(self) -> dict[str, str]:

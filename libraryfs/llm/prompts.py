@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 from libraryfs.index.jobs import SUMMARY_MAX_WORDS, clean_line, safe_section_name
@@ -148,6 +149,21 @@ def _id(x: dict[str, Any], ids: set[int]) -> int | None:
     return i if isinstance(i, int) and not isinstance(i, bool) and i in ids else None
 
 
+_LEADING_BLOCK = re.compile(r"^(?:[#>+=~_-]+|\d+[.)])\s*")
+
+
+def model_line(text: str, max_words: int) -> str:
+    """Model text made one safe TOC line: :func:`~libraryfs.index.jobs.clean_line` (one line, no ``*`|``,
+    word limit), no escape characters, no leading Markdown block marker (``#``, ``>``, ``-``, ``1.``: the
+    description is a line of its own on a TOC page), no ``<`` or ``>`` (no HTML comment or tag can hide what
+    follows). The renderer escapes ``[``/``]`` and builds every link itself."""
+    line = clean_line(text.replace("\x1b", " ").replace("<", "‹").replace(">", "›"), max_words)
+    prev = None
+    while prev != line:
+        prev, line = line, _LEADING_BLOCK.sub("", line)
+    return line
+
+
 def _lines(answer: Any, key: str, field: str, ids: set[int], max_words: int) -> dict[int, str]:
     out: dict[int, str] = {}
     for x in _items(answer, key):
@@ -155,7 +171,7 @@ def _lines(answer: Any, key: str, field: str, ids: set[int], max_words: int) -> 
         v = x.get(field)
         if i is None or i in out or not isinstance(v, str):
             continue
-        line = clean_line(v.replace("\x1b", " "), max_words)
+        line = model_line(v, max_words)
         if line and any(c.isalnum() for c in line):
             out[i] = line
     return out
@@ -209,7 +225,7 @@ def valid_groups(answer: Any, n_items: int, max_items: int) -> list[tuple[str, l
     seen: set[int] = set()
     titles: set[str] = set()
     for g in groups:
-        title = clean_line(str(g.get("title", "")).replace("\x1b", " "), GROUP_TITLE_MAX_WORDS)
+        title = model_line(str(g.get("title", "")), GROUP_TITLE_MAX_WORDS)
         ids = g.get("ids")
         if not title or not isinstance(ids, list) or not ids:
             raise InvalidAnswer("a group has no title or no ids")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from helpers.llm_server import Close, Delay, Hang, LLMServer, Raw, Reply, Status, Truncated, refused_port
 
+from libraryfs.llm import prompts as P
 from libraryfs.llm.client import BadAnswer, ChatClient, Unavailable, parse_json_object, retry_after_s
 from libraryfs.llm.config import load_config
 from libraryfs.llm.prompts import SUMMARIZE
@@ -155,11 +156,33 @@ def test_prose_answer_is_bad_answer(srv):
         ask(client(srv.base_url))
 
 
-def test_answer_cut_by_length_is_truncated(srv):
-    srv.script(Reply('{"summaries": [{"id": 1, "summary": "an unfinished', finish_reason="length"))
-    with pytest.raises(BadAnswer) as ei:
-        ask(client(srv.base_url))
-    assert ei.value.kind == "truncated"
+def test_answer_cut_by_length_keeps_the_complete_items_and_refuses_the_cut_one(srv):
+    """A reply cut at the token limit is repaired: the items it completed are kept, the cut one is refused."""
+    cut = '{"summaries": [{"id": 1, "summary": "A whole line."}, {"id": 2, "summary": "an unfini'
+    srv.script(Reply(cut, finish_reason="length"))
+    answer, _usage = ask(client(srv.base_url))
+    assert P.valid_summaries(answer, {1, 2}) == {1: "A whole line."}
+
+
+def test_answer_cut_inside_a_key_is_bad_when_nothing_is_left(srv):
+    srv.script(Reply('Here: {"summ', finish_reason="length"))
+    answer, _usage = ask(client(srv.base_url))
+    with pytest.raises(P.InvalidAnswer):
+        P.valid_summaries(answer, {1})
+
+
+@pytest.mark.parametrize(
+    "cut, repaired",
+    [
+        ('{"a": [1, 2', {"a": [1, 2]}),
+        ('{"a": 1,', {"a": 1}),
+        ('{"a": {"b": "x", "c', {"a": {"b": "x"}}),
+        ('{"a": [{"id": 1, "s": "ok"}, {"id": 2, "s": "one tw', {"a": [{"id": 1, "s": "ok"}, {"id": 2}]}),
+        ('{"a": "say \\"hi', {}),
+    ],
+)
+def test_truncated_json_is_repaired_by_closing_and_dropping_the_cut_value(cut, repaired):
+    assert parse_json_object(cut) == repaired
 
 
 def test_fenced_and_wrapped_json_is_accepted():

@@ -130,5 +130,8 @@ def test_mounted_toc_shows_the_models_summaries(llm_mounted):
     wait_until(
         lambda: "Model summary of first.md" in read_file(m.p("notes/INDEX.md")), 30, "the model's summary"
     )
-    assert "Model description of notes" in read_file(m.p("INDEX.md"))
+    # the daemon asks in the background: the section's line follows once its description arrived
+    wait_until(
+        lambda: "Model description of notes" in read_file(m.p("INDEX.md")), 30, "the model's description"
+    )
     assert srv.chat_requests("summarize")

@@ -19,10 +19,14 @@ import urllib.request
 
 import pytest
 from helpers.facility import unavailable
+from helpers.view import mkfile
 from helpers.wait import pid_alive, wait_exit
 
 from libraryfs.daemon import corpus
+from libraryfs.daemon.indexer import Indexer
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
 from libraryfs.index.jobs import SUMMARY_MAX_WORDS, EntryDoc
 from libraryfs.llm import local
 from libraryfs.llm import prompts as P
@@ -65,13 +69,14 @@ def test_builder_summarises_a_real_document_with_the_model(local_llm, libdir):
     jobs = status["jobs"]["summarize"]
     assert jobs["answered"] == 1 and jobs["fallbacks"] == 0, status
     assert status["requests"] >= 1 and status["tokens"] > 0
-    assert status["structured_output"] == "json_object_schema"
+    assert status["index_answers"] == "text"
     assert line and "\n" not in line and len(line.split()) <= SUMMARY_MAX_WORDS + 1  # + the "…" of a cut line
     assert "{" not in line and "schema" not in line.lower()
 
 
 def test_client_gets_a_json_answer_that_passes_validation(local_llm):
-    """The inbox-filing job's JSON answer names an existing section or a safe new one for the entry."""
+    """The inbox-filing job's JSON answer (the schema as a grammar, ``json_object_schema``) names an existing
+    section or a safe new one for the entry."""
     doc = real_doc("library/heapq.rst.txt")
     cfg = load_config(None, local_llm.overrides(), env={})
     client = ChatClient(cfg, SpendLimiter(cfg.max_requests_per_hour, cfg.max_tokens_per_hour))
@@ -86,6 +91,102 @@ def test_client_gets_a_json_answer_that_passes_validation(local_llm):
     assert set(filed) == {1}, answer
     assert usage.prompt_tokens > 100 and usage.completion_tokens > 0
     assert client.counters["requests"] == 1 and client.counters["http_errors"] == 0
+
+
+def test_indexer_end_to_end_with_the_real_model(local_llm, libdir):
+    """The indexer with the real model in its recommended plain-text mode: summaries, section descriptions
+    and inbox filing, a handful of requests. What the model writes is not fixed; every answer it gave is
+    either used (a safe one-line TOC line) or refused per item for the deterministic one, and the inbox is
+    filed into an existing section."""
+    st = Store(libdir)
+    v = LibraryView(st)
+    uid, gid = os.getuid(), os.getgid()
+    for d in (b"/python", b"/cooking", b"/inbox"):
+        v.mkdir(d, 0o755, uid, gid)
+    for rel, dest in (
+        ("library/json.rst.txt", b"/python/json.rst.txt"),
+        ("library/heapq.rst.txt", b"/inbox/heapq.rst.txt"),
+    ):
+        mkfile(v, dest, real_doc(rel).text.encode()[:3000])
+    mkfile(
+        v,
+        b"/cooking/bread.md",
+        b"# Bread\n\nMix flour, water, salt and yeast; knead, let it rise, bake for 40 minutes.\n",
+    )
+    cfg = load_config(libdir, local_llm.overrides(), env={})
+    builder = LLMIndexBuilder(cfg, st)
+    try:
+        idx = Indexer(str(libdir), builder=builder, store=st, settle_s=0)
+        idx.run_once()
+        idx.run_once()  # the filed entry is indexed in its new section
+        status = builder.status()
+        with st.read() as t:
+            inbox = t.lookup(S.ROOT_INO, b"inbox")
+            assert t.dir_is_empty(inbox)
+            pages = {
+                p: (t.toc_page(t.lookup(S.ROOT_INO, p.encode()), 0) or b"").decode()
+                for p in ("python", "cooking")
+            }
+            root = (t.toc_page(S.ROOT_INO, 0) or b"").decode()
+    finally:
+        builder.close()
+        st.close()
+    print(f"\n{status['requests']} requests, jobs {status['jobs']}, endpoint {status['endpoint']}\n{root}")
+    assert status["index_answers"] == "text" and status["http_errors"] == 0
+    assert 3 <= status["requests"] <= 12, status["requests"]
+    jobs = status["jobs"]
+    for job in ("summarize", "describe", "file"):
+        assert jobs[job]["items"] > 0 and jobs[job]["answered"] + jobs[job]["fallbacks"] >= 1, (job, jobs)
+    assert sum(j["answered"] for j in jobs.values()) >= 1, jobs  # the model's text is used somewhere
+    assert "heapq.rst.txt" in pages["python"] + pages["cooking"]
+    for page in (*pages.values(), root):
+        lines = page.splitlines()
+        assert [ln for ln in lines if ln.startswith("# ")] == lines[1:2], page
+        assert all(ln.startswith("- [") for ln in lines[4:] if ln.strip()), page
+
+
+@pytest.mark.mount
+def test_demo_mount_with_the_local_model_and_umount_stops_it(tmp_path):
+    """``libraryfs demo --llm local``'s mount step: the model is started for the indexer daemon (a new file
+    gets its deterministic line at once, then the model's), ``run.json`` records it, ``umount`` stops it."""
+    from helpers.files import read_file
+    from helpers.mount import require_fuse
+    from helpers.wait import wait_until
+
+    from libraryfs.daemon import launcher
+    from libraryfs.daemon.demo import _mount
+    from libraryfs.layout import read_run
+
+    require_fuse()
+    try:
+        local.check_installed()
+    except local.LocalModelError as e:
+        unavailable(str(e))
+    lib, mnt = tmp_path / "lib", tmp_path / "mnt"
+    Store.create(lib, {"toc_max_tokens": 2000}).close()
+    said: list[str] = []
+    info = _mount(str(lib), str(mnt), "local", said.append)
+    try:
+        run = read_run(str(lib))
+        assert run["llm_pid"] == info["llm_pid"] and pid_alive(run["llm_pid"])
+        with open(mnt / "tides.md", "w") as f:
+            f.write("# Tides\n\nHigh water comes twice a day; the moon pulls the sea towards it.\n")
+        wait_until(lambda: "[tides.md]" in read_file(str(mnt / "INDEX.md")), 60, "the deterministic line")
+
+        def by_model() -> bool:
+            st = Store(str(lib), readonly=True)
+            try:
+                with st.read() as t:
+                    meta = t.entry_meta(t.lookup(S.ROOT_INO, b"tides.md"))
+                    return meta is not None and meta.by == "llm:" + local.MODEL_NAME
+            finally:
+                st.close()
+
+        wait_until(by_model, 300, "the model's summary of tides.md")
+    finally:
+        launcher.stop(str(mnt))
+    assert wait_exit(info["llm_pid"], 30), "umount left the local model running"
+    assert any("serving at http://127.0.0.1:" in line for line in said), said
 
 
 def _serve(*args: str) -> subprocess.Popen:
@@ -117,7 +218,7 @@ def test_llm_serve_prints_a_working_endpoint_and_stops_on_sigterm(tmp_path):
         text = "".join(rest)
         assert f"export LIBRARYFS_LLM_BASE_URL={base_url}" in text
         assert f"export LIBRARYFS_LLM_MODEL={local.MODEL_NAME}" in text
-        assert 'structured_output = "json_object_schema"' in text
+        assert 'index_answers = "text"' in text and 'structured_output = "json_object_schema"' in text
         with urllib.request.urlopen(base_url + "/models", timeout=30) as r:
             assert [m["id"] for m in json.loads(r.read())["data"]] == [local.MODEL_NAME]
         proc.send_signal(signal.SIGTERM)

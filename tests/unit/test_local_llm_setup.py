@@ -25,6 +25,7 @@ def test_recommended_settings_are_valid_llm_settings():
     """What `libraryfs llm serve` prints must load: every key is a setting, every value passes validation."""
     overrides = {"base_url": "http://127.0.0.1:1/v1", "model": local.MODEL_NAME, **local.RECOMMENDED}
     cfg = load_config(None, overrides, env={})
-    assert cfg.enabled and cfg.structured_output == "json_object_schema" and cfg.max_concurrency == 1
+    assert cfg.enabled and cfg.index_answers == "text" and cfg.max_concurrency == 1
+    assert cfg.structured_output == "json_object_schema"
     env = {"LIBRARYFS_LLM_" + k.upper(): str(v) for k, v in overrides.items()}
     assert load_config(None, None, env=env).to_dict() == cfg.to_dict()

@@ -1,0 +1,169 @@
+"""Examining changed entries, a part of the indexer's pass: content hash, token count, outline, summary.
+
+A mixin of :class:`libraryfs.daemon.indexer.Indexer` (split out to keep modules short). An entry whose
+content hash, outline version and builder are unchanged is not summarised again; a symlink's target is never
+read or sent to a builder; files over :data:`HASH_LIMIT_BYTES` are identified by (size, generation). A
+summary the LLM builder could only give by falling back is marked ``by="deterministic"`` (a later pass asks
+again) and, when its answer is on its way in the background, provisional (:mod:`libraryfs.daemon.llm_refresh`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from libraryfs.daemon.filing import is_hidden
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Txn
+from libraryfs.index import catalogue
+from libraryfs.index.jobs import EntryDoc
+from libraryfs.index.outline import OUTLINE_VERSION, extract
+from libraryfs.index.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from libraryfs.daemon.indexer import PassReport
+
+log = logging.getLogger("libraryfs.indexer")
+
+HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
+TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
+
+
+class EntryUpdater:
+    """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the entries part of a pass.
+
+    Uses the indexer's ``store``, ``builder``, ``fallback``, ``batch``, ``refresh``, ``last_error`` and
+    ``beat``.
+    """
+
+    def _update_entries(
+        self,
+        dirty: dict[int, tuple[int, bytes]],
+        dead_names: list[tuple[bytes, int]],
+        rep: PassReport,
+        force: bool = False,
+    ) -> set[int]:
+        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
+        todo: list[tuple[int, S.EntryMeta, EntryDoc | None]] = []
+        parents: set[int] = set()
+        with self.store.read() as t:
+            for ino, (parent, name) in dirty.items():
+                node = t.inode(ino)
+                if node is None or node.is_dir:
+                    continue
+                meta = t.entry_meta(ino) or S.EntryMeta()
+                if not parent:
+                    parent, name = meta.parent, os.fsencode(meta.name)
+                    if not parent:
+                        continue
+                if t.lookup(parent, name) != ino:
+                    continue  # renamed or removed since; a later record covers it
+                if is_hidden(name) or self._is_excluded(t, parent):
+                    continue
+                rep.entries_seen += 1
+                parents.add(parent)
+                try:
+                    m, doc = self._examine(t, node, parent, name, meta, force)
+                except Exception as e:  # one bad entry must never stop the index: record it, move on
+                    self.last_error = f"entry {os.fsdecode(name)}: {type(e).__name__}: {e}"
+                    log.warning("skipping entry %s: %s", os.fsdecode(name), e)
+                    continue
+                todo.append((ino, m, doc))
+        need = [(i, m, d) for i, m, d in todo if d is not None]
+        for k in range(0, len(need), self.batch):
+            chunk = need[k : k + self.batch]
+            docs = [d for _i, _m, d in chunk]
+            summaries = self._call("summarize", docs)
+            # results the builder could only give by falling back are marked so a later pass re-asks
+            fell_back = set(getattr(self.builder, "last_fallbacks", []) or [])
+            for j, ((i, m, _d), s) in enumerate(zip(chunk, summaries, strict=False)):
+                m.summary = s
+                m.by = "deterministic" if j in fell_back else getattr(self.builder, "name", "?")
+                self.refresh.entry(i, m.parent, os.fsencode(m.name), j in self.call_deferred)
+            rep.summarized += len(chunk)
+
+        def write(t: Txn) -> None:
+            for name, ino in dead_names:
+                t.del_name(name, ino)
+                if t.inode(ino) is None:
+                    catalogue.forget(t, ino)
+                    t.del_meta(ino)
+            for ino, m, _d in todo:
+                if t.inode(ino) is None:
+                    continue
+                catalogue.record(t, ino, t.entry_meta(ino), m)
+                t.put_meta(ino, m)
+                t.put_name(os.fsencode(m.name), ino, m.parent)
+
+        self.store.run_write(write)
+        return parents
+
+    def _examine(
+        self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: S.EntryMeta, force: bool
+    ) -> tuple[S.EntryMeta, EntryDoc | None]:
+        """New meta for an entry, and the doc to summarise if its content changed."""
+        rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
+        m = replace(meta, name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
+        m.extra = dict(meta.extra)
+        if node.is_lnk:
+            target = t.read_data(node.ino, 0, node.size, node.size)
+            m.summary = f"symbolic link → {target.decode('utf-8', 'backslashreplace')}"
+            m.tokens = 0
+            m.hash = "link:" + hashlib.sha256(target).hexdigest()[:16]
+            m.link = True
+            return m, None  # a link's target is never read or sent to a builder
+        if node.size > HASH_LIMIT_BYTES:
+            h = f"big:{node.size}:{node.generation}"
+            sample = t.read_data(node.ino, 0, 8192, node.size)
+        else:
+            data = t.read_data(node.ino, 0, node.size, node.size)
+            h = hashlib.sha256(data).hexdigest()
+            sample = data[:8192]
+        retry_fallback = meta.by == "deterministic" and self.builder.name != "deterministic"
+        if (
+            h == meta.hash
+            and meta.summary is not None
+            and meta.outline == OUTLINE_VERSION
+            and not retry_fallback
+            and not (force and meta.by != self.builder.name)
+        ):
+            return m, None
+        ext = extract(os.fsdecode(name), data if node.size <= HASH_LIMIT_BYTES else sample, node.size)  # type: ignore[possibly-undefined]
+        if ext.binary or node.size > TOKEN_LIMIT_BYTES:
+            tokens, approx = (node.size + 3) // 4, True
+        else:
+            tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
+        m.hash, m.tokens, m.approx, m.link = h, tokens, approx, False
+        m.defines, m.keywords, m.outline = ext.outline.names, ext.keywords, OUTLINE_VERSION
+        doc = EntryDoc(
+            path=os.fsdecode(rel.lstrip(b"/")),
+            name=os.fsdecode(name),
+            content_hash=h,
+            text=ext.text,
+            size_bytes=node.size,
+            is_binary=ext.binary,
+            outline=ext.outline,
+            head=ext.head,
+        )
+        return m, doc
+
+    def _call(self, job: str, *args):
+        """Call a builder job; on any exception use the deterministic result (and record the error).
+        ``call_deferred`` is then the set of input positions whose model answer is on its way."""
+        self.beat()
+        self.call_deferred: set[int] = set()
+        try:
+            out = getattr(self.builder, job)(*args)
+            self.call_deferred = set(getattr(self.builder, "last_deferred", None) or [])
+            if job != "group" and (not isinstance(out, list) or len(out) != len(args[0])):
+                raise ValueError(f"builder returned {len(out) if isinstance(out, list) else out!r} results")
+            return out
+        except Exception as e:
+            self.last_error = f"{job}: {type(e).__name__}: {e}"
+            log.warning("builder %s failed (%s); using the deterministic result", job, e)
+            return getattr(self.fallback, job)(*args)
+        finally:
+            self.beat()  # a builder call that returned, however long it took, was progress
