@@ -315,16 +315,10 @@ def _incremental(
     return plan
 
 
-INLINE_KIDS = 4  #: a catalogue root with at most this many child pages has them listed in the master page
-
-
 def master_lines(t: Txn) -> list[str]:
-    """The catalogue's lines in the master ``INDEX.md`` (none when it has no names): one line to its root
-    page, or — when the root only lists a few pages — those pages' range lines, so a lookup skips one read
-    (the root of the catalogue's B-tree kept in the master page)."""
+    """The catalogue's line in the master ``INDEX.md`` (none when it has no names): one line labelled as an
+    A–Z name index, linking the catalogue's root page (:func:`~.catpages.master_line`)."""
     root = load_node(t, 0)
     if not root or not root.get("n"):
         return []
-    if root["k"] == "inner" and len(root["kids"]) <= INLINE_KIDS:
-        return P.master_range_lines(root)
     return [P.master_line(root)]

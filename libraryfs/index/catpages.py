@@ -92,28 +92,21 @@ def range_line(kid: list, label: str, from_root: bool) -> str:
     return f"- [{label}]({_page_link(page, from_root)}) — {n:,} name{'' if n == 1 else 's'}"
 
 
+#: the label of the catalogue's line in the master ``INDEX.md``: a name index, not a key range of words
+MASTER_LABEL = "names A–Z"
+
+
 def master_line(root: dict) -> str:
-    """The catalogue's line in the master ``INDEX.md``: its name range (first letters), its size."""
-    first, last, n = root.get("first", ""), root.get("last", ""), int(root.get("n", 0))
-    lo, hi = _shown_key(first)[:1], _shown_key(last)[:1]
-    lab = f"{_label(lo)} … {_label(hi)}" if lo.lower() != hi.lower() else _label(lo)
+    """The catalogue's one line in the master ``INDEX.md``: labelled as what it is — an A–Z index of exact
+    names — with its size, and no ``first … last`` range labels. Range labels of the catalogue's pages
+    (``. … re.``) in the master page read as a key range of *words*, so a walk for a sentence entered
+    them for every word it held (docs/findability.md, "the catalogue attracts topic walks"); one line
+    labelled ``names A–Z`` is entered for a name and passed over for a phrase."""
+    n = int(root.get("n", 0))
     return (
-        f"- [{lab}]({CATALOGUE_DIRNAME}/{INDEX_FILE}) — name catalogue: {n:,} defined name"
-        f"{'' if n == 1 else 's'} A–Z, each linked to the entry that defines it"
+        f"- [{MASTER_LABEL}]({CATALOGUE_DIRNAME}/{INDEX_FILE}) — name index: {n:,} exact name"
+        f"{'' if n == 1 else 's'} (API names, symbols, headwords), each linked to the entry that defines it"
     )
-
-
-def master_range_lines(root: dict) -> list[str]:
-    """The catalogue root's range lines as the master ``INDEX.md`` shows them (links into ``.catalogue/``)."""
-    labels = range_labels(root["kids"])
-    out = []
-    for kid, lab in zip(root["kids"], labels, strict=True):
-        n = kid[4]
-        out.append(
-            f"- [{lab}]({CATALOGUE_DIRNAME}/{_page_link(kid[0], True)}) — name catalogue: {n:,} defined "
-            f"name{'' if n == 1 else 's'}, each linked to the entry that defines it"
-        )
-    return out
 
 
 def _head(page: int, node: dict) -> list[str]:

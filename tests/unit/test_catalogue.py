@@ -19,7 +19,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
 from libraryfs.index import catalogue
-from libraryfs.index.catpages import sort_key
+from libraryfs.index.catpages import MASTER_LABEL, sort_key
 from libraryfs.index.toc import links
 from libraryfs.index.tokens import count_tokens
 
@@ -74,8 +74,8 @@ def listed(st: Store) -> dict[str, str]:
 
 
 def walk(st: Store, name: str) -> tuple[str | None, int]:
-    """Follow key order from the master INDEX.md (the range ``lo … hi`` holding the name's sort key) to the
-    line of ``name``; returns (its target, catalogue pages read)."""
+    """Follow key order from the master INDEX.md (its ``names A–Z`` line, then the range ``lo … hi`` holding
+    the name's sort key) to the line of ``name``; returns (its target, catalogue pages read)."""
     key = sort_key(name)
     page_path, reads = "/INDEX.md", 0
     for _ in range(10):
@@ -89,7 +89,7 @@ def walk(st: Store, name: str) -> tuple[str | None, int]:
                 continue
             lo, _sep, hi = lab.partition(" … ")
             hi = hi or lo
-            if sort_key(lo) <= key <= sort_key(hi) + "\uffff":
+            if lab == MASTER_LABEL or sort_key(lo) <= key <= sort_key(hi) + "\uffff":  # "names A–Z": all
                 nxt = target if target.endswith(".md") else target + "/INDEX.md"
                 break
         if nxt is None:

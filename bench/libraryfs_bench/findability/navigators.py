@@ -26,6 +26,19 @@ from .text import query_terms, stem, terms
 #: an entry is confirmed when it holds at least this share of the query's distinct (stemmed) terms
 CONFIRM_SHARE = 0.6
 _RANGE = re.compile(r"^(.*?)\s+…\s+(.*)$")
+#: a line labelled as an alphabetical index of names (``names A–Z``): the whole key space, for names only
+_NAME_INDEX = re.compile(r"\bA\s*[–-]\s*Z$", re.IGNORECASE)
+
+
+def is_name_query(query: str) -> bool:
+    """Whether a query is one name (``json.dumps``, ``--verbose``, a headword) rather than a phrase: it has
+    no whitespace. An A–Z index is where one looks up a name, never a sentence."""
+    return bool(query.strip()) and len(query.split()) == 1
+
+
+def is_name_index(line: TocLine) -> bool:
+    """Whether a TOC line labels itself an A–Z index of names (its label ends in ``A–Z``)."""
+    return bool(_NAME_INDEX.search(line.label.strip()))
 
 
 def stem_set(text: str) -> set[str]:
@@ -65,11 +78,13 @@ class _TermCache:
         return s
 
 
-def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
+def score_lines(qterms: list[str], lines: list[TocLine], name_query: bool = False) -> list[float]:
     """Lexical score of each line of one page: Σ over query terms of (3 if in the name/label, 1 if in the
     rest) × the term's rarity on this page (log(1 + lines / lines holding it)), plus up to 1 for a range
     label ``first … last`` whose span holds query terms in name order, plus 0.5 for a section whose name
-    is a prefix of a query term (a key-ordered split such as ``s/``). Uses nothing but the page."""
+    is a prefix of a query term (a key-ordered split such as ``s/``), plus 1 for a line labelled as an A–Z
+    name index when the query is a name (``name_query``; for a phrase such a line is never followed, see
+    :func:`rank_lines`). Uses nothing but the page."""
     n = len(lines)
     qs = [stem(t) for t in qterms]
     label_sets = [
@@ -94,6 +109,8 @@ def score_lines(qterms: list[str], lines: list[TocLine]) -> list[float]:
         key = ln.label.rstrip("/").lower()
         if ln.is_toc and not m and key and any(t.startswith(key) and t != key for t in qterms):
             s += 0.5  # a section named like a key prefix ("s/" for "sabbatarian") holds those keys
+        if name_query and is_name_index(ln):
+            s += 1.0  # an A–Z index of names holds every name in key order
         out.append(s)
     return out
 
@@ -107,15 +124,18 @@ def line_entries(line: TocLine) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
-def rank_lines(qterms: list[str], lines: list[TocLine]) -> list[tuple[float, TocLine]]:
+def rank_lines(
+    qterms: list[str], lines: list[TocLine], name_query: bool = False
+) -> list[tuple[float, TocLine]]:
     """The lines of one page worth following, best first: every line that matches (score > 0), then the
     non-matching sections, largest first (with nothing to go on, the biggest section is the likeliest
-    place). Empty sections and non-matching entries are never worth a read."""
-    scores = score_lines(qterms, lines)
+    place). Empty sections and non-matching entries are never worth a read, nor an A–Z name index for a
+    phrase (``name_query`` False): one does not look a sentence up in an index of names."""
+    scores = score_lines(qterms, lines, name_query)
     keep = []
     for k, (s, ln) in enumerate(zip(scores, lines, strict=False)):
         n = line_entries(ln)
-        if n == 0 or (s <= 0 and not ln.is_toc):
+        if n == 0 or (s <= 0 and not ln.is_toc) or (not name_query and is_name_index(ln)):
             continue
         keep.append((-s, 0 if ln.is_toc else 1, -(n or 0), k, s, ln))
     keep.sort(key=lambda x: x[:4])
@@ -138,13 +158,14 @@ class TocNavigator:
     def run(self, query: str, lookup: Lookup) -> Outcome:
         """Navigate from ``INDEX.md`` for ``query``; reads are recorded in ``lookup``."""
         qterms = query_terms(query)
+        name_query = is_name_query(query)
         trace: list[dict] = []
         best: tuple[float, str] | None = None
         seen = {INDEX_NAME}
         root = lookup.read(INDEX_NAME)
         stack: list[list[tuple[float, TocLine]]] = []
         if root is not None:
-            stack.append(self._expand(qterms, root, INDEX_NAME, seen, trace))
+            stack.append(self._expand(qterms, name_query, root, INDEX_NAME, seen, trace))
         while stack and len(lookup.reads) < self.max_reads:
             if not stack[-1]:
                 stack.pop()
@@ -157,7 +178,7 @@ class TocNavigator:
             if text is None:
                 continue
             if line.is_toc:
-                stack.append(self._expand(qterms, text, line.path, seen, trace))
+                stack.append(self._expand(qterms, name_query, text, line.path, seen, trace))
                 continue
             share = entry_share(qterms, self.terms.get(line.path, text))
             trace.append({"entry": line.path, "share": round(share, 2)})
@@ -167,9 +188,11 @@ class TocNavigator:
                 return Outcome(line.path, [line.path], trace=trace)
         return Outcome(best[1] if best else None, [best[1]] if best else [], trace=trace)
 
-    def _expand(self, qterms: list[str], text: str, path: str, seen: set[str], trace: list[dict]):
+    def _expand(
+        self, qterms: list[str], name_query: bool, text: str, path: str, seen: set[str], trace: list[dict]
+    ):
         lines = [ln for ln in parse_toc(text, path) if ln.path not in seen]
-        ranked = rank_lines(qterms, lines)
+        ranked = rank_lines(qterms, lines, name_query)
         trace.append({"page": path, "top": [[round(s, 2), ln.raw[:200]] for s, ln in ranked[:3]]})
         return ranked
 
