@@ -13,6 +13,8 @@ import html
 import re
 from typing import TYPE_CHECKING
 
+from libraryfs.index.terms import words
+
 if TYPE_CHECKING:
     from libraryfs.index.outline import Outline
 
@@ -70,14 +72,30 @@ def is_boilerplate(paragraph: str) -> bool:
     )
 
 
+#: a lead of fewer content words ("Yes.", "Not as such.", "Starting in Python 3.8, you can!") says
+#: nothing of its own: the sentences after it join it until it has this many (:func:`.terms.words`: no
+#: stopwords, ≥ 3 letters); a note answering a question often starts so
+MIN_LEAD_WORDS = 3
+_MAX_JOINED = 3  #: sentences joined to a short lead at most
+
+
 def first_sentence(paragraphs: list[str]) -> str:
-    """The first sentence of the first paragraph (already cleaned) that is not boilerplate; ''."""
-    for para in paragraphs:
-        para = para[: LEAD_MAX_CHARS * 2]
-        if is_boilerplate(para):
-            continue
-        return split_sentence(para[: LEAD_MAX_CHARS + 200])
-    return ""
+    """The first sentence of the first paragraph (already cleaned) that is not boilerplate; ''. A first
+    sentence of fewer than :data:`MIN_LEAD_WORDS` content words is followed by the next sentences (of the same
+    paragraph, then of the next content paragraphs) until it has that many."""
+    content = (p[: LEAD_MAX_CHARS * 2] for p in paragraphs if not is_boilerplate(p[: LEAD_MAX_CHARS * 2]))
+    lead, joined = "", 0
+    for para in content:
+        rest = para[: LEAD_MAX_CHARS + 200]
+        while rest and joined <= _MAX_JOINED:
+            s = split_sentence(rest)
+            rest = rest[len(s) :].strip() if rest.startswith(s) else ""
+            lead, joined = (f"{lead} {s}" if lead else s), joined + 1
+            if len(set(words(lead))) >= MIN_LEAD_WORDS:
+                return lead
+        if joined > _MAX_JOINED:
+            break
+    return lead
 
 
 def split_sentence(text: str) -> str:

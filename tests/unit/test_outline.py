@@ -136,7 +136,8 @@ Setext heading
 --------------
 """
     o = outline("list.md", text)
-    assert (o.kind, o.title, o.lead) == ("markdown", "Groceries", "Buy milk.")
+    # a lead of fewer than 3 content words is joined by the next sentence (markup.MIN_LEAD_WORDS)
+    assert (o.kind, o.title, o.lead) == ("markdown", "Groceries", "Buy milk. And eggs.")
     assert o.headings == ["parse(text) helper", "Setext heading"]
     assert o.names == ["parse(text)"]
     assert outline("n.md", "---\ntitle: Only front\n---\nbody text here.\n").title == "Only front"
@@ -204,7 +205,8 @@ async def main():
     pass
 '''
     o = outline("parse.py", text)
-    assert o.kind == "code" and o.lead == "Parse configuration files."
+    # "files" is a stopword, so the lead has two content words and the next sentence joins it
+    assert o.kind == "code" and o.lead == "Parse configuration files. Longer text."
     assert o.names == ["LIMIT", "Parser", "Parser.parse", "main"]
 
 
@@ -230,7 +232,7 @@ def test_html_title_headings_description_and_no_markup_or_script():
     assert (o.kind, o.title, o.lead) == ("html", "About & more", "What this site is.")
     assert o.headings == ["Welcome", "Part two"]
     assert (
-        outline("x.txt", "<html><body><p>Plain para here. More.</p></body></html>").lead == "Plain para here."
+        outline("x.txt", "<html><body><p>Plain para text. More.</p></body></html>").lead == "Plain para text."
     )
 
 
@@ -252,3 +254,16 @@ def test_a_one_megabyte_single_line_is_outlined_boundedly():
     assert len(ext.outline.lead) <= 1000 and len(ext.text) <= 8192
     mini = "var a=" + "x" * 1_000_000 + ";"
     assert extract("min.js", mini.encode(), len(mini)).outline.names == []
+
+
+def test_a_short_lead_is_joined_by_the_next_sentences_until_it_says_something():
+    """A note that opens with "Yes." or "Not as such." gets the sentences after it on its line (up to
+    four sentences in all), across paragraphs; a lead of three content words or more stays alone."""
+    o = outline("n1.md", "Yes.\n\nSeveral debuggers for Python exist, and pdb is one.\n\nMore text.\n")
+    assert o.lead == "Yes. Several debuggers for Python exist, and pdb is one."
+    o = outline("n2.md", "Not as such. In general, mutable defaults are shared.\n")
+    assert o.lead == "Not as such. In general, mutable defaults are shared."
+    assert outline("n3.md", "Parse configuration sections quickly. Longer text.\n").lead == (
+        "Parse configuration sections quickly."
+    )
+    assert outline("n4.md", "Yes. Maybe. Ok. Sure. Fine. Done.\n").lead == "Yes. Maybe. Ok. Sure."
