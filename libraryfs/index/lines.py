@@ -20,7 +20,7 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 2
+TOC_FORMAT = 3  #: 3: short leads joined by the next sentences (markup.first_sentence)
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20
@@ -71,6 +71,20 @@ def _title_part(title: str, name: str) -> str:
     return title
 
 
+_KEY_SEP = re.compile(r"^\s*(?:→|->|=>|:|=|—|–)\s*")
+
+
+def _lead_part(lead: str, name: str) -> str:
+    """The lead without a leading repeat of the entry's name before a separator (``1025→JBMB`` on the line
+    of ``1025`` → ``JBMB``; ``key: value`` → ``value``): the name is the line's link already."""
+    stem = _stem_of(name)
+    if stem and lead[: len(stem)].lower() == stem.lower():
+        m = _KEY_SEP.match(lead[len(stem) :])
+        if m and lead[len(stem) + m.end() :].strip():
+            return lead[len(stem) + m.end() :].strip()
+    return lead
+
+
 def display_names(names: list[str], title: str, name: str) -> list[str]:
     """Names as shown on the entry's line: relative to the entry's module (``json.dumps`` → ``dumps``
     on ``json.rst.txt``: the first dotted component that most names share, or the entry's own stem), the
@@ -107,7 +121,7 @@ def entry_summary(o: Outline, name: str, max_chars: int = SUMMARY_MAX_CHARS) -> 
         title = "instructions addressed to an AI model"
     if lead and title and _norm(lead).startswith(_norm(title)):
         title = ""
-    lead = _words_cut(lead, LEAD_MAX_WORDS)
+    lead = _words_cut(_lead_part(lead, name), LEAD_MAX_WORDS)
     if o.symbol:  # a code-index symbol file: its name is the line's link
         head = o.detail + (f": {lead}" if lead else "")
     else:

@@ -140,7 +140,8 @@ def render(
         return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
 
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
-    leaves = _leaf_pages(items, _runs(items, groups), budget, count_tokens)
+    leaf_budget = balanced_leaf_budget(items, budget, count_tokens)
+    leaves = _leaf_pages(items, _runs(items, groups), leaf_budget, count_tokens)
     ranges = _Ranges(items, set(_words(dir_title)))
     root_lines, all_pages, page_titles, levels = _index_levels(
         leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
@@ -153,6 +154,30 @@ def render(
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
+
+
+#: what a range line costs on the root page (label, link, count and what the range holds), for planning
+RANGE_LINE_TOKENS = 45
+MIN_LEAF_TOKENS = 300  #: a leaf page is never planned smaller than this (lines of tiny entries)
+
+
+def balanced_leaf_budget(items: list[Item], budget: int, count_tokens: Callable[[str], int]) -> int:
+    """The leaf page size (tokens of lines) for a directory that needs more than one page.
+
+    A lookup through a two-level TOC reads the root and one leaf, so it costs about
+    ``m · r + S / m`` tokens for ``m`` leaves, range lines of ``r`` tokens and ``S`` tokens of entry lines:
+    least at ``m = √(S / r)``, i.e. leaves of ``√(S · r)`` tokens, not full ones (full leaves and a short
+    root cost up to ``C`` per lookup where ``2 √(S · r)`` suffices; ``bench theorem``'s AUTO condition,
+    docs/theorem.md). Used when the root of ``m`` such range lines still fits ``budget``; a directory too
+    big for two levels keeps full leaves (its fan-out is then what bounds the depth)."""
+    s_tokens = sum(count_tokens(entry_line(i, "../")) + 1 for i in items)
+    target = max(MIN_LEAF_TOKENS, int((s_tokens * RANGE_LINE_TOKENS) ** 0.5))
+    if target >= budget:
+        return budget
+    leaves = -(-s_tokens // target)
+    if leaves * RANGE_LINE_TOKENS > budget:  # would not fit one root page: three or more levels anyway
+        return budget
+    return target
 
 
 #: the last line of every page below ``INDEX.md``: back to the directory's root page
