@@ -140,8 +140,11 @@ def render(
         return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
 
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
-    leaf_budget = balanced_leaf_budget(items, budget, count_tokens)
-    leaves = _leaf_pages(items, _runs(items, groups), leaf_budget, count_tokens)
+    leaf_lines = [entry_line(i, "../") for i in items]
+    leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
+    # never below the longest line: a line over the balanced size but within the bound is no error
+    leaf_budget = min(budget, max(balanced_leaf_budget(sum(leaf_cost), budget), max(leaf_cost)))
+    leaves = _leaf_pages(items, _runs(items, groups), leaf_lines, leaf_cost, leaf_budget)
     ranges = _Ranges(items, set(_words(dir_title)))
     root_lines, all_pages, page_titles, levels = _index_levels(
         leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
@@ -161,8 +164,9 @@ RANGE_LINE_TOKENS = 45
 MIN_LEAF_TOKENS = 300  #: a leaf page is never planned smaller than this (lines of tiny entries)
 
 
-def balanced_leaf_budget(items: list[Item], budget: int, count_tokens: Callable[[str], int]) -> int:
-    """The leaf page size (tokens of lines) for a directory that needs more than one page.
+def balanced_leaf_budget(s_tokens: int, budget: int) -> int:
+    """The leaf page size (tokens of lines) for a directory that needs more than one page, whose entry
+    lines (as leaf pages show them) cost ``s_tokens`` tokens in all.
 
     A lookup through a two-level TOC reads the root and one leaf, so it costs about
     ``m · r + S / m`` tokens for ``m`` leaves, range lines of ``r`` tokens and ``S`` tokens of entry lines:
@@ -170,7 +174,6 @@ def balanced_leaf_budget(items: list[Item], budget: int, count_tokens: Callable[
     root cost up to ``C`` per lookup where ``2 √(S · r)`` suffices; ``bench theorem``'s AUTO condition,
     docs/theorem.md). Used when the root of ``m`` such range lines still fits ``budget``; a directory too
     big for two levels keeps full leaves (its fan-out is then what bounds the depth)."""
-    s_tokens = sum(count_tokens(entry_line(i, "../")) + 1 for i in items)
     target = max(MIN_LEAF_TOKENS, int((s_tokens * RANGE_LINE_TOKENS) ** 0.5))
     if target >= budget:
         return budget
@@ -217,13 +220,15 @@ _Leaf = tuple[str, list[str], str, list[int]]  # (group title, lines, range labe
 
 
 def _leaf_pages(
-    items: list[Item], runs: list[tuple[str, list[int]]], budget: int, count_tokens: Callable[[str], int]
+    items: list[Item],
+    runs: list[tuple[str, list[int]]],
+    leaf_lines: list[str],
+    leaf_cost: list[int],
+    budget: int,
 ) -> list[_Leaf]:
-    """Cut each run into leaf pages of at most ``budget`` tokens of lines (links ``../name`` from inside
-    ``.index/``): ``(group title, lines, range label, item indexes)`` per page. Raises ValueError for a line
-    over budget."""
-    leaf_lines = [entry_line(i, "../") for i in items]
-    leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
+    """Cut each run into leaf pages of at most ``budget`` tokens of lines (``leaf_lines``: links ``../name``
+    from inside ``.index/``, ``leaf_cost`` their tokens): ``(group title, lines, range label, item indexes)``
+    per page. Raises ValueError for a line over budget."""
     pages: list[_Leaf] = []
     for gtitle, idxs in runs:
         cur: list[int] = []

@@ -61,3 +61,26 @@ def test_builder_groups_used_only_when_they_cover_everything():
     bad = [Group("dup", names[:70]), Group("rest", names[60:])]
     out2 = render("s", "", its, max_tokens=2000, count_tokens=count_tokens, groups=bad)
     assert "dup" not in out2.pages[0].decode()
+
+
+def _read_cost(out) -> int:
+    """Tokens a two-level lookup reads at worst: the root page and the largest page below it."""
+    return out.page_tokens[0] + max(out.page_tokens[1:])
+
+
+def test_two_level_toc_has_balanced_leaves_not_full_ones():
+    """A lookup reads the root and one leaf: leaves of about √(S·r) tokens cost less to read than full
+    leaves under a short root (docs/theorem.md, AUTO vs INDEXED), and the depth stays two levels."""
+    out = render("s", "", items(500), max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels == 2
+    assert max(out.page_tokens[1:]) < 1000  # full leaves were ~1,900 tokens
+    assert _read_cost(out) < 1600  # root + full leaf was ~2,200
+    assert len(out.pages) - 1 >= 10
+
+
+def test_a_line_longer_than_the_balanced_leaf_size_is_no_error():
+    long_name = ("é" * 125).encode() + b".md"  # 253 bytes; its link ~750 characters, ~640 tokens: within C
+    its = sorted([*items(60), Item(long_name, "a long one", 5)], key=lambda i: i.name)  # leaves of ~300
+    out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens)
+    assert max(out.page_tokens) <= 2000
+    assert any(long_name in lk for p in out.pages for lk in links(p))
