@@ -144,7 +144,7 @@ def render(
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
     # never below the longest line: a line over the balanced size but within the bound is no error
     leaf_budget = min(budget, max(balanced_leaf_budget(sum(leaf_cost), budget), max(leaf_cost)))
-    leaves = _leaf_pages(items, _runs(items, groups), leaf_lines, leaf_cost, leaf_budget)
+    leaves = _leaf_pages(items, _runs(items, groups), leaf_lines, leaf_cost, leaf_budget, budget)
     ranges = _Ranges(items, set(_words(dir_title)))
     root_lines, all_pages, page_titles, levels = _index_levels(
         leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
@@ -224,21 +224,28 @@ def _leaf_pages(
     runs: list[tuple[str, list[int]]],
     leaf_lines: list[str],
     leaf_cost: list[int],
+    target: int,
     budget: int,
 ) -> list[_Leaf]:
-    """Cut each run into leaf pages of at most ``budget`` tokens of lines (``leaf_lines``: links ``../name``
-    from inside ``.index/``, ``leaf_cost`` their tokens): ``(group title, lines, range label, item indexes)``
-    per page. Raises ValueError for a line over budget."""
+    """Cut each run into leaf pages of about ``target`` and at most ``budget`` tokens of lines
+    (``leaf_lines``: links ``../name`` from inside ``.index/``, ``leaf_cost`` their tokens): ``(group title,
+    lines, range label, item indexes)`` per page. A run gets ⌈its tokens / target⌉ pages of about equal size
+    (a cut where a line's middle passes the next equal share), so no page is a short tail (a one-entry
+    leaf's label would read as that entry's name). Raises ValueError for a line over budget."""
     pages: list[_Leaf] = []
     for gtitle, idxs in runs:
+        run_cost = sum(leaf_cost[k] for k in idxs)
+        share = run_cost / max(1, -(-run_cost // max(1, target)))
         cur: list[int] = []
-        cost = 0
+        cost = done = 0.0
+        closed = 0
         for k in idxs:
             if leaf_cost[k] > budget:
                 raise ValueError("one TOC line exceeds the page bound")
-            if cur and cost + leaf_cost[k] > budget:
+            past_share = done + cost + leaf_cost[k] / 2 > share * (closed + 1)
+            if cur and (cost + leaf_cost[k] > budget or past_share):
                 pages.append(_leaf(gtitle, cur, items, leaf_lines))
-                cur, cost = [], 0
+                done, cur, cost, closed = done + cost, [], 0.0, closed + 1
             cur.append(k)
             cost += leaf_cost[k]
         if cur:

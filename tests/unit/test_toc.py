@@ -84,3 +84,12 @@ def test_a_line_longer_than_the_balanced_leaf_size_is_no_error():
     out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens)
     assert max(out.page_tokens) <= 2000
     assert any(long_name in lk for p in out.pages for lk in links(p))
+
+
+@pytest.mark.parametrize("n", [200, 201, 333, 500])
+def test_leaves_of_a_run_are_about_equal_no_short_tail(n):
+    """A one-entry last leaf would get that entry's name as its range label (an agent reads it as the
+    entry): the leaves of a run are cut at equal shares."""
+    out = render("s", "", items(n), max_tokens=2000, count_tokens=count_tokens)
+    leaf_sizes = [sum(1 for lk in links(p) if b"entry-" in lk) for p in out.pages[1:]]
+    assert min(leaf_sizes) * 2 >= max(leaf_sizes) and sum(leaf_sizes) == n
