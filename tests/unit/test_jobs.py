@@ -14,9 +14,15 @@ def doc(name, text):
 
 
 def test_summary_from_markdown_rst_and_plain():
-    assert deterministic_summary(doc("a.md", "# Groceries\n\nBuy milk. And eggs.")) == "Groceries: Buy milk."
-    rst = "=====\nTitle\n=====\n\nThe first sentence here. Second one.\n"
-    assert deterministic_summary(doc("a.rst", rst)) == "Title: The first sentence here."
+    # "Buy milk." has two content words: the next sentence joins it (markup.MIN_LEAD_WORDS)
+    assert (
+        deterministic_summary(doc("a.md", "# Groceries\n\nBuy milk. And eggs."))
+        == "Groceries: Buy milk. And eggs."
+    )
+    md = "# Groceries\n\nBuy fresh milk today. And eggs."
+    assert deterministic_summary(doc("a.md", md)) == "Groceries: Buy fresh milk today."
+    rst = "=====\nTitle\n=====\n\nThe opening sentence describes things. Second one.\n"
+    assert deterministic_summary(doc("a.rst", rst)) == "Title: The opening sentence describes things."
     s = deterministic_summary(doc("a.txt", " ".join(["word"] * 50) + "."))
     assert s.endswith("…") and len(s.split()) == 21
     assert deterministic_summary(EntryDoc("b", "b", "h", "", 10, True)) == "binary data, 10 bytes"
