@@ -15,6 +15,7 @@ from collections.abc import Callable
 from libraryfs.daemon import launcher
 from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
+from libraryfs.errors import Exists
 from libraryfs.fs import generated as G
 from libraryfs.fs.backends import is_library
 from libraryfs.fs.store import Store
@@ -31,13 +32,19 @@ def run_demo(
     llm: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> dict:
-    """Build, mount, index and navigate the demo library; returns counts. Raises LibraryError on failure.
+    """Build, mount, index and navigate the demo library; returns counts. Raises LibraryError on failure
+    (Exists: ``libdir`` is a non-empty folder that holds no library).
 
     ``llm``: ``None`` as configured (``[llm]`` settings), ``"none"`` the deterministic builder, ``"local"``
     the real local model (:mod:`libraryfs.llm.local`, started in the background for the indexer and stopped
     by ``libraryfs umount``; its lines replace the deterministic ones as they arrive)."""
     libdir, mountpoint = os.path.abspath(libdir), os.path.abspath(mountpoint)
     if not is_library(libdir):
+        if os.path.isdir(libdir) and os.listdir(libdir):  # as `libraryfs init`: never take over a folder
+            raise Exists(
+                f"{libdir} is not empty and holds no library: give a new or empty directory "
+                f"(or `libraryfs init --force {libdir}` first to make the library beside its files)"
+            )
         Store.create(libdir, {"toc_max_tokens": 2000}).close()
         echo(f"initialised library {libdir}")
     info = mount_info(libdir)

@@ -65,10 +65,13 @@ def copy_tables(src: Backend, dst: Backend) -> tuple[dict[str, int], int]:
     Compacted when an etcd source's snapshot is compacted during a long copy)."""
     counts: dict[str, int] = {}
     total = 0
+    tables = src.tables()
+    for table in tables:  # an extension's table is read (LMDB) or made only once a handle opened it
+        if table not in S.CORE_DBS:
+            src.open_table(table)
+            dst.open_table(table)  # made even when empty: the copy holds the same tables
     with src.read() as r:
-        for table in src.tables():
-            if table not in S.CORE_DBS:  # made even when empty: the copy holds the same tables
-                dst.open_table(table)
+        for table in tables:
             n = 0
             batch: list[tuple[bytes, bytes]] = []
             size = 0

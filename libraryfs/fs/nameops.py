@@ -325,10 +325,12 @@ class NameOps(ViewService):
     def _claim_generated_index(self, t: Txn, dir_ino: int) -> None:
         """``unlink`` of the generated ``INDEX.md`` of directory ``dir_ino``: claim the name
         (:func:`claim_on_removal`), touch the directory and journal it so the indexer renders page 0 for
-        ``.index/INDEX.md``."""
-        set_index_claim(t, dir_ino, True)
+        ``.index/INDEX.md``. Raises AccessDenied (EACCES) for a TOC no stored directory owns.
+        """
         pnode = t.inode(dir_ino)
-        assert pnode is not None
+        if pnode is None or not pnode.is_dir:  # the TOC of a generated tree (.catalogue/): nothing to claim
+            raise AccessDenied("generated files are read-only")
+        set_index_claim(t, dir_ino, True)
         now = now_ns()
         touch_dir(pnode, now)
         t.put_inode(pnode)

@@ -44,6 +44,9 @@ def test_catalogue_appears_links_open_and_follows_deletes(mounted):
     page = read_file(mounted.p(".catalogue/INDEX.md"), "rb").decode()
     for name in ("shapes.area", "shapes.Polygon", "shapes.Polygon.perimeter"):
         assert f"[{name}]" in page
+    with pytest.raises(OSError) as e:  # its TOC belongs to no stored directory: not the user's to claim
+        os.unlink(mounted.p(".catalogue/INDEX.md"))
+    assert e.value.errno == errno.EACCES
     targets = _targets(mounted, ".catalogue/INDEX.md")
     assert targets and all(t == mounted.p("docs/shapes.rst") for t in targets)
     assert all(os.path.isfile(t) for t in targets)  # the links open through the mount

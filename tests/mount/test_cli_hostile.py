@@ -119,3 +119,14 @@ def test_init_creates_the_inbox(tmp_path, run_cli):
         assert tree.isdir("inbox")
     finally:
         tree.close()
+
+
+def test_demo_refuses_a_folder_that_holds_files_but_no_library(run_cli, tmp_path):
+    """`demo` never takes over a non-empty folder (as `init` refuses it): one line, exit 1, nothing written."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("mine\n")
+    r = run_cli("demo", str(other), str(tmp_path / "mnt"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "not empty" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(os.listdir(other)) == ["x.txt"]
