@@ -425,7 +425,22 @@ class VirtualNamespace:
         fitting = [x for x in targets if len(x) <= LINK_TARGET_MAX][:FIND_MATCHES_MAX]
         for k, target in enumerate(fitting, start=1):
             base = target.rstrip(b"/").rsplit(b"/", 1)[-1]
-            out.append((b"%02d-" % k + base, target))
+            out.append((_fit_name(b"%02d-" % k + base), target))
         if total > min(len(paths), FIND_MATCHES_MAX):  # cut by the limit (a link left out for length is not)
             out.append((CUT_NOTE % (len(out), total), CUT_TARGET))
         return out
+
+
+NAME_MAX = 255  #: bytes in one file name (POSIX NAME_MAX on Linux filesystems)
+
+
+def _fit_name(name: bytes) -> bytes:
+    """``name`` cut to :data:`NAME_MAX` bytes, keeping a short extension and marking the cut with ``…``
+    (a ``.find/`` link named after a 251-byte file gains its ``NN-`` prefix; the kernel refuses longer names
+    with ENAMETOOLONG)."""
+    if len(name) <= NAME_MAX:
+        return name
+    dot = name.rfind(b".")
+    ext = name[dot:] if dot > 0 and len(name) - dot <= 16 else b""
+    mark = "…".encode()
+    return name[: NAME_MAX - len(ext) - len(mark)] + mark + ext

@@ -80,6 +80,18 @@ def test_find_leaves_out_matches_whose_target_is_too_long(store):
         v.getattr(b"/.find/leaf/03-" + over.rsplit(b"/", 1)[1])
 
 
+def test_find_link_names_fit_name_max(store):
+    """A match named with 251 bytes gains the ``NN-`` prefix: its link name is cut to NAME_MAX (255) with
+    its extension kept, and it resolves (a longer name would be ENAMETOOLONG to every tool)."""
+    v = LibraryView(store, finder=find)
+    long_name = b"x" * 251 + b".md"
+    mkfile(v, b"/" + long_name, b"# long\n")
+    Indexer(store.libdir, store=store, settle_s=0).run_once(full=True)
+    listing = names(v, b"/.find/" + b"x" * 20)
+    assert len(listing) == 1 and len(listing[0]) == 255 and listing[0].endswith("…".encode() + b".md")
+    assert v.readlink(b"/.find/" + b"x" * 20 + b"/" + listing[0]) == b"../../" + long_name
+
+
 # ---- 2. reserved names: EEXIST only while the generated object exists, else EACCES -------------------------
 def test_creating_a_reserved_name_that_does_not_exist_is_eacces(store):
     v = LibraryView(store)
