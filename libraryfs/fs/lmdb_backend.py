@@ -276,12 +276,18 @@ class LmdbBackend:
             self.env.reader_check()  # free reader slots of killed processes
         self._dbs: dict[bytes, Any] = {}  # py-lmdb's _Database handles
         try:
+            # the config table first, made only by a new store: an LMDB store of another program gets no
+            # table of ours before it is refused (NotFoundError → LibraryMissing below)
+            self._dbs[S.DB_CONFIG] = self.env.open_db(S.DB_CONFIG, create=_create)
             for name in S.CORE_DBS:
-                self._dbs[name] = self.env.open_db(name, create=not readonly)
+                if name != S.DB_CONFIG:  # tables a later schema added are made in an older store
+                    self._dbs[name] = self.env.open_db(name, create=not readonly)
         except lmdb.Error as e:
             self.env.close()
             if isinstance(e, lmdb.ReadonlyError | lmdb.NotFoundError):  # a core table is missing: not ours
-                raise LibraryMissing(f"cannot open library store {self.path}: {e}") from e
+                raise LibraryMissing(
+                    f"{self.path} is an LMDB store without libraryfs's tables: not a libraryfs library"
+                ) from e
             raise Damaged(f"the library's store is damaged: {self.path}: {e}") from e
 
     @classmethod

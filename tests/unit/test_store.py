@@ -162,3 +162,25 @@ def test_library_dir_is_private(tmp_path):
     d = tmp_path / "lib"
     Store.create(d).close()
     assert os.stat(d).st_mode & 0o777 == 0o700
+
+
+def test_an_lmdb_store_of_another_program_is_refused_untouched(tmp_path):
+    """A library directory whose ``store/`` is another program's LMDB environment: opening it (read-write,
+    as ``mount`` does) is refused as not a library, and no table of ours is added to it."""
+    import lmdb
+
+    from libraryfs.errors import LibraryMissing
+
+    path = tmp_path / "foreign" / "store"
+    path.mkdir(parents=True)
+    env = lmdb.open(str(path), max_dbs=4)
+    users = env.open_db(b"users")
+    with env.begin(write=True) as t:
+        t.put(b"alice", b"1", db=users)
+    env.close()
+    with pytest.raises(LibraryMissing, match="not a libraryfs library"):
+        Store(tmp_path / "foreign")
+    env = lmdb.open(str(path), max_dbs=4, readonly=True)
+    with env.begin() as t:
+        assert [bytes(k) for k, _v in t.cursor()] == [b"users"]
+    env.close()
