@@ -155,6 +155,6 @@ def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines:
         return
     show(os.path.normpath(os.path.join(page_dir, os.fsdecode(entry))), 8)
     echo(
-        f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find LIBDIR asyncio` "
+        f"every lookup: ⌈log_b N⌉ TOC pages of ≤ 2,000 tokens + 1 entry; try `libraryfs find {mountpoint} asyncio` "
         f"or `ls {mountpoint}/{G.FIND_DIRNAME}/asyncio/`"
     )
