@@ -166,21 +166,31 @@ def test_library_dir_is_private(tmp_path):
 
 def test_an_lmdb_store_of_another_program_is_refused_untouched(tmp_path):
     """A library directory whose ``store/`` is another program's LMDB environment: opening it (read-write,
-    as ``mount`` does) is refused as not a library, and no table of ours is added to it."""
-    import lmdb
+    as ``mount`` does) is refused as not a library, and no table of ours is added to it. The other program
+    is a separate process (only the LMDB backend imports lmdb here)."""
+    import subprocess
+    import sys
 
     from libraryfs.errors import LibraryMissing
 
     path = tmp_path / "foreign" / "store"
     path.mkdir(parents=True)
-    env = lmdb.open(str(path), max_dbs=4)
-    users = env.open_db(b"users")
-    with env.begin(write=True) as t:
-        t.put(b"alice", b"1", db=users)
-    env.close()
+    other = (
+        "import lmdb, sys\n"
+        "env = lmdb.open(sys.argv[1], max_dbs=4)\n"
+        "if sys.argv[2] == 'make':\n"
+        "    users = env.open_db(b'users')\n"
+        "    with env.begin(write=True) as t:\n"
+        "        t.put(b'alice', b'1', db=users)\n"
+        "with env.begin() as t:\n"
+        "    print(','.join(bytes(k).decode() for k, _v in t.cursor()))\n"
+    )
+    run = [sys.executable, "-c", other, str(path)]
+    assert (
+        subprocess.run([*run, "make"], capture_output=True, text=True, check=True).stdout.strip() == "users"
+    )
     with pytest.raises(LibraryMissing, match="not a libraryfs library"):
         Store(tmp_path / "foreign")
-    env = lmdb.open(str(path), max_dbs=4, readonly=True)
-    with env.begin() as t:
-        assert [bytes(k) for k, _v in t.cursor()] == [b"users"]
-    env.close()
+    assert (
+        subprocess.run([*run, "look"], capture_output=True, text=True, check=True).stdout.strip() == "users"
+    )
