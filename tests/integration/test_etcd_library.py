@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +20,7 @@ import pytest
 from helpers.etcd_cluster import clear_prefix
 from helpers.facility import unavailable
 from helpers.mount import fuse_available
+from helpers.wait import wait_until
 
 from libraryfs.errors import EXIT_UNAVAILABLE
 from libraryfs.fs import schema as S
@@ -330,3 +334,72 @@ def test_a_read_only_mount_drops_its_caches_when_the_writer_host_changes_a_file(
             _unmount(mb, info_b)
     finally:
         _unmount(ma, info_a)
+
+
+# -- indexer takeover: one active indexer across hosts, the others stand by ---------------------------------
+def _indexer(lib: Path) -> subprocess.Popen:
+    """A ``libraryfs indexer`` daemon on library directory ``lib`` (no LLM), its output in ``lib/idx.out``."""
+    with open(lib / "idx.out", "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "libraryfs.daemon.indexer", str(lib), "--no-llm"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+
+
+def _role(run_cli, lib: Path, pid: int) -> str:
+    """``"active"`` when process ``pid`` holds the indexer lease, ``"standby"`` when ``lib``'s status says it
+    waits for another holder, else what was seen (for the wait's message)."""
+    facts = json.loads(run_cli("status", str(lib), "--json", check_rc=True).stdout)
+    holder = (facts["holders"]["indexer"] or {}).get("pid")
+    standby = facts.get("indexer_standby") or {}
+    if holder == pid and not standby and facts["indexer_pid"] == pid:
+        return "active"
+    if standby.get("state") == "standby" and standby.get("pid") == pid and holder not in (None, pid):
+        return "standby"
+    return f"holder {holder}, standby {standby}"
+
+
+def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etcd_url, tmp_path):
+    from libraryfs.daemon import launcher
+    from libraryfs.fs.holder import TTL_S
+
+    a, b, _, mb = _two_hosts(run_cli, etcd_url, tmp_path)
+    pa = _indexer(a)
+    procs = [pa]
+    try:
+        wait_until(lambda: _role(run_cli, a, pa.pid) == "active", 60, "a's indexer active")
+        pb = _indexer(b)
+        procs.append(pb)
+        wait_until(lambda: _role(run_cli, b, pb.pid) == "standby", 60, "b's indexer standing by")
+        assert _role(run_cli, a, pa.pid) == "active"  # exactly one active: b's waits, a's still holds
+        assert (
+            f"(standby, pid {pb.pid}; takes over from host" in run_cli("status", str(b), check_rc=True).stdout
+        )
+        mb.mkdir()
+        info = launcher.start(str(b), str(mb), indexer=False, timeouts="1,1,1", llm=False)
+        try:
+            doc = json.loads((mb / ".libraryfs" / "status.json").read_text())
+            assert doc["indexer_standby"]["state"] == "standby" and doc["indexer_standby"]["pid"] == pb.pid
+            os.kill(pa.pid, signal.SIGKILL)  # stops renewing: its lease ends within the TTL
+            pa.wait(10)
+            wait_until(
+                lambda: _role(run_cli, b, pb.pid) == "active",
+                TTL_S + 30,
+                "b's indexer taking over (TTL + margin)",
+            )
+            assert pb.poll() is None
+            assert json.loads((mb / ".libraryfs" / "status.json").read_text())["indexer_standby"] is None
+            (mb / "after-takeover.md").write_text("# After takeover\n\nWritten once b's indexer is active.\n")
+            wait_until(lambda: "after-takeover.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
+        finally:
+            _unmount(mb, info)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+            p.wait(20)
+    assert pb.returncode == 0  # SIGTERM: a clean stop
+    assert run_cli("check", str(b)).returncode == 0
