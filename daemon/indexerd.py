@@ -80,6 +80,7 @@ class IndexerProcess:
         self.stop = threading.Event()
         self.reload_requested = False
         self.quit_requested = False
+        self.lease_lost = False  # set by the lease's renewal thread when the lease expired under us
         self.beat = notify.Heartbeat()
         self.lock_fd: int | None = None
         self.store: Store | None = None
@@ -141,13 +142,31 @@ class IndexerProcess:
 
         try:
             holder = Holder.wait_take(
-                self.store.backend, "indexer", facts, self.stop, on_standby, on_lost=self._lost_lease
+                self.store.backend,
+                "indexer",
+                facts,
+                self.stop,
+                on_standby,
+                on_lost=self._lost_lease,
+                on_poll=self.beat.beat,  # the systemd watchdog keeps being fed while standing by
             )
         finally:
             clear_standby(self.libdir)
         if holder is not None:
             log.info("took the indexer lease: this indexer is active")
         return holder
+
+    def _stand_by_again(self) -> bool:
+        """The lease expired under this indexer (another host may index now): stand by until it is ours again.
+        False when stopped meanwhile."""
+        assert self.holder is not None
+        self.holder.release()
+        self.lease_lost = False
+        self.stop = threading.Event()
+        if self.quit_requested:  # asked to stop while the old event was being replaced
+            return False
+        self.holder = self._standby({"libdir": self.libdir})
+        return self.holder is not None and not self.quit_requested
 
     def close(self) -> None:
         """Close the hooks, the builder and the store, release the lock (each once)."""
@@ -167,13 +186,15 @@ class IndexerProcess:
             self.lock_fd = None
 
     def _lost_lease(self) -> None:
-        """The indexer lease expired (the cluster was unreachable past its TTL): stop; another may run."""
-        self.quit_requested = True
+        """The indexer lease expired (the cluster was unreachable past its TTL, or the lease was revoked):
+        end the loop; :meth:`serve` stands by again (another indexer may hold it now)."""
+        self.lease_lost = True
         self.stop.set()
 
     # -- the daemon loop -------------------------------------------------------------------------------------
     def serve(self, full: bool) -> int:
-        """Run until SIGTERM/SIGINT; reload on SIGHUP. Returns the exit status (0)."""
+        """Run until SIGTERM/SIGINT; reload on SIGHUP; stand by again when the etcd lease is lost. Returns the
+        exit status (0)."""
         idx = self.indexer
         assert idx is not None
         signal.signal(signal.SIGTERM, self._on_stop)
@@ -192,6 +213,10 @@ class IndexerProcess:
                     idx.run_once(full=True)
                     full = False
                 idx.run_forever(self.stop, poll_s=self.settings["index"]["poll_s"], on_pass=self._on_pass)
+                if self.lease_lost and not self.quit_requested:
+                    if not self._stand_by_again():
+                        return 0
+                    continue
                 if self.quit_requested or not self.reload_requested:
                     return 0
                 self.reload_requested = False

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs.errors import Busy
+from libraryfs.errors import Busy, Unavailable
 from libraryfs.layout import pid_alive, state_dir
 
 log = logging.getLogger("libraryfs.holder")
@@ -103,10 +103,12 @@ class Holder:
         on_standby: Callable[[dict], None] | None = None,
         ttl_s: int = TTL_S,
         on_lost: Callable[[], None] | None = None,
+        on_poll: Callable[[], None] | None = None,
     ) -> Holder | None:
         """Acquire lease ``name``, waiting as a standby for as long as another process holds it (see the module
         docstring): ``on_standby(holder_facts)`` runs once when the first attempt finds it held. Polls every
-        ``ttl_s / 5`` seconds. Returns None on a backend without leases or when ``stop`` is set first; the
+        ``ttl_s / 5`` seconds, calling ``on_poll()`` (a heartbeat) each time; an unreachable cluster
+        (:class:`~libraryfs.errors.Unavailable`) is waited out too. Returns None on a backend without leases or when ``stop`` is set first; the
         backend's errors (:class:`~libraryfs.errors.Unavailable`) propagate."""
         acquire = getattr(backend, "acquire_lease", None)
         if acquire is None:
@@ -114,12 +116,17 @@ class Holder:
         value = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), **facts}).encode()
         told = False
         while not stop.is_set():
-            lease = acquire(name, ttl_s, value)
-            if lease is not None:
-                return cls(lease, name, ttl_s, on_lost)
-            if not told and on_standby is not None:
-                on_standby(holder_facts(backend, name) or {})
-            told = True
+            try:
+                lease = acquire(name, ttl_s, value)
+                if lease is not None:
+                    return cls(lease, name, ttl_s, on_lost)
+                if not told and on_standby is not None:
+                    on_standby(holder_facts(backend, name) or {})
+                told = True
+            except Unavailable as e:  # the cluster lost its quorum: keep standing by until it is back
+                log.warning("standby: waiting for the etcd cluster: %s", e)
+            if on_poll is not None:
+                on_poll()
             stop.wait(ttl_s / 5)
         return None
 

@@ -362,6 +362,20 @@ def _role(run_cli, lib: Path, pid: int) -> str:
     return f"holder {holder}, standby {standby}"
 
 
+def _revoke_indexer_lease(url: str) -> None:
+    """Revoke the etcd lease of the library's indexer, as its expiry would end it."""
+    from libraryfs.fs.etcd_backend import LEASES, EtcdBackend
+    from libraryfs.fs.etcd_gateway import b64
+
+    b = EtcdBackend.open(url)
+    try:
+        kvs = b.gw.call("kv/range", {"key": b64(b.ks.base + LEASES + b"indexer")}).get("kvs") or []
+        assert kvs, "nobody holds the indexer lease"
+        b.gw.call("lease/revoke", {"ID": kvs[0]["lease"]})
+    finally:
+        b.close()
+
+
 def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etcd_url, tmp_path):
     from libraryfs.daemon import launcher
     from libraryfs.fs.holder import TTL_S
@@ -394,6 +408,22 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             assert json.loads((mb / ".libraryfs" / "status.json").read_text())["indexer_standby"] is None
             (mb / "after-takeover.md").write_text("# After takeover\n\nWritten once b's indexer is active.\n")
             wait_until(lambda: "after-takeover.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
+            # an indexer whose lease ends under it (revoked here; a cluster unreachable past the TTL alike)
+            # stands by again instead of stopping; whichever indexer takes the lease, exactly one is active
+            pa2 = _indexer(a)
+            procs.append(pa2)
+            wait_until(lambda: _role(run_cli, a, pa2.pid) == "standby", 60, "a's new indexer standing by")
+            _revoke_indexer_lease(etcd_url)
+            wait_until(lambda: "lost the etcd lease" in (b / "idx.out").read_text(), TTL_S + 30, "b's loss")
+            wait_until(
+                lambda: sorted([_role(run_cli, a, pa2.pid), _role(run_cli, b, pb.pid)])
+                == ["active", "standby"],
+                TTL_S + 30,
+                "one active indexer and one standby again",
+            )
+            assert pb.poll() is None and pa2.poll() is None
+            (mb / "after-loss.md").write_text("# After loss\n\nWritten after the lease was revoked.\n")
+            wait_until(lambda: "after-loss.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
         finally:
             _unmount(mb, info)
     finally:
@@ -401,5 +431,5 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             if p.poll() is None:
                 p.terminate()
             p.wait(20)
-    assert pb.returncode == 0  # SIGTERM: a clean stop
+    assert all(p.returncode == 0 for p in procs[1:])  # SIGTERM: a clean stop (procs[0] was killed)
     assert run_cli("check", str(b)).returncode == 0
