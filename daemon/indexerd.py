@@ -216,6 +216,7 @@ class IndexerProcess:
                 if self.lease_lost and not self.quit_requested:
                     if not self._stand_by_again():
                         return 0
+                    idx.resync_terms()
                     continue
                 if self.quit_requested or not self.reload_requested:
                     return 0
