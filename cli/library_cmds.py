@@ -21,7 +21,7 @@ from libraryfs.errors import Busy, Damaged
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library, join_library, store_url
-from libraryfs.fs.holder import Holder, describe_holder, holder_facts
+from libraryfs.fs.holder import Holder, describe_holder, holder_facts, standby_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
@@ -261,6 +261,7 @@ def status_facts(libdir: str) -> dict:
     out["mount"] = minfo or {}
     out["indexer_pid"] = indexer_pid(libdir)
     out["indexer_running"] = out["indexer_pid"] is not None
+    out["indexer_standby"] = standby_facts(libdir)  # etcd: this directory's indexer waits for another host's
     out["stale_mount"] = None
     if minfo:
         out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
@@ -302,6 +303,9 @@ def _print_status(out: dict) -> None:
     else:
         click.echo("mounted     no")
     running = f" ({idx.get('state', '?')}, pid {out['indexer_pid']})" if out["indexer_running"] else ""
+    if out.get("indexer_standby") and out["indexer_running"]:
+        active = describe_holder(out["indexer_standby"].get("active") or {})
+        running = f" (standby, pid {out['indexer_pid']}; takes over from {active} when its lease ends)"
     click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}{running}")
     click.echo(
         f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"

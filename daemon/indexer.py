@@ -363,6 +363,13 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
         self.beat()
 
+    def resync_terms(self) -> None:
+        """Reconcile every row of the term index at the next pass, as at this process's first (after standing
+        by: another host's indexer changed the store meanwhile, and this directory's term index is local)."""
+        if self._terms is not None:
+            self._terms.close()
+            self._terms = None
+
     def _refresh_terms(self, touched: set[int], full: bool) -> None:
         """Bring the term index in line with the store for ``touched`` inodes (every inode at this
         process's first pass and at a full pass: :func:`libraryfs.index.termindex.upkeep`). A failure is

@@ -28,7 +28,7 @@ from libraryfs import notify
 from libraryfs.daemon.indexer import Indexer, PassReport
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
-from libraryfs.fs.holder import Holder
+from libraryfs.fs.holder import Holder, clear_standby, describe_holder, write_standby
 from libraryfs.fs.store import Store
 from libraryfs.hooks import HookContext, indexer_hooks
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
@@ -80,14 +80,17 @@ class IndexerProcess:
         self.stop = threading.Event()
         self.reload_requested = False
         self.quit_requested = False
+        self.lease_lost = False  # set by the lease's renewal thread when the lease expired under us
         self.beat = notify.Heartbeat()
         self.lock_fd: int | None = None
         self.store: Store | None = None
         self.holder: Holder | None = None
         self.indexer: Indexer | None = None
 
-    def open(self) -> Indexer:
-        """Lock, store, builder, hooks; returns the :class:`Indexer`. Raises LibraryError (nothing held)."""
+    def open(self, standby: bool = False) -> Indexer | None:
+        """Lock, store, lease, builder, hooks; returns the :class:`Indexer`. Raises LibraryError (nothing
+        held). ``standby``: when another host's indexer holds the etcd lease, wait for it (:meth:`_standby`)
+        instead of raising :class:`~libraryfs.errors.Busy`; None when stopped (SIGTERM) while waiting."""
         configure_logging(self.settings)
         try:
             os.nice(self.settings["index"]["nice"])
@@ -97,9 +100,16 @@ class IndexerProcess:
         try:
             self.store = Store(self.libdir)
             # a shared (etcd) store: one indexer across hosts; losing the lease stops this one
-            self.holder = Holder.take(
-                self.store.backend, "indexer", {"libdir": self.libdir}, "indexed", on_lost=self._lost_lease
-            )
+            facts = {"libdir": self.libdir}
+            if standby:
+                self.holder = self._standby(facts)
+                if self.stop.is_set():
+                    self.close()
+                    return None
+            else:
+                self.holder = Holder.take(
+                    self.store.backend, "indexer", facts, "indexed", on_lost=self._lost_lease
+                )
             builder = make_builder(self.libdir, self.store, self.use_llm, self.llm_overrides or None)
             ctx = HookContext(self.libdir, self.store, self.mountpoint, self.beat.beat)
             self.indexer = Indexer(
@@ -115,6 +125,48 @@ class IndexerProcess:
             self.close()
             raise
         return self.indexer
+
+    def _standby(self, facts: dict) -> Holder | None:
+        """Take the indexer lease, waiting as a standby while another process holds it (SIGTERM/SIGINT end the
+        wait): ``<state dir>/indexer-standby.json`` and the systemd status say ``standby`` meanwhile."""
+        assert self.store is not None
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+
+        def on_standby(active: dict) -> None:
+            log.info(
+                "standby: the indexer lease is held by %s; taking over when it ends", describe_holder(active)
+            )
+            write_standby(self.libdir, active)
+            notify.ready(f"standby: the indexer runs on {describe_holder(active)}")
+
+        try:
+            holder = Holder.wait_take(
+                self.store.backend,
+                "indexer",
+                facts,
+                self.stop,
+                on_standby,
+                on_lost=self._lost_lease,
+                on_poll=self.beat.beat,  # the systemd watchdog keeps being fed while standing by
+            )
+        finally:
+            clear_standby(self.libdir)
+        if holder is not None:
+            log.info("took the indexer lease: this indexer is active")
+        return holder
+
+    def _stand_by_again(self) -> bool:
+        """The lease expired under this indexer (another host may index now): stand by until it is ours again.
+        False when stopped meanwhile."""
+        assert self.holder is not None
+        self.holder.release()
+        self.lease_lost = False
+        self.stop = threading.Event()
+        if self.quit_requested:  # asked to stop while the old event was being replaced
+            return False
+        self.holder = self._standby({"libdir": self.libdir})
+        return self.holder is not None and not self.quit_requested
 
     def close(self) -> None:
         """Close the hooks, the builder and the store, release the lock (each once)."""
@@ -134,13 +186,15 @@ class IndexerProcess:
             self.lock_fd = None
 
     def _lost_lease(self) -> None:
-        """The indexer lease expired (the cluster was unreachable past its TTL): stop; another may run."""
-        self.quit_requested = True
+        """The indexer lease expired (the cluster was unreachable past its TTL, or the lease was revoked):
+        end the loop; :meth:`serve` stands by again (another indexer may hold it now)."""
+        self.lease_lost = True
         self.stop.set()
 
     # -- the daemon loop -------------------------------------------------------------------------------------
     def serve(self, full: bool) -> int:
-        """Run until SIGTERM/SIGINT; reload on SIGHUP. Returns the exit status (0)."""
+        """Run until SIGTERM/SIGINT; reload on SIGHUP; stand by again when the etcd lease is lost. Returns the
+        exit status (0)."""
         idx = self.indexer
         assert idx is not None
         signal.signal(signal.SIGTERM, self._on_stop)
@@ -159,6 +213,11 @@ class IndexerProcess:
                     idx.run_once(full=True)
                     full = False
                 idx.run_forever(self.stop, poll_s=self.settings["index"]["poll_s"], on_pass=self._on_pass)
+                if self.lease_lost and not self.quit_requested:
+                    if not self._stand_by_again():
+                        return 0
+                    idx.resync_terms()
+                    continue
                 if self.quit_requested or not self.reload_requested:
                     return 0
                 self.reload_requested = False
@@ -244,11 +303,15 @@ def run_process(
 ) -> int:
     """The indexer process (see module doc): ``once`` runs one pass and returns; ``full`` re-examines every
     entry and directory first. ``overrides``: flag values by dotted setting key. Returns the exit status.
+    On a shared (etcd) store the daemon (not ``once``) stands by while another host's indexer holds the
+    lease, and takes over when that lease ends (:meth:`Holder.wait_take <libraryfs.fs.holder.Holder.wait_take>`).
     Raises :class:`~libraryfs.errors.LibraryError` when it cannot start (bad setting, another indexer holds
     the lock — :class:`~libraryfs.errors.Busy` names its pid —, no library, ``use_llm`` without an endpoint).
     """
     proc = IndexerProcess(libdir, mountpoint, overrides or {}, use_llm)
-    idx = proc.open()
+    idx = proc.open(standby=not once)  # the daemon waits for another host's indexer; one pass does not
+    if idx is None:
+        return 0  # stopped while standing by
     try:
         if once:
             idx.run_once(full=full)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from libraryfs.errors import NotFound
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
+from libraryfs.fs.holder import standby_facts
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn
 
@@ -64,7 +65,9 @@ class ControlPlane:
         raise NotFound("no such control file")
 
     def status(self, t: Txn) -> dict:
-        """The facts of ``.libraryfs/status.json`` (indexer status, journal backlog, TOC generation)."""
+        """The facts of ``.libraryfs/status.json`` (indexer status, journal backlog, TOC generation). On etcd,
+        ``indexer`` is the active indexer's record (whichever host runs it) and ``indexer_standby`` says
+        whether this library directory's indexer waits for it (``{"state": "standby", ...}``, else None)."""
         tail = t.journal_tail()
         cursor = t.cfg_int(S.CFG_CURSOR)
         out = {
@@ -75,6 +78,8 @@ class ControlPlane:
             "pending_records": max(0, tail - cursor),
             "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
             "indexer": S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}),
+            # this library directory's indexer waiting for another host's (etcd lease), else None
+            "indexer_standby": standby_facts(self.store.libdir),
             "inodes": t.count(S.DB_INODES),
             "map": self.store.map_info(),
             "mount_started_ns": self.started_ns,

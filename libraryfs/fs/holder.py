@@ -6,6 +6,13 @@ library, so the mount server and the indexer also hold a named **etcd lease** (`
 bound to a lease of ``ttl_s`` seconds, renewed by a thread every ``ttl_s / 3``). A holder killed with
 ``kill -9`` loses it when the TTL runs out; a holder on this host whose process is gone is waited for (up to
 the TTL) instead of refused. On LMDB there is nothing to hold: the flock already excludes every other holder.
+
+**Standby** (the indexer daemon): :meth:`Holder.wait_take` does not refuse a live holder; it polls the lease
+key every ``ttl_s / 5`` seconds (one range read; no busy loop) until the key is gone, then takes it. A holder
+killed with ``kill -9`` stops renewing, so its key expires at most ``ttl_s`` after its last renewal and the
+standby holds the lease within ``ttl_s + ttl_s / 5`` (12 s with the default TTL). While it waits, the standby
+says so in ``<state dir>/indexer-standby.json`` (:func:`write_standby`, read by :func:`standby_facts`): what
+``libraryfs status`` and ``/.libraryfs/status.json`` of that library directory show as ``standby``.
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs.errors import Busy
-from libraryfs.layout import pid_alive
+from libraryfs.errors import Busy, Unavailable
+from libraryfs.layout import pid_alive, state_dir
 
 log = logging.getLogger("libraryfs.holder")
 TTL_S = 10  #: lease TTL: how long a killed holder keeps the library (etcd's minimum is 5 s)
+STANDBY_FILE = "indexer-standby.json"  #: in :func:`~libraryfs.layout.state_dir`: this host's waiting indexer
 
 
 def holder_facts(backend, name: str) -> dict | None:
@@ -85,6 +93,43 @@ class Holder:
                 raise Busy(f"the library is already {what} on {describe_holder(other)} (etcd lease {name!r})")
             time.sleep(0.5)  # a killed holder of this host: its lease ends within the TTL
 
+    @classmethod
+    def wait_take(
+        cls,
+        backend,
+        name: str,
+        facts: dict,
+        stop: threading.Event,
+        on_standby: Callable[[dict], None] | None = None,
+        ttl_s: int = TTL_S,
+        on_lost: Callable[[], None] | None = None,
+        on_poll: Callable[[], None] | None = None,
+    ) -> Holder | None:
+        """Acquire lease ``name``, waiting as a standby for as long as another process holds it (see the module
+        docstring): ``on_standby(holder_facts)`` runs once when the first attempt finds it held. Polls every
+        ``ttl_s / 5`` seconds, calling ``on_poll()`` (a heartbeat) each time; an unreachable cluster
+        (:class:`~libraryfs.errors.Unavailable`) is waited out too. Returns None on a backend without leases or when ``stop`` is set first; the
+        backend's errors (:class:`~libraryfs.errors.Unavailable`) propagate."""
+        acquire = getattr(backend, "acquire_lease", None)
+        if acquire is None:
+            return None
+        value = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), **facts}).encode()
+        told = False
+        while not stop.is_set():
+            try:
+                lease = acquire(name, ttl_s, value)
+                if lease is not None:
+                    return cls(lease, name, ttl_s, on_lost)
+                if not told and on_standby is not None:
+                    on_standby(holder_facts(backend, name) or {})
+                told = True
+            except Unavailable as e:  # the cluster lost its quorum: keep standing by until it is back
+                log.warning("standby: waiting for the etcd cluster: %s", e)
+            if on_poll is not None:
+                on_poll()
+            stop.wait(ttl_s / 5)
+        return None
+
     def _renew(self) -> None:
         while not self._stop.wait(self.ttl_s / 3):
             try:
@@ -102,3 +147,35 @@ class Holder:
         self._stop.set()
         self._thread.join(5)
         self.lease.release()
+
+
+def _standby_path(libdir: str) -> str:
+    return os.path.join(state_dir(libdir), STANDBY_FILE)
+
+
+def write_standby(libdir: str, active: dict) -> None:
+    """Record that this process is ``libdir``'s standby indexer, waiting for ``active`` (the holder's facts)."""
+    doc = {"state": "standby", "pid": os.getpid(), "since": time.time(), "active": active}
+    path = _standby_path(libdir)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f)
+    os.replace(path + ".tmp", path)
+
+
+def clear_standby(libdir: str) -> None:
+    """Remove this library directory's standby record (missing is fine)."""
+    try:
+        os.unlink(_standby_path(libdir))
+    except OSError:
+        pass
+
+
+def standby_facts(libdir: str) -> dict | None:
+    """``{"state": "standby", "pid", "since", "active": {...}}`` when a live process of this library directory
+    waits for the indexer lease held elsewhere, else None (no record, or its process is gone)."""
+    try:
+        with open(_standby_path(libdir)) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and pid_alive(int(doc.get("pid") or 0)) else None

@@ -7,8 +7,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import socket
 import stat
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,6 +20,7 @@ import pytest
 from helpers.etcd_cluster import clear_prefix
 from helpers.facility import unavailable
 from helpers.mount import fuse_available
+from helpers.wait import wait_until
 
 from libraryfs.errors import EXIT_UNAVAILABLE
 from libraryfs.fs import schema as S
@@ -330,3 +334,105 @@ def test_a_read_only_mount_drops_its_caches_when_the_writer_host_changes_a_file(
             _unmount(mb, info_b)
     finally:
         _unmount(ma, info_a)
+
+
+# -- indexer takeover: one active indexer across hosts, the others stand by ---------------------------------
+def _indexer(lib: Path) -> subprocess.Popen:
+    """A ``libraryfs indexer`` daemon on library directory ``lib`` (no LLM), its output in ``lib/idx.out``."""
+    with open(lib / "idx.out", "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "libraryfs.daemon.indexer", str(lib), "--no-llm"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+
+
+def _role(run_cli, lib: Path, pid: int) -> str:
+    """``"active"`` when process ``pid`` holds the indexer lease, ``"standby"`` when ``lib``'s status says it
+    waits for another holder, else what was seen (for the wait's message)."""
+    facts = json.loads(run_cli("status", str(lib), "--json", check_rc=True).stdout)
+    holder = (facts["holders"]["indexer"] or {}).get("pid")
+    standby = facts.get("indexer_standby") or {}
+    if holder == pid and not standby and facts["indexer_pid"] == pid:
+        return "active"
+    if standby.get("state") == "standby" and standby.get("pid") == pid and holder not in (None, pid):
+        return "standby"
+    return f"holder {holder}, standby {standby}"
+
+
+def _revoke_indexer_lease(url: str) -> None:
+    """Revoke the etcd lease of the library's indexer, as its expiry would end it."""
+    from libraryfs.fs.etcd_backend import LEASES, EtcdBackend
+    from libraryfs.fs.etcd_gateway import b64
+
+    b = EtcdBackend.open(url)
+    try:
+        kvs = b.gw.call("kv/range", {"key": b64(b.ks.base + LEASES + b"indexer")}).get("kvs") or []
+        assert kvs, "nobody holds the indexer lease"
+        b.gw.call("lease/revoke", {"ID": kvs[0]["lease"]})
+    finally:
+        b.close()
+
+
+def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etcd_url, tmp_path):
+    from libraryfs.daemon import launcher
+    from libraryfs.fs.holder import TTL_S
+
+    a, b, _, mb = _two_hosts(run_cli, etcd_url, tmp_path)
+    pa = _indexer(a)
+    procs = [pa]
+    try:
+        wait_until(lambda: _role(run_cli, a, pa.pid) == "active", 60, "a's indexer active")
+        pb = _indexer(b)
+        procs.append(pb)
+        wait_until(lambda: _role(run_cli, b, pb.pid) == "standby", 60, "b's indexer standing by")
+        assert _role(run_cli, a, pa.pid) == "active"  # exactly one active: b's waits, a's still holds
+        assert (
+            f"(standby, pid {pb.pid}; takes over from host" in run_cli("status", str(b), check_rc=True).stdout
+        )
+        mb.mkdir()
+        info = launcher.start(str(b), str(mb), indexer=False, timeouts="1,1,1", llm=False)
+        try:
+            doc = json.loads((mb / ".libraryfs" / "status.json").read_text())
+            assert doc["indexer_standby"]["state"] == "standby" and doc["indexer_standby"]["pid"] == pb.pid
+            os.kill(pa.pid, signal.SIGKILL)  # stops renewing: its lease ends within the TTL
+            pa.wait(10)
+            wait_until(
+                lambda: _role(run_cli, b, pb.pid) == "active",
+                TTL_S + 30,
+                "b's indexer taking over (TTL + margin)",
+            )
+            assert pb.poll() is None
+            assert json.loads((mb / ".libraryfs" / "status.json").read_text())["indexer_standby"] is None
+            (mb / "after-takeover.md").write_text("# After takeover\n\nWritten once b's indexer is active.\n")
+            wait_until(lambda: "after-takeover.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
+            # an indexer whose lease ends under it (revoked here; a cluster unreachable past the TTL alike)
+            # stands by again instead of stopping; whichever indexer takes the lease, exactly one is active
+            pa2 = _indexer(a)
+            procs.append(pa2)
+            wait_until(lambda: _role(run_cli, a, pa2.pid) == "standby", 60, "a's new indexer standing by")
+            _revoke_indexer_lease(etcd_url)
+            wait_until(lambda: "lost the etcd lease" in (b / "idx.out").read_text(), TTL_S + 30, "b's loss")
+            wait_until(
+                lambda: sorted([_role(run_cli, a, pa2.pid), _role(run_cli, b, pb.pid)])
+                == ["active", "standby"],
+                TTL_S + 30,
+                "one active indexer and one standby again",
+            )
+            assert pb.poll() is None and pa2.poll() is None
+            (mb / "after-loss.md").write_text("# After loss\n\nWritten after the lease was revoked.\n")
+            wait_until(lambda: "after-loss.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
+            active = a if _role(run_cli, a, pa2.pid) == "active" else b  # a standby's term index is local: it
+            # catches up when it takes over, so `check` runs where the active indexer is
+        finally:
+            _unmount(mb, info)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+            p.wait(20)
+    assert all(p.returncode == 0 for p in procs[1:])  # SIGTERM: a clean stop (procs[0] was killed)
+    r = run_cli("check", str(active))
+    assert r.returncode == 0, r.stdout + r.stderr
