@@ -90,8 +90,26 @@ REPORTS = pytest.StashKey[dict]()  #: the test's phase reports ("setup", "call",
 def pytest_runtest_makereport(item, call):
     """Keep each phase's report on the item, so fixtures can tell in teardown whether the test failed."""
     rep = yield
+    _no_skips(rep)
     item.stash.setdefault(REPORTS, {})[rep.when] = rep
     return rep
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """A module that skips at import (``pytest.importorskip``, ``allow_module_level``) fails instead."""
+    rep = yield
+    _no_skips(rep)
+    return rep
+
+
+def _no_skips(rep) -> None:
+    """This suite has no skips: a skipped test (or module) is reported failed, with the skip's reason — a
+    mount test that did not run has not passed (ARCHITECTURE §6). Expected failures (xfail) stay as they are."""
+    if rep.skipped and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"a test skipped ({reason}); this suite does not skip: install what it needs"
 
 
 def call_failed(request) -> bool:

@@ -105,9 +105,6 @@ def test_evaluate_reports_every_baseline_with_mcnemar():
         assert lo <= r["rate"] <= hi
 
 
-@pytest.mark.skipif(
-    not os.path.exists(os.path.join(DATA, "realhistory-tasks.jsonl.gz")), reason="no data file"
-)
 def test_shipped_parameters_are_the_fit_of_the_committed_training_split():
     tasks = load_tasks(os.path.join(DATA, "realhistory-tasks.jsonl.gz"))
     train, held = time_split(tasks)

@@ -17,7 +17,6 @@ from libraryfs_bench.episodes.bench import norm
 from libraryfs_bench.episodes.rawfacts import parse_raw, read_raw
 from libraryfs_bench.episodes.truth import Truth
 
-pytest.importorskip("crafter")
 PHRASINGS = Path(__file__).parents[1] / "unit" / "data" / "episode_phrasings.jsonl"
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from libraryfs_bench.theorem import agents
 from libraryfs_bench.theorem.compare import load_paper_rows, side_by_side, verify_stores
 from libraryfs_bench.theorem.content import (
@@ -16,11 +14,7 @@ from libraryfs_bench.theorem.content import (
 from libraryfs_bench.theorem.reftoc import render_dir
 from libraryfs_bench.theorem.stores import StoreSpec, write_item_store, write_paper_store
 
-try:
-    PAPER = load_paper_rows()
-except FileNotFoundError:  # pragma: no cover - the logs ship with the project's shared data
-    PAPER = []
-needs_logs = pytest.mark.skipif(not PAPER, reason="paper logs not found")
+PAPER = load_paper_rows()  # the paper's logs ship with the project's shared data; FileNotFoundError otherwise
 
 
 def test_seeded_store_is_the_papers():
@@ -36,14 +30,12 @@ def test_seeded_store_is_the_papers():
     assert numeric_items(3) == [(1, 1), (2, 2), (3, 3)]
 
 
-@needs_logs
 def test_every_published_trial_regenerates():
     v = verify_stores(PAPER)
     assert v.rows > 1900 and v.target_matches == v.rows and not v.mismatches
     assert v.flat_correct > 200 and v.flat_reads_equal_target_page == v.flat_correct
 
 
-@needs_logs
 def test_scripted_flat_scan_equals_papers_reads(tmp_path):
     rows = [r for r in PAPER if r.condition == "FLAT" and r.n == 100 and r.correct][:12]
     ours = []

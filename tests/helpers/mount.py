@@ -29,7 +29,7 @@ import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from helpers.facility import IN_CI, unavailable  # noqa: F401  (IN_CI re-exported)
+from helpers.facility import unavailable
 from helpers.wait import pid_alive, wait_exit, wait_idle, wait_until
 
 LOGS = ("mount.log", "indexer.log")  #: the daemons' log files under ``<libdir>/logs/``

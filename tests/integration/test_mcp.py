@@ -19,13 +19,11 @@ import warnings
 import anyio
 import pytest
 from helpers.mcp_server import http_server, stdio_params, wait_for
+from mcp import Client
+from mcp.types import ResourceUpdatedNotification
 
 from libraryfs.fs.check import check
 from libraryfs.fs.store import Store
-
-pytest.importorskip("mcp")
-from mcp import Client  # noqa: E402
-from mcp.types import ResourceUpdatedNotification  # noqa: E402
 
 FS_TOOLS = {
     "read_text_file",

@@ -10,7 +10,6 @@ import sys
 import pytest
 from helpers.facility import unavailable
 
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")
 
 

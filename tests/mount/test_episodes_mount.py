@@ -28,7 +28,6 @@ from libraryfs_bench.episodes import crafter_data
 from libraryfs_bench.episodes.questions import Truth
 
 pytestmark = pytest.mark.mount
-pytest.importorskip("crafter")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import pytest
 from helpers.mcp_server import stdio_params, wait_for
 
 pytestmark = pytest.mark.mount
-pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
 

@@ -18,11 +18,11 @@ import collections
 import os
 import re
 
-import pytest
+from helpers.facility import unavailable
 from helpers.files import read_file
 
-notes_mod = pytest.importorskip("libraryfs_bench.findability.notes")
-corpora = pytest.importorskip("libraryfs_bench.findability.corpora")
+from libraryfs_bench.findability import corpora
+from libraryfs_bench.findability import notes as notes_mod
 
 MIN_SECTION_NOTES = 8
 _LINE = re.compile(r"^- \[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\) — (.*?)(?: \(~?[\d,]+ tok\))?$")
@@ -58,7 +58,7 @@ def test_note_lines_are_distinct_and_carry_each_notes_own_words(mounted):
     try:
         notes = notes_mod.faq_notes()
     except corpora.CorpusUnavailable as e:
-        pytest.skip(str(e))
+        unavailable(str(e))
     notes_mod.write_notes(mounted.p("notes"), notes)
     mounted.wait_indexed(timeout_s=120)
     by_section = collections.defaultdict(list)

@@ -18,7 +18,6 @@ from libraryfs_bench.episodes import crafter_data, phrasings, questions
 from libraryfs_bench.episodes.bench import build_units, norm
 from libraryfs_bench.episodes.truth import Truth
 
-pytest.importorskip("crafter")
 PHRASINGS = Path(__file__).parent / "data" / "episode_phrasings.jsonl"
 ORDER = {"key": 0, "anchor": 1, "state": 2, "chain": 3, "obs": 4, "candidate": 5}
 

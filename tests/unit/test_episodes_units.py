@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import crafter
 import numpy as np
 import pytest
 
@@ -16,8 +17,6 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs_bench.episodes import crafter_data
 from libraryfs_bench.episodes.bench import build_units
-
-crafter = pytest.importorskip("crafter")
 
 WORKED = {  # the worked example of docs/episodes.md
     "t": 412,

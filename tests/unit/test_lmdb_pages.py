@@ -3,7 +3,6 @@
 import os
 import signal
 import struct
-import time
 
 import pytest
 from helpers.wait import wait_until
@@ -109,16 +108,17 @@ def test_verify_since_walks_again_after_any_write_to_the_file(filled, tmp_path):
 
 
 def test_verify_since_remembers_no_state_younger_than_the_timestamp_resolution(filled, tmp_path):
-    """A data file written less than SETTLE_S ago is walked every time: a second write within the same
-    ctime tick would leave the remembered state as it was (the store was just written by the fixture)."""
+    """A data file written less than ``settle_s`` ago is walked every time: a second write within the same
+    ctime tick would leave the remembered state as it was. ``settle_s`` is set to an hour so the fixture's
+    store is young however slow the machine; the same store is remembered once the window is passed."""
     store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
-    ctime_ns = os.stat(lmdb_pages.data_path(store)).st_ctime_ns
     for _ in range(2):
-        report = lmdb_pages.verify_since(store, record)
-        if time.time_ns() - ctime_ns >= lmdb_pages.SETTLE_S * 1e9:  # a very slow machine: nothing to see
-            pytest.skip("the fixture's store is already SETTLE_S old")
+        report = lmdb_pages.verify_since(store, record, settle_s=3600)
         assert report is not None and report.clean
         assert not os.path.exists(record)
+    assert lmdb_pages.verify_since(store, record, settle_s=0) is not None  # old enough: walked, remembered
+    assert os.path.exists(record)
+    assert lmdb_pages.verify_since(store, record, settle_s=0) is None
 
 
 def test_verify_since_walks_again_after_a_commit(filled, tmp_path):

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
+from helpers.view import mkfile
+from helpers.wait import wait_until
+from mcp import Client
 
-pytest.importorskip("mcp")
-
-import anyio  # noqa: E402
-from helpers.view import mkfile  # noqa: E402
-from helpers.wait import wait_until  # noqa: E402
-from mcp import Client  # noqa: E402
-
-from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path  # noqa: E402
-from libraryfs.daemon.mcp_registry import MARKER, Budget  # noqa: E402
-from libraryfs.daemon.mcpd import Served, ServerOptions  # noqa: E402
-from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong, NotFound  # noqa: E402
-from libraryfs.index.tokens import count_tokens  # noqa: E402
+from libraryfs.daemon.mcp_ops import LibraryOps, Loop, OutsideLibrary, clean_path
+from libraryfs.daemon.mcp_registry import MARKER, Budget
+from libraryfs.daemon.mcpd import Served, ServerOptions
+from libraryfs.errors import AccessDenied, InvalidArgument, NameTooLong, NotFound
+from libraryfs.index.tokens import count_tokens
 
 
 @pytest.mark.parametrize(
