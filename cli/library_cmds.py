@@ -238,8 +238,8 @@ def status_facts(libdir: str) -> dict:
     try:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
-            idx = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}
-            last_mount = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
+            idx = t.cfg_json(S.CFG_INDEXER_STATUS)
+            last_mount = t.cfg_json(S.CFG_MOUNT_STATUS)
             out = {
                 "library": libdir,
                 "clean_shutdown": t.cfg(S.CFG_CLEAN) != b"0",
@@ -271,13 +271,13 @@ def status_facts(libdir: str) -> dict:
                 out["stats"] = json.load(f).get("total", {})
         except (OSError, ValueError):
             pass
-    elif last_mount.get("mountpoint") and not pid_alive(last_mount.get("pid")):  # type: ignore[union-attr]
-        mp = last_mount["mountpoint"]  # type: ignore[index]
+    elif last_mount.get("mountpoint") and not pid_alive(last_mount.get("pid")):
+        mp = last_mount["mountpoint"]
         try:
             state = mount_state(mp)
         except OSError:
             state = "unknown"
-        out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}  # type: ignore[union-attr]
+        out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}
     out["run"] = read_run(libdir)
     return out
 

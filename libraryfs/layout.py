@@ -360,7 +360,7 @@ def mount_info(libdir: str, store: Store | None = None) -> dict | None:
         return None
     try:
         with st.read() as t:
-            info = S.loads(t.cfg(S.CFG_MOUNT_STATUS), {}) or {}
+            info = t.cfg_json(S.CFG_MOUNT_STATUS)
     finally:
         if store is None:
             st.close()
@@ -436,7 +436,7 @@ def index_backlog(t) -> dict:
     inbox = t.lookup(S.ROOT_INO, b"inbox")
     return {
         "pending_records": max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR)),
-        "state": (S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"),  # type: ignore[attr-defined]
+        "state": t.cfg_json(S.CFG_INDEXER_STATUS).get("state"),
         "inbox_entries": inbox is not None and not t.dir_is_empty(inbox),
     }
 

@@ -77,7 +77,7 @@ class ControlPlane:
             "indexer_cursor": cursor,
             "pending_records": max(0, tail - cursor),
             "toc_generation": t.cfg_int(S.CFG_TOC_GEN),
-            "indexer": S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}),
+            "indexer": t.cfg_json(S.CFG_INDEXER_STATUS),
             # this library directory's indexer waiting for another host's (etcd lease), else None
             "indexer_standby": standby_facts(self.store.libdir),
             "inodes": t.count(S.DB_INODES),

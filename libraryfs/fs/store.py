@@ -358,6 +358,11 @@ class Txn:
         raw = self.cfg(key)
         return S.from_u64(raw) if raw else default
 
+    def cfg_json(self, key: bytes) -> dict:
+        """A JSON config record (``CFG_INDEXER_STATUS``, ``CFG_MOUNT_STATUS``); ``{}`` when absent or null."""
+        value = S.loads(self.cfg(key), {})
+        return value if isinstance(value, dict) else {}
+
     def journal(self, rec: S.JournalRecord) -> int:
         """Append a journal record; returns its sequence number."""
         seq = self._journal_last()

@@ -293,6 +293,8 @@ class LLMIndexBuilder(Asking):
             return got
 
         def ask(batch_items: list[tuple[str, dict]]) -> dict[int, Any]:
+            """Ask the model about ``[(content key, payload)]`` now (here, or in the background worker):
+            ``{position in batch_items: valid answer}``; never inside a store transaction."""
             return self._fetch(
                 job,
                 list(enumerate(it for _k, it in batch_items)),

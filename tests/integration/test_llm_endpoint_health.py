@@ -42,7 +42,7 @@ def _overrides(url: str, **kw) -> dict:
 
 def _status(st: Store) -> dict:
     with st.read() as t:
-        return S.loads(t.cfg(S.CFG_INDEXER_STATUS), {})
+        return t.cfg_json(S.CFG_INDEXER_STATUS)
 
 
 @pytest.fixture

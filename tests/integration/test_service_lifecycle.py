@@ -335,7 +335,7 @@ def test_indexer_ready_watchdog_reload_stopping(libdir, tmp_path, listener, proc
     st = Store(str(libdir), readonly=True)
     try:
         with st.read() as t:
-            status = S.loads(t.cfg(S.CFG_INDEXER_STATUS), {})
+            status = t.cfg_json(S.CFG_INDEXER_STATUS)
     finally:
         st.close()
     assert status["state"] == "stopped" and status["toc_max_tokens"] == 500

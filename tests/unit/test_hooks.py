@@ -48,7 +48,7 @@ class CountingHook:
 
     def after_pass(self) -> HookResult:
         with self.store.read() as t:
-            self.seen.append((S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"))
+            self.seen.append(t.cfg_json(S.CFG_INDEXER_STATUS).get("state"))
         return HookResult([f"round {len(self.seen)}"], again=len(self.seen) < self.rounds)
 
     def close(self) -> None:
@@ -69,7 +69,7 @@ def test_idle_only_after_the_hooks_and_every_step_beats(libdir):
 
         def on_pass(_rep) -> None:
             with st.read() as t:
-                states.append((S.loads(t.cfg(S.CFG_INDEXER_STATUS), {}) or {}).get("state"))
+                states.append(t.cfg_json(S.CFG_INDEXER_STATUS).get("state"))
 
         worker = threading.Thread(
             target=idx.run_forever, args=(stop,), kwargs={"poll_s": 0.01, "on_pass": on_pass}
