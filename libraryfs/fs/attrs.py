@@ -96,6 +96,8 @@ class AttrOps(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
+            """The write transaction: apply ``change`` to the inode and set its ctime (ns); raises as
+            :meth:`Resolver.node_for` (EACCES on generated files, EBADF, ENOENT)."""
             node = self.resolver.node_for(t, path, fh)
             change(node)
             node.ctime_ns = now_ns()
@@ -107,6 +109,8 @@ class AttrOps(ViewService):
         """Set permission bits (the file type bits are kept)."""
 
         def change(n: S.Inode) -> None:
+            """Replace the permission bits of ``n`` with ``mode & 0o7777``, keeping its file type bits
+            (chmod(2))."""
             n.mode = (n.mode & S.S_IFMT) | (mode & 0o7777)
 
         self._modify(path, fh, change)
@@ -115,6 +119,8 @@ class AttrOps(ViewService):
         """Set owner and group; -1 leaves one unchanged. Clears set-id bits of regular files (POSIX)."""
 
         def change(n: S.Inode) -> None:
+            """Set ``uid``/``gid`` of ``n`` (-1 keeps one); on a regular file clear S_ISUID, and S_ISGID when
+            group-executable (chown(2), POSIX)."""
             if uid != -1:
                 n.uid = uid
             if gid != -1:
@@ -129,6 +135,8 @@ class AttrOps(ViewService):
         now = now_ns()
 
         def change(n: S.Inode) -> None:
+            """Set atime/mtime of ``n`` in ns: the given value, the call's time for UTIME_NOW, unchanged for
+            UTIME_OMIT (utimensat(2))."""
             if atime is not UTIME_OMIT:
                 n.atime_ns = now if atime == UTIME_NOW else int(atime)
             if mtime is not UTIME_OMIT:
@@ -208,6 +216,9 @@ class AttrOps(ViewService):
             raise InvalidArgument("attribute value too large")
 
         def fn(t: Txn) -> None:
+            """The write transaction: store xattr ``name`` on the inode of ``path``, set its ctime, and note
+            the first ``security.*`` xattr in the config; raises AccessDenied (EACCES) on generated files,
+            Exists (EEXIST) under XATTR_CREATE, NoAttr (ENODATA) under XATTR_REPLACE (setxattr(2))."""
             r = self.resolver.resolve(t, path)
             if not r.is_real:
                 raise AccessDenied("generated files are read-only")
@@ -233,6 +244,8 @@ class AttrOps(ViewService):
         check_namespace(name)
 
         def fn(t: Txn) -> None:
+            """The write transaction: delete xattr ``name`` of the inode of ``path``; raises AccessDenied
+            (EACCES) on generated files, NoAttr (ENODATA) if absent (removexattr(2))."""
             r = self.resolver.resolve(t, path)
             if not r.is_real:
                 raise AccessDenied("generated files are read-only")

@@ -104,6 +104,8 @@ class _Checker:
         self.dir_names: dict[int, list[tuple[int, bytes]]] = {}  # directory → (parent, name) naming it
 
     def problem(self, code: str, ino: int, msg: str, fix: Callable[[], object] | None = None) -> None:
+        """Record a :class:`Problem` ``code`` for inode ``ino``; when repairing and a ``fix`` is given, queue
+        it for :meth:`apply_fixes` and count the problem as repaired."""
         p = Problem(code, ino, msg)
         if self.repair and fix is not None:
             self.fixes.append(fix)
@@ -112,11 +114,15 @@ class _Checker:
         self.r.problems.append(p)
 
     def apply_fixes(self) -> None:
+        """Run the queued repairs in order and empty the queue (called between scans, never during one)."""
         for fix in self.fixes:
             fix()
         self.fixes.clear()
 
     def run(self) -> Report:
+        """Every check in order (inodes, root I1, dirents, tree, links, data, counters, derived), applying
+        the queued repairs after each; returns the :class:`Report`. Without ``repair`` a bad root ends the
+        check early."""
         self.check_inodes()
         root = self.inodes.get(S.ROOT_INO)
         if root is None or not root.is_dir:
@@ -138,6 +144,8 @@ class _Checker:
         return self.r
 
     def check_inodes(self) -> None:
+        """I0: every inode record unpacks; fills ``inodes`` (ino → :class:`Inode`) and the inode count, and
+        (repairing) deletes the undecodable records."""
         kv = self.t.kv
         for k, v in self.t.kv.range(S.DB_INODES):
             ino = S.from_u64(k)
@@ -224,6 +232,7 @@ class _Checker:
             if node.nlink != want:
 
                 def fix(node=node, want=want):
+                    """Repair I4: set the inode's ``nlink`` to the count the dirents give, ``want``."""
                     node.nlink = want
                     self.t.put_inode(node)
 
@@ -253,6 +262,8 @@ class _Checker:
             if node.blocks != want:
 
                 def fix(node=node, want=want):
+                    """Repair I9: set the inode's ``blocks`` to ``want``, the sum of its data chunks'
+                    pages."""
                     node.blocks = want
                     self.t.put_inode(node)
 
@@ -308,6 +319,8 @@ class _Checker:
         kv = self.t.kv
 
         def drop() -> None:
+            """Repair I8: delete the catalogue's section record and its TOC pages (the indexer rebuilds
+            them)."""
             kv.delete(S.DB_META, S.u64(S.CATALOGUE_INO))
             kv.delete_range(S.DB_TOC, S.u64(S.CATALOGUE_INO), S.u64(S.CATALOGUE_INO + 1))
 

@@ -96,6 +96,8 @@ def _put_all(dst: Backend, table: bytes, rows: list[tuple[bytes, bytes]]) -> Non
         return
 
     def write(t) -> None:
+        """The write transaction of one batch: put every ``(key, value)`` of ``rows`` into ``table`` of
+        ``dst``."""
         for k, v in rows:
             t.put(table, k, v)
 

@@ -353,6 +353,9 @@ class EtcdBackend:
         counter = self.ks.base + TAG_COUNTER
 
         def register(t: EtcdWriteTxn) -> bytes:
+            """The write transaction: the tag already registered for ``name``, else the next number of the
+            tag counter as a 4-byte tag (``0x01`` + 3 bytes big-endian), recorded with the counter; both keys
+            are read-tracked, so two hosts racing for one number conflict and one retries."""
             values: dict[bytes, bytes | None] = {}
             for k in (reg, counter):  # both recorded as read: two hosts cannot take one number
                 values[k], t.read_keys[k] = t._get_kv(k)

@@ -120,6 +120,8 @@ class TocExclusion:
                 break
 
         def ignored(name: bytes, is_dir: bool) -> bool:
+            """Whether an ignore file at or above the directory matches entry ``name`` (a directory when
+            ``is_dir``), by gitignore rules."""
             return bool(specs) and _ignored(specs, [*comps, name], is_dir)
 
         return ignored

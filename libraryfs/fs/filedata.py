@@ -95,6 +95,10 @@ class FileData(ViewService):
         index_dir = 0
 
         def fn(t: Txn) -> int:
+            """The write transaction: the inode number of the existing file ``name`` under the parent
+            (truncated under O_TRUNC), else of a new regular file added there with ``mode & 0o7777``; sets
+            ``index_dir`` for an ``INDEX.md``. Raises Exists (EEXIST, O_EXCL), IsADir (EISDIR), NotFound
+            (ENOENT), NotADir, AccessDenied (EACCES, a generated name), as ``open(2)`` with O_CREAT."""
             nonlocal index_dir
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             index_dir = pino if name == INDEX_NAME else 0
@@ -158,6 +162,8 @@ class FileData(ViewService):
             ino = node.ino
 
             def fn(t: Txn) -> S.Inode | None:
+                """The write transaction of O_TRUNC: truncate inode ``ino`` to 0 bytes; returns it after the
+                change, or None if it is gone."""
                 n = t.inode(ino)
                 if n is not None:
                     truncate_node(t, n, 0, 0, b"")
@@ -178,6 +184,9 @@ class FileData(ViewService):
         the kernel's inode for the name was the generated file's."""
 
         def fn(t: Txn) -> int:
+            """The write transaction: the inode number of the stored ``INDEX.md`` of ``dir_ino``, created if
+            absent with the generated page 0's bytes (none under O_TRUNC) and ``blocks`` from its chunks;
+            raises NotFound (ENOENT) if the directory is gone."""
             existing = t.lookup(dir_ino, INDEX_NAME)
             if existing is not None:  # created meanwhile
                 return existing
@@ -246,6 +255,10 @@ class FileData(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> int:
+            """The write transaction: write ``data`` at ``offset`` (at the size under O_APPEND), grow the
+            size, set mtime/ctime (ns), bump the generation, clear set-id bits (POSIX) and journal the first
+            write of the handle; returns the bytes written. Raises BadHandle (EBADF, inode gone), FileTooBig
+            (EFBIG, past MAX_FILE_SIZE)."""
             node = t.inode(h.ino)
             if node is None:
                 raise BadHandle("file vanished")
@@ -290,6 +303,8 @@ class FileData(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
+            """The write transaction: set the regular file's size to ``length`` bytes; raises as
+            :meth:`_regular` (EISDIR, EINVAL, EACCES, EBADF, ENOENT)."""
             truncate_node(t, self._regular(t, path, fh), length, 0, b"")
 
         self.store.run_write(fn)
@@ -318,6 +333,9 @@ class FileData(ViewService):
             raise NoSpace("not enough free space to allocate")
 
         def fn(t: Txn) -> None:
+            """The write transaction: punch the hole ``[offset, min(end, size))`` (blocks drop, mtime/ctime,
+            generation, a WRITE journal record), or for mode 0 extend the size to ``end`` when beyond it
+            (KEEP_SIZE: nothing); raises as :meth:`_regular` (EISDIR, EINVAL, EACCES, EBADF, ENOENT)."""
             node = self._regular(t, path, fh)
             if punch:
                 if offset < node.size:
@@ -346,6 +364,9 @@ class FileData(ViewService):
         if (h.wrote_after_journal or unlinked) and not self.read_only:
 
             def fn(t: Txn) -> None:
+                """The write transaction of the close: free the inode if this was the last handle of an
+                unlinked file, else absorb a user's ``INDEX.md`` equal to the generated page, else journal a
+                write made after the handle's first journal record."""
                 node = t.inode(h.ino)
                 if node is None:
                     return
@@ -394,6 +415,7 @@ class FileData(ViewService):
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
 
         def fn(t: Txn) -> int:
+            """The write transaction: delete every non-directory inode with nlink 0; returns how many."""
             dead = [n.ino for n in t.iter_inodes() if n.nlink == 0 and not n.is_dir]
             for ino in dead:
                 t.del_inode(ino)

@@ -400,6 +400,8 @@ class LibraryFUSE(mfusepy.FUSE):
         if buf:
 
             def conv(ts):
+                """A libfuse ``struct timespec`` as ns since the epoch, or the UTIME_NOW/UTIME_OMIT sentinel
+                its ``tv_nsec`` carries (utimensat(2))."""
                 if ts.tv_nsec == _UTIME_NOW_NS:
                     return UTIME_NOW
                 if ts.tv_nsec == _UTIME_OMIT_NS:

@@ -51,6 +51,7 @@ class DirListing(ViewService):
         entries = d.entries
 
         def gen() -> Iterator[tuple[bytes, int, int, int]]:
+            """Yield ``(name, type bits, ino, next offset)`` for the handle's entries from ``offset`` on."""
             # lazy: the kernel's buffer fills after ~100 entries; a listing costs O(entries consumed)
             for k in range(offset, len(entries)):
                 n, m, i = entries[k]

@@ -77,6 +77,8 @@ def migration(source: int, summary: str, *, read_compatible: bool) -> Callable[[
     """Register the decorated function as step ``source`` → ``source + 1`` of :data:`MIGRATIONS`."""
 
     def register(fn: Step) -> Step:
+        """Record ``fn`` as the step from ``source`` in :data:`MIGRATIONS` and return it unchanged; raises
+        ValueError if that step is already registered."""
         if source in MIGRATIONS:
             raise ValueError(f"migration {source} → {source + 1} is registered twice")
         MIGRATIONS[source] = Migration(source, summary, fn, read_compatible)

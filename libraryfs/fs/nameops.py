@@ -130,6 +130,9 @@ class NameOps(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
+            """The write transaction: add directory ``name`` (mode ``mode & 0o7777``) under its parent and
+            journal it (OP_MKDIR); raises Exists (EEXIST), NameTooLong, InvalidArgument, AccessDenied (a
+            generated name or parent), NotFound/NotADir (parent), Busy (the root)."""
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             check_new_name(t, name, pino, self.virtual)
             if t.lookup(pino, name) is not None:
@@ -143,6 +146,10 @@ class NameOps(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> None:
+            """The write transaction: remove the empty directory's dirent and inode, drop the parent's
+            nlink, claim ``INDEX.md`` if that was its name, journal it (OP_RMDIR); removing ``.index/``
+            does nothing. Raises InvalidArgument (EINVAL, ``.``/``..``), AccessDenied (EACCES, generated),
+            NotFound (ENOENT), NotADir (ENOTDIR), NotEmpty (ENOTEMPTY), Busy (EBUSY, the root)."""
             if self._removal_is_noop(t, path, want_dir=True):
                 return  # like unlinking INDEX.md: nothing to remove, lets `rm -r` finish (C05)
             pino, pnode, name = self.resolver.parent_and_name(t, path)
@@ -184,6 +191,9 @@ class NameOps(ViewService):
             raise InvalidArgument("device number does not fit the inode record")
 
         def fn(t: Txn) -> None:
+            """The write transaction: add an inode of type ``kind`` (``rdev`` kept for devices only) as
+            ``name`` under its parent and journal it; raises Exists (EEXIST), NameTooLong, InvalidArgument,
+            AccessDenied (a generated name or parent), NotFound/NotADir (parent)."""
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             check_new_name(t, name, pino, self.virtual)
             if t.lookup(pino, name) is not None:
@@ -201,6 +211,9 @@ class NameOps(ViewService):
             raise NameTooLong("symlink target too long")
 
         def fn(t: Txn) -> None:
+            """The write transaction: add a symlink inode (mode 0777, size ``len(target)`` bytes, the target
+            as its data) as ``name`` under its parent and journal it (OP_SYMLINK); raises Exists (EEXIST),
+            NameTooLong, InvalidArgument, AccessDenied, NotFound/NotADir (parent)."""
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             if t.lookup(pino, name) is not None:
                 raise Exists("file exists")
@@ -230,6 +243,9 @@ class NameOps(ViewService):
         require_writable(self.read_only)
 
         def fn(t: Txn) -> int:
+            """The write transaction: add dirent ``new`` for the inode of ``existing``, raise its nlink,
+            set its ctime, journal it (OP_LINK); returns the inode number. Raises NotPermitted (EPERM, a
+            directory or generated file), Exists (EEXIST), NotFound/NotADir, AccessDenied (link(2))."""
             r = self.resolver.resolve(t, existing)
             if not r.is_real:
                 raise NotPermitted("cannot link generated files")
@@ -269,6 +285,10 @@ class NameOps(ViewService):
         gone: list[tuple[int, bytes]] = []
 
         def fn(t: Txn) -> None:
+            """The write transaction: drop the stored name (the inode goes with its last name unless open),
+            claim a generated ``INDEX.md``, ignore a ``.index/`` page, or free a libfuse hidden name (noted
+            in ``gone``). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
+            NotADir, Busy (the root)."""
             gone.clear()
             try:  # the common case first: a stored dirent under a real directory (one path walk)
                 pino, pnode, name = self.resolver.parent_and_name(t, path)
@@ -361,6 +381,8 @@ class NameOps(ViewService):
         close). Returns False when ``old`` is not an open regular file (then it is an ordinary rename)."""
 
         def fn(t: Txn) -> tuple[int, bytes, int] | None:
+            """The write transaction: unlink ``old`` if it names an open non-directory and ``new`` is free;
+            returns ``(parent ino of new, its name, the inode number)``, or None to rename as usual."""
             sp, spn, sname = self.resolver.parent_and_name(t, old)
             dp, _dpn, dname = self.resolver.parent_and_name(t, new)
             src = t.lookup(sp, sname)
@@ -400,6 +422,10 @@ class NameOps(ViewService):
             return
 
         def fn(t: Txn) -> None:
+            """The write transaction: exchange, replace or move ``old`` to ``new`` (a copy of the generated
+            ``INDEX.md`` renamed onto it is absorbed instead), journalled as OP_RENAME. Raises NotFound
+            (ENOENT), AccessDenied (EACCES, generated), InvalidArgument (EINVAL, into its own subtree), Exists
+            (EEXIST, NOREPLACE), NotADir/IsADir/NotEmpty (a replaced target; rename(2))."""
             sp, spn, sname = self.resolver.parent_and_name(t, old)
             dp, dpn, dname = self.resolver.parent_and_name(t, new)
             src = t.lookup(sp, sname)

@@ -100,9 +100,11 @@ def salvage(libdir: str) -> SalvageReport:
     pending = [0]
 
     def flush() -> None:
+        """Write the batched records to the new store in one write transaction and empty the batch."""
         rows = list(batch)
 
         def write(t) -> None:
+            """The write transaction: put every batched ``(table, key, value)`` into the new store."""
             for table, key, value in rows:
                 t.put(table, key, value)
 
@@ -111,6 +113,8 @@ def salvage(libdir: str) -> SalvageReport:
         pending[0] = 0
 
     def visit(table: str, key: bytes, value: bytes) -> None:
+        """The page walk's callback for one readable record: batch it for the new store (its table opened
+        there), count it, and :func:`flush` once the batch holds BATCH_BYTES of keys and values."""
         name = table.encode()
         new.open_table(name)
         batch.append((name, key, value))

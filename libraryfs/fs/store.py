@@ -473,6 +473,9 @@ class Store:
         now = now_ns()
 
         def init(t: Txn) -> None:
+            """The write transaction: the root directory inode (ino 1, mode 0755, nlink 2, the caller's
+            uid/gid, times ``now`` in ns) and the config: next inode 2, schema version, clean flag, creation
+            time, settings."""
             root = S.Inode(S.ROOT_INO, S.S_IFDIR | 0o755, os.getuid(), os.getgid(), 2, 0, now, now, now)
             t.put_inode(root)
             t.put_cfg(S.CFG_NEXT_INO, S.u64(2))
