@@ -72,6 +72,7 @@ def code_add(
         previous = None
 
     def read_source(rel: str) -> bytes:
+        """The bytes of file ``rel`` of the repository (relative to its root); raises ``OSError``."""
         with open(os.path.join(root, rel), "rb") as f:
             return f.read()
 
@@ -90,6 +91,8 @@ def code_add(
     from libraryfs.features.code.watch import CodeWatcher
 
     def report(changed: list[str], removed: list[str]) -> None:
+        """Echo one timestamped line for an update: ``~path`` for each changed file, ``-path`` for each
+        removed one."""
         parts = [f"~{p}" for p in changed] + [f"-{p}" for p in removed]
         click.echo(f"{time.strftime('%H:%M:%S')} updated {' '.join(parts)}")
 

@@ -25,8 +25,12 @@ def needs_feature(name: str):
     line on stderr and exit with :data:`EXIT_MISSING_EXTRA` before anything runs (:mod:`libraryfs.hooks`)."""
 
     def deco(f):
+        """Wrap command function ``f`` in the missing-extra check."""
+
         @functools.wraps(f)
         def wrapper(*args, **kwargs):
+            """Exit with :data:`EXIT_MISSING_EXTRA` and a one-line message on stderr when the feature's extra
+            is missing, else run ``f`` (``functools.wraps`` keeps ``f``'s docstring as the command's help)."""
             from libraryfs.hooks import missing_extra
 
             why = missing_extra(name)
@@ -53,6 +57,8 @@ def handle_errors(f):
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
+        """Run ``f``; a domain, store or OS error becomes a one-line ``ClickException``, a broken pipe exit
+        status 0 (``functools.wraps`` keeps ``f``'s docstring as the command's help)."""
         try:
             return f(*args, **kwargs)
         except BrokenPipeError:  # `libraryfs status | head`: the reader left; not an error

@@ -149,6 +149,8 @@ class _Cli(click.Group):
             self.commands.setdefault(cmd.name, cmd)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing its built-in module first and the plugins when it is theirs or
+        unknown; None if none (overrides :meth:`click.Group.get_command`)."""
         self._load_builtin(cmd_name)
         if cmd_name in PLUGIN_PARENTS or cmd_name not in self.commands:  # a plugin's (or no) command
             self._load_plugins()

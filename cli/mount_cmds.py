@@ -36,8 +36,13 @@ def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., No
     and its exit status (1; 4 for a damaged store), no traceback."""
 
     def deco(f: Callable[..., int]) -> Callable[..., None]:
+        """Wrap process body ``f`` so its exit status ends the process."""
+
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> None:
+            """Run ``f`` and exit with its status; a :class:`LibraryError` is printed as ``<prog>: <message>``
+            on stderr and exits with its ``exit_code`` (``functools.wraps`` keeps ``f``'s docstring as the
+            command's help)."""
             try:
                 status = f(*args, **kwargs)
             except LibraryError as e:

@@ -73,6 +73,8 @@ def setting_options(*keys: str) -> Callable[[F], F]:
     values with :func:`setting_overrides`. A boolean setting is a plain flag (absent: not given)."""
 
     def deco(f: F) -> F:
+        """Add the click options of ``keys`` to command function ``f`` (in order in ``--help``); raises
+        ``ValueError`` for a key without a flag."""
         for key in reversed(keys):
             spec = SPEC[key]
             if spec.flag is None:

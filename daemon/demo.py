@@ -131,6 +131,8 @@ def show_navigation(mountpoint: str, echo: Callable[[str], None] = print, lines:
     """Print master INDEX.md → a section's INDEX.md → an entry, following the TOCs' own links."""
 
     def show(path: str, n: int) -> bytes:
+        """Echo ``head -n`` of the file at ``path`` (its first ``n`` lines, decoded UTF-8 with replacement);
+        returns the whole file's bytes. Raises ``OSError`` when it cannot be read."""
         with open(path, "rb") as f:
             data = f.read()
         echo(f"$ head -{n} {path}")

@@ -86,6 +86,8 @@ class EntryUpdater:
             rep.summarized += len(chunk)
 
         def write(t: Txn) -> None:
+            """The write transaction body: drop the dead names (and the catalogue rows and meta of gone
+            inodes), then store each still-live entry's new meta, catalogue row and name."""
             for name, ino in dead_names:
                 t.del_name(name, ino)
                 if t.inode(ino) is None:

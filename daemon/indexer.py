@@ -337,6 +337,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         status = self._status_json()
 
         def fin(t: Txn) -> None:
+            """The write transaction body of :meth:`_commit`: status, TOC generation + 1, dirty list (first
+            5000), cursor (never backwards), TOC format on a full pass, journal trimmed to ``upto``."""
             t.put_cfg(S.CFG_INDEXER_STATUS, status)
             gen = t.cfg_int(S.CFG_TOC_GEN) + 1
             t.put_cfg(S.CFG_TOC_GEN, S.u64(gen))

@@ -134,6 +134,8 @@ class IndexerProcess:
         signal.signal(signal.SIGINT, self._on_stop)
 
         def on_standby(active: dict) -> None:
+            """Called once when the lease is found held by ``active`` (the holder's facts): log it, write
+            ``indexer-standby.json`` and tell systemd (``READY=1`` with a standby status)."""
             log.info(
                 "standby: the indexer lease is held by %s; taking over when it ends", describe_holder(active)
             )

@@ -151,6 +151,8 @@ def watch_tree(
     source = os.path.abspath(source)
 
     def rel(path: str) -> str | None:
+        """Library path for ``path`` under ``source`` (within ``section``), or None outside ``source`` or
+        hidden (unless ``include_hidden``)."""
         r = os.path.relpath(path, source)
         parts = r.split(os.sep)
         if r.startswith("..") or (not include_hidden and any(p.startswith(".") for p in parts)):
@@ -158,6 +160,9 @@ def watch_tree(
         return _rel(section, *parts)
 
     class Handler(FileSystemEventHandler):
+        """Watchdog event handler mirroring creations, changes, deletions and moves under ``source`` into the
+        library tree (:class:`watchdog.events.FileSystemEventHandler`)."""
+
         def _copy(self, path: str) -> None:
             r = rel(path)
             if r is None or os.path.islink(path) or not os.path.isfile(path):
@@ -171,6 +176,8 @@ def watch_tree(
                 log.warning("mirror %s: %s", path, e)
 
         def on_created(self, event):
+            """Make the directory, or copy the file, that appeared (overrides
+            ``FileSystemEventHandler.on_created``)."""
             if event.is_directory:
                 r = rel(event.src_path)
                 if r:
@@ -179,18 +186,26 @@ def watch_tree(
                 self._copy(event.src_path)
 
         def on_modified(self, event):
+            """Copy a modified file again (overrides ``FileSystemEventHandler.on_modified``)."""
             if not event.is_directory:
                 self._copy(event.src_path)
 
         def on_closed(self, event):
+            """Copy a file closed after writing (inotify ``IN_CLOSE_WRITE``; overrides
+            ``FileSystemEventHandler.on_closed``)."""
             self._copy(event.src_path)
 
         def on_deleted(self, event):
+            """Remove the deleted file or directory from the library (overrides
+            ``FileSystemEventHandler.on_deleted``)."""
             r = rel(event.src_path)
             if r:
                 tree.remove(r)
 
         def on_moved(self, event):
+            """Rename within the library; a move in from outside (or of an unmirrored path) copies like a
+            creation, a move out or to a hidden name removes (overrides
+            ``FileSystemEventHandler.on_moved``)."""
             a, b = rel(event.src_path), rel(event.dest_path)
             if a and b and tree.exists(a):
                 tree.rename(a, b)

@@ -157,6 +157,9 @@ class ToolRegistry:
         ops = self.ops
 
         def call(*args: Any, **kwargs: Any) -> CallToolResult:
+            """Run ``fn``: EROFS on a read-only server for a write tool; a :class:`LibraryError` becomes a
+            :class:`ToolError` ``"ENOENT: path: reason"`` (:func:`error_text`), a ``ValueError`` or
+            ``UnicodeError`` one ``"EINVAL: reason"``."""
             if not ann.read_only and ops.read_only:
                 raise ToolError(f"EROFS: {name}: the library is served read-only (--read-only)")
             try:
@@ -170,12 +173,16 @@ class ToolRegistry:
 
             @functools.wraps(fn)
             async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                """The tool as a coroutine function for the MCP SDK (runs ``call`` on the event loop;
+                ``functools.wraps`` gives it ``fn``'s name, docstring and signature)."""
                 return call(*args, **kwargs)
 
         else:  # a plain function: the SDK runs it in a worker thread
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+                """The tool as a plain function for the MCP SDK (run in a worker thread; ``functools.wraps``
+                gives it ``fn``'s name, docstring and signature)."""
                 return call(*args, **kwargs)
 
         self.server.add_tool(wrapper, name=name, title=title, annotations=ann.mcp(title))

@@ -295,6 +295,8 @@ class FsTools:
         count = [0]
 
         def visit(parent: bytes, name: bytes, st: dict, _d: int) -> bool:
+            """Add entry ``name`` of ``parent`` to its parent's children (a directory with its own children
+            list); False, stop descending, once ``max_entries`` are taken."""
             if count[0] >= max_entries:
                 return False
             count[0] += 1
@@ -330,6 +332,8 @@ class FsTools:
         base = len(p.rstrip(b"/")) + 1
 
         def visit(parent: bytes, name: bytes, st: dict, _d: int) -> bool:
+            """Keep ``name`` when its name or relative path matches the glob (case-insensitive); False for an
+            excluded entry (not entered) or once ``limit`` matches are found."""
             full = parent.rstrip(b"/") + b"/" + name
             rel, n = os.fsdecode(full[base:]).lower(), os.fsdecode(name).lower()
             if any(fnmatch.fnmatchcase(rel, x) or fnmatch.fnmatchcase(n, x) for x in excl):

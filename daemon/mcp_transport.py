@@ -82,6 +82,8 @@ def serve_stdio(served: Served) -> None:
     """Serve over stdin/stdout until the client closes stdin (blocks)."""
 
     async def main() -> None:
+        """Run the TOC-change notifier beside the SDK's stdio server; cancel it once the client closes
+        stdin."""
         async with anyio.create_task_group() as tg:
             tg.start_soon(served.notify_tocs)
             await served.server.run_stdio_async()
@@ -119,9 +121,13 @@ def serve_http(
     server = uvicorn.Server(config)
 
     async def main() -> None:
+        """Run uvicorn on the bound socket and the TOC-change notifier in one task group, then announce the
+        URL once uvicorn has started."""
         async with anyio.create_task_group() as tg:
 
             async def run_server() -> None:
+                """Serve until uvicorn stops (SIGINT/SIGTERM), swallowing the ``SystemExit`` it raises again,
+                then cancel the notifier."""
                 with contextlib.suppress(SystemExit):  # run_process's SIGTERM handler, raised again by
                     await server.serve([sock])  # uvicorn once it has shut down on that SIGTERM
                 tg.cancel_scope.cancel()  # uvicorn stopped (signal): stop the notifier too

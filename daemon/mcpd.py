@@ -269,6 +269,8 @@ class Served:
         ops = self.ops
 
         def page(path: bytes) -> str:
+            """A TOC page's text (UTF-8, replacement for bad bytes) at ``path``; a :class:`LibraryError`
+            becomes the MCP SDK's ``ResourceError``."""
             try:
                 return ops.read(path).decode("utf-8", "replace")
             except LibraryError as e:

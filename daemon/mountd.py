@@ -176,6 +176,7 @@ def _set_mounted(store: Store, status: dict | None) -> None:
     """Clean flag off and the mount's status on (``status``), or back (None) — synced either way."""
 
     def mark(t):
+        """The write transaction body: the clean flag (``0`` while mounted) and the mount's status record."""
         t.put_cfg(S.CFG_CLEAN, b"0" if status is not None else b"1")
         t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps(status or {}))
 
@@ -274,6 +275,8 @@ def _status_provider(
     unit = systemd_unit()
 
     def status() -> dict:
+        """The mount's facts now: pid, mountpoint, start time and uptime (seconds), options, kernel cache
+        timeouts (seconds), systemd unit."""
         return {
             "pid": os.getpid(),
             "mountpoint": mountpoint,
@@ -303,10 +306,14 @@ def _on_init(
     real_mountpoint = os.path.realpath(mountpoint)  # resolved now, before the mount covers it
 
     def on_init() -> None:
+        """The FUSE ``init`` callback (libfuse ``fuse_lowlevel_ops.init``): attach the lifecycle, then start
+        the readiness waiter thread."""
         if lifecycle is not None:  # inside FUSE init: the context names our session
             lifecycle.attach(current_session())
 
         def waiter() -> None:
+            """Wait (30 s at most) until the mountpoint answers, then log "mounted" and call ``on_ready``
+            unless a stop was requested."""
             if _wait_answering(real_mountpoint, 30.0):
                 log.info("mounted %s at %s%s", libdir, mountpoint, recovered)
                 if on_ready is not None and not (lifecycle and lifecycle.stop_requested.is_set()):
@@ -378,6 +385,9 @@ def run_process(libdir: str, mountpoint: str, overrides: Mapping[str, Any] | Non
     current = {"settings": settings}
 
     def reload() -> None:
+        """On SIGHUP: reload the settings (systemd ``RELOADING=1`` … ``READY=1``); log levels apply at once,
+        changed ``mount.*`` keys at the next mount. A bad setting raises
+        :class:`~libraryfs.settings.SettingsError` (the current settings stay)."""
         notify.reloading("reloading settings")
         new = load_settings(libdir, overrides)
         configure_logging(new)

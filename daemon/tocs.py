@@ -99,6 +99,8 @@ class TocWriter:
         )
 
         def write(t: Txn) -> None:
+            """The write transaction body: the directory's TOC pages and its section meta (totals, generation,
+            page token counts), unless the directory is gone."""
             if t.inode(ino) is None:
                 return
             t.put_toc_pages(ino, out.pages)

@@ -282,6 +282,8 @@ def _incremental(
     cache: dict[int, dict] = {}
 
     def node(page: int) -> dict:
+        """Catalogue page ``page`` as a node dict: this plan's version, else the stored one, else ``{}``
+        (memoised)."""
         if page not in cache:
             cache[page] = plan.nodes.get(page) or load_node(t, page) or {}
         return cache[page]

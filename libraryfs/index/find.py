@@ -40,6 +40,7 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     seen: set[bytes] = set()
 
     def add(p: bytes | None) -> None:
+        """Append path ``p`` unless it is None, already listed, or the result is full (``limit``)."""
         if p is not None and p not in seen and len(out) < limit:
             seen.add(p)
             out.append(p)
@@ -161,6 +162,9 @@ def finder_for(libdir: str, limit: int = 50):
     lock = threading.Lock()
 
     def finder(t: Txn, term: bytes) -> Found:
+        """The ranked matches for ``term`` (:func:`find_ranked`), cached per term while the TOC generation and
+        the index file are unchanged; falls back to the store when the index is damaged
+        (``sqlite3.Error``)."""
         state = (t.cfg(S.CFG_TOC_GEN), _file_state(path), _file_state(path + "-wal"))
         with lock:
             hit = cache.get(term)

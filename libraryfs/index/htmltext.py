@@ -29,6 +29,9 @@ class _HtmlScan(HTMLParser):
         self._skip = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Count a script/style/noscript/template/svg nesting level, take the meta description, or end the
+        current text at a heading, title or block tag (overrides
+        :meth:`html.parser.HTMLParser.handle_starttag`)."""
         if tag in ("script", "style", "noscript", "template", "svg"):
             self._skip += 1
             return
@@ -42,6 +45,8 @@ class _HtmlScan(HTMLParser):
             self._where = tag if tag in ("title", "h1", "h2", "h3") else "p"
 
     def handle_endtag(self, tag: str) -> None:
+        """Close a skipped element, or end the current text at a heading, title or block end tag (overrides
+        :meth:`html.parser.HTMLParser.handle_endtag`)."""
         if tag in ("script", "style", "noscript", "template", "svg"):
             self._skip = max(0, self._skip - 1)
             return
@@ -49,6 +54,8 @@ class _HtmlScan(HTMLParser):
             self._end_text()
 
     def handle_data(self, data: str) -> None:
+        """Collect text inside a title, heading or block, never inside a skipped element (overrides
+        :meth:`html.parser.HTMLParser.handle_data`)."""
         if not self._skip and self._where:
             self._buf.append(data)
 

@@ -243,6 +243,8 @@ def revert(tree: Tree, ids: list[str] | None = None, last: int | None = None) ->
     for ch in todo:
 
         def restore(ch: dict[str, Any] = ch) -> None:
+            """Put back each file of change ``ch`` as it was before it (bytes; a file the change created is
+            removed)."""
             for f in ch["files"]:
                 data = _before_bytes(f)
                 if data is None:

@@ -245,6 +245,8 @@ def stored_line(u: Unit) -> str:
     starts = [u.locations[k] for k in u.marks.get("visit", {}) if k in u.locations]
 
     def ordinal(kind: str, name: str) -> int | None:
+        """The ordinal stored for ``name`` under ``kind`` in ``u.marks`` (for ``visit``: under the location
+        key whose value is ``name``); None without one."""
         if kind == "visit":
             kind_of = next((k for k, v in u.locations.items() if v == name), None)
             return u.marks.get("visit", {}).get(kind_of)

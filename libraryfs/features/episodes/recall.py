@@ -164,6 +164,8 @@ def order_items(idx: EpisodeIndex, question: str, use_anchors: bool = True) -> t
     seen: set[tuple[int, str]] = set()
 
     def add(t: int, kind: str, score: float = 1.0) -> None:
+        """Append the evidence line of step ``t`` (its state, observation or unit line, by ``kind``) once per
+        step and line; steps not in the index are skipped."""
         line = {"state": "state", "obs": "obs"}.get(kind, "line")
         if (t, line) in seen or not idx.has(t):
             return

@@ -55,6 +55,8 @@ class _Text:
         self.n = 0
 
     def put(self, tag: str, info: Any) -> str:
+        """Record ``info`` as the meaning of a new placeholder ``§<tag><n>``; returns it padded with spaces
+        for insertion."""
         key = f"§{tag}{self.n}"
         self.n += 1
         self.meta[key] = info
@@ -64,6 +66,8 @@ class _Text:
         """Replace every match of ``pattern`` by a placeholder whose meaning is ``fn(match)``."""
 
         def rep(m: re.Match) -> str:
+            """The placeholder for match ``m`` (:func:`re.sub` replacement), or the match unchanged when
+            ``fn`` gives None."""
             info = fn(m)
             return m.group(0) if info is None else self.put(tag, info)
 
@@ -157,7 +161,12 @@ def _offsets(t: _Text) -> None:
     adv = r"(?:right |just |immediately |directly |exactly )"
 
     def dsteps(sign: int):
+        """A match → ``(sign × steps, counted into a visit)`` meaning for an offset of ``sign`` direction (1
+        after, -1 before)."""
+
         def f(m: re.Match) -> tuple[int, bool]:
+            """``(signed offset in steps, whether the phrase ends with "into")`` from the match's step
+            count."""
             return sign * int(m.group(1)), m.group(0).rstrip().endswith("into")
 
         return f

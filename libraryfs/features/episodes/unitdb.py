@@ -60,6 +60,7 @@ class UnitDB:
         m = json.dumps(meta, separators=(",", ":")).encode()
 
         def put(t: Any) -> None:
+            """The write transaction body: put every unit record, then the episode's meta record."""
             for k, v in recs:
                 t.kv.put(DB_NAME, k, v)
             t.kv.put(DB_NAME, b"m" + e, m)
@@ -90,6 +91,8 @@ class UnitDB:
         prefix = b"u" + e + b"\x00"
 
         def drop(t: Any) -> int:
+            """The write transaction body: delete the episode's unit records and meta; returns the number of
+            units deleted."""
             n = t.kv.delete_range(DB_NAME, prefix, prefix_end(prefix))
             t.kv.delete(DB_NAME, b"m" + e)
             return n
