@@ -38,3 +38,21 @@ def test_mypy_is_clean_on_the_core(tmp_path):
         text=True,
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+def test_every_public_function_and_class_has_a_docstring_at_any_depth():
+    """ruff's D1 rules see module-level and class-level definitions only; nested helpers (transaction bodies,
+    decorator wrappers, handler methods of local classes) need their docstring too (the handbook: shapes,
+    units, errors, source). A name starting with ``_`` is private and exempt."""
+    import ast
+
+    missing = []
+    for top in ("libraryfs", "daemon", "cli"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    continue
+                if not node.name.startswith("_") and ast.get_docstring(node) is None:
+                    missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert missing == [], f"{len(missing)} without a docstring:\n" + "\n".join(missing)
