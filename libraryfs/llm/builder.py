@@ -81,6 +81,7 @@ class LLMIndexBuilder(Asking):
         self._deferred_items: list[int] = []
         self._tags = 0
         self.new_sections = 0
+        self._saved_spend: list[list[float]] | None = None  # the spending window as last written
 
     def defer(self, on_answers: Callable[[], None] = lambda: None) -> Deferred:
         """Ask the model in the background from now on (:mod:`libraryfs.llm.deferred`): every job answers at
@@ -317,7 +318,7 @@ class LLMIndexBuilder(Asking):
             )
             waiting = self.deferred.submit(unit)  # kept through a pause: asked when it ends
             self._deferred_items = [j for w in waiting for j in by_key[keys[todo[w][0]]]]
-            self.cache.save_spend(self.limiter.export())
+            self._save_spend()  # the worker's requests since the last call
             return got
         if self._paused():
             return got
@@ -327,8 +328,17 @@ class LLMIndexBuilder(Asking):
         for i, v in fresh.items():
             for j in by_key[keys[i]]:
                 got[j] = v
-        self.cache.save_spend(self.limiter.export())
+        self._save_spend()
         return got
+
+    def _save_spend(self) -> None:
+        """Persist the spending window (:meth:`AnswerCache.save_spend`, one write transaction) only when it
+        changed since the last write: most calls spend nothing (cache hits, queued items), and a write per
+        job call was an LMDB commit on every TOC a pass renders."""
+        events = self.limiter.export()
+        if events != self._saved_spend:
+            self.cache.save_spend(events)
+            self._saved_spend = events
 
     # -- status ---------------------------------------------------------------------------------------------
     def status(self) -> dict:
