@@ -476,21 +476,14 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
 def _find(libdir: str, term: str, limit: int) -> Found:
     """:func:`~libraryfs.index.find.find_ranked` over the library's term index, read-only (the store's
     fallback order when the library has none yet or SQLite cannot read it)."""
-    import sqlite3
-
     from libraryfs.index import termindex
     from libraryfs.index.find import find_ranked
 
-    path = term_index_path(libdir)
-    reader = termindex.Reader(path)
+    reader = termindex.Reader(term_index_path(libdir))
     st = Store(libdir, readonly=True)
     try:
         with st.read() as t:
-            db = reader.get()
-            try:
-                return find_ranked(t, db, term, limit)
-            except sqlite3.Error:
-                return find_ranked(t, None, term, limit)
+            return find_ranked(t, reader.get(), term, limit)
     finally:
         st.close()
 

@@ -110,13 +110,23 @@ class Found:
 
 def find_ranked(t: Txn, db: sqlite3.Connection | None, term: bytes | str, limit: int = 50) -> Found:
     """Ranked matches of ``term``: exact file names (the ``names`` table), then the term index's hits
-    (:func:`libraryfs.index.termindex.search`) whose inode is still where the store says; without ``db``
-    the fallback order of :func:`find` (its total is what it found)."""
+    (:func:`libraryfs.index.termindex.search`) whose inode is still where the store says; without ``db``,
+    or when SQLite cannot read it (``sqlite3.Error``: a damaged index, which ``libraryfs check`` reports),
+    the fallback order of :func:`find` (its total is what it found). Every caller — ``/.find/``, the CLI,
+    MCP — gets the same answer for the same store and index."""
     if isinstance(term, bytes):
         term = os.fsdecode(term)
-    if db is None:
-        paths = find(t, term, limit + 1)
-        return Found([Match(p, "entry", "fallback") for p in paths[:limit]], len(paths))
+    if db is not None:
+        try:
+            return _ranked(t, db, term, limit)
+        except sqlite3.Error:
+            pass
+    paths = find(t, term, limit + 1)
+    return Found([Match(p, "entry", "fallback") for p in paths[:limit]], len(paths))
+
+
+def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
+    """:func:`find_ranked` with the term index: exact file names first, then the index's hits."""
     out: list[Match] = []
     seen: set[int] = set()
     for ino, parent, name in t.iter_names(os.fsencode(term)):
@@ -170,11 +180,7 @@ def finder_for(libdir: str, limit: int = 50):
             hit = cache.get(term)
         if hit is not None and hit[0] == state:
             return hit[1]
-        db = reader.get()
-        try:
-            found = find_ranked(t, db, term, limit)
-        except sqlite3.Error:  # a damaged index: answer from the store (libraryfs check reports it)
-            found = find_ranked(t, None, term, limit)
+        found = find_ranked(t, reader.get(), term, limit)
         with lock:
             if len(cache) >= 256:
                 cache.clear()
