@@ -431,16 +431,13 @@ class VirtualNamespace:
         return out
 
 
-NAME_MAX = 255  #: bytes in one file name (POSIX NAME_MAX on Linux filesystems)
-
-
 def _fit_name(name: bytes) -> bytes:
-    """``name`` cut to :data:`NAME_MAX` bytes, keeping a short extension and marking the cut with ``…``
+    """``name`` cut to :data:`~libraryfs.fs.schema.NAME_MAX` bytes, keeping a short extension and marking the cut with ``…``
     (a ``.find/`` link named after a 251-byte file gains its ``NN-`` prefix; the kernel refuses longer names
     with ENAMETOOLONG)."""
-    if len(name) <= NAME_MAX:
+    if len(name) <= S.NAME_MAX:
         return name
     dot = name.rfind(b".")
     ext = name[dot:] if dot > 0 and len(name) - dot <= 16 else b""
     mark = "…".encode()
-    return name[: NAME_MAX - len(ext) - len(mark)] + mark + ext
+    return name[: S.NAME_MAX - len(ext) - len(mark)] + mark + ext
