@@ -290,11 +290,12 @@ class NameOps(ViewService):
             in ``gone``). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
             NotADir, Busy (the root)."""
             gone.clear()
+            walked = True
             try:  # the common case first: a stored dirent under a real directory (one path walk)
                 pino, pnode, name = self.resolver.parent_and_name(t, path)
                 child = t.lookup(pino, name)
             except LibraryError:  # the parent is generated, missing or the root: the careful order below
-                child = None
+                walked, child = False, None
             if child is None:
                 r = self._resolved_or_none(t, path)
                 if r is not None and not r.is_real:
@@ -303,7 +304,8 @@ class NameOps(ViewService):
                         return
                     if self.virtual.removal_is_noop(r, want_dir=False):
                         return
-                pino, pnode, name = self.resolver.parent_and_name(t, path)
+                if not walked:  # now raises the walk's own error (ENOENT, ENOTDIR, EBUSY for the root)
+                    pino, pnode, name = self.resolver.parent_and_name(t, path)
                 hino = self.handles.hidden.get((pino, name))
                 if hino is not None:  # libfuse removes a hidden name after the last close
                     node = t.inode(hino)
