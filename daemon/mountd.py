@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +28,7 @@ from libraryfs.fs.holder import Holder
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
-from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, proc_mounts
+from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted
 
 log = logging.getLogger("libraryfs.mount")
 
@@ -314,7 +313,7 @@ def _on_init(
         def waiter() -> None:
             """Wait (30 s at most) until the mountpoint answers, then log "mounted" and call ``on_ready``
             unless a stop was requested."""
-            if _wait_answering(real_mountpoint, 30.0):
+            if wait_until_mounted(real_mountpoint, 30.0, from_child=True):
                 log.info("mounted %s at %s%s", libdir, mountpoint, recovered)
                 if on_ready is not None and not (lifecycle and lifecycle.stop_requested.is_set()):
                     on_ready()
@@ -322,35 +321,6 @@ def _on_init(
         threading.Thread(target=waiter, name="libraryfs-ready", daemon=True).start()
 
     return on_init
-
-
-def _wait_answering(mountpoint: str, timeout_s: float, poll_s: float = 0.02) -> bool:
-    """Poll until ``/proc/mounts`` lists a FUSE mount at ``mountpoint`` (a real path: resolving it would
-    itself ask the mount) and it answers ``statvfs(2)`` asked
-    by a child process (``stat -f``); False after ``timeout_s`` seconds.
-
-    Never from a thread of this process: once the server has read a request, the kernel waits for its
-    answer even through SIGKILL (``request_wait_answer`` in fs/fuse/dev.c). A server killed while its own
-    thread waited on its mount could never exit — its ``/dev/fuse`` descriptor stays open, so the kernel
-    never aborts the connection, and every process touching the mount hangs with it."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        listed = [fstype for _dev, where, fstype in proc_mounts() if where == mountpoint]
-        if listed and listed[-1].startswith("fuse"):
-            try:
-                r = subprocess.run(
-                    ["stat", "-f", "--", mountpoint],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=max(deadline - time.monotonic(), 1.0),
-                )
-                if r.returncode == 0:
-                    return True
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(poll_s)
 
 
 def _read_budget(spec: str | None):

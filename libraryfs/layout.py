@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -278,9 +279,10 @@ def proc_mounts() -> list[tuple[str, str, str]]:
     return out
 
 
-def proc_mount(mountpoint: str) -> tuple[str, str] | None:
-    """``(device, fstype)`` of what is mounted at ``mountpoint`` (the last mount wins), or None."""
-    mp = os.path.realpath(mountpoint)
+def proc_mount(mountpoint: str, resolve: bool = True) -> tuple[str, str] | None:
+    """``(device, fstype)`` of what is mounted at ``mountpoint`` (the last mount wins), or None.
+    ``resolve=False``: ``mountpoint`` is already a real path (resolving it ``lstat``s the mount's root)."""
+    mp = os.path.realpath(mountpoint) if resolve else mountpoint
     found = None
     for dev, where, fstype in proc_mounts():
         if where == mp:
@@ -329,15 +331,42 @@ def is_live(mountpoint: str) -> bool:
         return False
 
 
-def wait_until_mounted(mountpoint: str, timeout_s: float = 10.0, poll_s: float = 0.02) -> bool:
-    """Poll (every ``poll_s`` seconds) until ``mountpoint`` is a live FUSE mount; False after ``timeout_s``."""
+def wait_until_mounted(
+    mountpoint: str, timeout_s: float = 10.0, poll_s: float = 0.02, *, from_child: bool = False
+) -> bool:
+    """Poll (every ``poll_s`` seconds) until ``mountpoint`` is a live FUSE mount; False after ``timeout_s``.
+
+    ``from_child`` (the mount server waiting on its own mount; ``mountpoint`` a real path): the
+    ``statvfs(2)`` is asked by a child process (``stat -f``), never by this one. Once a server has read a
+    request, the kernel waits for its answer even through SIGKILL (``request_wait_answer`` in
+    fs/fuse/dev.c): a server killed while its own thread waited on its mount could never exit, its
+    ``/dev/fuse`` descriptor would stay open, the connection would never be aborted, and every process
+    touching the mount would hang with it."""
     deadline = time.monotonic() + timeout_s
     while True:
-        if is_live(mountpoint):
+        if _answers_from_child(mountpoint, deadline) if from_child else is_live(mountpoint):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(poll_s)
+
+
+def _answers_from_child(mountpoint: str, deadline: float) -> bool:
+    """Whether ``/proc/mounts`` lists a FUSE mount at real path ``mountpoint`` and ``stat -f`` run in a
+    child process gets an answer from it before ``deadline`` (``time.monotonic()`` seconds)."""
+    m = proc_mount(mountpoint, resolve=False)
+    if m is None or not m[1].startswith("fuse"):
+        return False
+    try:
+        r = subprocess.run(
+            ["stat", "-f", "--", mountpoint],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=max(deadline - time.monotonic(), 1.0),
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
 
 
 def mount_info(libdir: str, store: Store | None = None) -> dict | None:
