@@ -17,10 +17,10 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy, Damaged
+from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
-from libraryfs.fs.backends import is_library, join_library, store_url
+from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
 from libraryfs.fs.holder import Holder, describe_holder, holder_facts, standby_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
@@ -85,14 +85,14 @@ def init(
         from libraryfs.fs.etcd_backend import parse_url
 
         parse_url(url)  # a bad URL is one line before anything is made
-    if is_library(libdir):
-        raise click.ClickException(f"{os.path.abspath(libdir)} already holds a library")
-    if os.path.exists(libdir) and not os.path.isdir(libdir):
-        raise click.ClickException(f"{libdir} exists and is not a directory")
-    if os.path.isdir(libdir) and os.listdir(libdir) and not force:
-        raise click.ClickException(
-            f"{os.path.abspath(libdir)} is not empty: give a new or empty directory "
-            f"(or --force to make the library beside its files, leaving its mode as it is)"
+    if force:  # beside its files: only a library already there, or a file, stops it
+        if is_library(libdir):
+            raise Exists(f"{os.path.abspath(libdir)} already holds a library")
+        if os.path.exists(libdir) and not os.path.isdir(libdir):
+            raise InvalidArgument(f"{libdir} exists and is not a directory")
+    else:
+        require_new_libdir(
+            libdir, " (or --force to make the library beside its files, leaving its mode as it is)"
         )
     if join:
         join_library(libdir, url)

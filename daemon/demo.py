@@ -15,9 +15,8 @@ from collections.abc import Callable
 from libraryfs.daemon import launcher
 from libraryfs.daemon.corpus import PYTHON_DOC_SOURCES, gcide_available, gcide_entries
 from libraryfs.daemon.ingest import ingest_tree
-from libraryfs.errors import Exists
 from libraryfs.fs import generated as G
-from libraryfs.fs.backends import is_library
+from libraryfs.fs.backends import is_library, require_new_libdir
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree
 from libraryfs.index.toc import links
@@ -40,11 +39,9 @@ def run_demo(
     by ``libraryfs umount``; its lines replace the deterministic ones as they arrive)."""
     libdir, mountpoint = os.path.abspath(libdir), os.path.abspath(mountpoint)
     if not is_library(libdir):
-        if os.path.isdir(libdir) and os.listdir(libdir):  # as `libraryfs init`: never take over a folder
-            raise Exists(
-                f"{libdir} is not empty and holds no library: give a new or empty directory "
-                f"(or `libraryfs init --force {libdir}` first to make the library beside its files)"
-            )
+        require_new_libdir(
+            libdir, f" (or `libraryfs init --force {libdir}` first to make the library beside its files)"
+        )
         Store.create(libdir, {"toc_max_tokens": 2000}).close()
         echo(f"initialised library {libdir}")
     info = mount_info(libdir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from libraryfs.errors import InvalidArgument, LibraryMissing
+from libraryfs.errors import Exists, InvalidArgument, LibraryMissing
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend
@@ -87,13 +87,22 @@ def open_backend(
     return EtcdBackend.open(url, readonly=readonly)
 
 
-def make_libdir(libdir: str | os.PathLike[str]) -> None:
-    """Make a library directory for a store kept elsewhere: mode 0700 if new or empty (as LMDB's create)."""
-    libdir = os.path.abspath(os.fspath(libdir))
-    had_files = os.path.isdir(libdir) and bool(os.listdir(libdir))
-    os.makedirs(libdir, mode=0o700, exist_ok=True)
-    if not had_files:
-        os.chmod(libdir, 0o700)
+make_libdir = lmdb_backend.make_libdir  #: a library directory for a store kept elsewhere (etcd)
+
+
+def require_new_libdir(libdir: str, hint: str = "") -> str:
+    """``libdir`` (absolute) if a new library may be made there: it does not exist or is an empty
+    directory. Raises :class:`~libraryfs.errors.Exists` (it holds a library, or other files: ``hint`` says
+    what else the user can do) or :class:`~libraryfs.errors.InvalidArgument` (not a directory). The one
+    check behind ``init``, ``demo`` and ``copy``: a library is never made over someone's folder unasked."""
+    libdir = os.path.abspath(libdir)
+    if is_library(libdir):
+        raise Exists(f"{libdir} already holds a library (it is not empty): give a new or empty directory")
+    if os.path.exists(libdir) and not os.path.isdir(libdir):
+        raise InvalidArgument(f"{libdir} exists and is not a directory")
+    if os.path.isdir(libdir) and os.listdir(libdir):
+        raise Exists(f"{libdir} is not empty: give a new or empty directory{hint}")
+    return libdir
 
 
 def holds_library(backend: Backend) -> bool:

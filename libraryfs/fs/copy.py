@@ -23,11 +23,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from libraryfs.errors import Corrupt, InvalidArgument
+from libraryfs.errors import Corrupt
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend
-from libraryfs.fs.backends import create_remote, is_library, store_url, write_store_url
+from libraryfs.fs.backends import create_remote, require_new_libdir, store_url, write_store_url
 from libraryfs.fs.store import Store, Txn
 
 BATCH_RECORDS = 100  #: records per write transaction (etcd: 128 operations per txn by default)
@@ -190,13 +190,9 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
     given, else LMDB), then verify it (:func:`verify_copy`). A destination that fails verification is
     removed (its directory; an etcd prefix is left for inspection) and :class:`Corrupt` raised.
 
-    Raises ``FileExistsError`` (``dst_dir`` holds a library or is not empty, ``url`` holds one),
+    Raises Exists (``dst_dir`` holds a library or is not empty), ``FileExistsError`` (``url`` holds one),
     LibraryMissing, Damaged, Unavailable, NoSpace."""
-    src_dir, dst_dir = os.path.abspath(src_dir), os.path.abspath(dst_dir)
-    if is_library(dst_dir) or (os.path.isdir(dst_dir) and os.listdir(dst_dir)):
-        raise FileExistsError(f"{dst_dir} is not empty: give a new or empty directory")
-    if os.path.exists(dst_dir) and not os.path.isdir(dst_dir):
-        raise InvalidArgument(f"{dst_dir} exists and is not a directory")
+    src_dir, dst_dir = os.path.abspath(src_dir), require_new_libdir(dst_dir)
     t0 = time.monotonic()
     src = Store(src_dir, readonly=True)
     made = not os.path.exists(dst_dir)

@@ -209,6 +209,16 @@ def _backward(cur, start: bytes, end: bytes | None, limit: int | None, keys_only
             return
 
 
+def make_libdir(libdir: str | os.PathLike[str]) -> None:
+    """Make library directory ``libdir``: mode 0700 if new or empty; a directory that already holds files
+    (``init --force``) keeps its mode."""
+    libdir = os.path.abspath(os.fspath(libdir))
+    had_files = os.path.isdir(libdir) and bool(os.listdir(libdir))
+    os.makedirs(libdir, mode=0o700, exist_ok=True)
+    if not had_files:
+        os.chmod(libdir, 0o700)
+
+
 class LmdbBackend:
     """An open LMDB environment of one library: the core tables plus extension tables opened on demand.
 
@@ -300,10 +310,8 @@ class LmdbBackend:
         libdir = os.path.abspath(os.fspath(libdir))
         if exists(libdir):
             raise FileExistsError(f"{libdir} already holds a library")
-        had_files = os.path.isdir(libdir) and bool(os.listdir(libdir))
+        make_libdir(libdir)
         os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
-        if not had_files:  # a directory someone already uses (``init --force``) keeps its mode
-            os.chmod(libdir, 0o700)
         if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
             # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
             raise NoSpace(f"no space left on the disk holding {libdir}")
