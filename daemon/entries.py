@@ -107,7 +107,6 @@ class EntryUpdater:
         self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: S.EntryMeta, force: bool
     ) -> tuple[S.EntryMeta, EntryDoc | None]:
         """New meta for an entry, and the doc to summarise if its content changed."""
-        rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name
         m = replace(meta, name=os.fsdecode(name), parent=parent, size=node.size, gen=node.generation)
         m.extra = dict(meta.extra)
         if node.is_lnk:
@@ -140,6 +139,7 @@ class EntryUpdater:
             tokens, approx = count_tokens(data), False  # type: ignore[possibly-undefined]
         m.hash, m.tokens, m.approx, m.link = h, tokens, approx, False
         m.defines, m.keywords, m.outline = ext.outline.names, ext.keywords, OUTLINE_VERSION
+        rel = (t.path_of(parent) or b"/").rstrip(b"/") + b"/" + name  # walked only for a doc to summarise
         doc = EntryDoc(
             path=os.fsdecode(rel.lstrip(b"/")),
             name=os.fsdecode(name),

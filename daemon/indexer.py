@@ -35,7 +35,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from libraryfs.daemon.entries import HASH_LIMIT_BYTES, TOKEN_LIMIT_BYTES, EntryUpdater
+from libraryfs.daemon.entries import EntryUpdater
 from libraryfs.daemon.filing import InboxFiler
 from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
@@ -53,7 +53,7 @@ from libraryfs.layout import term_index_path
 
 log = logging.getLogger("libraryfs.indexer")
 
-__all__ = ["Indexer", "PassReport", "HASH_LIMIT_BYTES", "TOKEN_LIMIT_BYTES"]
+__all__ = ["Indexer", "PassReport"]
 
 
 @dataclass

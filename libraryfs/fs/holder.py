@@ -61,7 +61,6 @@ class Holder:
 
     def __init__(self, lease, name: str, ttl_s: int, on_lost: Callable[[], None] | None = None) -> None:
         self.lease, self.name, self.ttl_s, self.on_lost = lease, name, ttl_s, on_lost
-        self.lost = threading.Event()  # set when a renewal found the lease expired
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew, name=f"libraryfs-lease-{name}", daemon=True)
         self._thread.start()
@@ -135,7 +134,6 @@ class Holder:
             try:
                 if not self.lease.keepalive():
                     log.error("lost the etcd lease %r (expired): another process may hold it now", self.name)
-                    self.lost.set()
                     if self.on_lost is not None:
                         self.on_lost()
                     return

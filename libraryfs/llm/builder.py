@@ -32,7 +32,7 @@ from libraryfs.fs.store import Store
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
 from libraryfs.llm import prompts as P
 from libraryfs.llm import textmode as T
-from libraryfs.llm.asking import MAX_PAUSE_S, Asking, Validator
+from libraryfs.llm.asking import Asking, Validator
 from libraryfs.llm.cache import AnswerCache, content_key
 from libraryfs.llm.client import ChatClient
 from libraryfs.llm.config import LLMConfig
@@ -40,7 +40,7 @@ from libraryfs.llm.deferred import Deferred, Unit
 
 MAX_SECTIONS_IN_FILE_PROMPT = 200  #: sections listed when filing (the rest cannot be chosen by the model)
 
-__all__ = ["LLMIndexBuilder", "MAX_PAUSE_S", "count_bucket"]
+__all__ = ["LLMIndexBuilder", "count_bucket"]
 
 
 class LLMIndexBuilder(Asking):

@@ -110,11 +110,6 @@ class Deferred:
                     out[i] = v
         return out
 
-    def pending(self) -> int:
-        """Items queued or being asked."""
-        with self._cond:
-            return len(self._queued) + self.in_flight
-
     def status(self) -> dict[str, int]:
         """``{"queued", "in_flight", "arrived", "fetched", "given_up"}`` (items)."""
         with self._cond:
