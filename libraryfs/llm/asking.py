@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from libraryfs.index.tokens import count_tokens
@@ -25,6 +26,25 @@ from libraryfs.llm.health import EndpointHealth
 MAX_PAUSE_S = 900.0  #: longest pause after repeated endpoint failures, seconds
 
 Validator = Callable[[Any, set[int]], dict[int, Any]]
+
+
+@dataclass(frozen=True)
+class Question:
+    """What one job call asks the model, built once per call of a builder job.
+
+    ``job``: the prompt and answer schema; ``validate(answer, ids) -> {id: value}`` (raises
+    :class:`~libraryfs.llm.prompts.InvalidAnswer`); ``make_user(payload items) -> user message``;
+    ``out_tokens_per_item``: the answer budget per item (tokens); ``whole``: every item in one request (a
+    grouping); ``sections``: the section paths a plain-text filing may answer with."""
+
+    job: P.Job
+    validate: Validator
+    make_user: Callable[[list[dict]], str]
+    out_tokens_per_item: int
+    whole: bool = False
+    sections: list[str] | None = None
+
+
 log = logging.getLogger("libraryfs.llm")
 
 
@@ -125,34 +145,22 @@ class Asking:
             out.append(cur)
         return out
 
-    def _fetch(
-        self,
-        job: P.Job,
-        todo: list[tuple[int, dict]],
-        validate: Validator,
-        make_user: Callable[[list[dict]], str],
-        out_tokens_per_item: int,
-        whole: bool,
-        sections: list[str] | None,
-    ) -> dict[int, Any]:
+    def _fetch(self, q: Question, todo: list[tuple[int, dict]]) -> dict[int, Any]:
         """Ask the model about ``todo`` (``[(position, payload item)]``), ``max_concurrency`` requests at a
         time; ``{position: valid answer}``. No transaction is open here (the background worker calls it too)."""
         if self._paused():
             return {}
-        if self.text_mode and job.name in T.JOBS:
-            tjob = T.JOBS[job.name]
-            futures = [self._pool.submit(self._ask_text, tjob, [it], sections) for it in todo]
+        if self.text_mode and q.job.name in T.JOBS:
+            tjob = T.JOBS[q.job.name]
+            futures = [self._pool.submit(self._ask_text, tjob, [it], q.sections) for it in todo]
         else:
-            futures = [
-                self._pool.submit(self._ask, job, b, validate, make_user, out_tokens_per_item)
-                for b in self._batches(todo, whole)
-            ]
+            futures = [self._pool.submit(self._ask, q, b) for b in self._batches(todo, q.whole)]
         fresh: dict[int, Any] = {}
         for f in futures:
             fresh.update(f.result())
         if fresh:
             with self._lock:
-                self.jobs[job.name]["answered"] += len(fresh)
+                self.jobs[q.job.name]["answered"] += len(fresh)
                 self._next_pause_s = self.config.down_backoff_s
         return fresh
 
@@ -181,15 +189,9 @@ class Asking:
             out[pos] = value
         return out
 
-    def _ask(
-        self,
-        job: P.Job,
-        batch: list[tuple[int, dict]],
-        validate: Validator,
-        make_user: Callable[[list[dict]], str],
-        out_tokens_per_item: int,
-    ) -> dict[int, Any]:
+    def _ask(self, q: Question, batch: list[tuple[int, dict]]) -> dict[int, Any]:
         """Ask the model about one batch (bounded attempts); ``{position: valid answer}``."""
+        job = q.job
         answers: dict[int, Any] = {}
         remaining = list(batch)
         for _attempt in range(self.config.max_attempts):
@@ -199,9 +201,9 @@ class Asking:
             payload = [{"id": n + 1, **item} for n, (_, item) in enumerate(remaining)]
             try:
                 answer, _usage = self.client.complete_json(
-                    job, make_user(payload), out_tokens_per_item * len(remaining) + 50
+                    job, q.make_user(payload), q.out_tokens_per_item * len(remaining) + 50
                 )
-                valid = validate(answer, set(local))
+                valid = q.validate(answer, set(local))
             except (BadAnswer, P.InvalidAnswer) as e:
                 self._outcome(job.name, getattr(e, "kind", "invalid_answer"), e)
                 continue

@@ -32,7 +32,7 @@ from libraryfs.fs.store import Store
 from libraryfs.index.jobs import DeterministicBuilder, EntryDoc, Group, SectionDoc
 from libraryfs.llm import prompts as P
 from libraryfs.llm import textmode as T
-from libraryfs.llm.asking import Asking, Validator
+from libraryfs.llm.asking import Asking, Question
 from libraryfs.llm.cache import AnswerCache, content_key
 from libraryfs.llm.client import ChatClient
 from libraryfs.llm.config import LLMConfig
@@ -111,13 +111,8 @@ class LLMIndexBuilder(Asking):
             )
             for i in asks
         ]
-        got = self._run(
-            P.SUMMARIZE,
-            items,
-            P.valid_summaries,
-            lambda batch: P.user_message("summarize", entries=batch),
-            out_tokens_per_item=60,
-        )
+        ask = Question(P.SUMMARIZE, P.valid_summaries, lambda b: P.user_message("summarize", entries=b), 60)
+        got = self._run(ask, items)
         return self._merge(docs, asks, got, self.fallback.summarize, "summarize")
 
     def describe(self, sections: list[SectionDoc]) -> list[str]:
@@ -141,14 +136,8 @@ class LLMIndexBuilder(Asking):
                     },
                 )
             )
-        got = self._run(
-            P.DESCRIBE,
-            items,
-            P.valid_descriptions,
-            lambda batch: P.user_message("describe", sections=batch),
-            out_tokens_per_item=60,
-            tag=("describe", *(sections[i].path for i in asks)),
-        )
+        ask = Question(P.DESCRIBE, P.valid_descriptions, lambda b: P.user_message("describe", sections=b), 60)
+        got = self._run(ask, items, tag=("describe", *(sections[i].path for i in asks)))
         return self._merge(sections, asks, got, self.fallback.describe, "describe")
 
     def file(self, docs: list[EntryDoc], sections: list[SectionDoc]) -> list[str]:
@@ -167,15 +156,14 @@ class LLMIndexBuilder(Asking):
                 )
             )
         asks = list(range(len(docs)))
-        got = self._run(
+        ask = Question(
             P.FILE,
-            items,
             lambda ans, ids: P.valid_filings(ans, ids, paths),
-            lambda batch: P.user_message("file", sections=menu, entries=batch),
+            lambda b: P.user_message("file", sections=menu, entries=b),
             out_tokens_per_item=40,
             sections=paths,
-            batch_key=("file", fingerprint),
         )
+        got = self._run(ask, items, batch_key=("file", fingerprint))
         out = self._merge(docs, asks, got, lambda ds: self.fallback.file(ds, sections), "file")
         with self._lock:
             self.new_sections += sum(1 for i, v in got.items() if v not in paths)
@@ -198,17 +186,16 @@ class LLMIndexBuilder(Asking):
             """The model's grouping answer as ``{1: [[title, [names]], …]}``; ValueError/KeyError if malformed."""
             return {1: [[t, g] for t, g in P.valid_groups(ans, n, max_items)]}
 
-        got = self._run(
+        ask = Question(
             P.GROUP,
-            [(key, {})],
             validate,
-            lambda batch: P.user_message(
+            lambda b: P.user_message(
                 "group", path=section.path or "(library root)", max_items=max_items, entries=entries
             ),
             out_tokens_per_item=8 * n + 40 * (n // max_items + 2),
             whole=True,
-            tag=("group", section.path),
         )
+        got = self._run(ask, [(key, {})], tag=("group", section.path))
         self.last_deferred = [0] if self._deferred_items else []
         if 0 not in got:
             self.last_fallbacks = [0]
@@ -254,20 +241,16 @@ class LLMIndexBuilder(Asking):
 
     def _run(
         self,
-        job: P.Job,
+        q: Question,
         items: list[tuple[str, dict]],
-        validate: Validator,
-        make_user: Callable[[list[dict]], str],
-        out_tokens_per_item: int,
-        whole: bool = False,
-        sections: list[str] | None = None,
         tag: tuple | None = None,
         batch_key: tuple | None = None,
     ) -> dict[int, Any]:
-        """Answers ``{position in items: value}`` for the items the cache or the model answered validly.
+        """Answers ``{position in items: value}`` to question ``q`` for the items the cache or the model answered validly.
 
         With :attr:`deferred` set, the misses go to the background queue instead (``_deferred_items``: their
         positions; while the builder is paused they wait for the pause to end)."""
+        job = q.job
         stats = self.jobs[job.name]
         self._deferred_items = []
         with self._lock:
@@ -296,15 +279,7 @@ class LLMIndexBuilder(Asking):
         def ask(batch_items: list[tuple[str, dict]]) -> dict[int, Any]:
             """Ask the model about ``[(content key, payload)]`` now (here, or in the background worker):
             ``{position in batch_items: valid answer}``; never inside a store transaction."""
-            return self._fetch(
-                job,
-                list(enumerate(it for _k, it in batch_items)),
-                validate,
-                make_user,
-                out_tokens_per_item,
-                whole,
-                sections,
-            )
+            return self._fetch(q, list(enumerate(it for _k, it in batch_items)))
 
         if self.deferred is not None:
             self._tags += 1
@@ -314,7 +289,7 @@ class LLMIndexBuilder(Asking):
                 [(keys[p], it) for p, it in todo],
                 ask,
                 tag or (job.name, self._tags),
-                batch_key or ((job.name, tag) if whole else (job.name,)),
+                batch_key or ((job.name, tag) if q.whole else (job.name,)),
             )
             waiting = self.deferred.submit(unit)  # kept through a pause: asked when it ends
             self._deferred_items = [j for w in waiting for j in by_key[keys[todo[w][0]]]]
@@ -322,7 +297,7 @@ class LLMIndexBuilder(Asking):
             return got
         if self._paused():
             return got
-        fresh = self._fetch(job, todo, validate, make_user, out_tokens_per_item, whole, sections)
+        fresh = self._fetch(q, todo)
         if fresh:
             self.cache.put_many(job.name, pv, [(keys[i], v) for i, v in fresh.items()])
         for i, v in fresh.items():
