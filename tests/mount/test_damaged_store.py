@@ -105,7 +105,7 @@ def repair_and_read_back(lib: str, files: dict, tmp_path) -> int:
     that survived reads back exactly as written. Returns how many files survived."""
     before = sha(data_file(lib))
     r = cli("check", "--repair", lib)
-    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.returncode == 0, r.stdout + r.stderr  # shown whole when it fails (a tuple is cut by pytest)
     assert "salvaged" in r.stdout, r.stdout
     kept = glob.glob(os.path.join(lib, "store.damaged-*"))
     assert len(kept) == 1 and sha(os.path.join(kept[0], "data.mdb")) == before
