@@ -2,8 +2,10 @@
 
 Each check has a code (``I1`` … ``I9`` as in the schema docstring; ``I0`` for an undecodable inode).
 ``check(store)`` returns a :class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck
-habit). Repairs are conservative: a missing root is recreated empty (a salvaged store), dangling dirents are removed, wrong dirent types rewritten, wrong link
-counts corrected, orphaned inodes (nlink 0 or unreachable) freed, stray data chunks past EOF dropped,
+habit). Repairs are conservative: a missing root is recreated empty (a salvaged store), dangling dirents
+are removed, wrong dirent types rewritten, wrong link counts corrected, unreachable directories and files
+still linked reconnected under ``/lost+found`` (e2fsck's convention; their data kept), files unlinked while
+open (nlink 0) freed, stray data chunks past EOF dropped,
 ``next_ino`` raised, stale or undecodable meta/TOC records dropped (the indexer rebuilds them). The report
 carries the store's schema version and the migrations still pending (a read-only check of an older store).
 Reads the store only through the typed layer and its backend transaction (no engine import).
@@ -135,7 +137,13 @@ class _Checker:
                 return self.r
             self.apply_fixes()  # a salvaged store whose inodes were lost: an empty root to hang the rest on
             self.inodes[S.ROOT_INO] = new
-        for step in (self.check_dirents, self.check_tree, self.check_links, self.check_data):
+        for step in (
+            self.check_dirents,
+            self.check_tree,
+            self.check_orphans,
+            self.check_links,
+            self.check_data,
+        ):
             step()
             self.apply_fixes()
         self.check_counters()
@@ -193,6 +201,8 @@ class _Checker:
             if not node.is_dir or ino == S.ROOT_INO:
                 continue
             names = self.dir_names.get(ino, [])
+            if not names:  # unreachable: check_orphans reconnects it
+                continue
             if len(names) != 1:
                 self.problem("I3", ino, f"directory named by {len(names)} dirents")
                 continue
@@ -210,25 +220,89 @@ class _Checker:
                         break
                     seen.add(cur)
                     parents = self.dir_names.get(cur)
-                    if not parents:
-                        self.problem("I3", ino, "directory detached from the root")
+                    if not parents:  # below an unreachable directory, which check_orphans reconnects
                         break
                     cur = parents[0][0]
 
+    def check_orphans(self) -> None:
+        """I4: inodes no dirent names. A directory, or a file whose ``nlink`` says it still has names, was
+        cut off by damage: repairing reconnects it under ``/lost+found`` as ``#<ino>`` (e2fsck's
+        convention), with its data and everything below it. A file with ``nlink`` 0 was unlinked while
+        open when the mount stopped: it is freed."""
+        lost: list[int] = []
+        for ino, node in self.inodes.items():
+            if ino == S.ROOT_INO or ino in self.links:
+                continue
+            if not node.is_dir and node.nlink == 0:
+                fix = partial(self.t.del_inode, ino, is_dir=False)
+                self.problem("I4", ino, "orphaned inode (nlink 0, no dirent)", fix)
+            else:
+                lost.append(ino)
+        if not lost:
+            return
+        lf = self._lost_found() if self.repair else 0
+        for ino in lost:
+            node = self.inodes[ino]
+            what = (
+                "unreachable directory" if node.is_dir else f"orphaned inode (nlink {node.nlink}, no dirent)"
+            )
+            if not self.repair:
+                self.problem("I4", ino, what)
+                continue
+            name = self._free_name(lf, f"#{ino}".encode())
+            self.links[ino] = 1
+            if node.is_dir:
+                self.dir_names[ino] = [(lf, name)]
+                self.subdirs[lf] = self.subdirs.get(lf, 0) + 1
+            add = partial(self.t.add_dirent, lf, name, ino, node.is_dir, node.mode)
+            self.problem("I4", ino, f"{what}: reconnected as /lost+found/{name.decode()}", add)
+
+    def _lost_found(self) -> int:
+        """The inode of ``/lost+found``, made (mode 0700, e2fsck's) when the root has none; the checker's
+        counts are updated as if it had always been there (its own write is queued as a fix)."""
+        name = b"lost+found"
+        ino = self.t.lookup(S.ROOT_INO, name)
+        if ino is not None and ino in self.inodes and self.inodes[ino].is_dir:
+            return ino
+        name = self._free_name(S.ROOT_INO, name)
+        ino = max(self.t.alloc_ino(), max(self.inodes) + 1)
+        self.t.put_cfg(S.CFG_NEXT_INO, S.u64(ino + 1))
+        now = time.time_ns()
+        node = S.Inode(ino, S.S_IFDIR | 0o700, os.getuid(), os.getgid(), 2, 0, now, now, now)
+        self.inodes[ino] = node
+        self.links[ino] = 1
+        self.dir_names[ino] = [(S.ROOT_INO, name)]
+        self.subdirs[S.ROOT_INO] = self.subdirs.get(S.ROOT_INO, 0) + 1
+
+        def make() -> None:
+            """Write the directory's inode (its final ``nlink``) and its dirent in the root."""
+            node.nlink = 2 + self.subdirs.get(ino, 0)
+            self.t.put_inode(node)
+            self.t.add_dirent(S.ROOT_INO, name, ino, True, node.mode)
+
+        self.fixes.append(make)
+        return ino
+
+    def _free_name(self, parent: int, name: bytes) -> bytes:
+        """``name``, or ``name.1``, ``name.2``, … when a dirent of ``parent`` has it already."""
+        taken = {n for ino_names in self.dir_names.values() for p, n in ino_names if p == parent}
+        cand, i = name, 0
+        while cand in taken or (parent in self.inodes and self.t.lookup(parent, cand) is not None):
+            i += 1
+            cand = name + b".%d" % i
+        return cand
+
     def check_links(self) -> None:
-        """I4: link counts; orphaned and unreachable inodes."""
+        """I4: link counts (after :meth:`check_orphans` gave every inode a name or freed it)."""
         for ino, node in self.inodes.items():
             if node.is_dir:
                 want = 2 + self.subdirs.get(ino, 0)
                 if ino != S.ROOT_INO and not self.dir_names.get(ino):
-                    self.problem("I4", ino, "unreachable directory", partial(self.t.del_inode, ino))
-                    continue
+                    continue  # unreachable, reported by check_orphans (not repairing)
             else:
                 want = self.links.get(ino, 0)
                 if want == 0:
-                    msg = f"orphaned inode (nlink {node.nlink}, no dirent)"
-                    self.problem("I4", ino, msg, partial(self.t.del_inode, ino))
-                    continue
+                    continue  # orphaned, reported (and freed or reconnected) by check_orphans
             if node.nlink != want:
 
                 def fix(node=node, want=want):

@@ -291,7 +291,9 @@ class ChatClient:
                 raise Rejected(f"HTTP {e.status_code}: {_short(e)}", e.status_code) from e
             except (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError) as e:
                 self._count(http_errors=1)
-                raise Unavailable(f"HTTP {e.status_code}: {_short(e)}", f"http_{e.status_code}") from e
+                raise Unavailable(
+                    f"HTTP {e.status_code} {_where(e)}: {_short(e)}", f"http_{e.status_code}"
+                ) from e
             except openai.RateLimitError as e:
                 self._count(http_errors=1)
                 last, kind, hint = e, "http_429", retry_after_s(e.response.headers)
@@ -418,6 +420,14 @@ def _json_answer(resp: Any, usage: Usage) -> dict[str, Any]:
             err = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
         err.tokens = usage.total_tokens  # type: ignore[attr-defined]
         raise err from None
+
+
+def _where(e: openai.APIStatusError) -> str:
+    """``from POST <url> (server: <Server header>)``: which endpoint answered (a wrong ``llm.base_url`` gives
+    404s, and the URL says so; the ``Server`` header tells a proxy or another program from the model
+    server)."""
+    req, server = e.response.request, e.response.headers.get("server")
+    return f"from {req.method} {req.url}" + (f" (server: {server})" if server else "")
 
 
 def _short(e: BaseException | None, n: int = 160) -> str:

@@ -125,8 +125,10 @@ def test_monolithic_run_of_the_same_task_coordinates_less(code_library, model):
     plan = build_plan("Thread a timeout through run and save", "demo", "MULTIAGENT", FILES, shape="pipeline")
     multi = Supervisor(_client(model), _sessions(code_library, [])).run(plan, run_id="r-multi")
     mono = Supervisor(_client(model), _sessions(code_library, [])).run(monolithic_plan(plan), run_id="r-mono")
-    seen = [(r.method, r.path) for r in model.requests]  # what reached the scripted server, if a run failed
-    assert multi.ok and mono.ok, ([(n.id, n.error) for n in multi.nodes + mono.nodes if n.error], seen)
+    # if a run failed: each node's error and what reached the scripted server (a string: shown whole)
+    seen = "\n".join(f"{r.method} {r.path} {r.task}" for r in model.requests)
+    errors = "\n".join(f"{n.id}: {n.error}" for n in multi.nodes + mono.nodes if n.error)
+    assert multi.ok and mono.ok, f"{errors}\n-- requests the server saw:\n{seen}"
     assert mono.totals()["calls"] == 1 and mono.messages == 2  # one delegation, one result
     assert multi.messages > mono.messages and multi.totals()["calls"] == 5
     # the one agent read every file the five did (the planner's symbol tables and the editors' sources)

@@ -106,3 +106,51 @@ def test_toc_of_missing_directory(populated):
     st = populated
     st.run_write(lambda t: t.put_toc_pages(123456, [b"# stale"]))
     breaks_then_repairs(st, "I8")
+
+
+def test_a_directory_whose_dirent_was_lost_is_reconnected_under_lost_found_with_everything_below(populated):
+    st = populated
+    a, y = ino_of(st, b"/a"), ino_of(st, b"/a/b/y.md")
+    body = StoreTree(st).read_bytes("a/b/y.md")
+    st.run_write(lambda t: t.del_dirent(S.ROOT_INO, b"a"))
+    report = check(st)
+    # one finding for the directory (none per child), and the root's link count that counted it
+    assert [(p.code, p.ino) for p in report.problems] == [("I4", a), ("I4", S.ROOT_INO)], report.problems
+    assert not report.clean
+    rep = check(st, repair=True)
+    assert rep.clean, rep.problems
+    assert f"reconnected as /lost+found/#{a}" in " ".join(p.message for p in rep.problems)
+    assert check(st).problems == []
+    tree = StoreTree(st)
+    assert tree.read_bytes(f"lost+found/#{a}/x.md") == b"hello"
+    assert (
+        tree.read_bytes(f"lost+found/#{a}/b/y.md") == body
+        and ino_of(st, f"/lost+found/#{a}/b/y.md".encode()) == y
+    )
+    with st.read() as t:
+        lf = t.inode(ino_of(st, b"/lost+found"))
+        assert lf.mode & 0o777 == 0o700 and lf.nlink == 3  # ., its entry in /, #a's ..
+        assert t.inode(S.ROOT_INO).nlink == 3  # / holds lost+found only now
+
+
+def test_a_file_whose_dirent_was_lost_is_reconnected_and_lost_found_is_reused(populated):
+    st = populated
+    x, y = ino_of(st, b"/a/x.md"), ino_of(st, b"/a/b/y.md")
+    st.run_write(lambda t: t.del_dirent(ino_of(st, b"/a"), b"x.md"))
+    breaks_then_repairs(st, "I4")
+    assert StoreTree(st).read_bytes(f"lost+found/#{x}") == b"hello"
+    lf = ino_of(st, b"/lost+found")
+    st.run_write(lambda t: t.del_dirent(ino_of(st, b"/a/b"), b"y.md"))
+    breaks_then_repairs(st, "I4")
+    assert ino_of(st, b"/lost+found") == lf and ino_of(st, f"/lost+found/#{y}".encode()) == y
+
+
+def test_lost_found_takes_a_free_name_beside_a_file_called_lost_found(populated):
+    st = populated
+    StoreTree(st).write_bytes("lost+found", b"mine")
+    x = ino_of(st, b"/a/x.md")
+    st.run_write(lambda t: t.del_dirent(ino_of(st, b"/a"), b"x.md"))
+    breaks_then_repairs(st, "I4")
+    tree = StoreTree(st)
+    assert tree.read_bytes("lost+found") == b"mine"
+    assert tree.read_bytes(f"lost+found.1/#{x}") == b"hello"
