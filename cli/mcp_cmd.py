@@ -7,8 +7,8 @@ import os
 
 import click
 
+from libraryfs.cli.common import handle_errors
 from libraryfs.cli.options import library_argument, setting_options, setting_overrides
-from libraryfs.errors import LibraryError
 
 TOKEN_ENV = "LIBRARYFS_MCP_TOKEN"  #: the HTTP bearer token (never a flag: it would show in the process list)
 MCP_KEYS = (
@@ -31,12 +31,14 @@ MCP_KEYS = (
     help=f"HTTP: file holding the bearer token (else env {TOKEN_ENV}); required off loopback.",
 )
 @click.option("--no-indexer", is_flag=True, help="Do not start an indexer when none runs.")
+@handle_errors
 def mcp_cmd(libdir: str, token_file: str | None, no_indexer: bool, **kwargs) -> None:
     """Serve LIBDIR to MCP clients (agents without a shell, hosts without /dev/fuse), beside a mount or not.
 
     Settings: flags > LIBRARYFS_MCP_* environment > [mcp] in config.toml > defaults. Exit status: 0 when the
     client disconnects or on SIGTERM/SIGINT; 1 on a library, setting or bind error (one line); 2 on a
-    malformed command line; 3 when the mcp extra is missing (pip install 'libraryfs[mcp]').
+    malformed command line; 3 when the mcp extra is missing (pip install 'libraryfs[mcp]'); 4 when the store
+    is damaged and 8 when it cannot be reached (README "Exit status").
     """
     if importlib.util.find_spec("mcp") is None:
         click.echo("libraryfs: this command needs the mcp extra: pip install 'libraryfs[mcp]'", err=True)
@@ -47,11 +49,8 @@ def mcp_cmd(libdir: str, token_file: str | None, no_indexer: bool, **kwargs) -> 
     if token_file:
         with open(token_file) as f:
             token = f.read().strip() or None
-    try:
-        overrides = setting_overrides(kwargs)
-        raise SystemExit(run_process(libdir, overrides, token=token, indexer=not no_indexer))
-    except (LibraryError, OSError) as e:
-        raise click.ClickException(str(e)) from None
+    overrides = setting_overrides(kwargs)
+    raise SystemExit(run_process(libdir, overrides, token=token, indexer=not no_indexer))
 
 
 commands: list = [mcp_cmd]

@@ -9,8 +9,10 @@ backend's ReadTxn/WriteTxn), never through an engine handle.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -463,12 +465,32 @@ class Store:
         :class:`~libraryfs.errors.NoSpace` if the disk has less than
         :data:`~libraryfs.fs.lmdb_backend.MIN_FREE_TO_CREATE` bytes free, :class:`~libraryfs.errors.Unavailable`.
         """
+        undo = None
         if backend is None and url is not None:
             backend = create_remote(libdir, url)
         elif backend is None:
-            backend = lmdb_backend.LmdbBackend.create(libdir, map_size=map_size)
+            undo = _undo_new_store(libdir)
+            try:
+                backend = lmdb_backend.LmdbBackend.create(libdir, map_size=map_size)
+            except BaseException:
+                undo()
+                raise
         else:  # the store lives elsewhere; the library directory still holds config, locks and derived files
             make_libdir(libdir)
+        try:
+            return cls._initialise(libdir, backend, settings, url)
+        except BaseException:
+            if undo is not None:  # e.g. the disk filled during the first commit: nothing half-made is left
+                with contextlib.suppress(Exception):
+                    backend.close()
+                undo()
+            raise
+
+    @classmethod
+    def _initialise(
+        cls, libdir: str | os.PathLike[str], backend: Backend, settings: dict | None, url: str | None
+    ) -> Store:
+        """Write a new library's root and config into the empty ``backend`` (:meth:`create`'s second half)."""
         st = cls(libdir, backend=backend, _new=True)
         now = now_ns()
 
@@ -526,3 +548,21 @@ class Store:
         """Library settings stored at ``init`` (e.g. ``toc_max_tokens``)."""
         with self.read() as t:
             return S.loads(t.cfg(S.CFG_SETTINGS), {})  # type: ignore[return-value]
+
+
+def _undo_new_store(libdir: str | os.PathLike[str]) -> Callable[[], None]:
+    """A function removing what making a new LMDB store in ``libdir`` adds (the library directory if it did
+    not exist, else its ``store/`` directory if that did not), so that a failed ``init`` or ``demo`` — e.g.
+    ENOSPC — can be retried instead of being refused as "not empty". Call it before the store is made."""
+    libdir = os.path.abspath(os.fspath(libdir))
+    new_dir = not os.path.exists(libdir)
+    new_store = not os.path.exists(lmdb_backend.store_path(libdir))
+
+    def undo() -> None:
+        """Remove what was made (errors ignored: the original error is the one to report)."""
+        if new_dir:
+            shutil.rmtree(libdir, ignore_errors=True)
+        elif new_store:
+            shutil.rmtree(lmdb_backend.store_path(libdir), ignore_errors=True)
+
+    return undo

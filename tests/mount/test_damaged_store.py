@@ -27,7 +27,11 @@ CRASH_CODES = (128 + 6, 128 + 7, 128 + 11, -6, -7, -11)  # SIGABRT, SIGBUS, SIGS
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "libraryfs.cli.main", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "libraryfs.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,  # `mcp` serves stdio: end of input ends it
     )
 
 
@@ -81,9 +85,9 @@ def says_damaged(r: subprocess.CompletedProcess, what: str) -> None:
 
 
 def assert_refused_everywhere(lib: str, tmp_path, *, find_too: bool = True) -> None:
-    """status, index and mount (and find, unless the damage may be off its path: it reads a few keys only
+    """status, index, mcp and mount (and find, unless the damage may be off its path: it reads a few keys only
     after the meta-page check): one line, exit 4; check: a report whose first line says damaged."""
-    for cmd in (("status", lib), ("index", lib)):
+    for cmd in (("status", lib), ("index", lib), ("mcp", lib, "--no-indexer")):
         says_damaged(cli(*cmd), cmd[0])
     r = cli("find", lib, "note1")
     if find_too:

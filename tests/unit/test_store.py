@@ -1,5 +1,6 @@
 """Store: chunked data, sparse files, map growth, journal, names as bytes."""
 
+import errno
 import os
 
 import pytest
@@ -194,3 +195,25 @@ def test_an_lmdb_store_of_another_program_is_refused_untouched(tmp_path):
     assert (
         subprocess.run([*run, "look"], capture_output=True, text=True, check=True).stdout.strip() == "users"
     )
+
+
+def test_a_create_refused_on_a_full_disk_leaves_nothing_behind(small_disk):
+    """`init` on a full disk fails with NoSpace and leaves no `store/` behind: the retry after space is
+    freed works instead of being refused as "not empty" (a new user's report)."""
+    filler = small_disk / "filler"
+    with open(filler, "wb") as f, pytest.raises(OSError) as full:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    assert full.value.errno == errno.ENOSPC
+    (small_disk / "empty").mkdir()
+    for lib in (small_disk / "lib", small_disk / "empty"):
+        with pytest.raises(NoSpace):
+            Store.create(lib)
+    assert not (small_disk / "lib").exists() and os.listdir(small_disk / "empty") == []
+    filler.unlink()
+    for lib in (small_disk / "lib", small_disk / "empty"):
+        Store.create(lib).close()
+        st = Store(lib)
+        assert check(st).problems == []
+        st.close()
