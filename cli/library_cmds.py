@@ -152,6 +152,12 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
         echo_json({**report.to_json(), **({"salvage": vars(salvaged)} if salvaged else {})})
     else:
         click.echo(describe(report))
+        lost = salvaged.lost() if salvaged else 0
+        if lost and report.clean:  # "repaired" alone would read as "nothing was lost"
+            click.echo(
+                f"consistent again, but {lost} record(s) could not be salvaged: files may be missing (look in "
+                f"/lost+found) or read as holes; the damaged store is kept at {salvaged.kept}"
+            )
     if not report.clean:
         raise SystemExit(1)
 

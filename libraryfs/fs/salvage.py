@@ -37,6 +37,10 @@ class SalvageReport:
     slot: int | None = None
     restored: list[str] = field(default_factory=list)
 
+    def lost(self) -> int:
+        """Records the damaged store's headers promised that could not be copied (0: nothing lost)."""
+        return max(0, sum(self.expected.values()) - sum(self.copied.values()))
+
     def lines(self) -> list[str]:
         """Human-readable summary: one line per table with a loss, then the totals and where the old store is."""
         out = []

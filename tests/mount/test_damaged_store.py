@@ -11,6 +11,7 @@ import glob
 import hashlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -111,6 +112,11 @@ def repair_and_read_back(lib: str, files: dict, tmp_path) -> int:
     r = cli("check", "--repair", lib)
     assert r.returncode == 0, r.stdout + r.stderr  # shown whole when it fails (a tuple is cut by pytest)
     assert "salvaged" in r.stdout, r.stdout
+    got, want = map(int, re.search(r"salvaged (\d+) of (\d+) records", r.stdout).groups())
+    last = r.stdout.splitlines()[-1]  # a lossy salvage never ends on a bare "repaired"
+    assert (
+        (f"{want - got} record(s) could not be salvaged" in last) if got < want else last == "repaired"
+    ), r.stdout
     kept = glob.glob(os.path.join(lib, "store.damaged-*"))
     assert len(kept) == 1 and sha(os.path.join(kept[0], "data.mdb")) == before
     assert cli("check", lib).returncode == 0
