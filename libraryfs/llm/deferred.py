@@ -33,6 +33,7 @@ log = logging.getLogger("libraryfs.llm")
 
 PRIORITY = {"file": 0, "summarize": 1, "describe": 2, "group": 3}
 GIVE_UP_S = 3600.0  #: an item the model answered invalidly is not asked again for this long, seconds
+PRUNE_MIN = 1024  #: expired give-ups are dropped once this many are remembered (then at twice what is left)
 
 
 @dataclass
@@ -65,7 +66,8 @@ class Deferred:
         self._units: dict[tuple, Unit] = {}
         self._queued: dict[tuple[str, str], tuple] = {}  # (prompt_version, key) -> tag of its unit
         self._arrived: dict[tuple[str, str], Any] = {}  # (prompt_version, key) -> valid answer
-        self._gave_up: dict[tuple[str, str], float] = {}
+        self._gave_up: dict[tuple[str, str], float] = {}  # (prompt_version, key) -> when (Unix s)
+        self._prune_at = PRUNE_MIN  # prune expired give-ups when there are this many (amortised O(1))
         self._seq = itertools.count()
         self._stop = False
         self.in_flight = 0
@@ -111,14 +113,16 @@ class Deferred:
         return out
 
     def status(self) -> dict[str, int]:
-        """``{"queued", "in_flight", "arrived", "fetched", "given_up"}`` (items)."""
+        """``{"queued", "in_flight", "arrived", "fetched", "given_up"}`` (items; ``given_up``: those not to be
+        asked again yet, i.e. given up less than :data:`GIVE_UP_S` ago)."""
+        now = time.time()
         with self._cond:
             return {
                 "queued": len(self._queued),
                 "in_flight": self.in_flight,
                 "arrived": len(self._arrived),
                 "fetched": self.fetched,
-                "given_up": len(self._gave_up),
+                "given_up": sum(now - t < GIVE_UP_S for t in self._gave_up.values()),
             }
 
     def close(self) -> None:
@@ -172,6 +176,11 @@ class Deferred:
                         self._arrived[k] = got[i]
                     elif not paused:
                         self._gave_up[k] = now
+                if (
+                    len(self._gave_up) >= self._prune_at
+                ):  # keys are content hashes: edits keep adding new ones
+                    self._gave_up = {k: t for k, t in self._gave_up.items() if now - t < GIVE_UP_S}
+                    self._prune_at = max(PRUNE_MIN, 2 * len(self._gave_up))
                 requeue = [u for u in units if paused and u.tag not in self._units]
                 for u in requeue:  # unanswered because of a pause: ask again after it
                     left = [(k, it) for k, it in u.items if (u.prompt_version, k) not in self._arrived]
