@@ -29,6 +29,7 @@ from libraryfs.fs.store import Store
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
+    LOGS_DIR,
     MOUNT_LOCK,
     VERIFIED_FILE,
     acquire_lock,
@@ -288,6 +289,20 @@ def status_facts(libdir: str) -> dict:
     return out
 
 
+def _last_log_line(libdir: str, process: str, limit: int = 160) -> str:
+    """The last non-empty line of ``logs/<process>.log`` (at most ``limit`` characters), ``""`` if none or
+    unreadable; creates nothing (``status`` may run on a read-only library)."""
+    path = os.path.join(state_dir(libdir), LOGS_DIR, f"{process}.log")
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 def _print_status(out: dict) -> None:
     """The human-readable ``libraryfs status`` of :func:`status_facts`' dict."""
     m, idx = out["mount"], out["indexer"] or {}
@@ -312,6 +327,13 @@ def _print_status(out: dict) -> None:
     if out.get("indexer_standby") and out["indexer_running"]:
         active = describe_holder(out["indexer_standby"].get("active") or {})
         running = f" (standby, pid {out['indexer_pid']}; takes over from {active} when its lease ends)"
+    if not out["indexer_running"] and out["mounted"]:  # e.g. killed: nothing restarts it outside systemd
+        last = _last_log_line(out["library"], "indexer")
+        running = (
+            (f" (its log ends: {last})" if last else "")
+            + f"; run `libraryfs index {out['library']}` for one pass, or `libraryfs indexer {out['library']}"
+            + f" --mountpoint {m['mountpoint']}` to keep one running"
+        )
     click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}{running}")
     click.echo(
         f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"

@@ -147,3 +147,32 @@ def test_find_defined_names_through_the_cli_and_dot_find(mounted, run_cli):
     r = run_cli("find", mounted.libdir, "tomato", "--json", check_rc=True)
     out = json.loads(r.stdout)
     assert out["cut"] and out["total"] == 56 and out["shown"] == 20
+
+
+def test_status_says_how_to_restart_a_killed_indexer(mounted, run_cli):
+    """A new user killed the indexer and `status` said only "not running": now it says how to start one (and
+    where its log ended)."""
+    import signal
+
+    from helpers.wait import wait_exit
+
+    pid = mounted.indexer_pid
+    assert (
+        pid
+        and json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)["indexer_running"]
+    )
+    os.kill(pid, signal.SIGKILL)
+    assert wait_exit(pid, 10)
+    wait_until(
+        lambda: not json.loads(run_cli("status", mounted.libdir, "--json").stdout)["indexer_running"],
+        10,
+        "the killed indexer's lock released",
+    )
+    line = next(
+        ln
+        for ln in run_cli("status", mounted.libdir, check_rc=True).stdout.splitlines()
+        if ln.startswith("indexer ")
+    )
+    assert "not running" in line, line
+    assert f"libraryfs indexer {mounted.libdir} --mountpoint {mounted.mnt}" in line, line
+    assert f"libraryfs index {mounted.libdir}" in line, line
