@@ -284,10 +284,10 @@ class _Checker:
         return ino
 
     def _free_name(self, parent: int, name: bytes) -> bytes:
-        """``name``, or ``name.1``, ``name.2``, … when a dirent of ``parent`` has it already."""
-        taken = {n for ino_names in self.dir_names.values() for p, n in ino_names if p == parent}
+        """``name``, or ``name.1``, ``name.2``, … when a dirent of ``parent`` has it already (one lookup per
+        try; names queued this pass are ``#<ino>``, unique by construction, so the store alone decides)."""
         cand, i = name, 0
-        while cand in taken or (parent in self.inodes and self.t.lookup(parent, cand) is not None):
+        while self.t.lookup(parent, cand) is not None:
             i += 1
             cand = name + b".%d" % i
         return cand

@@ -176,9 +176,8 @@ class Deferred:
                         self._arrived[k] = got[i]
                     elif not paused:
                         self._gave_up[k] = now
-                if (
-                    len(self._gave_up) >= self._prune_at
-                ):  # keys are content hashes: edits keep adding new ones
+                # keys are content hashes: edits keep adding new ones, so expired ones are dropped
+                if len(self._gave_up) >= self._prune_at:
                     self._gave_up = {k: t for k, t in self._gave_up.items() if now - t < GIVE_UP_S}
                     self._prune_at = max(PRUNE_MIN, 2 * len(self._gave_up))
                 requeue = [u for u in units if paused and u.tag not in self._units]
