@@ -51,6 +51,14 @@ def _exit_with(message: str, code: int) -> click.ClickException:
     return e
 
 
+def error_line(e: LibraryError | StoreError) -> tuple[str, int]:
+    """``(one-line message, exit status)`` of a domain error (its own ``exit_code``) or of a storage engine
+    error while reading (the store is damaged: :data:`~libraryfs.errors.EXIT_DAMAGED`)."""
+    if isinstance(e, LibraryError):
+        return str(e), e.exit_code
+    return f"the library's store is damaged: {e}; run `libraryfs check`", EXIT_DAMAGED
+
+
 def handle_errors(f):
     """Turn domain errors and OS errors into ``click.ClickException``: one line, exit status 1, or the
     error's own ``exit_code`` (4 for a damaged store, :data:`~libraryfs.errors.EXIT_DAMAGED`)."""
@@ -66,12 +74,8 @@ def handle_errors(f):
 
             sys.stderr.close()
             raise SystemExit(0) from None
-        except LibraryError as e:
-            raise _exit_with(str(e), e.exit_code) from None
-        except StoreError as e:  # an engine error while reading: the store is damaged (Damaged's status)
-            raise _exit_with(
-                f"the library's store is damaged: {e}; run `libraryfs check`", EXIT_DAMAGED
-            ) from None
+        except (LibraryError, *StoreError) as e:
+            raise _exit_with(*error_line(e)) from None
         except OSError as e:
             where = f": {e.filename}" if getattr(e, "filename", None) else ""
             raise click.ClickException(f"{e.strerror or e}{where}") from None

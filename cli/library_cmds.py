@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from libraryfs.cli.common import display_path, echo_json, handle_errors, resolve_libdir
+from libraryfs.cli.common import display_path, echo_json, error_line, handle_errors, resolve_libdir
 from libraryfs.cli.options import (
     library_argument,
     llm_field_overrides,
@@ -17,7 +17,7 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument
+from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument, LibraryError
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
@@ -25,7 +25,7 @@ from libraryfs.fs.holder import Holder, describe_holder, holder_facts, standby_f
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
-from libraryfs.fs.store import Store
+from libraryfs.fs.store import Store, StoreError
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -42,6 +42,7 @@ from libraryfs.layout import (
     state_dir,
     term_index_path,
 )
+from libraryfs.probes import last_log_line
 
 if TYPE_CHECKING:
     from libraryfs.fs.check import Report
@@ -221,12 +222,27 @@ def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
 
 @click.command()
 @library_argument
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable status.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Machine-readable status; on an error {"error", "exit_code", "library"} (and its exit status).',
+)
 @handle_errors
 def status(libdir: str, as_json: bool) -> None:
-    """Is it mounted, what is the indexer doing, what went wrong last."""
-    libdir = resolve_libdir(libdir)
-    out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report instead
+    """Is it mounted, what is the indexer doing, what went wrong last. Exit status 4: the store is damaged;
+    8: it cannot be reached; 9: the mount server is stopped (SIGSTOP; the mount is not touched)."""
+    from libraryfs.daemon.launcher import refuse_if_stopped
+
+    try:
+        libdir = resolve_libdir(libdir)
+        refuse_if_stopped(libdir, "status")  # before anything asks the mount: it would wait for the server
+        out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report
+    except (LibraryError, *StoreError) as e:
+        if as_json:  # a script still gets one JSON object; the line on stderr and the status as always
+            message, code = error_line(e)
+            echo_json({"error": message, "exit_code": code, "library": os.path.abspath(libdir)})
+        raise
     if as_json:
         echo_json(out)
     else:
@@ -289,20 +305,6 @@ def status_facts(libdir: str) -> dict:
     return out
 
 
-def _last_log_line(libdir: str, process: str, limit: int = 160) -> str:
-    """The last non-empty line of ``logs/<process>.log`` (at most ``limit`` characters), ``""`` if none or
-    unreadable; creates nothing (``status`` may run on a read-only library)."""
-    path = os.path.join(state_dir(libdir), LOGS_DIR, f"{process}.log")
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
-    return lines[-1][:limit] if lines else ""
-
-
 def _print_status(out: dict) -> None:
     """The human-readable ``libraryfs status`` of :func:`status_facts`' dict."""
     m, idx = out["mount"], out["indexer"] or {}
@@ -328,7 +330,8 @@ def _print_status(out: dict) -> None:
         active = describe_holder(out["indexer_standby"].get("active") or {})
         running = f" (standby, pid {out['indexer_pid']}; takes over from {active} when its lease ends)"
     if not out["indexer_running"] and out["mounted"]:  # e.g. killed: nothing restarts it outside systemd
-        last = _last_log_line(out["library"], "indexer")
+        log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
+        last = (last_log_line(log) or "")[:160]
         running = (
             (f" (its log ends: {last})" if last else "")
             + f"; run `libraryfs index {out['library']}` for one pass, or `libraryfs indexer {out['library']}"

@@ -17,6 +17,7 @@ import click
 
 from libraryfs.cli.common import handle_errors
 from libraryfs.cli.options import (
+    UntouchedPath,
     library_argument,
     llm_options,
     llm_switch,
@@ -57,7 +58,7 @@ def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., No
 
 @click.command()
 @library_argument
-@click.argument("mountpoint", type=click.Path(file_okay=False))
+@click.argument("mountpoint", type=UntouchedPath(file_okay=False))
 @click.option("--foreground", "-f", is_flag=True, help="Serve in this process (systemd, debugging).")
 @click.option("--no-indexer", is_flag=True, help="Do not start the indexer daemon.")
 @setting_options(*MOUNT_KEYS)
@@ -92,12 +93,32 @@ def _serve_foreground(libdir: str, mountpoint: str, **kw: Any) -> int:
 
 
 @click.command()
-@click.argument("target", type=click.Path())
-@click.option("--lazy", "-z", is_flag=True, help="Detach even if busy (fusermount3 -uz).")
+@click.argument("target", type=UntouchedPath())
+@click.option(
+    "--lazy",
+    "-z",
+    is_flag=True,
+    help="Detach even if busy, or if its mount server is stopped (fusermount3 -uz).",
+)
 @handle_errors
 def umount(target: str, lazy: bool) -> None:
-    """Unmount a library (given its mountpoint or its directory) and stop its indexer."""
+    """Unmount a library (given its mountpoint or its directory) and stop its indexer. A stopped mount
+    server (SIGSTOP) is refused with exit status 9 without touching the mount; --lazy detaches it."""
     info = launcher.stop(target, lazy=lazy)
+    stopped = info.get("stopped_server")
+    if stopped:
+        pid, how = stopped
+        click.echo(
+            f"detached {info['mountpoint'] or info['libdir']}; its mount server PID {pid} is {how} and "
+            f"holds the library until it runs again, then exits"
+            + (f" (`kill -CONT {pid}`)" if "SIGSTOP" in how else "")
+            + (
+                f"; so does indexer PID {info['indexer_waiting']}, waiting on it"
+                if info["indexer_waiting"]
+                else ""
+            )
+        )
+        return
     click.echo(f"unmounted {info['mountpoint'] or info['libdir']}")
 
 

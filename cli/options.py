@@ -31,9 +31,24 @@ _CLICK_TYPES = {"float": float, "int": int}
 API_KEY_ALIAS = "--api-key"
 
 
+class UntouchedPath(click.Path):
+    """``click.Path`` that never ``stat``s a mountpoint listed in ``/proc/mounts``: the ``stat`` of a mount
+    whose server is stopped (SIGSTOP) waits until it runs again, and ``status``/``umount`` must say so
+    instead (:func:`libraryfs.layout.stopped_server`). Other paths are checked as ``click.Path`` does."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """``value`` unchecked when it names a mountpoint (found without touching it), else ``click.Path``'s
+        check; raises what ``click.Path`` raises (a usage error, exit status 2)."""
+        from libraryfs.layout import proc_mount
+
+        if isinstance(value, str) and proc_mount(value) is not None:
+            return value
+        return super().convert(value, param, ctx)
+
+
 def library_argument(f: F) -> F:
-    """``LIBDIR`` argument (defaults to ``$LIBRARYFS_LIBRARY``)."""
-    return click.argument("libdir", type=click.Path(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)
+    """``LIBDIR`` argument (defaults to ``$LIBRARYFS_LIBRARY``); a mountpoint given instead is not touched."""
+    return click.argument("libdir", type=UntouchedPath(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)
 
 
 def library_option(

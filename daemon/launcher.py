@@ -14,6 +14,7 @@ logs in ``<libdir>/logs/``, liveness from the processes' locks and ``/proc/mount
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -21,9 +22,10 @@ import subprocess
 import sys
 import time
 
-from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing
+from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing, ServerStopped
 from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
+    DEVICE_PREFIX,
     INDEXER_LOCK,
     LOCK_FD_ENV,
     TIE_FD_ENV,
@@ -35,13 +37,20 @@ from libraryfs.layout import (
     log_path,
     mount_state,
     pid_alive,
+    proc_mounts,
     read_run,
     remove_run,
+    stopped_server,
     wait_exit,
     wait_until_mounted,
     write_run,
 )
+from libraryfs.probes import last_log_line
 from libraryfs.settings import flag_argv, parse_timeouts
+
+#: Seconds ``umount --lazy`` waits for the indexer beside a stopped mount server (it may be waiting on the
+#: mount itself, then it exits only once the server runs again).
+STOPPED_GRACE_S = 2.0
 
 
 class LaunchError(LibraryError):
@@ -70,6 +79,36 @@ def clear_stale(mountpoint: str) -> bool:
     raise LaunchError(f"stale mount at {mountpoint} could not be cleared (try: {fm} -uz {mountpoint})")
 
 
+def refuse_if_stopped(libdir: str, command: str) -> None:
+    """Raise :class:`~libraryfs.errors.ServerStopped` (exit status 9) when the mount server of ``libdir`` is
+    stopped (:func:`libraryfs.layout.stopped_server`): every request to its mount, even ``statvfs``, would
+    wait until it runs again. Reads only the lock file, ``/proc`` and ``run.json``; touches no mount."""
+    found = stopped_server(libdir)
+    if not found:
+        return
+    pid, how = found
+    go_on = f"continue it with `kill -CONT {pid}`" if "SIGSTOP" in how else "let its debugger continue it"
+    mp = _mountpoint_of(libdir)
+    if mp is None:  # detached already (`umount --lazy`): it still holds the library's lock
+        raise ServerStopped(
+            f"mount server PID {pid} of {libdir} is {how} and still holds the library (its mount is "
+            f"detached); {go_on}: it then exits"
+        )
+    raise ServerStopped(
+        f"mount server PID {pid} of {libdir} is {how}: its mount {mp} answers nothing until it runs again, "
+        f"so `libraryfs {command}` did not touch it; {go_on}, or detach the mount with "
+        f"`libraryfs umount --lazy {mp}`"
+    )
+
+
+def _mountpoint_of(libdir: str) -> str | None:
+    """Where ``/proc/mounts`` lists a libraryfs mount of ``libdir`` (its device field), or None."""
+    for dev, where, _fstype in proc_mounts():
+        if dev.startswith(DEVICE_PREFIX) and dev[len(DEVICE_PREFIX) :].replace("\\,", ",") == libdir:
+            return where
+    return None
+
+
 def _within(child: str, parent: str) -> bool:
     child, parent = os.path.realpath(child), os.path.realpath(parent)
     return child == parent or child.startswith(parent.rstrip("/") + "/")
@@ -85,6 +124,7 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
         raise LaunchError(f"mountpoint {mountpoint} is inside the library directory {libdir}")
     if _within(libdir, mountpoint):
         raise LaunchError(f"library directory {libdir} is inside the mountpoint {mountpoint}")
+    refuse_if_stopped(libdir, "mount")
     state = mount_state(mountpoint)  # before any stat: a stale mountpoint fails every stat with ENOTCONN
     if state == "stale":
         clear_stale(mountpoint)
@@ -169,6 +209,7 @@ def start(
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     overrides = {**mount_overrides(read_only, allow_other, timeouts, budget), **given}
     read_only = bool(overrides["mount.read_only"])
+    refuse_if_stopped(os.path.abspath(libdir), "mount")  # before the stat below: it would wait on its mount
     created = not os.path.exists(os.path.abspath(mountpoint))
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
     # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files the
@@ -255,10 +296,16 @@ def start_indexer(
 
 
 def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
-    """Unmount a library given its mountpoint or library directory, and stop its indexer.
+    """Unmount a library given its mountpoint or library directory, and stop its indexer; returns
+    ``{"libdir", "mountpoint", "stopped_server", "indexer_waiting"}`` (``(pid, how)`` of a stopped server
+    left stopped, else None; the pid of an indexer still waiting on that server's mount after SIGTERM and
+    :data:`STOPPED_GRACE_S` seconds, else None).
 
-    Raises :class:`Busy` if the mount is in use (pass ``lazy`` to detach anyway), :class:`LaunchError`
-    if nothing is mounted there.
+    A stopped mount server (SIGSTOP, a debugger) would make every request to its mount wait, the
+    unmount's included: without ``lazy`` that is :class:`~libraryfs.errors.ServerStopped` before the mount
+    is touched; with ``lazy`` the mount is detached (``fusermount3 -u -z``) and the server left stopped (it
+    exits once continued). Raises :class:`Busy` if the mount is in use (pass ``lazy`` to detach anyway),
+    :class:`LaunchError` if nothing is mounted there.
     """
     target = os.path.abspath(target)
     if not is_libraryfs_mount(target) and is_library(target):  # a mountpoint first: its content may hold
@@ -269,7 +316,17 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
         mountpoint = target
         libdir = libdir_of_mount(mountpoint)
         info = read_run(libdir) if libdir else {}
-    state = mount_state(mountpoint) if mountpoint else "none"
+    stopped = stopped_server(libdir) if libdir else None
+    if stopped and not lazy:
+        refuse_if_stopped(libdir, "umount")
+    mountpoint = mountpoint or (_mountpoint_of(libdir) if stopped else None)
+    if stopped:  # asking the mount anything would wait for the server: detach it unasked
+        state = "none"
+        if mountpoint and is_libraryfs_mount(mountpoint):
+            subprocess.run([fusermount(), "-u", "-z", mountpoint], capture_output=True)
+            info = info or {"mountpoint": mountpoint}
+    else:
+        state = mount_state(mountpoint) if mountpoint else "none"
     if state in ("live", "stale"):
         if not is_libraryfs_mount(mountpoint):
             raise LaunchError(f"{mountpoint} is not a libraryfs mount")
@@ -285,12 +342,15 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
             os.kill(ipid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        wait_exit(ipid, timeout_s)
-    wait_exit(info.get("server_pid"), timeout_s)
+        # beside a stopped server it may be waiting on the mount's answer: it exits once the server runs
+        wait_exit(ipid, STOPPED_GRACE_S if stopped else timeout_s)
+    if not stopped:  # a stopped server exits once continued
+        wait_exit(info.get("server_pid"), timeout_s)
     _stop_local_model(info.get("llm_pid"), timeout_s)
     if libdir:
         remove_run(libdir)
-    return {"libdir": libdir, "mountpoint": mountpoint}
+    waiting = ipid if stopped and pid_alive(ipid) else None
+    return {"libdir": libdir, "mountpoint": mountpoint, "stopped_server": stopped, "indexer_waiting": waiting}
 
 
 def _stop_local_model(pid: int | None, timeout_s: float) -> None:
@@ -345,17 +405,27 @@ def _server_error(rc: int, line: str) -> LibraryError:
 
 def _last_line(path: str, start: int = 0) -> str:
     """The mount server's last error line in its log after byte ``start`` (``"no output"``/``"no log"`` when
-    there is none)."""
-    try:
-        with open(path, errors="replace") as f:
-            f.seek(start)
-            lines = [ln.strip() for ln in f if ln.strip()]
-        for ln in reversed(lines):
-            if "libraryfs-mountd:" in ln or "Error" in ln or "error" in ln:
-                return ln.split("libraryfs-mountd: ")[-1]
-        return lines[-1] if lines else "no output"
-    except OSError:
+    there is none), without its ``libraryfs-mountd: `` prefix."""
+    line = last_log_line(path, start=start, prefer=_is_error_line)
+    if not line and _disk_full(path):  # its own error line could not be written either
+        return f"{os.strerror(errno.ENOSPC)}: {path} (the server could not write its log; free space there)"
+    if line is None:
         return "no log"
+    return line.split("libraryfs-mountd: ")[-1] if line else "no output"
+
+
+def _disk_full(path: str) -> bool:
+    """Whether the filesystem holding ``path`` (or its directory) has no block left for this user."""
+    try:
+        st = os.statvfs(path if os.path.exists(path) else os.path.dirname(path))
+    except OSError:
+        return False
+    return st.f_bavail == 0
+
+
+def _is_error_line(line: str) -> bool:
+    """Whether a mount server's log line says what went wrong (its own one-line error, an exception)."""
+    return "libraryfs-mountd:" in line or "Error" in line or "error" in line
 
 
 def run_foreground(

@@ -179,6 +179,19 @@ class Unavailable(LibraryError):
 EXIT_UNAVAILABLE = Unavailable.exit_code
 
 
+class ServerStopped(LibraryError):
+    """The library's mount server is stopped (SIGSTOP, a debugger): every request to its mount, even
+    ``statvfs``, would wait until it runs again, so ``status`` and ``umount`` say so without touching the
+    mount and exit with status 9 (:data:`EXIT_STOPPED`)."""
+
+    errno = errno.EAGAIN
+    exit_code = 9
+
+
+#: Exit status of ``status``/``umount``/``mount`` when the library's mount server is stopped (README).
+EXIT_STOPPED = ServerStopped.exit_code
+
+
 class Compacted(Unavailable):
     """A snapshot or watch revision older than the etcd cluster's compaction point (EIO).
 
@@ -219,6 +232,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         Busy,
         Unavailable,
         Compacted,
+        ServerStopped,
     )
 }
 

@@ -41,6 +41,7 @@ from libraryfs.errors import Busy, LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library
 from libraryfs.fs.store import Store
+from libraryfs.probes import process_state, real_path_untouched, stopped_how
 
 CONFIG_FILE = "config.toml"
 LOGS_DIR = "logs"
@@ -112,8 +113,11 @@ def acquire_lock(libdir: str, name: str) -> int:
             os.close(fd)
         what = _LOCK_VERBS.get(name, f"locked ({name})")
         raise Busy(f"library {os.path.abspath(libdir)} is already {what} by pid {holder}") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:
+        hand_over_lock(fd, os.getpid())
+    except OSError as e:  # a full disk: say which file (pwrite's error names none)
+        os.close(fd)
+        raise OSError(e.errno, e.strerror, lock_path(libdir, name)) from None
     return fd
 
 
@@ -281,10 +285,12 @@ def proc_mounts() -> list[tuple[str, str, str]]:
 
 def proc_mount(mountpoint: str, resolve: bool = True) -> tuple[str, str] | None:
     """``(device, fstype)`` of what is mounted at ``mountpoint`` (the last mount wins), or None.
-    ``resolve=False``: ``mountpoint`` is already a real path (resolving it ``lstat``s the mount's root)."""
-    mp = os.path.realpath(mountpoint) if resolve else mountpoint
+    ``resolve=False``: ``mountpoint`` is already a real path. Resolving it never ``lstat``s a listed
+    mountpoint (:func:`~libraryfs.probes.real_path_untouched`: that would wait on a stopped server)."""
+    mounts = proc_mounts()
+    mp = real_path_untouched(mountpoint, {m[1] for m in mounts}) if resolve else mountpoint
     found = None
-    for dev, where, fstype in proc_mounts():
+    for dev, where, fstype in mounts:
         if where == mp:
             found = (dev, fstype)
     return found
@@ -415,11 +421,20 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
+    return process_state(pid) not in (None, "Z")
+
+
+def stopped_server(libdir: str) -> tuple[int, str] | None:
+    """``(pid, "stopped (SIGSTOP)")`` when the mount server of ``libdir`` — the holder of ``mount.lock``,
+    which names its pid — is stopped (SIGSTOP, a debugger: :func:`~libraryfs.probes.stopped_how`), else
+    None. Reads only the lock file and ``/proc``: every request to the mount of a stopped server (even
+    ``statvfs``) waits until it runs again, so callers ask this before touching the mount."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+        pid = lock_holder(libdir, MOUNT_LOCK)
+    except OSError:
+        return None
+    how = stopped_how(pid)
+    return (pid, how) if pid and how else None
 
 
 def wait_exit(pid: int | None, timeout_s: float, poll_s: float = 0.05) -> bool:
@@ -446,8 +461,11 @@ def read_run(libdir: str) -> dict:
 def write_run(libdir: str, info: dict) -> None:
     """Replace ``run.json`` atomically (write to a temporary file, then rename)."""
     path = os.path.join(state_dir(libdir), RUN_FILE)
-    with open(path + ".tmp", "w") as f:
-        json.dump(info, f)
+    try:
+        with open(path + ".tmp", "w") as f:
+            json.dump(info, f)
+    except OSError as e:  # a full disk fails the write at close, naming no file
+        raise OSError(e.errno, e.strerror, path + ".tmp") from None
     os.replace(path + ".tmp", path)
 
 

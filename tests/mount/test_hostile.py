@@ -10,7 +10,6 @@ the file finishes well under a minute on 2 cores. The 10⁵-entry directory is a
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -22,8 +21,9 @@ import tempfile
 import time
 
 import pytest
+from helpers.disks import fill, tmpfs
 from helpers.files import read_file
-from helpers.mount import mount, require_fuse, unavailable
+from helpers.mount import mount, require_fuse
 from helpers.wait import wait_until
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -460,23 +460,6 @@ def assert_one_line_error(r: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@contextlib.contextmanager
-def tmpfs(path: str, size: str, ro: bool = False):
-    """A tmpfs of ``size`` at ``path`` (root only); skipped where mounting is not allowed."""
-    os.makedirs(path, exist_ok=True)
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", path],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        unavailable(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", path], capture_output=True)
-
-
 def _no_server_left(libdir: str) -> None:
     r = subprocess.run(["pgrep", "-f", f"libraryfs.daemon.mountd {libdir}"], capture_output=True, text=True)
     assert r.stdout.strip() == "", f"a mount server is still running: {r.stdout}"
@@ -533,24 +516,8 @@ def test_full_disk_is_enospc_and_recovers(tmp_path, run_cli):
             with open(os.path.join(mnt, "after.txt"), "wb") as f:
                 f.write(b"room again\n")
             assert read_file(os.path.join(mnt, "after.txt"), "rb") == b"room again\n"
-        assert _fill(fs)
+        assert fill(fs)
         assert_one_line_error(run_cli("init", os.path.join(fs, "lib2")))
-
-
-def _fill(fs: str) -> bool:
-    """Fill a filesystem completely; True when it is full."""
-    fd = os.open(os.path.join(fs, "filler"), os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 20, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError as e:
-                if e.errno != errno.ENOSPC:
-                    return False
-        return True
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "bad_schema"])

@@ -39,6 +39,7 @@ EXPECTED = {
     E.Unavailable: errno.EIO,
     E.Compacted: errno.EIO,
     E.Damaged: errno.EIO,
+    E.ServerStopped: errno.EAGAIN,
 }
 
 

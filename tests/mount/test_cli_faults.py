@@ -1,0 +1,128 @@
+"""What the CLI says when the library's processes or disk are in trouble (issue 14, a new user's trial):
+
+* a mount server stopped with SIGSTOP: ``status``, ``umount`` and ``mount`` hung forever in the kernel
+  (they asked its mount for ``statvfs``); now each says so in one line with exit status 9 without touching
+  the mount, and ``umount --lazy`` detaches it;
+* ``status --json`` on a damaged or unreachable store printed no JSON; now one object on stdout;
+* ``mount`` on a full disk said only "No space left on device"; now it names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+
+import pytest
+from helpers.disks import fill, tmpfs
+from helpers.mount import mount, require_fuse
+from helpers.wait import wait_exit, wait_until
+
+from libraryfs.errors import EXIT_DAMAGED, EXIT_STOPPED, EXIT_UNAVAILABLE
+from libraryfs.layout import is_libraryfs_mount
+from libraryfs.probes import process_state
+
+
+def one_line(r) -> str:
+    """The single line a failing command wrote on stderr (no traceback)."""
+    err = r.stderr.strip()
+    assert err and "\n" not in err and "Traceback" not in err, r.stderr
+    return err
+
+
+def test_a_stopped_mount_server_is_named_and_its_mount_never_touched(tmp_path, run_cli):
+    """The commands' timeouts are only a guard (before, each hung until killed): the assertions are on
+    the line and the exit status."""
+    lib, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
+    run_cli("init", lib, check_rc=True)
+    with mount(lib, mnt) as m:
+        pid = m.server_pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_until(lambda: process_state(pid) == "T", 30, "the mount server to stop")
+            for args in (
+                ("status", lib),
+                ("status", mnt),
+                ("umount", mnt),
+                ("umount", lib),
+                ("mount", lib, mnt),
+            ):
+                r = run_cli(*args, timeout=60)
+                line = one_line(r)
+                assert r.returncode == EXIT_STOPPED, (args, r.returncode, line)
+                assert f"mount server PID {pid} of {lib} is stopped (SIGSTOP)" in line, line
+                assert f"`kill -CONT {pid}`" in line and f"`libraryfs umount --lazy {mnt}`" in line, line
+            r = run_cli("status", "--json", mnt, timeout=60)
+            doc = json.loads(r.stdout)
+            assert r.returncode == EXIT_STOPPED and doc == {
+                "error": one_line(r).removeprefix("Error: "),
+                "exit_code": EXIT_STOPPED,
+                "library": lib,
+            }
+            assert is_libraryfs_mount(mnt)  # none of them unmounted it
+            r = run_cli("umount", "--lazy", mnt, timeout=60)
+            assert r.returncode == 0, r.stderr
+            assert f"detached {mnt}; its mount server PID {pid} is stopped (SIGSTOP)" in r.stdout
+            assert not is_libraryfs_mount(mnt)
+            r = run_cli("status", lib, timeout=60)  # detached, but the stopped server still holds the library
+            assert r.returncode == EXIT_STOPPED and "still holds the library" in one_line(r)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert wait_exit(pid, 30), "the detached server did not exit once continued"
+        assert wait_exit(m.indexer_pid, 30), "umount --lazy left the indexer running"
+        m.expect_server_alive = False
+    r = run_cli("status", lib, check_rc=True)
+    assert "mounted     no" in r.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated", "bad meta pages"])
+def test_status_json_on_a_damaged_store_is_one_json_object(tmp_path, run_cli, damage):
+    lib = str(tmp_path / "lib")
+    run_cli("init", lib, check_rc=True)
+    data = os.path.join(lib, "store", "data.mdb")
+    if damage == "truncated":
+        os.truncate(data, os.path.getsize(data) // 2)
+    else:
+        with open(data, "r+b") as f:
+            f.write(os.urandom(2 * 4096))
+    r = run_cli("status", "--json", lib)
+    doc = json.loads(r.stdout)
+    assert r.returncode == EXIT_DAMAGED, (r.returncode, r.stderr)
+    assert doc == {"error": one_line(r).removeprefix("Error: "), "exit_code": EXIT_DAMAGED, "library": lib}
+    assert "damaged" in doc["error"]
+
+
+def test_status_json_on_an_unreachable_store_is_one_json_object(tmp_path, run_cli):
+    with socket.socket() as s:  # a port nothing listens on: bound, then released
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lib = tmp_path / "lib"
+    lib.mkdir(mode=0o700)
+    (lib / "config.toml").write_text(f'[store]\nurl = "etcd://127.0.0.1:{port}/gone"\n')
+    r = run_cli("status", "--json", str(lib), timeout=60)
+    doc = json.loads(r.stdout)
+    assert r.returncode == EXIT_UNAVAILABLE, (r.returncode, r.stderr)
+    assert doc == {
+        "error": one_line(r).removeprefix("Error: "),
+        "exit_code": EXIT_UNAVAILABLE,
+        "library": str(lib),
+    }
+    assert f"127.0.0.1:{port}" in doc["error"]
+
+
+@pytest.mark.parametrize("indexer", [True, False], ids=["with-indexer", "no-indexer"])
+def test_mount_on_a_full_disk_names_the_file(tmp_path, run_cli, indexer):
+    """With an indexer the launcher's own lock write fails; without one the server fails and cannot even
+    write its log: either way the line names a file of the library."""
+    require_fuse()
+    mnt = str(tmp_path / "mnt")
+    with tmpfs(str(tmp_path / "fs"), "6m") as fs:
+        lib = os.path.join(fs, "lib")
+        run_cli("init", lib, "--map-size-mb", "1", check_rc=True)
+        assert fill(fs)
+        r = run_cli("mount", lib, mnt, "--no-llm", *([] if indexer else ["--no-indexer"]), timeout=60)
+        line = one_line(r)
+        assert r.returncode == 1, (r.returncode, line)
+        assert "No space left on device" in line and f"{lib}/" in line, line
+        assert not is_libraryfs_mount(mnt)
