@@ -40,6 +40,7 @@ from libraryfs.layout import (
     pid_alive,
     read_run,
     state_dir,
+    stopped_server,
     term_index_path,
 )
 from libraryfs.probes import last_log_line
@@ -484,8 +485,7 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
         raise click.ClickException("the search term is empty")
     libdir = resolve_libdir(libdir)
     found = run_isolated(lambda: _find(libdir, term, limit))  # a damaged store is a report, never a crash
-    minfo = mount_info(libdir)
-    prefix = os.fsencode(minfo["mountpoint"] if minfo else "")
+    prefix = os.fsencode(_mountpoint_for_paths(libdir))
     if as_json:
         echo_json(_found_json(found, term, prefix))
         if not found.matches:
@@ -502,6 +502,17 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
             click.echo(display_path(prefix + m.path) + ("/" if m.kind == "dir" else ""))
     if found.cut:
         click.echo(f"({len(found.matches)} of {found.total} matches shown; --limit N shows more)", err=True)
+
+
+def _mountpoint_for_paths(libdir: str) -> str:
+    """Where ``find`` says the library's paths are: its live mountpoint, ``""`` when not mounted. Beside a
+    stopped mount server the mountpoint ``/proc/mounts`` lists, never asked (it would wait for the server)."""
+    if stopped_server(libdir):
+        from libraryfs.daemon.launcher import mountpoint_of
+
+        return mountpoint_of(libdir) or ""
+    minfo = mount_info(libdir)
+    return minfo["mountpoint"] if minfo else ""
 
 
 def _find(libdir: str, term: str, limit: int) -> Found:
@@ -550,8 +561,10 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     """Run one indexing pass now, then exit (refused while an indexer daemon is running)."""
     from libraryfs.daemon.indexer import Indexer
     from libraryfs.daemon.indexerd import make_builder
+    from libraryfs.daemon.launcher import refuse_if_stopped
 
     libdir = resolve_libdir(libdir)
+    refuse_if_stopped(libdir, "index")  # it files the inbox through the mount: that would wait
     overrides = llm_field_overrides(setting_overrides(kwargs))
     lock = acquire_lock(libdir, INDEXER_LOCK)
     try:

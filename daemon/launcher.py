@@ -88,7 +88,7 @@ def refuse_if_stopped(libdir: str, command: str) -> None:
         return
     pid, how = found
     go_on = f"continue it with `kill -CONT {pid}`" if "SIGSTOP" in how else "let its debugger continue it"
-    mp = _mountpoint_of(libdir)
+    mp = mountpoint_of(libdir)
     if mp is None:  # detached already (`umount --lazy`): it still holds the library's lock
         raise ServerStopped(
             f"mount server PID {pid} of {libdir} is {how} and still holds the library (its mount is "
@@ -101,7 +101,7 @@ def refuse_if_stopped(libdir: str, command: str) -> None:
     )
 
 
-def _mountpoint_of(libdir: str) -> str | None:
+def mountpoint_of(libdir: str) -> str | None:
     """Where ``/proc/mounts`` lists a libraryfs mount of ``libdir`` (its device field), or None."""
     for dev, where, _fstype in proc_mounts():
         if dev.startswith(DEVICE_PREFIX) and dev[len(DEVICE_PREFIX) :].replace("\\,", ",") == libdir:
@@ -319,7 +319,7 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
     stopped = stopped_server(libdir) if libdir else None
     if stopped and not lazy:
         refuse_if_stopped(libdir, "umount")
-    mountpoint = mountpoint or (_mountpoint_of(libdir) if stopped else None)
+    mountpoint = mountpoint or (mountpoint_of(libdir) if stopped else None)
     if stopped:  # asking the mount anything would wait for the server: detach it unasked
         state = "none"
         if mountpoint and is_libraryfs_mount(mountpoint):

@@ -37,17 +37,23 @@ def test_a_stopped_mount_server_is_named_and_its_mount_never_touched(tmp_path, r
     lib, mnt = str(tmp_path / "lib"), str(tmp_path / "mnt")
     run_cli("init", lib, check_rc=True)
     with mount(lib, mnt) as m:
+        with open(m.p("groceries.md"), "w") as f:
+            f.write("# Groceries\n\nTomatoes.\n")
+        m.wait_indexed()
         pid = m.server_pid
         os.kill(pid, signal.SIGSTOP)
         try:
             wait_until(lambda: process_state(pid) == "T", 30, "the mount server to stop")
-            for args in (
+            r = run_cli("find", lib, "groceries.md", timeout=60)  # the store answers; the mount is not asked
+            assert r.returncode == 0 and r.stdout.strip() == f"{mnt}/groceries.md", (r.returncode, r.stderr)
+            commands = (
                 ("status", lib),
                 ("status", mnt),
                 ("umount", mnt),
                 ("umount", lib),
                 ("mount", lib, mnt),
-            ):
+            )
+            for args in (*commands, ("index", lib)):
                 r = run_cli(*args, timeout=60)
                 line = one_line(r)
                 assert r.returncode == EXIT_STOPPED, (args, r.returncode, line)
