@@ -82,7 +82,7 @@ def clear_stale(mountpoint: str) -> bool:
 def refuse_if_stopped(libdir: str, command: str) -> None:
     """Raise :class:`~libraryfs.errors.ServerStopped` (exit status 9) when the mount server of ``libdir`` is
     stopped (:func:`libraryfs.layout.stopped_server`): every request to its mount, even ``statvfs``, would
-    wait until it runs again. Reads only the lock file, ``/proc`` and ``run.json``; touches no mount."""
+    wait until it runs again. Reads only the lock file and ``/proc``; touches no mount."""
     found = stopped_server(libdir)
     if not found:
         return
