@@ -44,7 +44,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.hooks import IndexerHook
-from libraryfs.index import catalogue, termindex
+from libraryfs.index import catalogue, subjects, termindex
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.lines import TOC_FORMAT
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
@@ -124,6 +124,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
         self._terms = None  # the term index (sqlite3 connection), opened at the first pass
+        self._subjects = subjects.Upkeep()  # when the subject index is rebuilt (amortised)
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
         catalogue.open_table(self.store)
@@ -188,6 +189,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                         stop.wait(self.settle_s)
                 elif self.refresh.ready():  # the model's answers arrived: replace provisional lines
                     self.run_once(refresh=True, final_state="hooks" if self.hooks else "idle")
+                    self._after_pass()
+                elif self._subjects.overdue():  # changes waiting for the subject index's amortised rebuild
+                    self.run_once(final_state="hooks" if self.hooks else "idle")
                     self._after_pass()
                 elif self._hooks_again:
                     stop.wait(poll_s)
@@ -260,6 +264,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
         touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
         self._refresh_terms(touched, full)
+        self._refresh_subjects(touched, full, rep, upto, rendered)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
@@ -371,6 +376,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         if self._terms is not None:
             self._terms.close()
             self._terms = None
+        self._subjects.built = False
 
     def _refresh_terms(self, touched: set[int], full: bool) -> None:
         """Bring the term index in line with the store for ``touched`` inodes (every inode at this
@@ -385,6 +391,34 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         except Exception as e:
             self.last_error = f"term index: {type(e).__name__}: {e}"
             log.warning("term index not updated: %s\n%s", e, traceback.format_exc())
+        self.beat()
+
+    def _refresh_subjects(
+        self, touched: set[int], full: bool, rep: PassReport, upto: int, rendered: list[int]
+    ) -> None:
+        """Rebuild the subject index from the term index when due (amortised:
+        :class:`libraryfs.index.subjects.Upkeep`); when its line in the master ``INDEX.md`` changed, render
+        the root again (its TOC was rendered before the term index caught up). A failure is recorded and
+        never stops the pass (derived data: the next pass retries)."""
+        self._subjects.note(touched - set(rendered))  # entries changed (a re-rendered TOC changes no word)
+        if self._terms is None:
+            self._subjects.retry_later()
+            return
+        try:
+            with self.store.read() as t:
+                if not self._subjects.due(t, self.max_tokens, full):
+                    return
+                before = subjects.master_lines(t)
+            subjects.rebuild(self.store, self._terms, self.max_tokens, count_tokens)
+            self._subjects.done()
+            with self.store.read() as t:
+                changed = subjects.master_lines(t) != before
+            if changed and self._render_dir(S.ROOT_INO, rep, upto) and S.ROOT_INO not in rendered:
+                rendered.append(S.ROOT_INO)
+        except Exception as e:
+            self._subjects.retry_later()
+            self.last_error = f"subject index: {type(e).__name__}: {e}"
+            log.warning("subject index not rebuilt: %s\n%s", e, traceback.format_exc())
         self.beat()
 
     # ------------------------------------------------------------------------------------------------

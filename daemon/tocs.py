@@ -20,7 +20,7 @@ from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME
 from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import dir_settled, page0_moved
-from libraryfs.index import catalogue
+from libraryfs.index import catalogue, subjects
 from libraryfs.index.jobs import Group, SectionDoc
 from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
 from libraryfs.index.toc import Item, render
@@ -84,7 +84,7 @@ class TocWriter:
         extra = None
         if ino == S.ROOT_INO:
             with self.store.read() as t:
-                extra = catalogue.master_lines(t)
+                extra = catalogue.master_lines(t) + subjects.master_lines(t)
         facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
         out = render(
             title,

@@ -362,8 +362,8 @@ class _Checker:
         kv = self.t.kv
         for k, v in kv.range(S.DB_META):
             ino = S.from_u64(k)
-            if ino == S.CATALOGUE_INO:  # the name catalogue's pseudo directory: a section record, no inode
-                self._check_catalogue_meta(v)
+            if ino in S.PSEUDO_INOS:  # the catalogue's or subject index's pseudo directory: no inode
+                self._check_catalogue_meta(ino, v)
                 continue
             node = self.inodes.get(ino)
             drop = lambda k=k: kv.delete(S.DB_META, k)  # noqa: E731
@@ -382,29 +382,31 @@ class _Checker:
                 )
         for k, _ in kv.range(S.DB_TOC, keys_only=True):
             ino = S.from_u64(k)
-            if ino == S.CATALOGUE_INO:
+            if ino in S.PSEUDO_INOS:
                 continue
             if ino not in self.inodes or not self.inodes[ino].is_dir:
                 self.problem("I8", ino, "TOC page of a missing directory", _later(kv, "delete", S.DB_TOC, k))
 
-    def _check_catalogue_meta(self, raw: bytes) -> None:
-        """I8 for the name catalogue's section record: it decodes as a section record (derived data: a
-        damaged one is dropped and the indexer rebuilds the catalogue)."""
+    def _check_catalogue_meta(self, ino: int, raw: bytes) -> None:
+        """I8 for the section record of the name catalogue or the subject index (pseudo directory ``ino``):
+        it decodes as a section record (derived data: a damaged one is dropped with its pages and the
+        indexer rebuilds them)."""
         kv = self.t.kv
+        what = "catalogue" if ino == S.CATALOGUE_INO else "subject index"
 
         def drop() -> None:
-            """Repair I8: delete the catalogue's section record and its TOC pages (the indexer rebuilds
-            them)."""
-            kv.delete(S.DB_META, S.u64(S.CATALOGUE_INO))
-            kv.delete_range(S.DB_TOC, S.u64(S.CATALOGUE_INO), S.u64(S.CATALOGUE_INO + 1))
+            """Repair I8: delete the pseudo directory's section record and its TOC pages (the indexer
+            rebuilds them)."""
+            kv.delete(S.DB_META, S.u64(ino))
+            kv.delete_range(S.DB_TOC, S.u64(ino), S.u64(ino + 1))
 
         try:
             rec = decode_meta(raw)
         except Corrupt as e:
-            self.problem("I8", S.CATALOGUE_INO, f"undecodable catalogue record: {e}", drop)
+            self.problem("I8", ino, f"undecodable {what} record: {e}", drop)
             return
         if not isinstance(rec, SectionMeta):
-            self.problem("I8", S.CATALOGUE_INO, "the catalogue record is not a section record", drop)
+            self.problem("I8", ino, f"the {what} record is not a section record", drop)
 
 
 def describe(report: Report) -> str:

@@ -9,7 +9,8 @@ features and benchmarks) takes these names from here instead of spelling them:
 * at the root only: the control plane ``.libraryfs/`` (``status.json``, ``stats.json``, ``journal``, and
   ``budget`` when the mount has a read budget), the finder ``.find/<term>/`` and the name catalogue
   ``.catalogue/`` (its own ``INDEX.md`` and ``.index/`` pages: every name the library's entries define,
-  sorted, :mod:`libraryfs.index.catalogue`; present once the indexer has built it).
+  sorted, :mod:`libraryfs.index.catalogue`; present once the indexer has built it), and the subject index
+  ``.subjects/`` (the same shape over the words of the entries' text, :mod:`libraryfs.index.subjects`).
 
 Generated names are resolved by lookup only and never listed by ``readdir``, and a directory excluded from
 TOCs (a dot-directory or an ignored path, :mod:`libraryfs.fs.exclude`) has none of them. ``INDEX.md`` is
@@ -33,17 +34,19 @@ PAGES_DIRNAME = ".index"  #: the directory of further TOC pages (1, 2, …)
 CTL_DIRNAME = ".libraryfs"  #: the read-only control plane, at the root only
 FIND_DIRNAME = ".find"  #: the deterministic finder, at the root only
 CATALOGUE_DIRNAME = ".catalogue"  #: the name catalogue (TOC pages over every defined name), at the root only
+SUBJECTS_DIRNAME = ".subjects"  #: the subject index (TOC pages over the entries' words), at the root only
 
 INDEX_NAME = INDEX_FILE.encode()
 PAGES_DIR = PAGES_DIRNAME.encode()
 CTL_DIR = CTL_DIRNAME.encode()
 FIND_DIR = FIND_DIRNAME.encode()
 CATALOGUE_DIR = CATALOGUE_DIRNAME.encode()
+SUBJECTS_DIR = SUBJECTS_DIRNAME.encode()
 
 #: Names generated in every directory that has a TOC (``INDEX.md`` may be the user's: module doc).
 RESERVED_NAMES = frozenset({INDEX_NAME, PAGES_DIR})
 #: Names generated at the root (the user cannot create them there).
-RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR, CATALOGUE_DIR})
+RESERVED_ROOT = frozenset({CTL_DIR, FIND_DIR, CATALOGUE_DIR, SUBJECTS_DIR})
 #: Every generated name, as ``str`` (for checks on relative paths outside the view, e.g. ingest).
 GENERATED_NAMES = frozenset(n.decode() for n in RESERVED_NAMES | RESERVED_ROOT)
 

@@ -27,8 +27,9 @@ class Kind(enum.Enum):
     FIND = "find"  #: ``/.find/``: the finder
     FINDTERM = "findterm"  #: ``/.find/<term>/``: the matches of a term
     FINDLINK = "findlink"  #: ``/.find/<term>/<NN-name>``: a symlink to one match
-    #: ``/.catalogue/``: the name catalogue; its pages are the TOC/PAGES/PAGE of pseudo directory
-    #: :data:`~libraryfs.fs.schema.CATALOGUE_INO`
+    #: ``/.catalogue/`` or ``/.subjects/``: the name catalogue or the subject index; its pages are the
+    #: TOC/PAGES/PAGE of pseudo directory :data:`~libraryfs.fs.schema.CATALOGUE_INO` or
+    #: :data:`~libraryfs.fs.schema.SUBJECTS_INO` (``Resolved.ino``)
     CATALOGUE = "catalogue"
 
     @property

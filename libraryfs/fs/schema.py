@@ -45,6 +45,9 @@ only checks that they open). Their key/value layout is owned by the module named
              to re-render); ``b"s"`` → state JSON. Its rendered pages are ``toc`` pages of the pseudo
              directory :data:`CATALOGUE_INO`, with a section record there (token counts); ``check``
              accepts both
+``(none)``   the subject index (:mod:`libraryfs.index.subjects`) keeps no table: its pages are ``toc``
+             pages of the pseudo directory :data:`SUBJECTS_INO` with a section record there, rebuilt from
+             the term index (``terms.sqlite``)
 ``extra``    reserved for extensions (no user yet)
 
 Invariants (verified by :mod:`libraryfs.fs.check`)
@@ -118,6 +121,11 @@ EXTENSION_DBS = (DB_LLMCACHE, DB_UNITS, DB_EXTRA, DB_CATALOGUE)
 #: Pseudo directory inode whose ``toc`` pages and ``meta`` section record are the name catalogue's (no
 #: inode has this number: inode numbers are handed out from 1 upwards).
 CATALOGUE_INO = (1 << 64) - 2
+#: Pseudo directory inode whose ``toc`` pages and ``meta`` section record are the subject index's
+#: (:mod:`libraryfs.index.subjects`; no extension table: the pages are rebuilt from the term index).
+SUBJECTS_INO = (1 << 64) - 3
+#: The pseudo directories (no inode, a section record and TOC pages only).
+PSEUDO_INOS = (CATALOGUE_INO, SUBJECTS_INO)
 MAX_DBS = 32
 
 # ---- config keys (table ``config``); u64 values are big-endian ------------------------------------------

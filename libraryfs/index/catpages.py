@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from libraryfs.fs.backend import prefix_end  # noqa: F401  (re-exported for the catalogue)
 from libraryfs.fs.generated import CATALOGUE_DIRNAME, INDEX_FILE, PAGES_DIRNAME, page_file
@@ -18,7 +20,7 @@ from libraryfs.index.toc import display_name, pack
 
 HEAD_TOKENS = 140  #: a page's header comment, title (two names of ≤ 60 characters), up line and slack
 LABEL_CHARS = 60  #: names in range labels and titles are cut here
-LineT = tuple[str, bytes, bool]  # (name, entry path, starts a name)
+LineT = tuple[str, Any, bool]  # (key, what its line shows: an entry path for a name, starts a key)
 
 
 _LEAD_PUNCT = "_-.~!@#$%^&*+=:;,/\\|?'\"`<>()[]{} "
@@ -45,7 +47,7 @@ def _prefix_not_of(key: str, other: str | None) -> int:
     return min(len(key), n + 1)
 
 
-def range_labels(kids: list[list]) -> list[str]:
+def range_labels(kids: list[list], noun: str = "name") -> list[str]:
     """``lo … hi`` labels of consecutive child pages, with the shortest prefixes that still separate each
     range from its neighbours (a prefix B-tree's separators): every key of a child lies between its ``lo``
     and ``hi`` (a key starting with ``hi`` included), and no key of its neighbours does."""
@@ -53,7 +55,7 @@ def range_labels(kids: list[list]) -> list[str]:
     out = []
     for i, k in enumerate(kids):
         if not k[4]:
-            out.append("(no names)")
+            out.append(f"(no {noun}s)")
             continue
         first, last = keys[i]  # type: ignore[misc]
         prev = next((keys[j][1] for j in range(i - 1, -1, -1) if keys[j]), None)  # type: ignore[index]
@@ -86,10 +88,34 @@ def _page_link(page: int, from_root: bool) -> str:
     return (f"{PAGES_DIRNAME}/" if from_root else "") + page_file(page)
 
 
-def range_line(kid: list, label: str, from_root: bool) -> str:
+def range_line(kid: list, label: str, from_root: bool, noun: str = "name") -> str:
     """``- [lo … hi](NNNN.md) — N names`` for one child page (``label`` from :func:`range_labels`)."""
     page, n = kid[0], kid[4]
-    return f"- [{label}]({_page_link(page, from_root)}) — {n:,} name{'' if n == 1 else 's'}"
+    return f"- [{label}]({_page_link(page, from_root)}) — {n:,} {noun}{'' if n == 1 else 's'}"
+
+
+@dataclass(frozen=True)
+class Style:
+    """What a paged A–Z index is about: the catalogue of names (:data:`NAMES`) or the subject index
+    (:mod:`libraryfs.index.subjects`). ``line(key, payload, link prefix)`` renders one leaf line; ``noun``
+    counts keys on range lines (``— 40 names``); ``title``/``intro`` head its pages; ``tag`` names it in
+    the header comment."""
+
+    title: str
+    intro: str
+    noun: str
+    tag: str
+    line: Callable[[str, Any, str], str]
+
+
+NAMES = Style(
+    "Name catalogue",
+    "Every name this library's entries define (functions, classes, methods, options, terms), A–Z; "
+    "each links to the entry that defines it.",
+    "name",
+    "catalogue",
+    lambda name, path, prefix: leaf_line(name, path, prefix),
+)
 
 
 #: the label of the catalogue's line in the master ``INDEX.md``: a name index, not a key range of words
@@ -109,25 +135,22 @@ def master_line(root: dict) -> str:
     )
 
 
-def _head(page: int, node: dict) -> list[str]:
-    lines = [f"<!-- libraryfs catalogue: page={page} names={int(node.get('n', 0))} -->"]
+def _head(page: int, node: dict, style: Style) -> list[str]:
+    n, noun = int(node.get("n", 0)), style.noun
+    lines = [f"<!-- libraryfs {style.tag}: page={page} {noun}s={n} -->"]
     if page == 0:
-        lines += [
-            "# Name catalogue",
-            "Every name this library's entries define (functions, classes, methods, options, terms), A–Z; "
-            "each links to the entry that defines it.",
-            f"{int(node.get('n', 0)):,} names",
-        ]
+        lines += [f"# {style.title}", style.intro, f"{n:,} {noun}s"]
     else:
         first, last = _shown_key(node.get("first", "")), _shown_key(node.get("last", ""))
         span = _label(first) if first == last else f"{_label(first)} … {_label(last)}"
-        lines.append(f"# Name catalogue — {span or '(no names)'}")
+        lines.append(f"# {style.title} — {span or f'(no {noun}s)'}")
     return lines + [""]
 
 
-def _page(page: int, node: dict, body: list[str]) -> str:
+def _page(page: int, node: dict, body: list[str], style: Style) -> str:
     tail = ["", f"- [↑ up](../{INDEX_FILE})"] if page else []
-    return "\n".join(_head(page, node) + (body or ["_(no names in this range)_"]) + tail) + "\n"
+    empty = [f"_(no {style.noun}s in this range)_"]
+    return "\n".join(_head(page, node, style) + (body or empty) + tail) + "\n"
 
 
 def _common(a: str, b: str) -> int:
@@ -138,7 +161,11 @@ def _common(a: str, b: str) -> int:
 
 
 def pack_leaves(
-    lines: list[LineT], max_tokens: int, count_tokens: Callable[[str], int], even: bool = False
+    lines: list[LineT],
+    max_tokens: int,
+    count_tokens: Callable[[str], int],
+    even: bool = False,
+    style: Style = NAMES,
 ) -> list[list[LineT]]:
     """Cut ``lines`` into leaves whose rendered lines fit ``max_tokens`` minus the header allowance.
 
@@ -151,7 +178,7 @@ def pack_leaves(
     costs = []
     kept: list[LineT] = []
     for ln in lines:
-        c = count_tokens(leaf_line(ln[0], ln[1], "../../")) + 1
+        c = count_tokens(style.line(ln[0], ln[1], "../../")) + 1
         if c <= budget:
             kept.append(ln)
             costs.append(c)
@@ -217,29 +244,32 @@ def leaf_node(lines: list[LineT], lo: bytes, hi: bytes | None, up: int) -> dict:
 
 
 def render_leaf(
-    page: int, lines: list[LineT], node: dict, count_tokens: Callable[[str], int]
+    page: int, lines: list[LineT], node: dict, count_tokens: Callable[[str], int], style: Style = NAMES
 ) -> tuple[bytes, int]:
     """``(page bytes, tokens)`` of a leaf page."""
     prefix = "../" if page == 0 else "../../"
-    text = _page(page, node, [leaf_line(n, p, prefix) for n, p, _s in lines])
+    text = _page(page, node, [style.line(n, p, prefix) for n, p, _s in lines], style)
     return text.encode("utf-8", "surrogateescape"), count_tokens(text)
 
 
-def render_inner(page: int, node: dict, count_tokens: Callable[[str], int]) -> tuple[bytes, int]:
+def render_inner(
+    page: int, node: dict, count_tokens: Callable[[str], int], style: Style = NAMES
+) -> tuple[bytes, int]:
     """``(page bytes, tokens)`` of an inner page (one range line per child page)."""
-    labels = range_labels(node["kids"])
-    text = _page(
-        page, node, [range_line(k, lab, page == 0) for k, lab in zip(node["kids"], labels, strict=True)]
-    )
+    labels = range_labels(node["kids"], style.noun)
+    body = [range_line(k, lab, page == 0, style.noun) for k, lab in zip(node["kids"], labels, strict=True)]
+    text = _page(page, node, body, style)
     return text.encode("utf-8", "surrogateescape"), count_tokens(text)
 
 
-def _pack_kids(kids: list[list], max_tokens: int, count_tokens: Callable[[str], int]) -> list[list[list]]:
+def _pack_kids(
+    kids: list[list], max_tokens: int, count_tokens: Callable[[str], int], style: Style = NAMES
+) -> list[list[list]]:
     """Consecutive child pages grouped into inner pages within the bound. A line's cost is taken with its
     label among all of ``kids`` (on a page its label can only get shorter: a missing neighbour)."""
-    labels = range_labels(kids)
+    labels = range_labels(kids, style.noun)
     costs = [
-        count_tokens(range_line([9999, *kid[1:]], lab, True)) + 1
+        count_tokens(range_line([9999, *kid[1:]], lab, True, style.noun)) + 1
         for kid, lab in zip(kids, labels, strict=True)
     ]
     return [[kids[k] for k in g] for g in pack(costs, max_tokens - HEAD_TOKENS)]
@@ -268,20 +298,21 @@ def render_all(
     keys: list[bytes],
     max_tokens: int,
     count_tokens: Callable[[str], int],
+    style: Style = NAMES,
+    first_key: bytes = b"n",
 ) -> tuple[dict[int, dict], dict[int, tuple[bytes, int]]]:
     """Every node and page of a catalogue built from scratch: ``leaves`` (packed lines), ``keys`` the row
-    key prefix of each line (leaf ranges start at their first name's key). Page 0 is the root."""
-    from libraryfs.index.catalogue import ROW
-
+    key prefix of each line (leaf ranges start at their first name's key; the first at ``first_key``, the
+    catalogue's row prefix). Page 0 is the root."""
     nodes: dict[int, dict] = {}
     if len(leaves) == 1:
-        nodes[0] = leaf_node(leaves[0], ROW, None, -1)
-        return nodes, {0: render_leaf(0, leaves[0], nodes[0], count_tokens)}
+        nodes[0] = leaf_node(leaves[0], first_key, None, -1)
+        return nodes, {0: render_leaf(0, leaves[0], nodes[0], count_tokens, style)}
     pos = 0
     next_page = 1
     level: list[list] = []
     for k, lines in enumerate(leaves):
-        lo = ROW if k == 0 else keys[pos]
+        lo = first_key if k == 0 else keys[pos]
         pos += len(lines)
         hi = keys[pos] if k + 1 < len(leaves) else None
         nodes[next_page] = leaf_node(lines, lo, hi, -1)
@@ -289,7 +320,7 @@ def render_all(
         next_page += 1
     depth = 2
     while True:
-        groups = _pack_kids(level, max_tokens, count_tokens)
+        groups = _pack_kids(level, max_tokens, count_tokens, style)
         if len(groups) == 1:
             nodes[0] = _inner_node(groups[0], -1, depth)
             for kid in groups[0]:
@@ -307,10 +338,10 @@ def render_all(
     k = 0
     for page, node in nodes.items():
         if node["k"] == "leaf":
-            pages[page] = render_leaf(page, leaves[k], node, count_tokens)
+            pages[page] = render_leaf(page, leaves[k], node, count_tokens, style)
             k += 1
         else:
-            pages[page] = render_inner(page, node, count_tokens)
+            pages[page] = render_inner(page, node, count_tokens, style)
     return nodes, pages
 
 

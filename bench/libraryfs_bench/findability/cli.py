@@ -10,6 +10,8 @@ from libraryfs_bench.options import local_model_option, no_plots_option, out_dir
 
 DEFAULT_CORPORA = "python,gcide,code,click"
 NAVIGATORS = "toc,find,grep,bm25,llm"
+#: every navigator (``toc-walk``: the TOC walk without the subject index, for before/after in one run)
+ALL_NAVIGATORS = NAVIGATORS + ",toc-walk"
 
 
 def _custom(values: tuple[str, ...]) -> dict[str, tuple[str, str]]:
@@ -111,7 +113,7 @@ def find_command(
     from .run import Options, run
 
     navs = [n.strip() for n in navigators.split(",") if n.strip()]
-    bad = set(navs) - set(NAVIGATORS.split(","))
+    bad = set(navs) - set(ALL_NAVIGATORS.split(","))
     if bad:
         raise click.BadParameter(f"unknown navigator(s): {', '.join(sorted(bad))}", param_hint="--navigators")
     if "llm" in navs and bool(base_url) != bool(model):

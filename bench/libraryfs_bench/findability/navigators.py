@@ -149,20 +149,28 @@ class TocNavigator:
     is exhausted returns to the next line of the page above. ``max_reads``: budget per lookup (TOC pages
     + entries)."""
 
-    name = "toc"
+    name = "toc-walk"
 
     def __init__(self, max_reads: int = 16) -> None:
         self.max_reads = max_reads
         self.terms = _TermCache()
 
-    def run(self, query: str, lookup: Lookup) -> Outcome:
-        """Navigate from ``INDEX.md`` for ``query``; reads are recorded in ``lookup``."""
+    def run(
+        self,
+        query: str,
+        lookup: Lookup,
+        root_text: str | None = None,
+        best: tuple[float, str] | None = None,
+        read: list[str] | None = None,
+    ) -> Outcome:
+        """Navigate from ``INDEX.md`` for ``query``; reads are recorded in ``lookup``. A caller that read
+        the master page already passes its text (``root_text``), the best entry it read (``(share,
+        path)``) and the paths it read (``read``: not read again)."""
         qterms = query_terms(query)
         name_query = is_name_query(query)
         trace: list[dict] = []
-        best: tuple[float, str] | None = None
-        seen = {INDEX_NAME}
-        root = lookup.read(INDEX_NAME)
+        seen = {INDEX_NAME, *(read or [])}
+        root = root_text if root_text is not None else lookup.read(INDEX_NAME)
         stack: list[list[tuple[float, TocLine]]] = []
         if root is not None:
             stack.append(self._expand(qterms, name_query, root, INDEX_NAME, seen, trace))

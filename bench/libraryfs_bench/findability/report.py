@@ -8,7 +8,7 @@ from collections import defaultdict
 
 RANKERS = ("find", "grep", "bm25")
 #: navigators whose lookups are walks with a read count (success within k reads applies)
-WALKERS = ("toc", "llm", "find")
+WALKERS = ("toc", "toc-walk", "llm", "find")
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:

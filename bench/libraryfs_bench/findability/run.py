@@ -24,6 +24,7 @@ from .flat import BM25Baseline, GrepBaseline
 from .navigators import FindNavigator, TocNavigator, hits_at
 from .queries import load_queries, query_file
 from .reader import Lookup, is_hit, list_entries, list_toc_pages, parse_toc
+from .subjectnav import SubjectNavigator
 
 
 @dataclass
@@ -118,7 +119,7 @@ def _record(q: dict, nav: str, outcome: Any, lookup: Lookup | None, facts: dict)
             hit5=hits_at(outcome.ranked, q["targets"], 5),
             ranked=outcome.ranked[:5],
         )
-    if outcome.trace and nav in ("toc", "llm"):
+    if outcome.trace and nav in ("toc", "toc-walk", "llm"):
         r["trace"] = outcome.trace
     if outcome.error:
         r["error"] = outcome.error
@@ -163,7 +164,9 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
         facts["queries_missing_target"] = len(missing)
         navs: list[tuple[str, Any]] = []
         if "toc" in opts.navigators:
-            navs.append(("toc", TocNavigator(opts.toc_max_reads)))
+            navs.append(("toc", SubjectNavigator(opts.toc_max_reads)))
+        if "toc-walk" in opts.navigators:
+            navs.append(("toc-walk", TocNavigator(opts.toc_max_reads)))
         if "find" in opts.navigators:
             navs.append(("find", FindNavigator(lib.libdir)))
         for nav_name, nav in navs:
@@ -171,7 +174,7 @@ def run_corpus(name: str, opts: Options, log) -> tuple[dict, list[dict]]:
             for q in live:
                 lk = Lookup(lib.mountpoint, entry_tokens.copy())
                 records.append(_record(q, nav_name, nav.run(q["query"], lk), lk, facts))
-                if nav_name == "toc" and not records[-1]["hit"]:
+                if nav_name.startswith("toc") and not records[-1]["hit"]:
                     records[-1]["target_lines"] = [
                         line_of.get(t.rstrip("/") + "/" + INDEX_FILE if t.endswith("/") else t)
                         for t in q["targets"][:3]
