@@ -43,9 +43,9 @@ from libraryfs.index import catpages as P
 
 MIN_CHARS = 3  #: shorter words are left out
 MAX_CHARS = 40  #: longer "words" (hashes, base64) are left out
-MAX_SHARE = 0.05  #: words in more than this share of the entries are left out (kept when in ≤ MIN_KEEP)
+MAX_SHARE = 0.15  #: words in more than this share of the entries are left out (kept when in ≤ MIN_KEEP)
 MIN_KEEP = 3  #: a word in at most this many entries is kept at any library size
-LINKS = 3  #: entries linked per word
+LINKS = 2  #: entries linked per word
 REBUILD_SHARE = 0.1  #: rebuild once this share of the entries changed since the last build
 REBUILD_AFTER_S = 30.0  #: … or once a change is this old (checked at the indexer's passes)
 SUBJECTS_FORMAT = 1  #: bump when the pages' form changes (an indexer then rebuilds them)
@@ -114,11 +114,21 @@ def collect(db: sqlite3.Connection, paths: Callable[[int], bytes | None]) -> tup
     return n, lines
 
 
+_EXT = re.compile(r"(?:\.[A-Za-z]{1,4}){1,2}$")
+
+
+def short_name(name: str) -> str:
+    """An entry's name without its extensions (``bisect.rst.txt`` → ``bisect``; the link shows the rest):
+    a subject line names several entries, and tokens are the page's budget."""
+    return _EXT.sub("", name) or name
+
+
 def subject_line(word: str, payload: Any, prefix: str) -> str:
     """``- word — N entries: [name](link), …``: a word, how many entries use it (a reader prefers rare
-    words) and the entries where it weighs most (links relative to the page, percent-encoded)."""
+    words) and the entries where it weighs most (links relative to the page, percent-encoded; names
+    without their extensions)."""
     df, links = payload
-    shown = ", ".join(f"[{P._label(name, 80)}]({P.path_link(path, prefix)})" for name, path in links)
+    shown = ", ".join(f"[{P._label(short_name(n), 80)}]({P.path_link(path, prefix)})" for n, path in links)
     return f"- {word} — {df:,} entr{'y' if df == 1 else 'ies'}: {shown}"
 
 

@@ -12,8 +12,9 @@ The policy an agent with no world knowledge follows, from what the pages say abo
    score every linked entry by Σ over the query's words of log(1 + 1000 / entries using the word) ×
    a rank weight (first link 1, then 0.7, 0.5) — rare words count most — and read the best ones (at most
    ``entry_reads``), stopping at one that holds most of the query's words (the walk's confirmation rule);
-5. if nothing was confirmed, walk the TOC from the master page as before (``fallback``), keeping the best
-   entry read so far.
+5. if nothing was confirmed, answer the best entry read when it holds at least ``fallback_below`` of the
+   query's words; otherwise (or with no candidate at all) walk the TOC from the master page as before,
+   keeping the best entry read so far.
 
 It uses the query's words only (never its kind label), the benchmark's own lexical helpers (:mod:`.text`) and
 its own Markdown parsing; nothing from libraryfs's subject index code.
@@ -104,12 +105,16 @@ class SubjectNavigator:
     name = "toc"
 
     def __init__(
-        self, max_reads: int = 16, page_reads: int = 3, entry_reads: int = 2, fallback: bool = True
+        self,
+        max_reads: int = 16,
+        page_reads: int = 2,
+        entry_reads: int = 1,
+        fallback_below: float = 0.3,
     ) -> None:
         self.walk = TocNavigator(max_reads)
         self.page_reads = page_reads
         self.entry_reads = entry_reads
-        self.fallback = fallback
+        self.fallback_below = fallback_below
 
     def run(self, query: str, lookup: Lookup) -> Outcome:
         """Navigate for ``query``; reads are recorded in ``lookup``."""
@@ -136,8 +141,8 @@ class SubjectNavigator:
                 best = (share, p)
             if share >= CONFIRM_SHARE:
                 return Outcome(p, [p], trace=trace)
-        if not self.fallback:
-            return Outcome(best[1] if best else None, [best[1]] if best else [], trace=trace)
+        if best is not None and best[0] >= self.fallback_below:
+            return Outcome(best[1], [best[1]], trace=trace)
         out = self.walk.run(query, lookup, root_text=root, best=best, read=[p for _s, p in ranked])
         out.trace = trace + out.trace
         return out
