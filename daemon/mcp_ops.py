@@ -260,7 +260,7 @@ class LibraryOps:
         """Generated names of the real directory at ``base`` (no trailing ``/``; ``b""`` for the root) that
         resolve now but are not in ``listed``, as ``{name: file type bits}``: ``INDEX.md`` (once the
         directory has settled, and not where it is the user's), ``.index`` (paged TOC, or page 0 moved
-        there), and at the root ``.libraryfs``, ``.find``, ``.catalogue`` (docs/posix.md "Generated files and
+        there), and at the root ``.libraryfs``, ``.find``, ``.catalogue``, ``.subjects`` (docs/posix.md "Generated files and
         tools"). Nothing in a dot-directory or an ignored path, nor inside a generated directory."""
         out: dict[bytes, int] = {}
         with self.view.store.read() as t:
