@@ -244,14 +244,14 @@ def _lines_of(t: Txn, lo: bytes, hi: bytes | None) -> list[tuple[str, bytes, boo
     for name in order:
         ino = best[name][1]
         if ino not in paths:
-            paths[ino] = _entry_path(t, ino)
+            paths[ino] = entry_path(t, ino)
         path = paths[ino]
         if path is not None:
             out.append((name, path, True))
     return out
 
 
-def _entry_path(t: Txn, ino: int) -> bytes | None:
+def entry_path(t: Txn, ino: int) -> bytes | None:
     """Absolute path of entry ``ino`` from its meta record (None: gone, or its directory is)."""
     m = t.entry_meta(ino)
     if m is None or not m.parent:

@@ -40,6 +40,7 @@ from libraryfs.fs.generated import INDEX_FILE, SUBJECTS_DIRNAME
 from libraryfs.fs.meta import SectionMeta
 from libraryfs.fs.store import Store, Txn
 from libraryfs.index import catpages as P
+from libraryfs.index.catalogue import entry_path
 
 MIN_CHARS = 3  #: shorter words are left out
 MAX_CHARS = 40  #: longer "words" (hashes, base64) are left out
@@ -184,7 +185,7 @@ def rebuild(store: Store, db: sqlite3.Connection, max_tokens: int, count_tokens:
     """Rebuild the subject index from the term index ``db``; returns the pages written (0: no words, and
     any old pages are dropped). Reads the store in one read transaction, writes in one write transaction."""
     with store.read() as t:
-        n, lines = collect(db, lambda ino: _entry_path(t, ino))
+        n, lines = collect(db, lambda ino: entry_path(t, ino))
     lines = fit(lines, max_tokens, count_tokens)
     pages, tokens, root = render(lines, max_tokens, count_tokens) if lines else ([], [], {})
     for share in (0.8, 0.7, 0.6):  # the estimate was off: fewer words until the levels hold
@@ -214,14 +215,6 @@ def rebuild(store: Store, db: sqlite3.Connection, max_tokens: int, count_tokens:
 
     store.run_write(write)
     return len(pages)
-
-
-def _entry_path(t: Txn, ino: int) -> bytes | None:
-    m = t.entry_meta(ino)
-    if m is None or not m.parent:
-        return None
-    base = t.path_of(m.parent)
-    return None if base is None else base.rstrip(b"/") + b"/" + os.fsencode(m.name)
 
 
 #: the label of the subject index's line in the master ``INDEX.md`` (not ``… A–Z``: that label is the

@@ -162,10 +162,12 @@ class TocNavigator:
         root_text: str | None = None,
         best: tuple[float, str] | None = None,
         read: list[str] | None = None,
+        name_index_first: bool = False,
     ) -> Outcome:
         """Navigate from ``INDEX.md`` for ``query``; reads are recorded in ``lookup``. A caller that read
         the master page already passes its text (``root_text``), the best entry it read (``(share,
-        path)``) and the paths it read (``read``: not read again)."""
+        path)``) and the paths it read (``read``: not read again). ``name_index_first``: for a name query,
+        the master page's A–Z name index is followed first, whatever the lexical scores of the other lines."""
         qterms = query_terms(query)
         name_query = is_name_query(query)
         trace: list[dict] = []
@@ -173,7 +175,10 @@ class TocNavigator:
         root = root_text if root_text is not None else lookup.read(INDEX_NAME)
         stack: list[list[tuple[float, TocLine]]] = []
         if root is not None:
-            stack.append(self._expand(qterms, name_query, root, INDEX_NAME, seen, trace))
+            ranked = self._expand(qterms, name_query, root, INDEX_NAME, seen, trace)
+            if name_index_first and name_query:
+                ranked.sort(key=lambda sl: not is_name_index(sl[1]))  # stable: the rest keep their order
+            stack.append(ranked)
         while stack and len(lookup.reads) < self.max_reads:
             if not stack[-1]:
                 stack.pop()

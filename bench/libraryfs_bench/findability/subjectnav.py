@@ -3,8 +3,10 @@
 The policy an agent with no world knowledge follows, from what the pages say about themselves:
 
 1. read the master ``INDEX.md``;
-2. a query of one word (no whitespace: a name) walks the TOC as :class:`~.navigators.TocNavigator` does
-   (which follows an ``A–Z`` name index for it);
+2. a query of one word (no whitespace: a name) walks the TOC as :class:`~.navigators.TocNavigator` does,
+   but enters a line labelled as an ``A–Z`` name index first when the master page has one (one looks a name
+   up in the index of names before browsing the shelves; the walk's lexical scores depend on how many lines
+   the page holds, so one more master line could outrank it);
 3. otherwise, if a line of the master page says it is a *subject index* (its text says so), read that
    index's root page and descend, for the query's content words, to the alphabetical range pages that
    hold them — pages holding more of the words first, at most ``page_reads`` of them below the root;
@@ -124,7 +126,7 @@ class SubjectNavigator:
         line = None if is_name_query(query) else subject_index_line(parse_toc(root, INDEX_NAME))
         words = index_words(self.walk_terms(query))
         if line is None or not words:
-            return self.walk.run(query, lookup, root_text=root)
+            return self.walk.run(query, lookup, root_text=root, name_index_first=True)
         trace: list[dict] = []
         found = self._lookup_words(words, line.path, lookup, trace)
         ranked = score_entries(words, found)
