@@ -27,6 +27,7 @@ record with its pages (the next build restores them).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -181,11 +182,32 @@ def render(
     return [pages[p][0] for p in order], [pages[p][1] for p in order], nodes[0]
 
 
+_MEMOS: dict[Callable[[str], int], Callable[[str], int]] = {}
+
+
+def _memo(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """``count_tokens`` remembered for texts under 512 characters (a word's line; up to 2¹⁷ of them, least
+    recently used dropped — at most ~64 MiB): a rebuild counts each line in :func:`fit`, again when leaves
+    are packed and again on a retry, and the next rebuild counts mostly the same lines (same counts, only
+    faster). Longer texts (whole pages) are counted each time."""
+    memo = _MEMOS.get(count_tokens)
+    if memo is None:
+        cached = functools.lru_cache(maxsize=1 << 17)(count_tokens)
+
+        def memo(text: str) -> int:
+            """One count, from the cache when ``text`` is short."""
+            return cached(text) if len(text) < 512 else count_tokens(text)
+
+        _MEMOS[count_tokens] = memo
+    return memo
+
+
 def rebuild(store: Store, db: sqlite3.Connection, max_tokens: int, count_tokens: Callable[[str], int]) -> int:
     """Rebuild the subject index from the term index ``db``; returns the pages written (0: no words, and
     any old pages are dropped). Reads the store in one read transaction, writes in one write transaction."""
     with store.read() as t:
         n, lines = collect(db, lambda ino: entry_path(t, ino))
+    count_tokens = _memo(count_tokens)
     lines = fit(lines, max_tokens, count_tokens)
     pages, tokens, root = render(lines, max_tokens, count_tokens) if lines else ([], [], {})
     for share in (0.8, 0.7, 0.6):  # the estimate was off: fewer words until the levels hold
