@@ -142,13 +142,17 @@ def render(
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
     leaf_lines = [entry_line(i, "../") for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
-    # never below the longest line: a line over the balanced size but within the bound is no error
-    leaf_budget = min(budget, max(balanced_leaf_budget(sum(leaf_cost), budget), max(leaf_cost)))
-    leaves = _leaf_pages(items, _runs(items, groups), leaf_lines, leaf_cost, leaf_budget, budget)
     ranges = _Ranges(items, set(_words(dir_title)))
-    root_lines, all_pages, page_titles, levels = _index_levels(
-        leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
-    )
+    runs = _runs(items, groups)
+
+    def plan(target: int) -> _Plan:
+        # never below the longest line: a line over the planned size but within the bound is no error
+        size = min(budget, max(target, max(leaf_cost)))
+        leaves = _leaf_pages(items, runs, leaf_lines, leaf_cost, size, budget)
+        return leaves, _index_levels(leaves, budget, count_tokens, ranges, extra, root_in_pages_dir)
+
+    leaves, built = _cheapest_plan(plan, leaf_cost, budget, count_tokens)
+    root_lines, all_pages, page_titles, levels = built
     npages = len(all_pages) + 1
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
     out = ["\n".join(head(0, npages) + root_lines) + "\n"]
@@ -159,28 +163,87 @@ def render(
     )
 
 
-#: what a range line costs on the root page (label, link, count and what the range holds), for planning
+#: what a range line costs on the root page (label, link, count and what the range holds): the first guess
+#: of a plan, replaced by what the planned root's lines really cost
 RANGE_LINE_TOKENS = 45
 MIN_LEAF_TOKENS = 300  #: a leaf page is never planned smaller than this (lines of tiny entries)
+#: how often a two-level lookup's pages are sent to the model under the paper's re-sent history (PAPERS.md
+#: §1: every call re-sends all earlier results): the root at the leaf's, the entry's and the answer's turn,
+#: the leaf at the last two
+ROOT_SENDS, LEAF_SENDS = 3, 2
 
 
-def balanced_leaf_budget(s_tokens: int, budget: int) -> int:
+def balanced_leaf_budget(s_tokens: int, budget: int, range_tokens: float = RANGE_LINE_TOKENS) -> int:
     """The leaf page size (tokens of lines) for a directory that needs more than one page, whose entry
-    lines (as leaf pages show them) cost ``s_tokens`` tokens in all.
+    lines (as leaf pages show them) cost ``s_tokens`` tokens in all and whose range lines cost
+    ``range_tokens`` each.
 
-    A lookup through a two-level TOC reads the root and one leaf, so it costs about
-    ``m · r + S / m`` tokens for ``m`` leaves, range lines of ``r`` tokens and ``S`` tokens of entry lines:
-    least at ``m = √(S / r)``, i.e. leaves of ``√(S · r)`` tokens, not full ones (full leaves and a short
-    root cost up to ``C`` per lookup where ``2 √(S · r)`` suffices; ``bench theorem``'s AUTO condition,
-    docs/theorem.md). Used when the root of ``m`` such range lines still fits ``budget``; a directory too
-    big for two levels keeps full leaves (its fan-out is then what bounds the depth)."""
-    target = max(MIN_LEAF_TOKENS, int((s_tokens * RANGE_LINE_TOKENS) ** 0.5))
+    A lookup through a two-level TOC reads the root and one leaf; under the re-sent history of an agent
+    (PAPERS.md §1) it pays ``ROOT_SENDS · m · r + LEAF_SENDS · S / m`` tokens for ``m`` leaves, range lines
+    of ``r`` tokens and ``S`` tokens of entry lines: least at ``m = √(LEAF_SENDS · S / (ROOT_SENDS · r))``,
+    i.e. leaves of ``√(ROOT_SENDS · S · r / LEAF_SENDS)`` tokens, not full ones (full leaves under a short
+    root cost up to ``C`` per read where much less suffices; ``bench theorem``'s AUTO condition,
+    docs/theorem.md). Returns ``budget`` (full leaves) when the root of ``m`` such range lines would not
+    fit one page: a directory too big for two levels keeps full leaves (its fan-out bounds the depth)."""
+    r = max(1.0, range_tokens)
+    target = max(MIN_LEAF_TOKENS, int((ROOT_SENDS * s_tokens * r / LEAF_SENDS) ** 0.5))
     if target >= budget:
         return budget
     leaves = -(-s_tokens // target)
-    if leaves * RANGE_LINE_TOKENS > budget:  # would not fit one root page: three or more levels anyway
+    if leaves * r > budget:  # would not fit one root page: three or more levels anyway
         return budget
     return target
+
+
+_Levels = tuple[list[str], list[list[str]], list[str], int]  # what _index_levels returns
+_Plan = tuple[list["_Leaf"], _Levels]
+
+
+def _cheapest_plan(
+    plan: Callable[[int], _Plan], leaf_cost: list[int], budget: int, count_tokens: Callable[[str], int]
+) -> _Plan:
+    """The leaf cut that costs a lookup least: ``plan(target)`` cuts leaves of about ``target`` tokens and
+    builds the levels above them; tried at the balanced size for the guessed range-line cost, again for the
+    cost the planned root's range lines really have (what a range line says varies by directory: a name
+    range alone is ~20 tokens, with its distinctive terms up to ~60), and with full leaves. Among the
+    two-level results the one of least :func:`_lookup_cost` wins; with none, full leaves (more levels)."""
+    s_tokens = sum(leaf_cost)
+    best: tuple[float, _Plan] | None = None
+    tried: set[int] = set()
+    guess = float(RANGE_LINE_TOKENS)
+    for target in (balanced_leaf_budget(s_tokens, budget, guess), -1, budget):
+        if target == -1:  # the measured range-line cost of the first plan
+            if best is None:
+                continue
+            leaves0, (root0, *_rest) = best[1]
+            ranged = root0[: len(leaves0)]  # the range lines (the root's extra lines are in every plan)
+            measured = sum(count_tokens(ln) + 1 for ln in ranged) / max(1, len(ranged))
+            target = balanced_leaf_budget(s_tokens, budget, measured)
+        if target in tried:
+            continue
+        tried.add(target)
+        leaves, built = plan(target)
+        if built[3] != 2:
+            if best is None and target == budget:
+                return leaves, built
+            continue
+        cost = _lookup_cost(leaves, built[0], leaf_cost, count_tokens)
+        if best is None or cost < best[0]:
+            best = (cost, (leaves, built))
+    if best is None:
+        return plan(budget)
+    return best[1]
+
+
+def _lookup_cost(
+    leaves: list[_Leaf], root_lines: list[str], leaf_cost: list[int], count_tokens: Callable[[str], int]
+) -> float:
+    """Tokens a two-level lookup sends, expected over the items (heads left out: the same in every plan):
+    ``ROOT_SENDS`` × the root's lines + ``LEAF_SENDS`` × the lines of the leaf that holds the item."""
+    n = max(1, sum(len(idxs) for *_x, idxs in leaves))
+    root = sum(count_tokens(ln) + 1 for ln in root_lines)
+    leaf = sum(len(idxs) * sum(leaf_cost[k] for k in idxs) for *_x, idxs in leaves) / n
+    return ROOT_SENDS * root + LEAF_SENDS * leaf
 
 
 #: the last line of every page below ``INDEX.md``: back to the directory's root page
@@ -370,10 +433,11 @@ class _Ranges:
 
     def describe(self, runs: list[_Run], sizes: list[int]) -> list[str]:
         """``": terms · names: …"`` for each range line of one level (terms distinctive among that level's
-        ranges, :func:`libraryfs.index.terms.distinctive`); ``""`` everywhere when the items carry no terms."""
+        ranges and held by two or more of the range's entries, :func:`libraryfs.index.terms.distinctive`);
+        ``""`` everywhere when the items carry no terms."""
         if not any(r.terms or r.names for r in runs):
             return [""] * len(runs)
-        top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude)
+        top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude, singles=False)
         out = []
         for r, t, size in zip(runs, top, sizes, strict=False):
             text = sanitize(range_summary(t[: terms_for(size)], r.names), 200)
