@@ -20,7 +20,8 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 3  #: 3: short leads joined by the next sentences (markup.first_sentence)
+TOC_FORMAT = 4  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20

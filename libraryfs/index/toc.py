@@ -39,12 +39,18 @@ class Item:
     summary: str
     tokens: int  #: o200k_base tokens of the entry (for a section: of everything below it)
     is_dir: bool = False
-    entries: int = 0  #: for a section: number of entries below it
+    entries: int = 0  #: for a section: number of entries below it, in all (recursively)
     is_link: bool = False
     approx: bool = False
     terms: dict[str, int] | None = None  #: profile (term → entries holding it) for range lines
     names: list[str] | None = None  #: defined or representative names, best first, for range lines
     toc_link: str = INDEX_FILE  #: for a section: its page 0, relative to it (``.index/INDEX.md`` when moved)
+    direct: int | None = None  #: for a section: its own entries (the lines of its TOC); None: not known yet
+
+    @property
+    def in_all(self) -> int:
+        """Entries this item stands for, recursively: a section's count below it, else 1."""
+        return self.entries if self.is_dir else 1
 
 
 @dataclass
@@ -84,11 +90,23 @@ def _fmt_tokens(n: int, approx: bool = False) -> str:
     return f"{'~' if approx else ''}{n:,} tok"
 
 
+def count_text(direct: int | None, in_all: int) -> str:
+    """How a TOC states a directory's (or a range's) size, one meaning per word: ``N entries`` counts its own
+    entries — the lines one level down, files and sections alike — and ``M in all`` every entry below it,
+    recursively, said only when it differs (``12 entries, 497 in all``). ``direct`` None: not known yet
+    (a section rendered by an older release), only ``M in all`` is said."""
+    if direct is None:
+        return f"{in_all:,} in all"
+    text = f"{direct:,} entr{'y' if direct == 1 else 'ies'}"
+    return text if direct == in_all else f"{text}, {in_all:,} in all"
+
+
 def entry_line(item: Item, prefix: str = "") -> str:
     """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``)."""
     if item.is_dir:
         target = link_target(item.name, prefix) + "/" + item.toc_link
-        facts = f"{item.entries:,} entr{'y' if item.entries == 1 else 'ies'}, {_fmt_tokens(item.tokens)}"
+        direct = item.direct if item.direct is not None or item.entries else 0
+        facts = f"{count_text(direct, item.entries)}, {_fmt_tokens(item.tokens)}"
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
         return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
@@ -257,6 +275,7 @@ class _Head:
     def __init__(self, title: str, desc: str, items: list[Item], header_facts: str) -> None:
         self.title, self.desc, self.header_facts = title, desc, header_facts
         self.n = len(items)
+        self.in_all = sum(i.in_all for i in items)
         self.total_tokens = sum(i.tokens for i in items)
 
     def __call__(self, page_no: int, npages: int, subtitle: str = "") -> list[str]:
@@ -265,8 +284,7 @@ class _Head:
         if page_no == 0:
             if self.desc:
                 lines.append(self.desc)
-            n = self.n
-            lines.append(f"{n:,} entr{'y' if n == 1 else 'ies'} · {self.total_tokens:,} tokens")
+            lines.append(f"{count_text(self.n, self.in_all)} · {self.total_tokens:,} tokens")
         lines.append("")
         return lines
 
@@ -327,41 +345,44 @@ def _index_levels(
     """Build index levels above the leaf pages until the root's lines (and ``extra``) fit ``budget`` tokens.
 
     Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
-    ``(label, page number, entries below)``; links from the root go into ``.index/`` (siblings when the
-    root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are siblings; each line ends
-    with what its range holds (``ranges``). Raises ValueError past 12 levels.
+    ``(label, page number, the directory's entries in the range, entries below them in all)``; links from
+    the root go into ``.index/`` (siblings when the root itself is ``.index/INDEX.md``), links between pages
+    inside ``.index/`` are siblings; each line states the range's size (:func:`count_text`) and ends with
+    what it holds (``ranges``). Raises ValueError past 12 levels.
     """
     extra_cost = sum(count_tokens(ln) + 1 for ln in extra)
     root_link = page_file if root_in_pages_dir else page_relpath
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
-    level: list[tuple[str, int, int]] = []
+    level: list[tuple[str, int, int, int]] = []
     runs_of_level: list[_Run] = []  # what the pages of a level hold (for their range lines)
     for gtitle, lines, label, idxs in leaves:
         all_pages.append(lines)
         page_titles.append(gtitle or label)
-        level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
+        in_all = sum(ranges.items[k].in_all for k in idxs)
+        level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines), in_all))
         runs_of_level.append(ranges.of_items(idxs))
     levels = 2
     while True:
-        descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt in level])
+        descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt, _a in level])
         idx_lines = [
-            f"- [{lab}]({root_link(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}{descs[k]}"
-            for k, (lab, p, cnt) in enumerate(level)
+            f"- [{lab}]({root_link(p)}) — {count_text(cnt, in_all)}{descs[k]}"
+            for k, (lab, p, cnt, in_all) in enumerate(level)
         ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
         if sum(cost) + extra_cost <= budget:
             return idx_lines + extra, all_pages, page_titles, levels
-        nxt: list[tuple[str, int, int]] = []
+        nxt: list[tuple[str, int, int, int]] = []
         nxt_runs: list[_Run] = []
         for g in pack(cost, budget):
             sib = [
-                f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g
+                f"- [{level[k][0]}]({page_file(level[k][1])}) — {count_text(level[k][2], level[k][3])}{descs[k]}"
+                for k in g
             ]
             all_pages.append(sib)
             lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)
-            nxt.append((lab, len(all_pages), sum(level[k][2] for k in g)))
+            nxt.append((lab, len(all_pages), sum(level[k][2] for k in g), sum(level[k][3] for k in g)))
             nxt_runs.append(_Run.merged([runs_of_level[k] for k in g]))
         level, runs_of_level = nxt, nxt_runs
         levels += 1
