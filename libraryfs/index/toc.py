@@ -68,6 +68,7 @@ class Rendered:
 #: by what it says in words, in this order
 _TOC_MARKUP = (
     (re.compile(r"!?\[((?:\\.|[^\[\]\\])*)\]\([^()]*\)"), r"\1"),  # a Markdown link or image: its text
+    (re.compile(r"\]\([^()\s]*\)"), ""),  # a link's tail whose text is cut off (``… ](http://x)``)
     (re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+"), ""),  # a list marker that starts the text
     # a TOC line's facts: (12 tok), (~3 tok), (2 entries, 40 tok), (3 entries, 9 in all, 1,000 tok)
     (re.compile(r"\s*\((?:[\d,]+ (?:entr(?:y|ies)|in all), )*(?:[\d,]+ in all, )?~?[\d,]+ tok\)"), ""),
