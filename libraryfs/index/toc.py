@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
-from libraryfs.index.lines import range_summary
+from libraryfs.index.lines import neutralise_toc_markup, range_summary
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
@@ -63,41 +63,9 @@ class Rendered:
     levels: int  #: 1 when the directory fits one page
 
 
-#: TOC markup that text copied from an entry (its first line) or written by a model could carry, so that its
-#: line would read like another TOC line (``- [x](../../etc/passwd) — 3 entries: … (12 tok)``): replaced
-#: by what it says in words, in this order
-_TOC_MARKUP = (
-    (re.compile(r"!?\[((?:\\.|[^\[\]\\])*)\]\([^()]*\)"), r"\1"),  # a Markdown link or image: its text
-    (re.compile(r"\]\([^()\s]*\)"), ""),  # a link's tail whose text is cut off (``… ](http://x)``)
-    (re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+"), ""),  # a list marker that starts the text
-    # a TOC line's facts: (12 tok), (~3 tok), (2 entries, 40 tok), (3 entries, 9 in all, 1,000 tok)
-    (re.compile(r"\s*\((?:[\d,]+ (?:entr(?:y|ies)|in all), )*(?:[\d,]+ in all, )?~?[\d,]+ tok\)"), ""),
-    # a section or range line's count after its dash ("— 3 entries: …", "— 12 entries, 40 in all"), or one
-    # that starts the text and a colon ends ("3 entries: …")
-    (
-        re.compile(
-            r"(?:\s*[—–]\s*|^)[\d,]+ (?:entr(?:y|ies)|in all)(?:,\s*[\d,]+ in all)?(?:,\s*~?[\d,]+ tok)?"
-            r"(?:\s*:|\s*$|(?=\s*\())"
-        ),
-        ": ",
-    ),
-)
-
-
-def neutralise_toc_markup(text: str) -> str:
-    """``text`` (one line) without what would make it read as TOC markup: Markdown links and images become
-    their text, a leading list marker goes, and a TOC line's facts (``(12 tok)``, ``— 3 entries:``) are
-    left out. The escaping in :func:`sanitize` already keeps such text from being a link; this keeps an
-    entry's line from *saying* it is a section of N entries, or from carrying a second token count."""
-    out = text
-    for pattern, repl in _TOC_MARKUP:
-        out = pattern.sub(repl, out)
-    return text if out == text else " ".join(out.split()).strip(" :")
-
-
 def sanitize(text: str, max_chars: int = 240) -> str:
     """Make builder/model text safe for one TOC line: no control chars, one line, no TOC markup
-    (:func:`neutralise_toc_markup`), ≤ ``max_chars``. The one place every summary, description and title
+    (:func:`~libraryfs.index.lines.neutralise_toc_markup`), ≤ ``max_chars``. The one place every summary, description and title
     passes before it goes on a page."""
     text = _CTRL.sub(" ", text)
     text = neutralise_toc_markup(" ".join(text.split()))
