@@ -229,6 +229,7 @@ def _cheapest_plan(
     two-level results the one of least :func:`_lookup_cost` wins; with none, full leaves (more levels)."""
     s_tokens = sum(leaf_cost)
     best: tuple[float, _Plan] | None = None
+    full: _Plan | None = None  # full leaves, when they need three levels or more
     tried: set[int] = set()
     guess = float(RANGE_LINE_TOKENS)
     for target in (balanced_leaf_budget(s_tokens, budget, guess), -1, budget):
@@ -244,14 +245,14 @@ def _cheapest_plan(
         tried.add(target)
         leaves, built = plan(target)
         if built[3] != 2:
-            if best is None and target == budget:
-                return leaves, built
+            if target == budget:
+                full = (leaves, built)
             continue
         cost = _lookup_cost(leaves, built[0], leaf_cost, count_tokens)
         if best is None or cost < best[0]:
             best = (cost, (leaves, built))
     if best is None:
-        return plan(budget)
+        return full if full is not None else plan(budget)
     return best[1]
 
 
