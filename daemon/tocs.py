@@ -109,6 +109,7 @@ class TocWriter:
                 description=description,
                 tokens_total=total_tokens,
                 entries_total=total_entries,
+                entries_direct=len(items),
                 toc_generation=gen,
                 toc_journal_seq=upto,
                 toc_pages=len(out.pages),
@@ -189,7 +190,7 @@ class TocWriter:
                 if cn.is_dir:
                     sm = t.section_meta(child) or SectionMeta()
                     desc = sm.description if sm.description is not None else "section"
-                    item = Item(name, desc, sm.tokens_total, True, sm.entries_total)
+                    item = Item(name, desc, sm.tokens_total, True, sm.entries_total, direct=sm.entries_direct)
                     child_place = Placement(False, place.work_tree or t.lookup(child, GIT_DIR) is not None)
                     if page0_moved(t, child_place, child):
                         item.toc_link = f"{PAGES_DIRNAME}/{INDEX_FILE}"

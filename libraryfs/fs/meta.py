@@ -158,7 +158,8 @@ class SectionMeta(_MetaRecord):
     ``toc_page_tokens``: o200k tokens of each page (the mount never loads the tokenizer);
     ``toc_max_page_tokens``: their maximum. ``profile``: term → entries below holding it (the top 64,
     :mod:`libraryfs.index.sections`); ``names``: representative names defined below it (at most 24);
-    both None until rendered by a release that keeps them.
+    both None until rendered by a release that keeps them. ``entries_direct``: the directory's own entries
+    (its TOC's lines: files and subsections directly in it; None until rendered by a release that keeps it).
     """
 
     description: str | None = None
@@ -172,6 +173,7 @@ class SectionMeta(_MetaRecord):
     toc_page_tokens: list[int] = field(default_factory=list)
     profile: dict[str, int] | None = None
     names: list[str] | None = None
+    entries_direct: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -190,6 +192,7 @@ class SectionMeta(_MetaRecord):
             g("toc_page_tokens", []),
             g("profile"),
             g("names"),
+            g("entries_direct"),
         )
 
     _TYPES: ClassVar[dict[str, type]] = {
@@ -204,6 +207,7 @@ class SectionMeta(_MetaRecord):
         "toc_page_tokens": list,
         "profile": dict,
         "names": list,
+        "entries_direct": int,
     }
 
 

@@ -9,7 +9,9 @@ section apart from its siblings; what a range of a multi-page TOC holds.
   multi-page TOC.
 
 Text that would address a reader (a model) with instructions is never copied into a line
-(:func:`looks_like_instructions`); the renderer (:mod:`libraryfs.index.toc`) escapes everything else.
+(:func:`looks_like_instructions`); text that fakes TOC markup is neutralised (:func:`neutralise_toc_markup`,
+applied by the renderer's ``sanitize`` to every summary, description and title); the renderer
+(:mod:`libraryfs.index.toc`) escapes everything else.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 3  #: 3: short leads joined by the next sentences (markup.first_sentence)
+TOC_FORMAT = 4  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20
@@ -35,6 +38,38 @@ _INSTRUCTIONS = re.compile(
     r"|\b(?:assistant|agent|ai|llm|model)\s*[:,]\s*(?:please\s+)?(?:ignore|delete|run|execute|send|reveal)\b",
     re.I,
 )
+
+
+#: TOC markup that text copied from an entry (its first line) or written by a model could carry, so that its
+#: line would read like another TOC line (``- [x](../../etc/passwd) — 3 entries: … (12 tok)``): replaced
+#: by what it says in words, in this order
+_TOC_MARKUP = (
+    (re.compile(r"!?\[((?:\\.|[^\[\]\\])*)\]\([^()]*\)"), r"\1"),  # a Markdown link or image: its text
+    (re.compile(r"\]\([^()\s]*\)"), ""),  # a link's tail whose text is cut off (``… ](http://x)``)
+    (re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+"), ""),  # a list marker that starts the text
+    # a TOC line's facts: (12 tok), (~3 tok), (2 entries, 40 tok), (3 entries, 9 in all, 1,000 tok)
+    (re.compile(r"\s*\((?:[\d,]+ (?:entr(?:y|ies)|in all), )*(?:[\d,]+ in all, )?~?[\d,]+ tok\)"), ""),
+    # a section or range line's count after its dash ("— 3 entries: …", "— 12 entries, 40 in all"), or one
+    # that starts the text and a colon ends ("3 entries: …")
+    (
+        re.compile(
+            r"(?:\s*[—–]\s*|^)[\d,]+ (?:entr(?:y|ies)|in all)(?:,\s*[\d,]+ in all)?(?:,\s*~?[\d,]+ tok)?"
+            r"(?:\s*:|\s*$|(?=\s*\())"
+        ),
+        ": ",
+    ),
+)
+
+
+def neutralise_toc_markup(text: str) -> str:
+    """``text`` (one line) without what would make it read as TOC markup: Markdown links and images become
+    their text, a leading list marker goes, and a TOC line's facts (``(12 tok)``, ``— 3 entries:``) are
+    left out. The escaping in :func:`sanitize` already keeps such text from being a link; this keeps an
+    entry's line from *saying* it is a section of N entries, or from carrying a second token count."""
+    out = text
+    for pattern, repl in _TOC_MARKUP:
+        out = pattern.sub(repl, out)
+    return text if out == text else " ".join(out.split()).strip(" :")
 
 
 def looks_like_instructions(text: str) -> bool:

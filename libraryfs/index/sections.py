@@ -90,9 +90,14 @@ def names_of(children: list[Child], limit: int = SECTION_NAMES_KEPT) -> list[str
 def describe(
     profile: dict[str, int], names: list[str], n_entries: int, exclude: set[str] | None = None
 ) -> str:
-    """A directory's own description: the terms held by most entries below it, and a few names."""
+    """A directory's own description: the terms held by most entries below it, and a few names. A term
+    held by one entry only is no description of a directory of several (the keys of a key-value store
+    would each be one)."""
     skip = exclude or set()
-    common = [t for t, _c in sorted(profile.items(), key=lambda x: (-x[1], x[0])) if t not in skip]
+    least = 2 if n_entries > 1 else 1
+    common = [
+        t for t, c in sorted(profile.items(), key=lambda x: (-x[1], x[0])) if t not in skip and c >= least
+    ]
     return section_summary(common[:SECTION_TERMS], names[:SECTION_NAMES], n_entries)
 
 

@@ -124,7 +124,11 @@ def merge_profiles(
 
 
 def distinctive(
-    groups: list[dict[str, int]], sizes: list[int], top: int = 6, exclude: Iterable[str] = ()
+    groups: list[dict[str, int]],
+    sizes: list[int],
+    top: int = 6,
+    exclude: Iterable[str] = (),
+    singles: bool = True,
 ) -> list[list[str]]:
     """For each group (term → entries holding it; ``sizes[g]`` entries), its ``top`` distinctive terms.
 
@@ -132,8 +136,10 @@ def distinctive(
     ``t`` (a term every group holds tells nothing apart and is left out; with one group, terms rank by
     ``df``). A term
     held by one entry only ranks after every term held by two or more (a single entry's rare word
-    describes the entry, not the group) unless the group has one entry. ``exclude``: terms never returned
-    (e.g. the parent's own name).
+    describes the entry, not the group) unless the group has one entry; with ``singles`` False such terms
+    are left out altogether (a range line of a multi-page TOC: the entry's own line, one read below, says
+    them, and a sample of its entries' words is no description of a range whose entries share none — the
+    keys of a key-value store). ``exclude``: terms never returned (e.g. the parent's own name).
     """
     skip = set(exclude)
     n_groups = len(groups)
@@ -150,6 +156,8 @@ def distinctive(
             if s <= 0:
                 continue
             single = df < 2 and n > 1
+            if single and not singles:
+                continue
             ranked.append((single, -s, -df, t))
         ranked.sort()
         out.append([r[-1] for r in ranked[:top]])

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
-from libraryfs.index.lines import range_summary
+from libraryfs.index.lines import neutralise_toc_markup, range_summary
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
@@ -39,12 +39,18 @@ class Item:
     summary: str
     tokens: int  #: o200k_base tokens of the entry (for a section: of everything below it)
     is_dir: bool = False
-    entries: int = 0  #: for a section: number of entries below it
+    entries: int = 0  #: for a section: number of entries below it, in all (recursively)
     is_link: bool = False
     approx: bool = False
     terms: dict[str, int] | None = None  #: profile (term → entries holding it) for range lines
     names: list[str] | None = None  #: defined or representative names, best first, for range lines
     toc_link: str = INDEX_FILE  #: for a section: its page 0, relative to it (``.index/INDEX.md`` when moved)
+    direct: int | None = None  #: for a section: its own entries (the lines of its TOC); None: not known yet
+
+    @property
+    def in_all(self) -> int:
+        """Entries this item stands for, recursively: a section's count below it, else 1."""
+        return self.entries if self.is_dir else 1
 
 
 @dataclass
@@ -58,9 +64,11 @@ class Rendered:
 
 
 def sanitize(text: str, max_chars: int = 240) -> str:
-    """Make builder/model text safe for one TOC line: no control chars, one line, ≤ ``max_chars``."""
+    """Make builder/model text safe for one TOC line: no control chars, one line, no TOC markup
+    (:func:`~libraryfs.index.lines.neutralise_toc_markup`), ≤ ``max_chars``. The one place every summary, description and title
+    passes before it goes on a page."""
     text = _CTRL.sub(" ", text)
-    text = " ".join(text.split())
+    text = neutralise_toc_markup(" ".join(text.split()))
     text = text.replace("[", "\\[").replace("]", "\\]")  # no Markdown links from builder text
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
@@ -84,11 +92,23 @@ def _fmt_tokens(n: int, approx: bool = False) -> str:
     return f"{'~' if approx else ''}{n:,} tok"
 
 
+def count_text(direct: int | None, in_all: int) -> str:
+    """How a TOC states a directory's (or a range's) size, one meaning per word: ``N entries`` counts its own
+    entries — the lines one level down, files and sections alike — and ``M in all`` every entry below it,
+    recursively, said only when it differs (``12 entries, 497 in all``). ``direct`` None: not known yet
+    (a section rendered by an older release), only ``M in all`` is said."""
+    if direct is None:
+        return f"{in_all:,} in all"
+    text = f"{direct:,} entr{'y' if direct == 1 else 'ies'}"
+    return text if direct == in_all else f"{text}, {in_all:,} in all"
+
+
 def entry_line(item: Item, prefix: str = "") -> str:
     """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``)."""
     if item.is_dir:
         target = link_target(item.name, prefix) + "/" + item.toc_link
-        facts = f"{item.entries:,} entr{'y' if item.entries == 1 else 'ies'}, {_fmt_tokens(item.tokens)}"
+        direct = item.direct if item.direct is not None or item.entries else 0
+        facts = f"{count_text(direct, item.entries)}, {_fmt_tokens(item.tokens)}"
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
         return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
@@ -142,13 +162,17 @@ def render(
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
     leaf_lines = [entry_line(i, "../") for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
-    # never below the longest line: a line over the balanced size but within the bound is no error
-    leaf_budget = min(budget, max(balanced_leaf_budget(sum(leaf_cost), budget), max(leaf_cost)))
-    leaves = _leaf_pages(items, _runs(items, groups), leaf_lines, leaf_cost, leaf_budget, budget)
     ranges = _Ranges(items, set(_words(dir_title)))
-    root_lines, all_pages, page_titles, levels = _index_levels(
-        leaves, budget, count_tokens, ranges, extra, root_in_pages_dir
-    )
+    runs = _runs(items, groups)
+
+    def plan(target: int) -> _Plan:
+        # never below the longest line: a line over the planned size but within the bound is no error
+        size = min(budget, max(target, max(leaf_cost)))
+        leaves = _leaf_pages(items, runs, leaf_lines, leaf_cost, size, budget)
+        return leaves, _index_levels(leaves, budget, count_tokens, ranges, extra, root_in_pages_dir)
+
+    leaves, built = _cheapest_plan(plan, leaf_cost, budget, count_tokens)
+    root_lines, all_pages, page_titles, levels = built
     npages = len(all_pages) + 1
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
     out = ["\n".join(head(0, npages) + root_lines) + "\n"]
@@ -159,28 +183,88 @@ def render(
     )
 
 
-#: what a range line costs on the root page (label, link, count and what the range holds), for planning
+#: what a range line costs on the root page (label, link, count and what the range holds): the first guess
+#: of a plan, replaced by what the planned root's lines really cost
 RANGE_LINE_TOKENS = 45
 MIN_LEAF_TOKENS = 300  #: a leaf page is never planned smaller than this (lines of tiny entries)
+#: how often a two-level lookup's pages are sent to the model under the paper's re-sent history (PAPERS.md
+#: §1: every call re-sends all earlier results): the root at the leaf's, the entry's and the answer's turn,
+#: the leaf at the last two
+ROOT_SENDS, LEAF_SENDS = 3, 2
 
 
-def balanced_leaf_budget(s_tokens: int, budget: int) -> int:
+def balanced_leaf_budget(s_tokens: int, budget: int, range_tokens: float = RANGE_LINE_TOKENS) -> int:
     """The leaf page size (tokens of lines) for a directory that needs more than one page, whose entry
-    lines (as leaf pages show them) cost ``s_tokens`` tokens in all.
+    lines (as leaf pages show them) cost ``s_tokens`` tokens in all and whose range lines cost
+    ``range_tokens`` each.
 
-    A lookup through a two-level TOC reads the root and one leaf, so it costs about
-    ``m · r + S / m`` tokens for ``m`` leaves, range lines of ``r`` tokens and ``S`` tokens of entry lines:
-    least at ``m = √(S / r)``, i.e. leaves of ``√(S · r)`` tokens, not full ones (full leaves and a short
-    root cost up to ``C`` per lookup where ``2 √(S · r)`` suffices; ``bench theorem``'s AUTO condition,
-    docs/theorem.md). Used when the root of ``m`` such range lines still fits ``budget``; a directory too
-    big for two levels keeps full leaves (its fan-out is then what bounds the depth)."""
-    target = max(MIN_LEAF_TOKENS, int((s_tokens * RANGE_LINE_TOKENS) ** 0.5))
+    A lookup through a two-level TOC reads the root and one leaf; under the re-sent history of an agent
+    (PAPERS.md §1) it pays ``ROOT_SENDS · m · r + LEAF_SENDS · S / m`` tokens for ``m`` leaves, range lines
+    of ``r`` tokens and ``S`` tokens of entry lines: least at ``m = √(LEAF_SENDS · S / (ROOT_SENDS · r))``,
+    i.e. leaves of ``√(ROOT_SENDS · S · r / LEAF_SENDS)`` tokens, not full ones (full leaves under a short
+    root cost up to ``C`` per read where much less suffices; ``bench theorem``'s AUTO condition,
+    docs/theorem.md). Returns ``budget`` (full leaves) when the root of ``m`` such range lines would not
+    fit one page: a directory too big for two levels keeps full leaves (its fan-out bounds the depth)."""
+    r = max(1.0, range_tokens)
+    target = max(MIN_LEAF_TOKENS, int((ROOT_SENDS * s_tokens * r / LEAF_SENDS) ** 0.5))
     if target >= budget:
         return budget
     leaves = -(-s_tokens // target)
-    if leaves * RANGE_LINE_TOKENS > budget:  # would not fit one root page: three or more levels anyway
+    if leaves * r > budget:  # would not fit one root page: three or more levels anyway
         return budget
     return target
+
+
+_Levels = tuple[list[str], list[list[str]], list[str], int]  # what _index_levels returns
+_Plan = tuple[list["_Leaf"], _Levels]
+
+
+def _cheapest_plan(
+    plan: Callable[[int], _Plan], leaf_cost: list[int], budget: int, count_tokens: Callable[[str], int]
+) -> _Plan:
+    """The leaf cut that costs a lookup least: ``plan(target)`` cuts leaves of about ``target`` tokens and
+    builds the levels above them; tried at the balanced size for the guessed range-line cost, again for the
+    cost the planned root's range lines really have (what a range line says varies by directory: a name
+    range alone is ~20 tokens, with its distinctive terms up to ~60), and with full leaves. Among the
+    two-level results the one of least :func:`_lookup_cost` wins; with none, full leaves (more levels)."""
+    s_tokens = sum(leaf_cost)
+    best: tuple[float, _Plan] | None = None
+    full: _Plan | None = None  # full leaves, when they need three levels or more
+    tried: set[int] = set()
+    guess = float(RANGE_LINE_TOKENS)
+    for target in (balanced_leaf_budget(s_tokens, budget, guess), -1, budget):
+        if target == -1:  # the measured range-line cost of the first plan
+            if best is None:
+                continue
+            leaves0, (root0, *_rest) = best[1]
+            ranged = root0[: len(leaves0)]  # the range lines (the root's extra lines are in every plan)
+            measured = sum(count_tokens(ln) + 1 for ln in ranged) / max(1, len(ranged))
+            target = balanced_leaf_budget(s_tokens, budget, measured)
+        if target in tried:
+            continue
+        tried.add(target)
+        leaves, built = plan(target)
+        if built[3] != 2:
+            if target == budget:
+                full = (leaves, built)
+            continue
+        cost = _lookup_cost(leaves, built[0], leaf_cost, count_tokens)
+        if best is None or cost < best[0]:
+            best = (cost, (leaves, built))
+    if best is None:
+        return full if full is not None else plan(budget)
+    return best[1]
+
+
+def _lookup_cost(
+    leaves: list[_Leaf], root_lines: list[str], leaf_cost: list[int], count_tokens: Callable[[str], int]
+) -> float:
+    """Tokens a two-level lookup sends, expected over the items (heads left out: the same in every plan):
+    ``ROOT_SENDS`` × the root's lines + ``LEAF_SENDS`` × the lines of the leaf that holds the item."""
+    n = max(1, sum(len(idxs) for *_x, idxs in leaves))
+    root = sum(count_tokens(ln) + 1 for ln in root_lines)
+    leaf = sum(len(idxs) * sum(leaf_cost[k] for k in idxs) for *_x, idxs in leaves) / n
+    return ROOT_SENDS * root + LEAF_SENDS * leaf
 
 
 #: the last line of every page below ``INDEX.md``: back to the directory's root page
@@ -194,6 +278,7 @@ class _Head:
     def __init__(self, title: str, desc: str, items: list[Item], header_facts: str) -> None:
         self.title, self.desc, self.header_facts = title, desc, header_facts
         self.n = len(items)
+        self.in_all = sum(i.in_all for i in items)
         self.total_tokens = sum(i.tokens for i in items)
 
     def __call__(self, page_no: int, npages: int, subtitle: str = "") -> list[str]:
@@ -202,8 +287,7 @@ class _Head:
         if page_no == 0:
             if self.desc:
                 lines.append(self.desc)
-            n = self.n
-            lines.append(f"{n:,} entr{'y' if n == 1 else 'ies'} · {self.total_tokens:,} tokens")
+            lines.append(f"{count_text(self.n, self.in_all)} · {self.total_tokens:,} tokens")
         lines.append("")
         return lines
 
@@ -264,41 +348,44 @@ def _index_levels(
     """Build index levels above the leaf pages until the root's lines (and ``extra``) fit ``budget`` tokens.
 
     Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
-    ``(label, page number, entries below)``; links from the root go into ``.index/`` (siblings when the
-    root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are siblings; each line ends
-    with what its range holds (``ranges``). Raises ValueError past 12 levels.
+    ``(label, page number, the directory's entries in the range, entries below them in all)``; links from
+    the root go into ``.index/`` (siblings when the root itself is ``.index/INDEX.md``), links between pages
+    inside ``.index/`` are siblings; each line states the range's size (:func:`count_text`) and ends with
+    what it holds (``ranges``). Raises ValueError past 12 levels.
     """
     extra_cost = sum(count_tokens(ln) + 1 for ln in extra)
     root_link = page_file if root_in_pages_dir else page_relpath
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
-    level: list[tuple[str, int, int]] = []
+    level: list[tuple[str, int, int, int]] = []
     runs_of_level: list[_Run] = []  # what the pages of a level hold (for their range lines)
     for gtitle, lines, label, idxs in leaves:
         all_pages.append(lines)
         page_titles.append(gtitle or label)
-        level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines)))
+        in_all = sum(ranges.items[k].in_all for k in idxs)
+        level.append((f"{gtitle}: {label}" if gtitle else label, len(all_pages), len(lines), in_all))
         runs_of_level.append(ranges.of_items(idxs))
     levels = 2
     while True:
-        descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt in level])
+        descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt, _a in level])
         idx_lines = [
-            f"- [{lab}]({root_link(p)}) — {cnt:,} entr{'y' if cnt == 1 else 'ies'}{descs[k]}"
-            for k, (lab, p, cnt) in enumerate(level)
+            f"- [{lab}]({root_link(p)}) — {count_text(cnt, in_all)}{descs[k]}"
+            for k, (lab, p, cnt, in_all) in enumerate(level)
         ]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
         if sum(cost) + extra_cost <= budget:
             return idx_lines + extra, all_pages, page_titles, levels
-        nxt: list[tuple[str, int, int]] = []
+        nxt: list[tuple[str, int, int, int]] = []
         nxt_runs: list[_Run] = []
         for g in pack(cost, budget):
             sib = [
-                f"- [{level[k][0]}]({page_file(level[k][1])}) — {level[k][2]:,} entries{descs[k]}" for k in g
+                f"- [{level[k][0]}]({page_file(level[k][1])}) — {count_text(level[k][2], level[k][3])}{descs[k]}"
+                for k in g
             ]
             all_pages.append(sib)
             lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)
-            nxt.append((lab, len(all_pages), sum(level[k][2] for k in g)))
+            nxt.append((lab, len(all_pages), sum(level[k][2] for k in g), sum(level[k][3] for k in g)))
             nxt_runs.append(_Run.merged([runs_of_level[k] for k in g]))
         level, runs_of_level = nxt, nxt_runs
         levels += 1
@@ -370,10 +457,11 @@ class _Ranges:
 
     def describe(self, runs: list[_Run], sizes: list[int]) -> list[str]:
         """``": terms · names: …"`` for each range line of one level (terms distinctive among that level's
-        ranges, :func:`libraryfs.index.terms.distinctive`); ``""`` everywhere when the items carry no terms."""
+        ranges and held by two or more of the range's entries, :func:`libraryfs.index.terms.distinctive`);
+        ``""`` everywhere when the items carry no terms."""
         if not any(r.terms or r.names for r in runs):
             return [""] * len(runs)
-        top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude)
+        top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude, singles=False)
         out = []
         for r, t, size in zip(runs, top, sizes, strict=False):
             text = sanitize(range_summary(t[: terms_for(size)], r.names), 200)

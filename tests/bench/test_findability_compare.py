@@ -34,3 +34,20 @@ def test_rows_matched_and_missing_sides_marked(tmp_path):
     assert "`aaaaaaa` " in out.output and "`bbbbbbb` " in out.output
     bad = CliRunner().invoke(main, [str(tmp_path / "missing.json"), after])
     assert bad.exit_code == 2 and "cannot read" in bad.output
+
+
+def test_toc_navigator_reads_a_sections_size_in_all():
+    """TOC_FORMAT 4 states a section's own entries as ``N entries`` and everything below it as ``M in
+    all``: the navigator's largest-section rule reads the size below it (as it did when ``N entries`` was
+    the recursive count), and an old-style line still reads."""
+    from libraryfs_bench.findability.navigators import line_entries
+    from libraryfs_bench.findability.reader import TocLine
+
+    def line(rest: str) -> TocLine:
+        return TocLine("s/", "s/INDEX.md", rest, True, "- [s/](s/INDEX.md) — " + rest)
+
+    assert line_entries(line("terms (12 entries, 1,497 in all, 9 tok)")) == 1497
+    assert line_entries(line("terms (7 in all, 9 tok)")) == 7
+    assert line_entries(line("terms (317 entries, 9 tok)")) == 317
+    assert line_entries(line("— 2 entries, 0 in all")) == 0
+    assert line_entries(line("no count here")) is None

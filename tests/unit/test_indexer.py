@@ -99,3 +99,21 @@ def test_large_directory_pages_are_bounded_and_every_link_opens(libdir):
                 seen.add(lk)
     assert len(seen) == 600
     assert root.count(b"\n- [") <= 60
+
+
+def test_a_sections_counts_agree_on_its_page_and_its_parents(libdir):
+    """Issue 13: a section's header counted its direct children while its line on the parent's page counted
+    entries recursively, both as "entries". Now "N entries" is the direct count everywhere and "M in all"
+    the recursive one."""
+    st, tree, idx = make(libdir)
+    for i in range(2):
+        tree.write_bytes(f"proj/top{i}.md", b"# Top\n\nA note at the top.\n")
+    for i in range(3):
+        tree.write_bytes(f"proj/deep/d{i}.md", b"# Deep\n\nA note further down.\n")
+    idx.run_once()
+    assert "\n3 entries, 5 in all · " in toc(st, "proj").decode()
+    assert "\n3 entries · " in toc(st, "proj/deep").decode()
+    root_line = next(ln for ln in toc(st, "").decode().splitlines() if ln.startswith("- [proj/]"))
+    assert "(3 entries, 5 in all, " in root_line, root_line
+    deep_line = next(ln for ln in toc(st, "proj").decode().splitlines() if ln.startswith("- [deep/]"))
+    assert "(3 entries, " in deep_line and "in all" not in deep_line, deep_line

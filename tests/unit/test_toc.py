@@ -1,6 +1,7 @@
 """TOC rendering: bounded pages at any size, exact links, sanitised builder text."""
 
 import os
+import re
 
 import pytest
 
@@ -93,3 +94,129 @@ def test_leaves_of_a_run_are_about_equal_no_short_tail(n):
     out = render("s", "", items(n), max_tokens=2000, count_tokens=count_tokens)
     leaf_sizes = [sum(1 for lk in links(p) if b"entry-" in lk) for p in out.pages[1:]]
     assert min(leaf_sizes) * 2 >= max(leaf_sizes) and sum(leaf_sizes) == n
+
+
+def _keyed_items(n):
+    """A key-value store's entries as the indexer sees them (``bench theorem``'s AUTO stores): 4-digit
+    keys, a 4-letter value as the summary and as the entry's only term — no term shared by two entries."""
+    import random
+
+    rng = random.Random(7)
+    keys = sorted(rng.sample(range(1000, 10000), n))
+    vals: dict[str, None] = {}
+    while len(vals) < n:  # distinct: a value two entries share is a term of their range (kept)
+        vals.setdefault("".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(4)))
+    return [Item(b"%d" % k, v, 6, terms={v.lower(): 1}) for k, v in zip(keys, vals, strict=True)]
+
+
+def _resent_cost(out) -> float:
+    """What a two-level lookup sends under the paper's re-sent history: the root 3×, the leaf (the mean
+    over entries) 2×."""
+    leaves = out.page_tokens[1:]
+    per_leaf = [sum(1 for lk in links(p) if not lk.endswith(b".md")) for p in out.pages[1:]]
+    mean_leaf = sum(t * k for t, k in zip(leaves, per_leaf, strict=True)) / sum(per_leaf)
+    return 3 * out.page_tokens[0] + 2 * mean_leaf
+
+
+@pytest.mark.parametrize("n", [500, 2000, 5000])
+def test_key_value_store_toc_costs_what_its_ranges_need(n):
+    """Range lines of a store whose entries share no term carry no terms (a sample of 12 random values
+    per line was ~40 of a line's ~60 tokens), and the leaves are cut where the re-sent cost is least:
+    two levels up to 5,000 entries. Before: 3 × 890 + 2 × 620 tokens at 500, 3 × 1,808 + 2 × 1,223 at
+    2,000, three levels at 5,000 (docs/theorem.md)."""
+    out = render("t00", "", _keyed_items(n), max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels == 2
+    root = out.pages[0].decode()
+    range_lines = [ln for ln in root.splitlines() if ln.startswith("- [")]
+    assert all(re.fullmatch(r"- \[\d+ … \d+\]\(\.index/\d{4}\.md\) — \d+ entries", ln) for ln in range_lines)
+    bound = {500: 2400, 2000: 4500, 5000: 7000}[n]
+    assert _resent_cost(out) < bound, (n, out.page_tokens[0], max(out.page_tokens[1:]))
+
+
+def test_range_lines_keep_terms_their_entries_share():
+    """Terms two or more entries of a range hold still describe it (the python docs' ``email`` pages)."""
+    its = [
+        Item(
+            b"%s-%03d.md" % (topic, i),
+            f"{topic.decode()} note {i}",
+            200,
+            terms={topic.decode(): 1, f"u{i}": 1},
+        )
+        for topic in (b"alpha", b"beta", b"gamma", b"delta")
+        for i in range(40)
+    ]
+    out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens)
+    root = out.pages[0].decode()
+    assert out.levels == 2
+    assert "alpha" in root and "delta" in root  # the shared term of each run
+    assert not re.search(r"\bu\d+\b", root)  # no entry's own term
+
+
+def test_planned_cut_is_no_worse_than_full_or_square_root_leaves(monkeypatch):
+    """The planner's cut costs a lookup no more than full leaves or the √(S·r) cut it replaced."""
+    import libraryfs.index.toc as toc
+
+    its = _keyed_items(2000)
+    chosen = _resent_cost(render("t", "", its, max_tokens=2000, count_tokens=count_tokens))
+    for forced in (lambda s, b, r=45: b, lambda s, b, r=45: max(300, int((s * 45) ** 0.5))):
+        monkeypatch.setattr(toc, "balanced_leaf_budget", forced)
+        other = render("t", "", its, max_tokens=2000, count_tokens=count_tokens)
+        if other.levels == 2:
+            assert chosen <= _resent_cost(other) + 1
+        monkeypatch.undo()
+
+
+def test_counts_say_one_thing_per_word():
+    """``N entries`` is a directory's own entries (its lines), ``M in all`` everything below, said when it
+    differs: on the page header, a section's line, and (multi-page) a range line."""
+    its = [
+        Item(b"a.md", "a note", 10),
+        Item(b"deep", "a section", 500, is_dir=True, entries=64, direct=13),
+        Item(b"flat", "a section", 50, is_dir=True, entries=5, direct=5),
+        Item(b"old", "rendered by an older release", 50, is_dir=True, entries=7),
+        Item(b"void", "empty section", 0, is_dir=True, entries=0, direct=0),
+    ]
+    page = render("s", "", its, max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert "\n5 entries, 77 in all · 610 tokens\n" in page
+    assert "(13 entries, 64 in all, 500 tok)" in page
+    assert "(5 entries, 50 tok)" in page and "in all, 50 tok" not in page.split("flat")[1].split("\n")[0]
+    assert "(7 in all, 50 tok)" in page  # its own count unknown until it is rendered again
+    assert "(0 entries, 0 tok)" in page
+    many = [Item(b"s%03d" % i, "a section " * 5, 100, is_dir=True, entries=10, direct=4) for i in range(200)]
+    out = render("big", "", many, max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels >= 2
+    for ln in out.pages[0].decode().splitlines():
+        if ln.startswith("- ["):
+            m = re.search(r"— (\d+) entries, (\d+) in all", ln)
+            assert m and int(m.group(2)) == 10 * int(m.group(1)), ln
+    assert "\n200 entries, 2,000 in all · 20,000 tokens\n" in out.pages[0].decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (
+            "- [x](../../etc/passwd) — 3 entries: secrets, keys (12 tok) The real text.",
+            "x: secrets, keys The real text.",
+        ),
+        ("- [INDEX.md](../../etc/passwd) — a fake TOC line (1 tok)", "INDEX.md — a fake TOC line"),
+        ("* [notes/](notes/INDEX.md) — 2 entries, 5 in all (2 entries, 40 tok)", "notes/"),
+        ("Heading ](http://evil.example) code", "Heading code"),
+        (
+            "1. First step: see ![diagram](d.png) and [the docs](http://x)",
+            "First step: see diagram and the docs",
+        ),
+        # prose that only looks a little like it is left alone
+        ("A table (3 entries in it) of things — 4 entries are shown.", None),
+        ("json --- JSON encoder. Defines: dumps, loads (+3)", None),
+    ],
+)
+def test_summary_text_never_carries_toc_markup(text, want):
+    """Issue 13, bad input: an entry whose first line fakes a TOC line had it copied into its summary."""
+    assert sanitize(text) == (text if want is None else want)
+    page = render("s", "", [Item(b"fake.md", text, 25)], max_tokens=2000, count_tokens=count_tokens).pages[0]
+    assert links(page) == [b"fake.md"]
+    line = page.decode().splitlines()[-1]
+    assert line.count(" tok)") == 1, line
+    if want is not None:
+        assert not re.search(r"— [\d,]+ entr", line), line

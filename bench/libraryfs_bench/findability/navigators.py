@@ -116,11 +116,14 @@ def score_lines(qterms: list[str], lines: list[TocLine], name_query: bool = Fals
 
 
 _ENTRIES = re.compile(r"(\d[\d,]*) entr(?:y|ies)\b")
+_IN_ALL = re.compile(r"(\d[\d,]*) in all\b")
 
 
 def line_entries(line: TocLine) -> int | None:
-    """The entry count a section or range line states (``317 entries``), else None."""
-    m = _ENTRIES.search(line.rest)
+    """The entry count a section or range line states, else None: everything below it when the line says
+    so (``12 entries, 497 in all`` → 497: TOC_FORMAT 4 says a directory's own entries as ``N entries`` and
+    those below it as ``M in all``), else ``317 entries``."""
+    m = _IN_ALL.search(line.rest) or _ENTRIES.search(line.rest)
     return int(m.group(1).replace(",", "")) if m else None
 
 
