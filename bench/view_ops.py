@@ -2,8 +2,9 @@
 FUSE, no kernel): what the mount server's Python and LMDB spend per request (issue 18 item 2).
 
 Each round makes a fresh library, creates ``--files`` files of ``--bytes`` bytes in one directory (create,
-write, release: the requests a ``open(O_CREAT)`` + ``write`` + ``close`` sends), then unlinks them; µs per
-file of each phase and the store write transactions per file (counted by wrapping ``Store.run_write``).
+getattr of the handle, write, release: the requests an ``open(O_CREAT)`` + ``write`` + ``close`` sends), then
+unlinks them; µs per file of each phase and the store write and read transactions per file (counted by
+wrapping ``Store.run_write`` and ``Store.read``).
 Prints one JSON line; run it under two interpreters (this checkout's and another's) for a before/after:
 
     python bench/view_ops.py --files 5000 --rounds 3
@@ -27,29 +28,35 @@ def one_round(files: int, size_bytes: int) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="view-ops-") as tmp:
         st = Store.create(os.path.join(tmp, "lib"))
-        writes = [0]
-        run_write = st.run_write
+        writes, reads = [0], [0]
+        run_write, read = st.run_write, st.read
 
         def counted(fn):
             writes[0] += 1
             return run_write(fn)
 
+        def counted_read():
+            reads[0] += 1
+            return read()
+
         st.run_write = counted  # type: ignore[method-assign]
+        st.read = counted_read  # type: ignore[method-assign]
         try:
             v = LibraryView(st)
             uid, gid = os.getuid(), os.getgid()
             v.mkdir(b"/d", 0o755, uid, gid)
             body = os.urandom(size_bytes)
             paths = [b"/d/f%06d.md" % i for i in range(files)]
-            writes[0] = 0
+            writes[0] = reads[0] = 0
             t0 = time.perf_counter()
             for p in paths:
                 fh = v.create(p, 0o644, os.O_WRONLY | os.O_CREAT | os.O_EXCL, uid, gid)
+                v.getattr(p, fh)  # libfuse's entry reply of CREATE
                 v.write(fh, body, 0)
                 v.release(fh)
             t1 = time.perf_counter()
-            create_writes = writes[0]
-            writes[0] = 0
+            create_writes, create_reads = writes[0], reads[0]
+            writes[0] = reads[0] = 0
             for p in paths:
                 v.unlink(p)
             t2 = time.perf_counter()
@@ -57,7 +64,9 @@ def one_round(files: int, size_bytes: int) -> dict:
                 "create_us": (t1 - t0) / files * 1e6,
                 "unlink_us": (t2 - t1) / files * 1e6,
                 "create_write_txns": create_writes / files,
+                "create_read_txns": create_reads / files,
                 "unlink_write_txns": writes[0] / files,
+                "unlink_read_txns": reads[0] / files,
             }
         finally:
             st.close()

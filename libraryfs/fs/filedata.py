@@ -17,6 +17,7 @@ kernel); otherwise they are dropped at open. Paths are absolute bytes; sizes and
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import stat as _stat
@@ -28,6 +29,7 @@ from libraryfs.errors import (
     FileTooBig,
     InvalidArgument,
     IsADir,
+    LibraryError,
     NoSpace,
     NotFound,
     NotSupported,
@@ -35,8 +37,9 @@ from libraryfs.errors import (
 from libraryfs.fs import schema as S
 from libraryfs.fs.generated import INDEX_NAME
 from libraryfs.fs.handles import Handle
-from libraryfs.fs.nameops import add_child, check_new_name, touch_dir
+from libraryfs.fs.nameops import add_child, check_new_name, new_inode, touch_dir
 from libraryfs.fs.nodes import Kind
+from libraryfs.fs.pending import INO_BLOCK, PendingCreate, PendingCreates
 from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
@@ -44,6 +47,7 @@ from libraryfs.fs.virtual import set_index_claim
 
 FALLOC_FL_KEEP_SIZE = 0x01  #: fallocate(2): do not change the file size
 FALLOC_FL_PUNCH_HOLE = 0x02  #: fallocate(2): deallocate the range (with KEEP_SIZE only)
+log = logging.getLogger("libraryfs.view")
 CACHED_PATHS_MAX = 100_000  #: paths whose last-open generation is remembered (page cache decisions)
 
 
@@ -74,6 +78,8 @@ class FileData(ViewService):
         self.accounting = accounting
         #: path → ``(ino, generation)`` at its last open: the data the kernel may have cached for that name
         self.cached_gen: dict[bytes, tuple[int, int]] = {}
+        #: new files not yet in the store, by handle (:mod:`libraryfs.fs.pending`)
+        self.pending = PendingCreates(store)
 
     def _keep_cache(self, path: bytes, node: S.Inode) -> bool:
         """Whether the kernel's cached pages of ``path`` are current (module doc), and remember this open."""
@@ -91,15 +97,18 @@ class FileData(ViewService):
         Raises Exists (O_EXCL), IsADir, NotFound/NotADir (parent), AccessDenied (a generated name), EROFS.
         """
         require_writable(self.read_only)
-
+        fh = self._create_deferred(path, mode, flags, uid, gid)
+        if fh is not None:
+            return fh
         index_dir = 0
+        block, refill = 0, self.pending.inos.empty()
 
         def fn(t: Txn) -> int:
             """The write transaction: the inode number of the existing file ``name`` under the parent
             (truncated under O_TRUNC), else of a new regular file added there with ``mode & 0o7777``; sets
             ``index_dir`` for an ``INDEX.md``. Raises Exists (EEXIST, O_EXCL), IsADir (EISDIR), NotFound
             (ENOENT), NotADir, AccessDenied (EACCES, a generated name), as ``open(2)`` with O_CREAT."""
-            nonlocal index_dir
+            nonlocal index_dir, block
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             index_dir = pino if name == INDEX_NAME else 0
             existing = t.lookup(pino, name)
@@ -115,10 +124,31 @@ class FileData(ViewService):
                     truncate_node(t, node, 0, pino, name)
                 return existing
             check_new_name(t, name, pino, self.virtual)
+            if refill:  # the next creates' inode numbers (:mod:`libraryfs.fs.pending`)
+                block = t.alloc_ino(INO_BLOCK)
             return add_child(t, pino, pnode, name, S.S_IFREG | (mode & 0o7777), uid, gid)
 
         ino = self.store.run_write(fn)
+        if block:
+            self.pending.inos.refill(block, INO_BLOCK)
         return self._open_real(ino, flags, index_dir)
+
+    def _create_deferred(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int | None:
+        """A handle on a new file held in memory until its first write (:mod:`libraryfs.fs.pending`), or None
+        when the create must be done in a write transaction now: the name exists (or is ``INDEX.md``) or no
+        reserved inode number is left. Raises what :meth:`create` raises for a new name."""
+        with self.store.read() as t:
+            pino, pnode, name = self.resolver.parent_and_name(t, path)
+            if name == INDEX_NAME or t.lookup(pino, name) is not None:
+                return None
+            check_new_name(t, name, pino, self.virtual)
+        ino = self.pending.inos.take()
+        if ino is None:
+            return None
+        node = new_inode(ino, pnode, S.S_IFREG | (mode & 0o7777), uid, gid, now_ns())
+        fh = self.handles.open_file(ino, flags)
+        self.pending.add(PendingCreate(fh, path, pino, name, node))
+        return fh
 
     def _open_real(self, ino: int, flags: int, index_dir: int) -> int:
         """A handle on stored inode ``ino``; ``index_dir`` (or 0) is the directory whose ``INDEX.md`` it is
@@ -253,6 +283,16 @@ class FileData(ViewService):
         if h.flags & os.O_ACCMODE == os.O_RDONLY:
             raise BadHandle("file not open for writing")
         require_writable(self.read_only)
+        if fh in self.pending.by_fh:
+            off = 0 if h.flags & os.O_APPEND else offset
+            if off + len(data) > S.MAX_FILE_SIZE:
+                raise FileTooBig("file too large")
+            p = self.pending.pop(fh)
+            assert p is not None
+            self.pending.commit(p, off, data)  # the create and this write: one transaction
+            h.journaled = True  # its CREATE record covers these bytes (the indexer reads the file for it)
+            h.committed_seq = self.store.write_seq
+            return len(data)
 
         def fn(t: Txn) -> int:
             """The write transaction: write ``data`` at ``offset`` (at the size under O_APPEND), grow the
@@ -281,7 +321,9 @@ class FileData(ViewService):
                 h.wrote_after_journal = True
             return len(data)
 
-        return self.store.run_write(fn)
+        n = self.store.run_write(fn)
+        h.committed_seq = self.store.write_seq
+        return n
 
     def _regular(self, t: Txn, path: bytes | None, fh: int | None) -> S.Inode:
         """The regular file at ``path`` or open as ``fh``; IsADir for a directory, InvalidArgument for another
@@ -355,8 +397,18 @@ class FileData(ViewService):
         if closed is None or closed[0].virtual is not None:
             return
         h, n = closed
+        p = self.pending.pop(fh)
+        if p is not None:  # created and closed without a write: commit the empty file now
+            try:
+                self.pending.commit(p)
+            except LibraryError as e:  # another process took the name meanwhile; close(2) has returned
+                log.error("could not commit the create of %r: %s", p.path, e)
+                return
+            h.committed_seq = self.store.write_seq
         unlinked = same = False
-        if n <= 0 and not h.wrote_after_journal and not self.read_only:
+        # no write transaction of this process since this handle's last commit: nothing unlinked its file
+        untouched = h.committed_seq == self.store.write_seq and not h.index_dir
+        if n <= 0 and not h.wrote_after_journal and not self.read_only and not untouched:
             # one read decides whether the last close needs a write transaction at all: to free an unlinked
             # file, or to absorb a user's INDEX.md holding the generated bytes (`touch INDEX.md` claims the
             # name and writes nothing: without this the TOC would stay frozen as the user's file)
@@ -405,7 +457,11 @@ class FileData(ViewService):
         return True
 
     def fsync(self, fh: int | None = None) -> None:
-        """Make every committed change durable against an OS crash (LMDB fsync; fsync(2))."""
+        """Make every change durable against an OS crash (fsync(2)): commit pending creates, then sync the
+        store (LMDB fsync) unless this process committed nothing since the last sync (:meth:`Store.sync`).
+        Raises what committing a pending create raises (:meth:`PendingCreates.commit_all`)."""
+        if self.pending.by_fh:
+            self.pending.commit_all(raise_errors=True)
         self.store.sync()
 
     def purge_orphans(self) -> int:

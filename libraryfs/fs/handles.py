@@ -34,6 +34,7 @@ class Handle:
     index_dir: int = 0  #: the directory whose ``INDEX.md`` this handle created or wrote (absorb check)
     vkey: tuple = ()  #: a snapshot's object key (:class:`~libraryfs.fs.virtual.Snapshot`)
     keep_cache: bool = False  #: the kernel may keep this file's cached pages at this open (FOPEN_KEEP_CACHE)
+    committed_seq: int = -1  #: ``Store.write_seq`` right after this handle's last write transaction
 
 
 @dataclass(slots=True)

@@ -76,6 +76,29 @@ def touch_dir(node: S.Inode, now: int) -> None:
     node.generation += 1
 
 
+def new_inode(
+    ino: int,
+    pnode: S.Inode,
+    mode: int,
+    uid: int,
+    gid: int,
+    now: int,
+    *,
+    size: int = 0,
+    rdev: int = 0,
+    inherit_gid: bool = True,
+) -> S.Inode:
+    """A new inode ``ino`` of ``mode`` to be named in directory ``pnode``, times ``now`` (ns): in a
+    set-group-ID directory it takes the directory's group and a new directory keeps the bit (Linux/BSD rule,
+    open(2) "O_CREAT"), unless ``inherit_gid`` is False."""
+    is_dir = mode & S.S_IFMT == S.S_IFDIR
+    if inherit_gid and pnode.mode & _stat.S_ISGID:
+        gid = pnode.gid
+        if is_dir:
+            mode |= _stat.S_ISGID
+    return S.Inode(ino, mode, uid, gid, 2 if is_dir else 1, size, now, now, now, rdev=rdev)
+
+
 def add_child(
     t: Txn,
     pino: int,
@@ -99,13 +122,10 @@ def add_child(
     unless ``inherit_gid`` is False.
     """
     now = now_ns()
-    ino = t.alloc_ino()
+    node = new_inode(t.alloc_ino(), pnode, mode, uid, gid, now, size=size, rdev=rdev, inherit_gid=inherit_gid)
+    ino, mode = node.ino, node.mode
     is_dir = mode & S.S_IFMT == S.S_IFDIR
-    if inherit_gid and pnode.mode & _stat.S_ISGID:
-        gid = pnode.gid
-        if is_dir:
-            mode |= _stat.S_ISGID
-    t.put_inode(S.Inode(ino, mode, uid, gid, 2 if is_dir else 1, size, now, now, now, rdev=rdev))
+    t.put_inode(node)
     t.add_dirent(pino, name, ino, is_dir, mode)
     if is_dir:
         pnode.nlink += 1

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -105,11 +106,12 @@ class Txn:
             except Exception as e:  # struct.error
                 raise Corrupt(f"inode {ino} is corrupt: {e}") from e
 
-    def alloc_ino(self) -> int:
-        """A fresh inode number (I6)."""
+    def alloc_ino(self, count: int = 1) -> int:
+        """A fresh inode number (I6); with ``count`` > 1 the first of ``count`` consecutive fresh numbers
+        (a block the caller hands out itself; numbers it never uses are gaps, which I6 allows)."""
         raw = self.kv.get(S.DB_CONFIG, S.CFG_NEXT_INO)
         ino = S.from_u64(raw) if raw else 2
-        self.kv.put(S.DB_CONFIG, S.CFG_NEXT_INO, S.u64(ino + 1))
+        self.kv.put(S.DB_CONFIG, S.CFG_NEXT_INO, S.u64(ino + count))
         return ino
 
     # -- dirents ---------------------------------------------------------------------------------------
@@ -426,6 +428,14 @@ class Store:
         if backend is None:
             backend = open_backend(self.libdir, readonly=readonly, map_size=map_size, verify=verify)
         self.backend: Backend = backend
+        #: write transactions this process committed, and how many of them the last sync covered (-1: the
+        #: first sync always syncs: an earlier process may have left unsynced commits)
+        self.write_seq = 0
+        self.synced_seq = -1
+        self._seq_lock = threading.Lock()
+        #: ``(thread id, fn)``: ``fn()`` runs before any transaction that thread begins (the view's deferred
+        #: create, :mod:`libraryfs.fs.pending`), so every read sees what earlier requests did; None: nothing
+        self.before_txn: tuple[int, Callable[[], None]] | None = None
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
     def _open_schema(self) -> int:
@@ -516,9 +526,19 @@ class Store:
         """Flush (when writable) and close the store."""
         self.backend.close()
 
-    def sync(self) -> None:
-        """Force committed transactions to durable storage (LMDB: fsync, not under the store lock)."""
+    def sync(self) -> bool:
+        """Force committed transactions to durable storage (LMDB: fsync, not under the store lock).
+
+        Skipped when this process has committed nothing since the last sync began (the first call always
+        syncs): LMDB can only sync the whole data file, and a sync with nothing new of ours to flush is a
+        multi-ms fdatasync for nothing (issue 18). Returns whether it synced."""
+        seq = self.write_seq  # commits counted before the sync starts are covered by it
+        if seq == self.synced_seq:
+            return False
         self.backend.sync()
+        with self._seq_lock:
+            self.synced_seq = max(self.synced_seq, seq)
+        return True
 
     def open_table(self, name: bytes) -> None:
         """Make an extension table known (created if absent unless read-only); see ``schema.EXTENSION_DBS``."""
@@ -529,7 +549,16 @@ class Store:
         """A read-only :class:`Txn` on a consistent snapshot, as a context manager (``with st.read() as t``).
 
         One object per request on top of the backend's: this is on every FUSE request."""
+        if self.before_txn is not None:
+            self._before_txn()
         return Txn(self, None, False, self.backend.read())
+
+    def _before_txn(self) -> None:
+        """Run the registered :attr:`before_txn` function if this is its thread (other threads — the
+        mount's sync and watch threads — see the store as committed)."""
+        hook = self.before_txn
+        if hook is not None and hook[0] == threading.get_ident():
+            hook[1]()
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
@@ -538,7 +567,12 @@ class Store:
         not have side effects outside the transaction. Raises :class:`~libraryfs.errors.NoSpace` when the
         store cannot grow; any exception from ``fn`` aborts the transaction and propagates.
         """
-        return self.backend.run_write(lambda kv: fn(Txn(self, kv, True)))
+        if self.before_txn is not None:
+            self._before_txn()
+        result = self.backend.run_write(lambda kv: fn(Txn(self, kv, True)))
+        with self._seq_lock:
+            self.write_seq += 1
+        return result
 
     def map_info(self) -> dict:
         """The backend's facts: LMDB ``{"map_size": bytes, "used_bytes": bytes, "page_size": bytes}``."""

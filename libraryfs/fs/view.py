@@ -43,7 +43,7 @@ from libraryfs.fs.filedata import FileData
 from libraryfs.fs.handles import HandleTable
 from libraryfs.fs.listing import DirListing
 from libraryfs.fs.nameops import NameOps
-from libraryfs.fs.nodes import Resolved
+from libraryfs.fs.nodes import Resolved, inode_stat
 from libraryfs.fs.resolve import Resolver
 from libraryfs.fs.stats import Budget, ReadAccounting, ReadStats
 from libraryfs.fs.store import Store, Txn, now_ns
@@ -144,7 +144,12 @@ class LibraryView:
 
     # -- attributes (AttrOps) ---------------------------------------------------------------------------------
     def getattr(self, path: bytes | None, fh: int | None = None) -> dict:
-        """``stat`` of a path, or of an open handle (works after unlink). Raises NotFound/NotADir."""
+        """``stat`` of a path, or of an open handle (works after unlink). Raises NotFound/NotADir. A file
+        created and not yet written is answered from memory (:mod:`libraryfs.fs.pending`)."""
+        if self.files.pending.by_fh:
+            node = self.files.pending.node_of(path, fh if self.handles.file(fh) is not None else None)
+            if node is not None:
+                return inode_stat(node)
         return self.attrs.getattr(path, fh)
 
     def chmod(self, path: bytes | None, mode: int, fh: int | None = None) -> None:

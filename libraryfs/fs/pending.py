@@ -1,0 +1,162 @@
+"""Deferred creates: a new file's ``create`` is committed together with its first ``write`` (issue 18).
+
+``open(O_CREAT)`` + ``write`` + ``close`` of a new file used to cost two store write transactions (the create,
+then the write; the close only read). Now the create checks everything in a read transaction (parent, name,
+generated names), takes an inode number from an in-memory block (:class:`InoPool`, reserved in the config
+record by an earlier create: numbers never handed out are gaps, which invariant I6 allows) and answers the
+kernel from the in-memory inode; the inode, its dirent, the parent's times and one ``CREATE`` journal
+record are written by :func:`commit_create` in the transaction of the handle's first ``write`` — so a
+create + write + close is **one** write transaction.
+
+Until then the new name exists only in the view (:class:`PendingCreate`). Nothing can observe the gap:
+``getattr`` of the new path or handle is answered from memory, and any other request that opens a store
+transaction in the FUSE thread first commits every pending create (``Store.before_txn``), as do
+``release``, ``fsync`` and unmount. Crash contract (docs/reliability.md): every acknowledged ``write`` is
+committed before it returns, as before; a kill -9 of the server after ``open(O_CREAT)`` returned but before
+the file's first write, close or any other request was served loses that still-empty new name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import stat as _stat
+import threading
+from dataclasses import dataclass
+
+from libraryfs.errors import Exists, LibraryError, NotADir, NotFound
+from libraryfs.fs import schema as S
+from libraryfs.fs.nameops import touch_dir
+from libraryfs.fs.store import Store, Txn, now_ns
+
+log = logging.getLogger("libraryfs.view")
+
+INO_BLOCK = 256  #: inode numbers reserved per config write (one eager create per this many new files)
+
+
+@dataclass(slots=True)
+class PendingCreate:
+    """A file created by handle ``fh`` and not yet in the store: ``node`` is its inode as it will be
+    stored, named ``name`` in directory ``pino`` (``path``: the absolute path it was created at)."""
+
+    fh: int
+    path: bytes
+    pino: int
+    name: bytes
+    node: S.Inode
+
+
+class InoPool:
+    """Inode numbers reserved in the store and not yet handed out (``[next, end)``; empty at start)."""
+
+    __slots__ = ("next", "end")
+
+    def __init__(self) -> None:
+        self.next = self.end = 0
+
+    def take(self) -> int | None:
+        """The next reserved number, or None when the block is used up (reserve another)."""
+        if self.next >= self.end:
+            return None
+        ino = self.next
+        self.next += 1
+        return ino
+
+    def empty(self) -> bool:
+        """Whether every reserved number was handed out."""
+        return self.next >= self.end
+
+    def refill(self, first: int, count: int) -> None:
+        """Hand out ``[first, first + count)`` from now on (a block :meth:`Txn.alloc_ino` reserved)."""
+        self.next, self.end = first, first + count
+
+
+def commit_create(t: Txn, p: PendingCreate, offset: int = 0, data: bytes = b"") -> S.Inode:
+    """Write pending create ``p`` in write transaction ``t``, with ``data`` at byte ``offset`` when given (the
+    handle's first ``write``): the inode, its dirent, the parent's mtime/ctime/generation (at the create's
+    time) and one ``CREATE`` journal record (the indexer reads the file's bytes for it as for a ``WRITE``).
+    Returns the inode as stored; ``p`` is not changed (``t``'s function may run twice).
+
+    Raises NotFound (ENOENT: the parent is gone), NotADir, Exists (EEXIST: the name was taken) — possible
+    only when a process other than this mount changed the store since the create was checked.
+    """
+    pnode = t.inode(p.pino)
+    if pnode is None:
+        raise NotFound("the new file's directory is gone")
+    if not pnode.is_dir:
+        raise NotADir("the new file's parent is not a directory")
+    if t.lookup(p.pino, p.name) is not None:
+        raise Exists("file exists")
+    node = dataclasses.replace(p.node)
+    now = node.ctime_ns
+    if data:
+        node.blocks += t.write_data(node.ino, offset, data, 0)  # a new file: no chunk to read (I5)
+        node.size = offset + len(data)
+        node.mtime_ns = node.ctime_ns = now_ns()
+        node.generation += 1
+        node.mode &= ~(_stat.S_ISUID | _stat.S_ISGID)  # as FileData.write: writing clears set-id bits
+    t.put_inode(node)
+    t.add_dirent(p.pino, p.name, node.ino, False, node.mode)
+    touch_dir(pnode, now)
+    t.put_inode(pnode)
+    t.journal(S.JournalRecord(S.OP_CREATE, node.ino, p.pino, p.name, now))
+    return node
+
+
+class PendingCreates:
+    """The pending creates of one mount, by file handle, and the inode numbers they are given.
+
+    While any is pending, ``store.before_txn`` makes the FUSE thread's next transaction commit them all
+    first (module doc). Not thread-safe: only the FUSE thread creates, writes and releases.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.by_fh: dict[int, PendingCreate] = {}
+        self.inos = InoPool()
+
+    def add(self, p: PendingCreate) -> None:
+        """Hold ``p`` until its first write (or any other transaction of this thread)."""
+        self.by_fh[p.fh] = p
+        self.store.before_txn = (threading.get_ident(), self.commit_all)
+
+    def pop(self, fh: int) -> PendingCreate | None:
+        """Take the pending create of handle ``fh`` out of the set (None if it has none)."""
+        p = self.by_fh.pop(fh, None)
+        if not self.by_fh:
+            self.store.before_txn = None
+        return p
+
+    def node_of(self, path: bytes | None, fh: int | None) -> S.Inode | None:
+        """The in-memory inode of the pending create open as ``fh``, else of the one created at ``path``
+        (``fh`` None), else None."""
+        if fh is not None:
+            p = self.by_fh.get(fh)
+            return p.node if p is not None else None
+        for p in self.by_fh.values():
+            if p.path == path:
+                return p.node
+        return None
+
+    def commit(self, p: PendingCreate, offset: int = 0, data: bytes = b"") -> S.Inode:
+        """Commit ``p`` (with its first write's ``data`` at ``offset``) in one write transaction; returns
+        the stored inode. Raises as :func:`commit_create`, and NoSpace."""
+        return self.store.run_write(lambda t: commit_create(t, p, offset, data))
+
+    def commit_all(self, raise_errors: bool = False) -> None:
+        """Commit every pending create. A create that cannot be committed any more (another process took
+        its name or removed its directory meanwhile, or the store is full) is logged and dropped — its
+        handle then answers EBADF — or, with ``raise_errors``, its error is raised after the others were
+        committed."""
+        pending = list(self.by_fh.values())
+        self.by_fh.clear()
+        self.store.before_txn = None
+        first: LibraryError | None = None
+        for p in pending:
+            try:
+                self.commit(p)
+            except LibraryError as e:
+                log.error("could not commit the create of %r: %s", p.path, e)
+                first = first or e
+        if raise_errors and first is not None:
+            raise first
