@@ -200,7 +200,9 @@ class FileData(ViewService):
                 return n
 
             node = self.store.run_write(fn) or node
-        return self.handles.open_file(node.ino, flags, self._keep_cache(path, node)), False
+        # a linked file: its release needs no read unless this process writes meanwhile (nothing unlinks it)
+        seq = self.store.write_seq if node.nlink > 0 else -1
+        return self.handles.open_file(node.ino, flags, self._keep_cache(path, node), seq), False
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

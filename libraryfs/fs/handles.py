@@ -34,7 +34,9 @@ class Handle:
     index_dir: int = 0  #: the directory whose ``INDEX.md`` this handle created or wrote (absorb check)
     vkey: tuple = ()  #: a snapshot's object key (:class:`~libraryfs.fs.virtual.Snapshot`)
     keep_cache: bool = False  #: the kernel may keep this file's cached pages at this open (FOPEN_KEEP_CACHE)
-    committed_seq: int = -1  #: ``Store.write_seq`` right after this handle's last write transaction
+    #: ``Store.write_seq`` when this handle last saw its file linked (at open, or right after its own write
+    #: transaction): while the count is unchanged nothing in this process unlinked it (release skips a read)
+    committed_seq: int = -1
 
 
 @dataclass(slots=True)
@@ -66,10 +68,12 @@ class HandleTable:
         return fh
 
     # -- files ---------------------------------------------------------------------------------------------
-    def open_file(self, ino: int, flags: int, keep_cache: bool = False) -> int:
-        """A new handle on real inode ``ino``; counts it as open. Returns the handle number."""
+    def open_file(self, ino: int, flags: int, keep_cache: bool = False, committed_seq: int = -1) -> int:
+        """A new handle on real inode ``ino``; counts it as open. Returns the handle number.
+        ``committed_seq``: :attr:`Handle.committed_seq` (the store's write count at which the file was seen
+        linked; -1: unknown)."""
         fh = self._new_fh()
-        self._files[fh] = Handle(ino, flags, keep_cache=keep_cache)
+        self._files[fh] = Handle(ino, flags, keep_cache=keep_cache, committed_seq=committed_seq)
         self._open[ino] = self._open.get(ino, 0) + 1
         return fh
 

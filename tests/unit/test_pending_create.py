@@ -202,3 +202,28 @@ def test_other_threads_see_the_store_as_committed(v, store):
     v.release(fh)
     reader()
     assert seen[-1] is not None
+
+
+def test_release_reads_the_store_only_when_something_may_have_unlinked_the_file(v, store):
+    fh = v.create(b"/d/r", 0o644, NEW, UID, GID)
+    v.write(fh, b"bytes", 0)
+    v.release(fh)
+    reads = []
+    read = store.read
+
+    def counted_read():
+        reads.append(1)
+        return read()
+
+    store.read = counted_read  # type: ignore[method-assign]
+    fh = v.open(b"/d/r", os.O_RDONLY)[0]
+    n = len(reads)
+    v.release(fh)
+    assert len(reads) == n  # nothing was written since the open: the file is still linked
+    a, b = v.open(b"/d/r", os.O_RDONLY)[0], v.open(b"/d/r", os.O_RDONLY)[0]
+    v.unlink(b"/d/r")  # while open: the inode lives until the last close
+    v.release(a)
+    assert v.read(b, 100, 0) == b"bytes"
+    v.release(b)  # the last close frees it (the fixture's check finds no orphan)
+    with read() as t:
+        assert not [n for n in t.iter_inodes() if n.nlink == 0]
