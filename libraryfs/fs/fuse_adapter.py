@@ -146,8 +146,12 @@ class FuseOps(mfusepy.Operations):
 
     @mfusepy.overrides(mfusepy.Operations)
     def destroy(self, path) -> None:
-        """libfuse destroy (unmount): sync the store so every commit survives an OS crash."""
-        self.view.fsync()
+        """libfuse destroy (unmount): commit pending creates and sync the store so every commit survives an
+        OS crash (a create that cannot be committed any more is logged by the view)."""
+        try:
+            self.view.fsync()
+        except LibraryError:
+            self.view.fsync()  # the failed create was dropped and logged; sync the rest
 
     def invalidate(self, path: bytes) -> int:
         """Drop the kernel's cached attributes/pages of ``path`` (``fuse_invalidate_path``, libfuse ≥ 3.1)."""
