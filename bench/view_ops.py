@@ -3,7 +3,7 @@ FUSE, no kernel): what the mount server's Python and LMDB spend per request (iss
 
 Each round makes a fresh library, creates ``--files`` files of ``--bytes`` bytes in one directory (create,
 getattr of the handle, write, release: the requests an ``open(O_CREAT)`` + ``write`` + ``close`` sends), then
-unlinks them; µs per file of each phase and the store write and read transactions per file (counted by
+unlinks them; µs per file of each phase (wall, and CPU of this process: steadier under load) and the store write and read transactions per file (counted by
 wrapping ``Store.run_write`` and ``Store.read``).
 Prints one JSON line; run it under two interpreters (this checkout's and another's) for a before/after:
 
@@ -48,21 +48,23 @@ def one_round(files: int, size_bytes: int) -> dict:
             body = os.urandom(size_bytes)
             paths = [b"/d/f%06d.md" % i for i in range(files)]
             writes[0] = reads[0] = 0
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for p in paths:
                 fh = v.create(p, 0o644, os.O_WRONLY | os.O_CREAT | os.O_EXCL, uid, gid)
                 v.getattr(p, fh)  # libfuse's entry reply of CREATE
                 v.write(fh, body, 0)
                 v.release(fh)
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             create_writes, create_reads = writes[0], reads[0]
             writes[0] = reads[0] = 0
             for p in paths:
                 v.unlink(p)
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.process_time()
             return {
                 "create_us": (t1 - t0) / files * 1e6,
                 "unlink_us": (t2 - t1) / files * 1e6,
+                "create_cpu_us": (c1 - c0) / files * 1e6,
+                "unlink_cpu_us": (c2 - c1) / files * 1e6,
                 "create_write_txns": create_writes / files,
                 "create_read_txns": create_reads / files,
                 "unlink_write_txns": writes[0] / files,
