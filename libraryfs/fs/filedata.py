@@ -136,7 +136,10 @@ class FileData(ViewService):
     def _create_deferred(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int | None:
         """A handle on a new file held in memory until its first write (:mod:`libraryfs.fs.pending`), or None
         when the create must be done in a write transaction now: the name exists (or is ``INDEX.md``) or no
-        reserved inode number is left. Raises what :meth:`create` raises for a new name."""
+        reserved inode number is left, or the store is shared with other mounts. Raises what :meth:`create`
+        raises for a new name."""
+        if not self.pending.enabled:
+            return None
         with self.store.read() as t:
             pino, pnode, name = self.resolver.parent_and_name(t, path)
             if name == INDEX_NAME or t.lookup(pino, name) is not None:

@@ -114,6 +114,10 @@ class PendingCreates:
         self.store = store
         self.by_fh: dict[int, PendingCreate] = {}
         self.inos = InoPool()
+        #: creates are deferred only on a store no other mount writes (LMDB): on a shared store (etcd, whose
+        #: backend has ``watch_prefix``, :mod:`libraryfs.fs.remote_inval`) another mount could take the name
+        #: meanwhile, so O_EXCL must be decided by the create's own transaction
+        self.enabled = not hasattr(store.backend, "watch_prefix")
 
     def add(self, p: PendingCreate) -> None:
         """Hold ``p`` until its first write (or any other transaction of this thread)."""
