@@ -126,18 +126,21 @@ class Mounted:
 
 
 def unmount_and_stop(mnt: str, pids: Iterable[int | None], indexer_pid: int | None = None) -> None:
-    """Unmount ``mnt`` (``-u``, then ``-uz``), wait for the server(s) ``pids`` to exit, stop the indexer
-    with SIGTERM, and SIGKILL whatever is still alive. Never raises for what is already gone."""
+    """Unmount ``mnt`` (``-u``, then ``-uz``), stop the indexer with SIGTERM, wait for the server(s) ``pids``
+    and the indexer to exit, and SIGKILL whatever is still alive. Never raises for what is already gone.
+
+    The indexer is stopped once the mount is detached, while the server is still exiting: the two shut down
+    side by side (neither needs the other to stop; each closes its own LMDB environment)."""
     fm = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount3"
     for args in (["-u"], ["-uz"]):
         if subprocess.run([fm, *args, mnt], capture_output=True).returncode == 0:
             break
-    for pid in pids:
-        wait_exit(pid, 10)
     if pid_alive(indexer_pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(indexer_pid, signal.SIGTERM)  # type: ignore[arg-type]
-        wait_exit(indexer_pid, 10)
+    for pid in pids:
+        wait_exit(pid, 10)
+    wait_exit(indexer_pid, 10)
     for pid in (*pids, indexer_pid):
         if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
