@@ -64,9 +64,27 @@ FIXTURE_MARKS = {
 }  #: a test using the fixture gets the marker
 
 
+@pytest.hookimpl(tryfirst=True)  # before the tmpdir plugin's, which reads --basetemp
 def pytest_configure(config):
     config.addinivalue_line("markers", "no_indexer: mount without the indexer daemon")
     config.addinivalue_line("markers", "timeouts(spec): kernel cache timeouts 'entry,attr,negative'")
+    if config.option.basetemp is None:
+        # A session's own base directory, not a numbered one under /tmp/pytest-of-<user>: at its end pytest
+        # deletes the older numbered directories of *every* session of the user, and on a shared machine one
+        # of them can hold another run's dead FUSE mount — rmtree hits EIO and the session ends in an
+        # internal error after every test passed. Removed when the session passes; kept when it fails.
+        config.option.basetemp = tempfile.mkdtemp(prefix="libraryfs-pytest-")
+        config.stash[_OWN_BASETEMP] = config.option.basetemp
+
+
+_OWN_BASETEMP = pytest.StashKey[str]()  #: the base directory pytest_configure made for this session
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the session's own base directory (``pytest_configure``) when every test passed."""
+    base = session.config.stash.get(_OWN_BASETEMP, None)
+    if base and exitstatus == 0:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
