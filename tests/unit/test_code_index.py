@@ -190,7 +190,8 @@ def test_watchdog_keeps_tree_fresh(tmp_path):
     with CodeWatcher(idx, ren, debounce_s=0.05):
         (src / "pkg/main.py").write_text('def run():\n    return 1\n\ndef stop():\n    """Stop it."""\n')
         assert _wait_for(lambda: (lib / "code/r/pkg/main.py/stop.py").exists())
-        assert "Stop it." in (lib / "code/r/pkg/main.py/SYMBOLS.md").read_text()
+        # the renderer writes the symbol's file before its SYMBOLS.md: wait for that too, not for an order
+        assert _wait_for(lambda: "Stop it." in (lib / "code/r/pkg/main.py/SYMBOLS.md").read_text())
         (src / "pkg/new.py").write_text("def fresh():\n    pass\n")
         assert _wait_for(lambda: (lib / "code/r/pkg/new.py/fresh.py").exists())
         (src / "pkg/util.py").unlink()
