@@ -83,7 +83,8 @@ def last_log_line(
     if begin > start:
         data = data[1:] if data[:1] == b"\n" else data.partition(b"\n")[2]  # drop a cut line
     lines = [ln.strip() for ln in data.decode("utf-8", "replace").splitlines() if ln.strip()]
-    for ln in reversed(lines if prefer else []):
-        if prefer(ln):
-            return ln
+    if prefer is not None:
+        for ln in reversed(lines):
+            if prefer(ln):
+                return ln
     return lines[-1] if lines else ""

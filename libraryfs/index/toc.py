@@ -166,7 +166,8 @@ def render(
     runs = _runs(items, groups)
 
     def plan(target: int) -> _Plan:
-        # never below the longest line: a line over the planned size but within the bound is no error
+        """Leaves of about ``target`` tokens and the index levels above them; never below the longest
+        line (a line over the planned size but within the bound is no error)."""
         size = min(budget, max(target, max(leaf_cost)))
         leaves = _leaf_pages(items, runs, leaf_lines, leaf_cost, size, budget)
         return leaves, _index_levels(leaves, budget, count_tokens, ranges, extra, root_in_pages_dir)
