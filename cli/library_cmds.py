@@ -21,7 +21,7 @@ from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument, LibraryErro
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
-from libraryfs.fs.holder import Holder, describe_holder, holder_facts, standby_facts
+from libraryfs.fs.holder import Holder, describe_holder, holder_facts, mount_holders, standby_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
@@ -36,6 +36,7 @@ from libraryfs.layout import (
     indexer_pid,
     lock_holder,
     mount_info,
+    mount_record_key,
     mount_state,
     pid_alive,
     read_run,
@@ -166,14 +167,18 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
 
 
 def _refuse_if_mounted_elsewhere(libdir: str) -> None:
-    """Raise Busy when another host holds the etcd library's mount lease (``check --repair`` must not run)."""
+    """Raise Busy when any host holds a read-write mount lease of the etcd library (``check --repair`` must
+    not run under a serving mount)."""
     st = Store(libdir, readonly=True)
     try:
-        other = holder_facts(st.backend, "mount")
+        mounts = mount_holders(st.backend)
     finally:
         st.close()
-    if other:
-        raise Busy(f"the library is mounted on {describe_holder(other)}: unmount it before `check --repair`")
+    if mounts:
+        more = f" (and {len(mounts) - 1} more)" if len(mounts) > 1 else ""
+        raise Busy(
+            f"the library is mounted on {describe_holder(mounts[0])}{more}: unmount it before `check --repair`"
+        )
 
 
 def _walk_pages(libdir: str, repair: bool, as_json: bool):
@@ -263,7 +268,7 @@ def status_facts(libdir: str) -> dict:
         with st.read() as t:
             tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
             idx = t.cfg_json(S.CFG_INDEXER_STATUS)
-            last_mount = t.cfg_json(S.CFG_MOUNT_STATUS)
+            last_mount = t.cfg_json(mount_record_key(libdir, st.backend))
             out = {
                 "library": libdir,
                 "clean_shutdown": t.cfg(S.CFG_CLEAN) != b"0",
@@ -275,8 +280,12 @@ def status_facts(libdir: str) -> dict:
                 "backend": st.backend.name,
                 "store_url": store_url(libdir),
                 "indexer": idx,
-                # etcd: who holds the library across hosts (None on LMDB: the flock locks say it)
-                "holders": {n: holder_facts(st.backend, n) for n in ("mount", "indexer")},
+                # etcd: who holds the library across hosts: every read-write mount, the one indexer
+                # ([] and None on LMDB: the flock locks say it)
+                "holders": {
+                    "mount": mount_holders(st.backend),
+                    "indexer": holder_facts(st.backend, "indexer"),
+                },
             }
     finally:
         st.close()
@@ -386,9 +395,11 @@ def _print_cluster(out: dict) -> None:
         click.echo(
             f"member      {m.get('name') or '?'} {','.join(m.get('client_urls', []))} {state}{lead}{size}"
         )
-    for name, facts in (out.get("holders") or {}).items():
-        what = {"mount": "mounted", "indexer": "indexed"}.get(name, name)
-        click.echo(f"{what + ' by':<12}{describe_holder(facts) if facts else 'nobody (no etcd lease held)'}")
+    holders = out.get("holders") or {}
+    for facts in holders.get("mount") or [None]:  # one line per read-write mount
+        click.echo(f"{'mounted by':<12}{describe_holder(facts) if facts else 'nobody (no etcd lease held)'}")
+    facts = holders.get("indexer")
+    click.echo(f"{'indexed by':<12}{describe_holder(facts) if facts else 'nobody (no etcd lease held)'}")
 
 
 def _print_llm(builder: dict) -> None:

@@ -18,17 +18,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from libraryfs.errors import InvalidArgument, LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import store_url
-from libraryfs.fs.holder import Holder
+from libraryfs.fs.holder import RECOVERY_LEASE, Holder, describe_holder, mount_lease_name, other_mounts
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
-from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_state, wait_until_mounted
+from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_record_key, mount_state, wait_until_mounted
 
 log = logging.getLogger("libraryfs.mount")
 
@@ -171,16 +172,59 @@ def recover(store: Store, *, check_on_unclean: bool, read_only: bool) -> str:
     return f" after an unclean stop (check: {len(report.problems)} problem(s), {report.repaired} repaired)"
 
 
-def _set_mounted(store: Store, status: dict | None) -> None:
-    """Clean flag off and the mount's status on (``status``), or back (None) — synced either way."""
+def _set_mounted(store: Store, key: bytes, status: dict | None, *, alone: bool = True) -> None:
+    """Register this mount (``status``) or unregister it (None); synced either way.
+
+    ``key`` (:func:`~libraryfs.layout.mount_record_key`) is the mount's status record. The clean flag
+    (:data:`~libraryfs.fs.schema.CFG_CLEAN`) is ``0`` while any read-write mount is registered: on a shared
+    store an unregistering mount sets it back to ``1`` only when no other mount's record is left (so a mount
+    that died keeps it ``0`` until a mount starting ``alone`` checks the store and drops the dead records)."""
+    shared = key != S.CFG_MOUNT_STATUS
 
     def mark(t):
-        """The write transaction body: the clean flag (``0`` while mounted) and the mount's status record."""
-        t.put_cfg(S.CFG_CLEAN, b"0" if status is not None else b"1")
-        t.put_cfg(S.CFG_MOUNT_STATUS, S.dumps(status or {}))
+        """The write transaction body: the clean flag and this mount's status record (see above)."""
+        if status is not None:
+            if shared and alone:  # every other record is a dead mount's (no mount lease is held)
+                for k, _ in list(t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS, keys_only=True)):
+                    t.kv.delete(S.DB_CONFIG, k)
+            t.put_cfg(S.CFG_CLEAN, b"0")
+            t.put_cfg(key, S.dumps(status))
+        elif not shared:
+            t.put_cfg(S.CFG_CLEAN, b"1")
+            t.put_cfg(key, S.dumps({}))
+        else:
+            t.kv.delete(S.DB_CONFIG, key)
+            if next(iter(t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS, keys_only=True, limit=1)), None) is None:
+                t.put_cfg(S.CFG_CLEAN, b"1")
 
     store.run_write(mark)
     store.sync()
+
+
+@contextmanager
+def _alone(store: Store, libdir: str, read_only: bool, lifecycle: Lifecycle | None) -> Iterator[bool]:
+    """Whether this starting mount may run what no other serving mount may see happen — the check after an
+    unclean stop and the purge of orphaned inodes (another mount may hold such an inode open) — held until the
+    block ends. Always on a store one host serves (the flock excludes every other mount); on a shared store
+    (etcd) while this process holds the single :data:`~libraryfs.fs.holder.RECOVERY_LEASE` and no other
+    read-write mount holds its lease (a mount registering meanwhile waits for that lease). Read-only: False."""
+    if read_only or not hasattr(store.backend, "acquire_lease"):
+        yield not read_only
+        return
+    stop = lifecycle.stop_requested if lifecycle is not None else threading.Event()
+    guard = Holder.wait_take(store.backend, RECOVERY_LEASE, {"libdir": libdir}, stop)
+    try:
+        others = other_mounts(store.backend, libdir)
+        if others:
+            log.info(
+                "%d other read-write mount(s) serve this library (%s): no check or orphan purge at this mount",
+                len(others),
+                ", ".join(describe_holder(f) for f in others),
+            )
+        yield guard is not None and not others
+    finally:
+        if guard is not None:
+            guard.release()
 
 
 def run(
@@ -197,9 +241,11 @@ def run(
 ) -> int:
     """Serve one library until unmounted; returns a process exit status. Raises :class:`Busy` if locked.
 
-    Order: lock → clear a stale mountpoint (ENOTCONN, left by a killed server) → consistency check if the
-    last stop was unclean → purge orphans → clean flag off → serve → (unmount / ``lifecycle`` stop)
-    STOPPING=1 → sync → clean flag on. ``lifecycle`` (from :func:`run_process`) turns signals into that stop.
+    Order: lock → this mount's etcd lease (a shared store) → clear a stale mountpoint (ENOTCONN, left by a
+    killed server) → consistency check if the last stop was unclean → purge orphans (both only when no other
+    read-write mount serves the library: :func:`_alone`) → register (clean flag off) → serve → (unmount /
+    ``lifecycle`` stop) STOPPING=1 → sync → unregister (clean flag on when no other mount is registered).
+    ``lifecycle`` (from :func:`run_process`) turns signals into that stop.
     """
     from libraryfs.fs.mount import serve  # imports mfusepy (libfuse) only in the server
 
@@ -214,32 +260,38 @@ def run(
     try:
         from libraryfs.daemon.launcher import clear_stale
 
-        if not read_only:  # a shared (etcd) store: one read-write mount across hosts (docs/scale-out.md)
+        if not read_only:  # a shared (etcd) store: one lease per read-write mount (docs/scale-out.md)
             holder = Holder.take(
-                store.backend, "mount", {"mountpoint": mountpoint, "libdir": libdir}, "mounted"
+                store.backend,
+                mount_lease_name(libdir),
+                {"mountpoint": mountpoint, "libdir": libdir},
+                "mounted",
             )
 
         if mount_state(mountpoint) == "stale":
             clear_stale(mountpoint)
             log.warning("cleared a stale mount at %s (its server had died)", mountpoint)
-        recovered = recover(store, check_on_unclean=check_on_unclean, read_only=read_only)
-        if lifecycle is not None and lifecycle.stop_requested.is_set():
-            return 0  # stopped before mounting: nothing was changed
+        key = mount_record_key(libdir, store.backend)
         status = _status_provider(mountpoint, read_only, allow_other, timeouts_s)
-        # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
-        view = LibraryView(
-            store,
-            read_only=read_only,
-            finder=finder_for(libdir),
-            status_provider=status,
-            budget=budget,
-            count_tokens=None,
-        )
-        if not read_only:
-            n = view.purge_orphans()
-            if n:
-                log.info("removed %d orphaned inode(s) left by a crash", n)
-            _set_mounted(store, status())
+        with _alone(store, libdir, read_only, lifecycle) as alone:  # etcd: no other mount sees the purge
+            recovered = recover(store, check_on_unclean=check_on_unclean and alone, read_only=read_only)
+            if lifecycle is not None and lifecycle.stop_requested.is_set():
+                return 0  # stopped before mounting: nothing was changed
+            # count_tokens=None: TOC pages carry the indexer's counts; anything else is estimated (bytes/4)
+            view = LibraryView(
+                store,
+                read_only=read_only,
+                finder=finder_for(libdir),
+                status_provider=status,
+                budget=budget,
+                count_tokens=None,
+            )
+            if alone:
+                n = view.purge_orphans()
+                if n:
+                    log.info("removed %d orphaned inode(s) left by a crash", n)
+            if not read_only:
+                _set_mounted(store, key, status(), alone=alone)
         try:
             serve(
                 view,
@@ -256,7 +308,7 @@ def run(
                 lifecycle.send_stopping("unmounted")  # no-op if a signal already said so
         log.info("unmounted %s; flushing", mountpoint)
         if not read_only:
-            _set_mounted(store, None)
+            _set_mounted(store, key, None)
         log.info("clean shutdown of %s", libdir)
         return 0
     finally:

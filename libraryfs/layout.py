@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import time
@@ -375,6 +376,15 @@ def _answers_from_child(mountpoint: str, deadline: float) -> bool:
     return r.returncode == 0
 
 
+def mount_record_key(libdir: str, backend) -> bytes:
+    """The config key of the status record of ``libdir``'s read-write mount: :data:`~schema.CFG_MOUNT_STATUS`
+    on a store one host serves (LMDB); on a shared store (etcd: a backend with leases, several read-write
+    mounts across hosts) one key per mount, :data:`~schema.CFG_MOUNTS` + ``host:libdir``."""
+    if not hasattr(backend, "acquire_lease"):
+        return S.CFG_MOUNT_STATUS
+    return S.CFG_MOUNTS + f"{socket.gethostname()}:{os.path.abspath(libdir)}".encode()
+
+
 def mount_info(libdir: str, store: Store | None = None) -> dict | None:
     """``{"pid", "mountpoint", "started", ...}`` of the live mount server of ``libdir``, or None.
 
@@ -395,7 +405,7 @@ def mount_info(libdir: str, store: Store | None = None) -> dict | None:
         return None
     try:
         with st.read() as t:
-            info = t.cfg_json(S.CFG_MOUNT_STATUS)
+            info = t.cfg_json(mount_record_key(libdir, st.backend))
     finally:
         if store is None:
             st.close()

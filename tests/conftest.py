@@ -5,7 +5,7 @@
   marked ``no_indexer``, the real indexer daemon); unmounted, checked and its logs scanned in teardown.
 * ``run_cli`` — the real ``libraryfs`` command line in a subprocess.
 * ``local_llm`` — the real local model served on loopback, one server per session (tests/helpers/local_llm.py).
-* ``etcd_cluster`` / ``etcd_backend`` — a real 3-member etcd cluster on loopback (tests/helpers/etcd_cluster.py).
+* ``etcd_cluster`` / ``etcd_backend`` / ``etcd_url`` — a real 3-member etcd cluster on loopback (tests/helpers/etcd_cluster.py).
 
 Markers say what a test needs and are applied here, by directory (``unit``, ``mount``, ``integration``,
 ``bench``, ``posix`` for tests/posix_behaviour) and by fixture (``mount`` for ``mounted``, ``etcd``, ``llm_local``), so ``pytest -m "not mount"``
@@ -39,7 +39,7 @@ if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
 os.environ.setdefault("LIBRARYFS_INDEX_NICE", "0")
 
 import pytest  # noqa: E402
-from helpers.etcd_cluster import etcd_backend, etcd_cluster  # noqa: F401, E402  (fixtures)
+from helpers.etcd_cluster import etcd_backend, etcd_cluster, etcd_url  # noqa: F401, E402  (fixtures)
 from helpers.local_llm import local_llm  # noqa: F401, E402  (session fixture: the real local model)
 from helpers.mount import Mounted, mount  # noqa: F401, E402  (Mounted: the type of the mounted fixture)
 
@@ -60,6 +60,7 @@ FIXTURE_MARKS = {
     "mounted": "mount",
     "etcd_cluster": "etcd",
     "etcd_backend": "etcd",
+    "etcd_url": "etcd",
     "local_llm": "llm_local",
 }  #: a test using the fixture gets the marker
 

@@ -24,6 +24,7 @@ import random
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,6 +57,7 @@ TABLE_TAGS: dict[bytes, bytes] = {
     b"extra": b"XTRA",
 }
 TAG_REGISTRY, TAG_COUNTER, MARKERS, LEASES = b"\x00TBL", b"\x00TBC", b"\x00TXM", b"\x00LSE"
+OWN_REVISIONS = 4096  #: commits of this process remembered by :meth:`EtcdBackend.committed_here`
 UNREGISTERED_TAG = b"\x00NIL"  #: read-only view of a table never registered: no key carries this tag
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _HOSTPORT_RE = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
@@ -206,6 +208,9 @@ class EtcdBackend:
         self._lock = threading.Lock()
         self.conflicts = 0  # commits retried after a conflict (benchmarks and tests read it)
         self.ambiguous = 0  # commits whose answer was lost and that the commit marker resolved
+        #: revisions of this process's recent commits (a watch of the journal skips them: our own changes)
+        self._own_revisions: deque[int] = deque(maxlen=OWN_REVISIONS)
+        self._own_set: set[int] = set()
         self.gw.call(
             "kv/range", {"key": b64(self.ks.base), "count_only": True}
         )  # reachable, else Unavailable
@@ -270,8 +275,23 @@ class EtcdBackend:
         r = self.gw.call("kv/txn", {"compare": compare + [mc], "success": success}, idempotent=False)
         if r.get("succeeded"):
             slot.mod = int(r["header"]["revision"])
+            self._note_own(slot.mod)
             return True
         return False
+
+    def _note_own(self, revision: int) -> None:
+        with self._lock:
+            if len(self._own_revisions) == self._own_revisions.maxlen:
+                self._own_set.discard(self._own_revisions[0])
+            self._own_revisions.append(revision)
+            self._own_set.add(revision)
+
+    def committed_here(self, revision: int) -> bool:
+        """Whether the commit at etcd ``revision`` was one of this backend's last :data:`OWN_REVISIONS`
+        commits (a journal watch skips the records a mount wrote itself; a commit whose answer is still on
+        its way reads as another process's, which only costs an extra invalidation)."""
+        with self._lock:
+            return revision in self._own_set
 
     def _resolve(self, slot: _Slot) -> int:
         """Read the marker (linearizable): the seq of this slot's last applied commit; updates slot.mod."""
@@ -280,6 +300,8 @@ class EtcdBackend:
         except errors.Unavailable as e:
             raise errors.Unavailable(f"etcd commit outcome unknown: {e}") from None
         slot.mod = int(kvs[0]["mod_revision"]) if kvs else 0
+        if slot.mod:
+            self._note_own(slot.mod)
         return int(unb64(kvs[0].get("value"))) if kvs else 0
 
     def _take_slot(self) -> _Slot:
@@ -402,6 +424,14 @@ class EtcdBackend:
         key = self.ks.base + LEASES + (name.encode() if isinstance(name, str) else name)
         kvs = self.gw.call("kv/range", {"key": b64(key)}).get("kvs")
         return unb64(kvs[0].get("value")) if kvs else None
+
+    def lease_holders(self, prefix: str) -> dict[str, bytes]:
+        """``{name: holder value}`` of every held lease whose name starts with ``prefix`` (one range read):
+        the read-write mounts of a library hold one lease each, named ``mount/…``."""
+        lo = self.ks.base + LEASES + prefix.encode()
+        kvs = self.gw.call("kv/range", {"key": b64(lo), "range_end": b64(prefix_end(lo))}).get("kvs") or []
+        n = len(self.ks.base + LEASES)
+        return {unb64(kv["key"])[n:].decode(errors="replace"): unb64(kv.get("value")) for kv in kvs}
 
     def watch_prefix(self, table: bytes, from_revision: int) -> Watch:
         """Changes to ``table`` with revision >= ``from_revision``, in commit order (see Watch)."""

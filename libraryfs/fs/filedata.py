@@ -319,14 +319,13 @@ class FileData(ViewService):
             if node.mode & (_stat.S_ISUID | _stat.S_ISGID):
                 node.mode &= ~(_stat.S_ISUID | _stat.S_ISGID)  # POSIX: writing clears set-id bits
             t.put_inode(node)
-            if not h.journaled:
+            if first:
                 t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now))
-                h.journaled = True
-            else:
-                h.wrote_after_journal = True
             return len(data)
 
+        first = not h.journaled  # set after the commit: fn runs again on a conflict (etcd, other mounts)
         n = self.store.run_write(fn)
+        h.journaled, h.wrote_after_journal = True, h.wrote_after_journal or not first
         h.committed_seq = self.store.write_seq
         return n
 

@@ -1,4 +1,4 @@
-"""Single holders across hosts: the mount and the indexer of a library whose store is shared (etcd).
+"""Holders across hosts: the read-write mounts and the one indexer of a library whose store is shared (etcd).
 
 A library directory's ``flock`` locks (``mount.lock``, ``indexer.lock``: :mod:`libraryfs.layout`) exclude
 processes of one host. When the store is on etcd, several library directories on several hosts name one
@@ -6,6 +6,13 @@ library, so the mount server and the indexer also hold a named **etcd lease** (`
 bound to a lease of ``ttl_s`` seconds, renewed by a thread every ``ttl_s / 3``). A holder killed with
 ``kill -9`` loses it when the TTL runs out; a holder on this host whose process is gone is waited for (up to
 the TTL) instead of refused. On LMDB there is nothing to hold: the flock already excludes every other holder.
+
+**Mounts**: every read-write mount holds its own lease, named by :func:`mount_lease_name` (``mount/`` + host
++ ``:`` + library directory), so any number of hosts mount one library read-write and :func:`mount_holders`
+lists them all (``status``; ``check --repair`` refuses while there is one). Work that must run while no other
+mount serves — the check after an unclean stop, the purge of orphaned inodes — runs under the single lease
+:data:`RECOVERY_LEASE` and only when :func:`mount_holders` names no other mount (``libraryfs.daemon.mountd``).
+The **indexer** lease stays single: one active indexer across hosts.
 
 **Standby** (the indexer daemon): :meth:`Holder.wait_take` does not refuse a live holder; it polls the lease
 key every ``ttl_s / 5`` seconds (one range read; no busy loop) until the key is gone, then takes it. A holder
@@ -33,18 +40,51 @@ TTL_S = 10  #: lease TTL: how long a killed holder keeps the library (etcd's min
 STANDBY_FILE = "indexer-standby.json"  #: in :func:`~libraryfs.layout.state_dir`: this host's waiting indexer
 
 
-def holder_facts(backend, name: str) -> dict | None:
-    """``{"host", "pid", ...}`` of the live holder of lease ``name`` on ``backend``, or None (none, or a
-    backend without leases)."""
-    get = getattr(backend, "lease_holder", None)
-    raw = get(name) if get is not None else None
-    if raw is None:
-        return None
+MOUNT_LEASE_PREFIX = "mount/"  #: the leases of read-write mounts: ``mount/<host>:<library directory>``
+RECOVERY_LEASE = "mount-recovery"  #: held while a starting mount checks the store and purges orphans
+
+
+def mount_lease_name(libdir: str) -> str:
+    """The lease name of this host's read-write mount of ``libdir`` (absolute path; one per directory: the
+    directory's ``mount.lock`` flock excludes a second one on this host)."""
+    return f"{MOUNT_LEASE_PREFIX}{socket.gethostname()}:{os.path.abspath(libdir)}"
+
+
+def mount_holders(backend) -> list[dict]:
+    """The facts (``host``, ``pid``, ``mountpoint``, ``libdir``) of every live read-write mount of the
+    library on ``backend``, ordered by lease name; ``[]`` on a backend without leases (LMDB)."""
+    get = getattr(backend, "lease_holders", None)
+    if get is None:
+        return []
+    return [_facts(raw) for _name, raw in sorted(get(MOUNT_LEASE_PREFIX).items())]
+
+
+def other_mounts(backend, libdir: str) -> list[dict]:
+    """:func:`mount_holders` except this host's mount of ``libdir`` (its own lease) and mounts of this host
+    whose process is gone (killed: their leases run out within the TTL)."""
+    get = getattr(backend, "lease_holders", None)
+    if get is None:
+        return []
+    me, host = mount_lease_name(libdir), socket.gethostname()
+    out = [_facts(raw) for name, raw in sorted(get(MOUNT_LEASE_PREFIX).items()) if name != me]
+    return [f for f in out if f.get("host") != host or pid_alive(int(f.get("pid") or 0))]
+
+
+def _facts(raw: bytes) -> dict:
+    """A lease value (JSON facts) as a dict; ``{"host": "?", "pid": 0}`` when it is not one."""
     try:
         facts = json.loads(raw)
     except ValueError:
         return {"host": "?", "pid": 0}
     return facts if isinstance(facts, dict) else {"host": "?", "pid": 0}
+
+
+def holder_facts(backend, name: str) -> dict | None:
+    """``{"host", "pid", ...}`` of the live holder of lease ``name`` on ``backend``, or None (none, or a
+    backend without leases)."""
+    get = getattr(backend, "lease_holder", None)
+    raw = get(name) if get is not None else None
+    return None if raw is None else _facts(raw)
 
 
 def describe_holder(facts: dict) -> str:

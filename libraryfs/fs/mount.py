@@ -38,7 +38,7 @@ log = logging.getLogger("libraryfs.mount")
 
 POLL_S = 0.2  #: how often (seconds) the TOC generation is read (one LMDB read, a few µs)
 SYNC_INTERVAL_S = 1.0  #: how often (seconds) the store is synced while serving
-#: ``LIBRARYFS_REMOTE_INVAL=0`` turns the journal watch of a read-only etcd mount off (to measure it)
+#: ``LIBRARYFS_REMOTE_INVAL=0`` turns the journal watch of an etcd mount off (to measure it)
 REMOTE_INVAL_ENV = "LIBRARYFS_REMOTE_INVAL"
 STOP_TIMEOUT_S = 5.0  #: how long :meth:`MountTasks.stop` waits for the thread
 
@@ -127,9 +127,9 @@ def serve(
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
     tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
     tasks.start()
-    # a read-only mount of a shared (etcd) store: the writer is another host; its journal drives our caches
+    # a shared (etcd) store: other hosts' mounts write too; their journal records drive our kernel caches
     remote = None
-    if read_only and JournalInvalidator.supported(view.store) and os.environ.get(REMOTE_INVAL_ENV) != "0":
+    if JournalInvalidator.supported(view.store) and os.environ.get(REMOTE_INVAL_ENV) != "0":
         remote = JournalInvalidator(view.store, ops.invalidate)
         ops.seen = remote.seen
         remote.start()

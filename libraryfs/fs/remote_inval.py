@@ -1,10 +1,11 @@
 """Kernel cache invalidation from another host's writes: a watch of the journal of a shared (etcd) store.
 
-A read-only mount of an etcd library serves writes made by the one read-write mount on another host
+Every mount of an etcd library serves writes made by the read-write mounts of other hosts
 (docs/scale-out.md). Without help its kernel keeps stale attributes and pages until the attribute timeout,
 and with ``auto_inval_data`` re-reads a file only once it sees a new mtime or size. :class:`JournalInvalidator`
 watches the ``journal`` table from the revision the mount started at (etcd ``watch``; events in commit
-order) and, for every record another process appends, drops the kernel's cached attributes and pages of
+order) and, for every record another process appends (a read-write mount skips its own commits by their
+revision: ``committed_here``), drops the kernel's cached attributes and pages of
 the entry and of its directory (libfuse ``fuse_invalidate_path``; a rename: both names; a write, whose record
 names only the inode: every path this mount served that inode under, remembered from its getattr calls). A path the kernel
 has not cached answers ENOENT, which is fine. libfuse's high-level API cannot drop a *negative* dentry
@@ -30,7 +31,7 @@ RETRY_S = 1.0  #: pause before re-opening a watch that failed (cluster unreachab
 
 
 class JournalInvalidator:
-    """The watch thread of a read-only mount on a backend with ``watch_prefix`` (see the module doc).
+    """The watch thread of a mount on a backend with ``watch_prefix`` (see the module doc).
 
     ``invalidate(path bytes) -> int`` is the mount's :meth:`FuseOps.invalidate`. ``invalidated`` counts the
     paths handed to it (tests and benchmarks read it)."""
@@ -72,6 +73,7 @@ class JournalInvalidator:
 
     def _run(self) -> None:
         backend = self.store.backend
+        own = getattr(backend, "committed_here", lambda _rev: False)  # this mount's own commits
         while not self._stop.is_set():
             try:
                 rev = backend.revision() + 1  # type: ignore[attr-defined]
@@ -82,7 +84,7 @@ class JournalInvalidator:
                 for ev in watch:
                     if self._stop.is_set():
                         return
-                    if ev.kind == "put":
+                    if ev.kind == "put" and not own(ev.revision):
                         self._apply(S.JournalRecord.unpack(ev.value))
             except (LibraryError, OSError, ValueError) as e:  # Unavailable, Compacted: start again
                 log.warning("journal watch ended (%s); restarting it", e)

@@ -131,12 +131,14 @@ MAX_DBS = 32
 # ---- config keys (table ``config``); u64 values are big-endian ------------------------------------------
 CFG_SCHEMA_VERSION = b"schema_version"  #: u64: the format of this store (:data:`SCHEMA_VERSION` once current)
 CFG_NEXT_INO = b"next_ino"  #: u64: the next inode number to hand out (I6)
-CFG_CLEAN = b"clean_shutdown"  #: b"1" after a clean unmount, b"0" while mounted
+CFG_CLEAN = b"clean_shutdown"  #: b"1" after a clean unmount (of the last mount), b"0" while mounted
 CFG_CURSOR = b"indexer_cursor"  #: u64: last journal seq the indexer has processed
 CFG_TOC_GEN = b"toc_generation"  #: u64: bumped by the indexer each time it commits TOC pages
 CFG_TOC_DIRTY = b"toc_dirty"  #: JSON list of directory inos whose TOC changed in the last indexer commit
 CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer (state, pid, passes, last report)
 CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server (mountpoint, pid, options)
+#: prefix on a shared (etcd) store: one such JSON per live read-write mount, key + ``host:libdir``
+CFG_MOUNTS = b"mount_status/"
 CFG_SETTINGS = b"settings"  #: JSON library settings (toc_max_tokens, ...)
 CFG_CREATED = b"created_ns"  #: u64: creation time of the library (ns)
 CFG_SECURITY_XATTRS = b"has_security_xattrs"  #: b"1" once any ``security.*`` xattr has been stored

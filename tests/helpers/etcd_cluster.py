@@ -125,6 +125,22 @@ def etcd_backend(etcd_cluster):
         b.close()
 
 
+@pytest.fixture
+def etcd_url(etcd_cluster):
+    """A fresh etcd:// store URL on the session cluster (for ``init --store``); its prefix is deleted
+    afterwards."""
+    from libraryfs.fs.etcd_backend import EtcdBackend
+
+    etcd_cluster.restart_all()
+    url = etcd_cluster.url(f"test/{uuid.uuid4().hex[:12]}")
+    yield url
+    b = EtcdBackend.open(url)
+    try:
+        clear_prefix(b)
+    finally:
+        b.close()
+
+
 def clear_prefix(b) -> None:
     """Delete every key of a backend's prefix (test cleanup)."""
     from libraryfs.fs.etcd_gateway import b64

@@ -1,0 +1,197 @@
+"""Several read-write mounts of one etcd library (issue 15 item 3 "Many hosts, one library").
+
+Two library directories joined to one etcd library (``init --store`` / ``init --join``: two hosts' directories
+on this host) are mounted read-write at once, on the session's real 3-member loopback cluster. Writer
+processes on both mounts create, rewrite, rename and unlink files in shared directories
+(``bench/acked_writers.py``); afterwards every acknowledged change is there, with the right bytes, through
+both mounts, and ``libraryfs check`` is clean. The mounts cache for 60 s, so a change on A reaches a reader on
+B in time only through B's journal watch (``libraryfs/fs/remote_inval.py``): with ``LIBRARYFS_REMOTE_INVAL=0``
+in the environment the cross-mount steps fail. A starting mount must not purge an inode another mount holds
+open after unlinking it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from helpers.facility import unavailable
+from helpers.mount import fuse_available
+from helpers.wait import wait_until
+
+from libraryfs.fs.backends import store_url
+from libraryfs.layout import pid_alive, wait_exit
+
+pytestmark = pytest.mark.etcd
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+WRITERS_PER_MOUNT = 3
+OPS_PER_WRITER = 25
+CACHE_S = "60,60,60"  #: the kernel's entry, attribute and negative timeouts of both mounts
+
+
+def _acked_writers():
+    spec = importlib.util.spec_from_file_location("acked_writers", BENCH / "acked_writers.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _mount(lib: Path, mnt: Path, indexer: bool = True) -> dict:
+    from libraryfs.daemon import launcher
+
+    mnt.mkdir(exist_ok=True)
+    return launcher.start(str(lib), str(mnt), indexer=indexer, timeouts=CACHE_S, llm=False)
+
+
+def _unmount(mnt: Path, info: dict) -> None:
+    from libraryfs.daemon import launcher
+
+    launcher.stop(str(mnt))
+    for key in ("indexer_pid", "server_pid"):
+        wait_exit(info.get(key), 30)
+        assert not pid_alive(info.get(key))
+
+
+@contextmanager
+def _two_mounts(run_cli, url: str, tmp_path: Path, indexer: bool = True):
+    """``(a, b, ma, mb)``: library directories ``a`` (``init --store``) and ``b`` (``--join``), mounted
+    read-write at ``ma`` and ``mb`` at once (with ``indexer``: each with its indexer, one active, one standby);
+    both unmounted when the block ends."""
+    if why := fuse_available():
+        unavailable(why)
+    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
+    run_cli("init", str(a), "--store", url, check_rc=True)
+    run_cli("init", str(b), "--store", url, "--join", check_rc=True)
+    info_a = _mount(a, ma, indexer)
+    try:
+        info_b = _mount(b, mb, indexer)
+        try:
+            yield a, b, ma, mb
+        finally:
+            _unmount(mb, info_b)
+    finally:
+        _unmount(ma, info_a)
+
+
+def _read(p: Path) -> bytes | None:
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def test_two_read_write_mounts_keep_every_acknowledged_write_and_see_each_other(run_cli, etcd_url, tmp_path):
+    with _two_mounts(run_cli, etcd_url, tmp_path) as (a, b, ma, mb):
+        ledgers = _exercise(run_cli, a, b, ma, mb, tmp_path)
+        result = _acked_writers().verify([str(ma), str(mb)], ledgers)
+        assert result["wrong"] == [], result["wrong"][:20]
+        assert result["present"] > 0 and result["absent"] > 0  # rewrites, renames and unlinks all happened
+    facts = json.loads(run_cli("status", str(a), "--json", check_rc=True).stdout)
+    assert facts["clean_shutdown"] and facts["holders"]["mount"] == []  # the last unmount set the flag
+    r = run_cli("check", str(a))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _exercise(run_cli, a: Path, b: Path, ma: Path, mb: Path, tmp_path: Path) -> list[dict]:
+    """Status and check --repair with two mounts, the cross-mount visibility steps, then the writers on both
+    mounts; returns their ledgers (asserting no call failed)."""
+    facts = json.loads(run_cli("status", str(b), "--json", check_rc=True).stdout)
+    assert sorted(m["mountpoint"] for m in facts["holders"]["mount"]) == sorted([str(ma), str(mb)])
+    r = run_cli("check", str(a), "--repair")
+    assert r.returncode == 1 and "is mounted" in r.stderr, r.stderr  # a's own mount (its flock)
+    c = tmp_path / "c"  # a third host's directory, not mounted there: the etcd leases refuse it
+    run_cli("init", str(c), "--store", store_url(a), "--join", check_rc=True)
+    r = run_cli("check", str(c), "--repair")
+    assert r.returncode == 1 and "mounted on host" in r.stderr and "(and 1 more)" in r.stderr, r.stderr
+
+    # cross-mount visibility: B has the entry and its attributes and pages cached (for 60 s)
+    (ma / "shared.md").write_bytes(b"version 1\n")
+    assert (mb / "shared.md").read_bytes() == b"version 1\n" and (mb / "shared.md").stat().st_size == 10
+    (ma / "gone.md").write_bytes(b"to be unlinked on a\n")
+    assert (mb / "gone.md").stat().st_size == 20
+    (ma / "shared.md").write_bytes(b"version 2, longer\n")
+    wait_until(lambda: _read(mb / "shared.md") == b"version 2, longer\n", 30, "A's rewrite read through B")
+    os.rename(ma / "shared.md", ma / "moved.md")
+    os.unlink(ma / "gone.md")
+    wait_until(lambda: not os.path.exists(mb / "shared.md"), 30, "A's rename (old name gone) seen by B")
+    wait_until(lambda: not os.path.exists(mb / "gone.md"), 30, "A's unlink seen by B")
+    assert (mb / "moved.md").read_bytes() == b"version 2, longer\n"
+    # and the other way round: B writes what A had cached
+    (mb / "moved.md").write_bytes(b"version 3 from b\n")
+    wait_until(lambda: _read(ma / "moved.md") == b"version 3 from b\n", 30, "B's rewrite read through A")
+
+    # writer processes on both mounts, in shared directories (their commits conflict in etcd and retry)
+    for d in range(4):
+        (ma / f"d{d}").mkdir()
+    procs = []
+    for side, m in (("a", ma), ("b", mb)):
+        for w in range(WRITERS_PER_MOUNT):
+            wid = f"{side}{w}"
+            cmd = [
+                sys.executable,
+                str(BENCH / "acked_writers.py"),
+                str(m),
+                wid,
+                str(tmp_path / f"{wid}.json"),
+            ]
+            cmd += ["--ops", str(OPS_PER_WRITER), "--seed", str(hash(wid) & 0xFFFF)]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out
+    ledgers = [
+        json.loads((tmp_path / f"{s}{w}.json").read_text()) for s in "ab" for w in range(WRITERS_PER_MOUNT)
+    ]
+    assert [e for led in ledgers for e in led["errors"]] == []  # a conflict retries, never fails the call
+    assert sum(led["acked"] for led in ledgers) == 2 * WRITERS_PER_MOUNT * OPS_PER_WRITER
+    return ledgers
+
+
+def test_a_starting_mount_leaves_alone_an_unlinked_file_another_mount_holds_open(run_cli, etcd_url, tmp_path):
+    """A file unlinked while open stays in the store (nlink 0) until its last close; a mount starting while
+    another serves must not purge it as a crash's orphan (it runs the purge only when it is alone)."""
+    from libraryfs.daemon import launcher
+
+    if why := fuse_available():
+        unavailable(why)
+    a, b, ma, mb = tmp_path / "a", tmp_path / "b", tmp_path / "ma", tmp_path / "mb"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    info_a = _mount(a, ma, indexer=False)
+    try:
+        data = os.urandom(100_000)
+        (ma / "open.bin").write_bytes(data)
+        fd = os.open(ma / "open.bin", os.O_RDONLY)
+        try:
+            os.unlink(ma / "open.bin")
+            info_b = _mount(b, mb, indexer=False)
+            try:
+                assert os.pread(fd, len(data) + 1, 0) == data
+                assert os.fstat(fd).st_size == len(data)
+            finally:
+                _unmount(mb, info_b)
+        finally:
+            os.close(fd)
+    finally:
+        _unmount(ma, info_a)
+    assert run_cli("check", str(a)).returncode == 0  # the last close freed it: no orphan left
+    # a mount killed with open unlinked files leaves orphans: the next mount alone purges them
+    info_a = _mount(a, ma, indexer=False)
+    (ma / "killed.bin").write_bytes(data)
+    fd = os.open(ma / "killed.bin", os.O_RDONLY)
+    os.unlink(ma / "killed.bin")
+    os.kill(info_a["server_pid"], 9)
+    os.close(fd)
+    wait_exit(info_a["server_pid"], 10)
+    launcher.clear_stale(str(ma))
+    assert run_cli("check", str(a)).returncode == 1  # the orphan (nlink 0, no dirent)
+    _unmount(mb, _mount(b, mb, indexer=False))  # alone: purges it (a's lease is waited out: its pid is gone)
+    r = run_cli("check", str(a))
+    assert r.returncode == 0, r.stdout
