@@ -124,12 +124,19 @@ def _q(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+def add_visibility_args(ap: argparse.ArgumentParser) -> None:
+    """The options shared with bench/etcd_multimount.py: --n, --poll-ms, --timeouts, --endpoints."""
+    ap.add_argument("--n", type=int, default=30, help="files (and rewrites) for the visibility delays")
+    ap.add_argument("--poll-ms", type=float, default=5.0)
+    ap.add_argument(
+        "--timeouts", default="1,1,1", help="every mount's kernel cache timeouts entry,attr,negative (s)"
+    )
+    ap.add_argument("--endpoints", help="an existing cluster (h:p,h:p,h:p); default: start one")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=30)
-    ap.add_argument("--poll-ms", type=float, default=5.0)
-    ap.add_argument("--timeouts", default="1,1,1", help="B's kernel cache timeouts entry,attr,negative (s)")
-    ap.add_argument("--endpoints", help="an existing cluster (h:p,h:p,h:p); default: start one")
+    add_visibility_args(ap)
     ap.add_argument("--json", default=os.path.join(HERE, "results", "etcd_visibility.json"))
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="etcd-vis-")
