@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from libraryfs.daemon.filing import is_hidden
+from libraryfs.errors import FileTooBig
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
 from libraryfs.index import catalogue
@@ -30,6 +31,7 @@ log = logging.getLogger("libraryfs.indexer")
 
 HASH_LIMIT_BYTES = 64 << 20  #: larger files are identified by (size, generation) instead of a content hash
 TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes / 4), marked "~"
+WRITE_CHUNK = 256  #: entries whose meta one write transaction stores (halved while the backend refuses it)
 
 
 class EntryUpdater:
@@ -85,23 +87,49 @@ class EntryUpdater:
                 self.refresh.entry(i, m.parent, os.fsencode(m.name), j in self.call_deferred)
             rep.summarized += len(chunk)
 
-        def write(t: Txn) -> None:
-            """The write transaction body: drop the dead names (and the catalogue rows and meta of gone
-            inodes), then store each still-live entry's new meta, catalogue row and name."""
-            for name, ino in dead_names:
-                t.del_name(name, ino)
-                if t.inode(ino) is None:
-                    catalogue.forget(t, ino)
-                    t.del_meta(ino)
-            for ino, m, _d in todo:
+        self._write_entries(dead_names, todo)
+        return parents
+
+    def _write_entries(
+        self, dead_names: list[tuple[bytes, int]], todo: list[tuple[int, S.EntryMeta, EntryDoc | None]]
+    ) -> None:
+        """Drop the dead names (and the catalogue rows and meta of gone inodes), then store each still-live
+        entry's new meta, catalogue row and name — in transactions of up to :data:`WRITE_CHUNK` items (on a
+        backend with ``max_txn_ops``, etcd's 128 operations per transaction: an eighth of that), a chunk halved
+        while the backend refuses it as too large. The items are independent and the journal cursor moves only
+        at the pass's end, so a crash between two chunks only makes the next pass write them again. Raises
+        FileTooBig for one item over the limit."""
+        items: list = [("dead", x) for x in dead_names] + [("live", x) for x in todo]
+
+        def write(t: Txn, chunk: list) -> None:
+            """The write transaction body of one chunk (see above)."""
+            for kind, item in chunk:
+                if kind == "dead":
+                    name, ino = item
+                    t.del_name(name, ino)
+                    if t.inode(ino) is None:
+                        catalogue.forget(t, ino)
+                        t.del_meta(ino)
+                    continue
+                ino, m, _d = item
                 if t.inode(ino) is None:
                     continue
                 catalogue.record(t, ino, t.entry_meta(ino), m)
                 t.put_meta(ino, m)
                 t.put_name(os.fsencode(m.name), ino, m.parent)
 
-        self.store.run_write(write)
-        return parents
+        limit = getattr(self.store.backend, "max_txn_ops", 0)  # etcd: a few operations per item
+        size, k = max(1, limit // 8) if limit else WRITE_CHUNK, 0
+        while k < len(items):
+            chunk = items[k : k + size]
+            try:
+                self.store.run_write(lambda t, chunk=chunk: write(t, chunk))
+            except FileTooBig:
+                if size == 1:
+                    raise
+                size = max(1, size // 2)
+                continue
+            k += len(chunk)
 
     def _examine(
         self, t: Txn, node: S.Inode, parent: int, name: bytes, meta: S.EntryMeta, force: bool

@@ -199,3 +199,44 @@ def test_a_starting_mount_leaves_alone_an_unlinked_file_another_mount_holds_open
     _unmount(mb, _mount(b, mb, indexer=False))  # alone: purges it (a's lease is waited out: its pid is gone)
     r = run_cli("check", str(a))
     assert r.returncode == 0, r.stdout
+
+
+def test_an_indexer_pass_over_a_large_backlog_fits_etcd_transaction_limits(run_cli, etcd_url, tmp_path):
+    """Writers on several mounts leave the indexer hundreds of changed entries for one pass; their meta is
+    written in transactions under etcd's 128 operations (one transaction for all failed every pass with
+    FileTooBig, and the library was never indexed again)."""
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
+    from libraryfs.fs.view import LibraryView
+
+    lib = tmp_path / "lib"
+    run_cli("init", str(lib), "--store", etcd_url, check_rc=True)
+    st = Store(lib)
+    try:
+        view = LibraryView(st)
+        view.mkdir(b"/notes", 0o755, os.getuid(), os.getgid())
+        for i in range(120):
+            fh = view.create(
+                f"/notes/n{i:03d}.md".encode(), S.S_IFREG | 0o644, os.O_WRONLY, os.getuid(), os.getgid()
+            )
+            try:
+                view.write(fh, f"# Note {i}\n\nbody of note {i}\n".encode(), 0)
+            finally:
+                view.release(fh)
+    finally:
+        st.close()
+    r = run_cli("index", str(lib), "--no-llm", timeout=600)
+    assert r.returncode == 0, r.stderr
+    facts = json.loads(run_cli("status", str(lib), "--json", check_rc=True).stdout)
+    assert facts["pending_records"] == 0 and not facts["indexer"].get("last_error"), facts["indexer"]
+    st = Store(lib, readonly=True)
+    try:
+        with st.read() as t:
+            notes = t.lookup(S.ROOT_INO, b"notes")
+            metas = [t.entry_meta(ino) for _name, ino in t.iter_dir(notes)]
+            assert t.toc_page_count(notes) > 0
+    finally:
+        st.close()
+    assert len(metas) == 120 and all(m is not None and m.summary for m in metas)
+    r = run_cli("check", str(lib))
+    assert r.returncode == 0, r.stdout
