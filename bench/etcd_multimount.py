@@ -216,6 +216,7 @@ def _report(a, out: dict) -> None:
             r = out[k]
             cells = [f"{r[c]:>12.1f}" if isinstance(r[c], float) else f"{r[c]:>12}" for c in cols]
             print(f"{k:>12} " + " ".join(cells))
+    print(f"\nindexer idle {out['index_catchup_s']:.1f} s after the last writer ended")
     print(
         f"\nlibraryfs check after unmounting: exit status {out['check']['exit_status']} {out['check']['report']}"
     )

@@ -32,6 +32,7 @@ from libraryfs.index.find import finder_for
 from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_record_key, mount_state, wait_until_mounted
 
 log = logging.getLogger("libraryfs.mount")
+RECOVERY_WAIT_S = 60.0  #: how long a starting mount waits for the recovery lease before mounting without it
 
 
 class Lifecycle:
@@ -211,8 +212,16 @@ def _alone(store: Store, libdir: str, read_only: bool, lifecycle: Lifecycle | No
     if read_only or not hasattr(store.backend, "acquire_lease"):
         yield not read_only
         return
-    stop = lifecycle.stop_requested if lifecycle is not None else threading.Event()
-    guard = Holder.wait_take(store.backend, RECOVERY_LEASE, {"libdir": libdir}, stop)
+    stop, deadline = threading.Event(), time.monotonic() + RECOVERY_WAIT_S
+
+    def poll() -> None:
+        """Give up waiting at the deadline (cluster unreachable, a holder stuck) or when asked to stop."""
+        if time.monotonic() > deadline or (lifecycle is not None and lifecycle.stop_requested.is_set()):
+            stop.set()
+
+    guard = Holder.wait_take(store.backend, RECOVERY_LEASE, {"libdir": libdir}, stop, on_poll=poll)
+    if guard is None:
+        log.warning("no check or orphan purge at this mount: the %r lease stayed taken", RECOVERY_LEASE)
     try:
         others = other_mounts(store.backend, libdir)
         if others:
