@@ -242,13 +242,20 @@ def _two_hosts(run_cli, etcd_url: str, tmp_path: Path) -> tuple[Path, Path, Path
     return a, b, ma, mb
 
 
+def _with_indexer(run_cli, lib: Path) -> dict | None:
+    """``status --json`` of ``lib`` once an indexer holds the library's indexer lease, else None."""
+    facts = json.loads(run_cli("status", str(lib), "--json", check_rc=True).stdout)
+    return facts if facts["holders"]["indexer"] else None
+
+
 def test_one_indexer_per_etcd_library_and_its_mounts_listed_from_every_host(run_cli, etcd_url, tmp_path):
     a, b, ma, mb = _two_hosts(run_cli, etcd_url, tmp_path)
     info = _mount(a, ma)
     try:
+        # the launcher spawns the indexer without waiting for its lease: wait until it holds it
+        facts = wait_until(lambda: _with_indexer(run_cli, b), 60, "a's indexer holding the indexer lease")
         r = run_cli("index", str(b), "--no-llm")
         assert r.returncode == 1 and "already indexed on host" in _one_line(r)
-        facts = json.loads(run_cli("status", str(b), "--json", check_rc=True).stdout)
         assert [m["pid"] for m in facts["holders"]["mount"]] == [info["server_pid"]]
         assert facts["holders"]["mount"][0]["mountpoint"] == str(ma)
         assert facts["holders"]["indexer"]["pid"] == info["indexer_pid"]
