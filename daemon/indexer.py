@@ -128,6 +128,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
         catalogue.open_table(self.store)
+        self._catalogue = catalogue.Settle()  # when an idle pass re-plans the name catalogue (amortised)
+        self._catalogue_unsettled = False  # its pages changed incrementally since its last bulk plan
         self.exclusion = TocExclusion()
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
@@ -190,7 +192,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 elif self.refresh.ready():  # the model's answers arrived: replace provisional lines
                     self.run_once(refresh=True, final_state="hooks" if self.hooks else "idle")
                     self._after_pass()
-                elif self._subjects.overdue():  # changes waiting for the subject index's amortised rebuild
+                elif self._subjects.overdue() or (self._catalogue_unsettled and self._catalogue.allowed()):
+                    # changes waiting for the subject index's amortised rebuild, or the catalogue's re-plan
                     self.run_once(final_state="hooks" if self.hooks else "idle")
                     self._after_pass()
                 elif self._hooks_again:
@@ -250,7 +253,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
         self._file_inbox(rep)
-        self._refresh_catalogue(renamed, full)
+        self._refresh_catalogue(renamed, full, upto)
         # 4. TOCs: changed dirs and their ancestors, deepest first
         rendered: list[int] = []
         for d in self._deepest_first(dirty_dirs | self._deferred):
@@ -271,7 +274,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.passes, self.last_report, self.state = (
             self.passes + 1,
             rep,
-            ("settling" if self._deferred else final_state),
+            ("settling" if self._deferred or self._catalogue_unsettled else final_state),
         )
         try:
             self._commit(upto, rendered, full)
@@ -356,15 +359,27 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
         self.store.run_write(fin)
 
-    def _refresh_catalogue(self, renamed: set[int], full: bool) -> None:
+    def _refresh_catalogue(self, renamed: set[int], full: bool, upto: int) -> None:
         """Bring the name catalogue up to date (:mod:`libraryfs.index.catalogue`); a renamed directory or a
-        full pass rebuilds it (paths below moved). A failure is recorded and never stops the pass."""
+        full pass rebuilds it (paths below moved). When no journal record arrived after ``upto`` (the
+        indexer is about to go idle) and :class:`~libraryfs.index.catalogue.Settle` allows, pages changed
+        incrementally are re-planned in bulk, so they depend on the names alone, not on how passes cut
+        them; until then the indexer says ``settling``. A failure is recorded and never stops the pass."""
         try:
             with self.store.read() as t:
                 moved_dir = any((node := t.inode(i)) is not None and node.is_dir for i in renamed)
+                idle = t.journal_tail() <= upto
             if moved_dir or full:
                 self.store.run_write(catalogue.mark_rebuild)
-            catalogue.refresh(self.store, self.max_tokens, count_tokens)
+            settle = idle and self._catalogue.allowed()
+            t0 = time.monotonic()
+            with self.store.read() as t:
+                before = catalogue.unsettled(t)
+            catalogue.refresh(self.store, self.max_tokens, count_tokens, settle=settle)
+            with self.store.read() as t:
+                self._catalogue_unsettled = catalogue.unsettled(t)
+            if settle and before and not self._catalogue_unsettled:
+                self._catalogue.done(time.monotonic() - t0)
         except Exception as e:  # derived data: the next pass (or a full one) retries
             self.last_error = f"catalogue: {type(e).__name__}: {e}"
             log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
@@ -427,7 +442,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         if not self.hooks:
             return
         self._hooks_again = self._run_hooks()
-        self.state = "hooks" if self._hooks_again else "settling" if self._deferred else "idle"
+        settling = self._deferred or self._catalogue_unsettled
+        self.state = "hooks" if self._hooks_again else "settling" if settling else "idle"
         self._write_status()
 
     def _run_hooks(self) -> bool:

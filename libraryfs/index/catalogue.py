@@ -20,12 +20,22 @@ contiguous). Deletions leave short or empty leaves in place; when a quarter of t
 directory was renamed (every path below it moved), the catalogue is rebuilt in one bulk pass — O(names),
 amortised over the Θ(names / b) changes that made it necessary. Everything here is derived data: dropping
 the table and the pages rebuilds it.
+
+Pages are a function of the name set once the indexer is idle. Incremental splits cut a leaf where it
+overflowed, so the page ranges of the same names depend on how they arrived (one pass, or passes cut by a
+mount's timing: python3-doc's names gave a TOC-only walk 69% in one run and 80% in another, issue 13). So
+the state record says when incremental changes were made since the last bulk plan (``unsettled``), and the
+catalogue is re-planned in bulk (a) when splits since it added :data:`SPLIT_SHARE` of the leaves, and (b)
+when the indexer is idle after changes (:class:`Settle`: at most once per :data:`SETTLE_COST_FACTOR` times
+the last re-plan's duration, so re-plans take at most 1/(1 + factor) of the indexer's time, never one per
+write). A bulk plan depends only on the rows: the same names give byte-identical pages.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 
@@ -38,6 +48,10 @@ TABLE = S.DB_CATALOGUE
 ROW, NODE, DIRTY, STATE, OWNER = b"n", b"p", b"d", b"s", b"i"
 NAME_MAX_BYTES = 200  #: longer names are cut (a catalogue line must stay short)
 REBUILD_EMPTY_SHARE = 0.25  #: rebuild once this share of the leaves is empty
+SPLIT_SHARE = (
+    0.5  #: re-plan in bulk once incremental splits since the last bulk plan added this share of leaves
+)
+SETTLE_COST_FACTOR = 20.0  #: an idle re-plan waits this many times the last one's duration after it
 
 
 def row_key(name: str, ino: int) -> bytes:
@@ -155,16 +169,45 @@ def open_table(store: Store) -> None:
     store.open_table(TABLE)
 
 
+def unsettled(t: Txn) -> bool:
+    """Whether pages were changed incrementally since the last bulk plan (their ranges then depend on the
+    order the names arrived in; :func:`refresh` with ``settle`` re-plans them)."""
+    st = state(t)
+    return bool(st and (st.get("unsettled") or st.get("rebuild")))
+
+
+class Settle:
+    """When the indexer may re-plan an unsettled catalogue while idle (module docstring): not before
+    ``cost_factor`` × the last re-plan's duration has passed since it ended (amortised by time: re-plans
+    take at most 1 / (1 + cost_factor) of the indexer's wall time, whatever the write rate)."""
+
+    def __init__(self, cost_factor: float = SETTLE_COST_FACTOR) -> None:
+        self.cost_factor = cost_factor
+        self.last_end: float | None = None  # time.monotonic() at the end of this process's last re-plan
+        self.last_s = 0.0
+
+    def allowed(self) -> bool:
+        """Whether an idle re-plan may run now."""
+        return self.last_end is None or time.monotonic() - self.last_end >= self.cost_factor * self.last_s
+
+    def done(self, seconds: float) -> None:
+        """A re-plan that took ``seconds`` just ended."""
+        self.last_end, self.last_s = time.monotonic(), seconds
+
+
 # ---- refresh ------------------------------------------------------------------------------------------
-def refresh(store: Store, max_tokens: int, count_tokens: Callable[[str], int]) -> int:
-    """Bring the rendered catalogue up to date with its rows; returns the pages written.
+def refresh(store: Store, max_tokens: int, count_tokens: Callable[[str], int], settle: bool = False) -> int:
+    """Bring the rendered catalogue up to date with its rows; returns the pages written. ``settle`` (the
+    indexer is idle): re-plan in bulk if pages were changed incrementally since the last bulk plan, so the
+    pages become a function of the names alone.
 
     Reads in one read transaction, renders outside any transaction, writes in one write transaction.
     """
     with store.read() as t:
         st = state(t)
         dirty = [int.from_bytes(k[1:], "big") for k, _ in t.kv.prefix(TABLE, DIRTY, keys_only=True)]
-        if st is None or st.get("rebuild") or st.get("max_tokens") != max_tokens:
+        again = st is not None and settle and bool(st.get("unsettled"))
+        if st is None or st.get("rebuild") or st.get("max_tokens") != max_tokens or again:
             has_rows = any(True for _ in t.kv.prefix(TABLE, ROW, keys_only=True, limit=1))
             if st is None and not has_rows:
                 return 0
@@ -190,6 +233,7 @@ class _Plan:
         self.npages = 0
         self.leaves = 0
         self.empty = 0
+        self.splits = 0  # leaves added by incremental splits since the last bulk plan
 
 
 def _apply(t: Txn, plan: _Plan) -> None:
@@ -222,7 +266,11 @@ def _apply(t: Txn, plan: _Plan) -> None:
         ),
     )
     st = {"pages": plan.npages, "leaves": plan.leaves, "empty": plan.empty, "max_tokens": plan.max_tokens}
+    if not plan.replace:  # changed in place: ranges now depend on the order names arrived in
+        st["unsettled"], st["splits"] = True, plan.splits
     if plan.leaves and plan.empty > max(2, plan.leaves * REBUILD_EMPTY_SHARE):
+        st["rebuild"] = True
+    if plan.splits > max(2, plan.leaves * SPLIT_SHARE):
         st["rebuild"] = True
     kv.put(TABLE, STATE, json.dumps(st).encode())
 
@@ -279,6 +327,7 @@ def _incremental(
     plan = _Plan(False, max_tokens)
     plan.npages = int(st.get("pages", 1))
     plan.leaves, plan.empty = int(st.get("leaves", 1)), int(st.get("empty", 0))
+    plan.splits = int(st.get("splits", 0))
     cache: dict[int, dict] = {}
 
     def node(page: int) -> dict:
@@ -300,6 +349,7 @@ def _incremental(
         if len(pieces) > 1 and leaf.get("up", -1) < 0:  # the root is this leaf: grow a level
             return _bulk(t, max_tokens, count_tokens)
         plan.leaves += len(pieces) - 1
+        plan.splits += len(pieces) - 1
         plan.empty += sum(1 for x in pieces if not x) - (1 if not leaf.get("n") else 0)
         new_pages = [page] + [plan.npages + k for k in range(len(pieces) - 1)]
         plan.npages += len(pieces) - 1
