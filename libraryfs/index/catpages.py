@@ -110,8 +110,8 @@ class Style:
 
 NAMES = Style(
     "Name catalogue",
-    "Every name this library's entries define (functions, classes, methods, options, terms), A–Z; "
-    "each links to the entry that defines it.",
+    "Every name this library's entries define (functions, classes, methods, options, terms), A–Z "
+    "(case and leading punctuation ignored: `__init__` under I); each links to the entry that defines it.",
     "name",
     "catalogue",
     lambda name, path, prefix: leaf_line(name, path, prefix),

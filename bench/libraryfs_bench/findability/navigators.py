@@ -36,6 +36,29 @@ def is_name_query(query: str) -> bool:
     return bool(query.strip()) and len(query.split()) == 1
 
 
+#: leading characters an A–Z index files a name without (``__init__`` under I, ``--help`` under H), as
+#: the catalogue's pages say in their introduction
+_LEAD_PUNCT = "_-.~!@#$%^&*+=:;,/\\|?'\"`<>()[]{} "
+
+
+def index_key(name: str) -> str:
+    """Where a name is filed in an A–Z index: case ignored, leading punctuation ignored."""
+    return (name.lstrip(_LEAD_PUNCT) or name).lower()
+
+
+def range_holds(key: str, label: str) -> bool | None:
+    """Whether the alphabetical range of a range line's label (``lo … hi``, or one prefix ``n``) holds the
+    index key ``key`` (a key starting with ``hi`` included; a label cut with a trailing ``…`` is a
+    prefix); None when the label states no range (``(no names)``)."""
+    text = label.strip()
+    if not text or text.startswith("("):
+        return None
+    m = _RANGE.match(text)
+    lo, hi = (m.group(1), m.group(2)) if m else (text, text)
+    lo, hi = index_key(lo.rstrip("…")), index_key(hi.rstrip("…"))
+    return lo <= key <= hi + "\uffff"
+
+
 def is_name_index(line: TocLine) -> bool:
     """Whether a TOC line labels itself an A–Z index of names (its label ends in ``A–Z``)."""
     return bool(_NAME_INDEX.search(line.label.strip()))
@@ -128,18 +151,26 @@ def line_entries(line: TocLine) -> int | None:
 
 
 def rank_lines(
-    qterms: list[str], lines: list[TocLine], name_query: bool = False
+    qterms: list[str], lines: list[TocLine], name_query: bool = False, index_name: str | None = None
 ) -> list[tuple[float, TocLine]]:
     """The lines of one page worth following, best first: every line that matches (score > 0), then the
     non-matching sections, largest first (with nothing to go on, the biggest section is the likeliest
     place). Empty sections and non-matching entries are never worth a read, nor an A–Z name index for a
-    phrase (``name_query`` False): one does not look a sentence up in an index of names."""
+    phrase (``name_query`` False): one does not look a sentence up in an index of names.
+
+    ``index_name``: the page belongs to an A–Z index of names (reached through its ``names A–Z`` line) and
+    the query is this name: a range line is followed only when its range holds the whole name's index key
+    (:func:`range_holds`), as a reader of a book's index turns to the page whose head words bracket the
+    word, whatever its parts (``os``, ``path``) match elsewhere on the page."""
     scores = score_lines(qterms, lines, name_query)
+    key = index_key(index_name) if index_name else None
     keep = []
     for k, (s, ln) in enumerate(zip(scores, lines, strict=False)):
         n = line_entries(ln)
         if n == 0 or (s <= 0 and not ln.is_toc) or (not name_query and is_name_index(ln)):
             continue
+        if key is not None and ln.is_toc and range_holds(key, ln.label) is False:
+            continue  # an A–Z range that cannot hold the name
         keep.append((-s, 0 if ln.is_toc else 1, -(n or 0), k, s, ln))
     keep.sort(key=lambda x: x[:4])
     return [(x[4], x[5]) for x in keep]
@@ -176,17 +207,17 @@ class TocNavigator:
         trace: list[dict] = []
         seen = {INDEX_NAME, *(read or [])}
         root = root_text if root_text is not None else lookup.read(INDEX_NAME)
-        stack: list[list[tuple[float, TocLine]]] = []
+        stack: list[tuple[list[tuple[float, TocLine]], bool]] = []  # (lines left, page of an A–Z index)
         if root is not None:
             ranked = self._expand(qterms, name_query, root, INDEX_NAME, seen, trace)
             if name_index_first and name_query:
                 ranked.sort(key=lambda sl: not is_name_index(sl[1]))  # stable: the rest keep their order
-            stack.append(ranked)
+            stack.append((ranked, False))
         while stack and len(lookup.reads) < self.max_reads:
-            if not stack[-1]:
+            if not stack[-1][0]:
                 stack.pop()
                 continue
-            _s, line = stack[-1].pop(0)
+            _s, line = stack[-1][0].pop(0)
             if line.path in seen:
                 continue
             seen.add(line.path)
@@ -194,7 +225,9 @@ class TocNavigator:
             if text is None:
                 continue
             if line.is_toc:
-                stack.append(self._expand(qterms, name_query, text, line.path, seen, trace))
+                az = stack[-1][1] or is_name_index(line)
+                name = query.strip() if az and name_query else None
+                stack.append((self._expand(qterms, name_query, text, line.path, seen, trace, name), az))
                 continue
             share = entry_share(qterms, self.terms.get(line.path, text))
             trace.append({"entry": line.path, "share": round(share, 2)})
@@ -205,10 +238,17 @@ class TocNavigator:
         return Outcome(best[1] if best else None, [best[1]] if best else [], trace=trace)
 
     def _expand(
-        self, qterms: list[str], name_query: bool, text: str, path: str, seen: set[str], trace: list[dict]
+        self,
+        qterms: list[str],
+        name_query: bool,
+        text: str,
+        path: str,
+        seen: set[str],
+        trace: list[dict],
+        index_name: str | None = None,
     ):
         lines = [ln for ln in parse_toc(text, path) if ln.path not in seen]
-        ranked = rank_lines(qterms, lines, name_query)
+        ranked = rank_lines(qterms, lines, name_query, index_name)
         trace.append({"page": path, "top": [[round(s, 2), ln.raw[:200]] for s, ln in ranked[:3]]})
         return ranked
 
