@@ -3,8 +3,11 @@
 * :class:`TocNavigator` — an agent with no world knowledge: it reads ``INDEX.md`` pages only (master →
   section → ``.index/NNNN.md``), scores every link line by lexical match with the query, and walks
   depth-first along the best lines, backtracking when a branch runs dry. Reaching an entry costs a read of it; the entry is
-  *confirmed* when it contains most of the query's terms, else the walk goes on. When the read budget
-  runs out it answers the best entry it read.
+  *confirmed* when it contains most of the query's terms, or when it was reached by the line of an A–Z
+  name index whose label is exactly the queried name; else the walk goes on. Inside an A–Z name index
+  (entered by its ``names A–Z`` line) a name query follows only the range lines whose ``lo … hi`` holds
+  the whole name, as a reader of a book's index does. When the read budget runs out it answers the best
+  entry it read.
 * :class:`FindNavigator` — ``ls .find/<query>/`` through the mount (``libraryfs find`` for a query that
   cannot be a path component), then the same confirming reads down the ranked list.
 
@@ -218,6 +221,7 @@ class TocNavigator:
                 stack.pop()
                 continue
             _s, line = stack[-1][0].pop(0)
+            named = name_query and stack[-1][1] and line.label == query.strip()  # the index names it
             if line.path in seen:
                 continue
             seen.add(line.path)
@@ -233,7 +237,7 @@ class TocNavigator:
             trace.append({"entry": line.path, "share": round(share, 2)})
             if best is None or share > best[0]:
                 best = (share, line.path)
-            if share >= CONFIRM_SHARE:
+            if share >= CONFIRM_SHARE or named:  # an A–Z index line of exactly this name is trusted
                 return Outcome(line.path, [line.path], trace=trace)
         return Outcome(best[1] if best else None, [best[1]] if best else [], trace=trace)
 
