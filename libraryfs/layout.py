@@ -422,7 +422,14 @@ def mount_info(libdir: str, store: Store | None = None) -> dict | None:
 
 # -- processes ---------------------------------------------------------------------------------------------
 def pid_alive(pid: int | None) -> bool:
-    """Whether process ``pid`` exists and is not a zombie (a zombie child of ours counts as dead)."""
+    """Whether process ``pid`` exists and is not a zombie (a zombie child of ours counts as dead).
+
+    A process whose main thread is already a zombie while other threads are still exiting (after
+    ``SIGKILL`` the threads of a group exit one by one) counts as alive: its threads share its open files,
+    so its ``/dev/fuse`` descriptor — whose last close aborts the FUSE connection — is still open until the
+    last thread is gone (``/proc/<pid>/stat`` shows the main thread's state only; proc(5), exit in
+    kernel/exit.c closes the files before the thread turns zombie).
+    """
     if not pid or pid < 0:
         return False
     try:
@@ -431,7 +438,14 @@ def pid_alive(pid: int | None) -> bool:
         return False
     except PermissionError:
         return True
-    return process_state(pid) not in (None, "Z")
+    state = process_state(pid)
+    if state != "Z":
+        return state is not None
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return False
+    return any(process_state(t) not in (None, "Z", "X") for t in tids if t != pid)
 
 
 def stopped_server(libdir: str) -> tuple[int, str] | None:

@@ -4,11 +4,13 @@ run.json, process liveness and the one wait-until-idle helper — on real files,
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
 
 import pytest
+from helpers.wait import wait_until
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.errors import Busy
@@ -109,6 +111,33 @@ def test_run_file_and_process_liveness(tmp_path):
         assert wait_exit(z.pid, 30)  # a zombie child of ours counts as exited
     finally:
         z.wait()
+
+
+def test_a_process_whose_main_thread_exited_first_is_alive_until_its_last_thread_is():
+    """After SIGKILL the threads of a process exit one by one; the main thread may turn zombie first while
+    another still holds the process's open files (a mount server's /dev/fuse: the FUSE connection is
+    aborted only when the last thread is gone). ``pid_alive`` must say alive until then."""
+    from libraryfs.probes import process_state
+
+    code = (
+        "import ctypes, os, sys, threading\n"
+        "r, w = os.pipe()\n"
+        "threading.Thread(target=lambda: os.read(r, 1)).start()\n"  # lives until the pipe closes
+        "print(w, flush=True)\n"
+        "ctypes.CDLL(None).pthread_exit(None)\n"  # the main thread exits alone: it turns zombie
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip()
+        wait_until(lambda: process_state(p.pid) == "Z", 30, "the main thread to turn zombie")
+        assert len(os.listdir(f"/proc/{p.pid}/task")) == 2
+        assert pid_alive(p.pid) and not wait_exit(p.pid, 0.0)
+        os.kill(p.pid, signal.SIGKILL)
+        assert wait_exit(p.pid, 30)  # every thread gone: dead (a zombie child of ours)
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
 
 
 def _with_store(libdir, fn) -> None:
