@@ -1,8 +1,16 @@
 """Answer extraction (boxed and plain) and equivalence via math-verify."""
 
+import signal
+
 import pytest
 
-from libraryfs.features.cards.answers import equivalent, extract_answer, normalize
+from libraryfs.features.cards.answers import (
+    equivalent,
+    extract_answer,
+    normalize,
+    parsed,
+    symbolic_work_bounded,
+)
 
 
 @pytest.mark.parametrize(
@@ -52,3 +60,33 @@ def test_not_equivalent(a, b):
 
 def test_normalize():
     assert normalize(" $ 12 $. ") == "12" and normalize("\\text{yes}") == "yes"
+
+
+def test_math_verify_never_arms_a_timer():
+    """The verdict must not depend on the machine's load: math-verify runs without its ``signal.alarm``
+    (which also fired inside unrelated code, a hypothesis GC callback). A timer of ours armed before the
+    calls is still armed after them (math-verify's ``alarm(0)`` cancelled it)."""
+    prev = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("SIGALRM delivered"))
+    signal.setitimer(signal.ITIMER_REAL, 3600.0)
+    try:
+        assert parsed("x^{3}+7") and equivalent("x^{3}+7", "7+x^3") and not equivalent("y^{2}", "y^{3}")
+        remaining_s, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert remaining_s > 3000.0
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, prev)
+
+
+@pytest.mark.parametrize(
+    "ans",
+    ["10^{10^{10}}", "9^9^9", "(x+1)^{999}", "2**10**10", "100001!", "\\binom{200000}{100000}", "x" * 90],
+)
+def test_answers_too_costly_for_sympy_are_compared_as_strings(ans):
+    """Bounded by the text, not a clock: the same verdict on an idle and on a loaded machine."""
+    assert not symbolic_work_bounded(ans) and parsed(ans) == ()
+    assert equivalent(ans, ans) and not equivalent(ans, ans + "+1")
+
+
+@pytest.mark.parametrize("ans", ["2^{100}", "(x+1)^{20}", "x^2+y^2", "1000!", "\\binom{10}{5}", "e^{i\\pi}"])
+def test_ordinary_answers_are_compared_symbolically(ans):
+    assert symbolic_work_bounded(ans) and parsed(ans)

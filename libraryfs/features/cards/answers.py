@@ -8,19 +8,36 @@ Two jobs:
 * :func:`equivalent` — whether two extracted answers denote the same value: equal after normalisation, the
   same yes/no verdict, or equal according to ``math-verify`` (sympy; ``2^(n-1)`` ≡ ``2^{n-1}``, ``1/2`` ≡ ``0.5``).
 
-``math-verify`` times its parser out with ``signal.alarm`` (wall clock), which only works in the main thread;
-off the main thread we call it without a timeout. We keep its default of 5 s: a shorter bound made
-``x^2`` time out on a loaded 2-core machine. Inputs are bounded by :data:`MAX_SYMBOLIC_CHARS` instead.
+``math-verify`` can time its parser out with ``signal.alarm`` (wall clock). We never let it: a wall-clock
+bound makes the verdict depend on the machine's load (a loaded 2-core machine turned ``x^2`` "unparsable"),
+and a ``SIGALRM`` raised in whatever Python code runs at that moment (a garbage-collection callback, another
+library's handler) is not ours to raise. The work is bounded by the input instead, deterministically:
+answers longer than :data:`MAX_SYMBOLIC_CHARS` and answers whose value sympy cannot build in bounded time
+(:func:`symbolic_work_bounded`: power towers, huge exponents, factorials and binomials of huge numbers) are
+compared as strings only.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import re
-import threading
 
 from math_verify import parse as _mv_parse
 from math_verify import verify as _mv_verify
+
+
+class _NoTimeoutNotice(logging.Filter):
+    """Drops math-verify's one-time "Timeout is disabled … you must provide the logic" warning: we do, by
+    bounding the input (:func:`symbolic_work_bounded`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Timeout is disabled")
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_NoTimeoutNotice())
+
 
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_IS = re.compile(r"(?i)\b(?:final answer|answer)\s*(?:is|:|=)\s*(?::\s*)?(.+)")
@@ -147,17 +164,67 @@ def _to_latex(ans: str) -> str:
     return f"${s}$"
 
 
-def _timeout() -> int | None:
-    return 5 if threading.current_thread() is threading.main_thread() else None
+#: Largest integer exponent, factorial argument and binomial argument handed to sympy. ``(x+1)^{300}``
+#: takes sympy ~4 s of CPU to compare, ``(x+1)^{999}`` and ``10^{10^{10}}`` do not end.
+MAX_EXPONENT = 100
+MAX_FACTORIAL_ARG = 10000
+_INT = re.compile(r"\d+")
+_FACTORIAL = re.compile(r"(\d+)\s*!")
+_BINOM = re.compile(r"\\(?:binom|dbinom|tbinom|choose)\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+
+
+def _group(s: str, i: int) -> int:
+    """End index (exclusive) of the group starting at ``s[i]``: a balanced ``{…}``/``(…)``, else a run of
+    digits, else one character."""
+    close = {"{": "}", "(": ")"}.get(s[i]) if i < len(s) else None
+    if close:
+        depth, j = 0, i
+        while j < len(s):
+            depth += (s[j] == s[i]) - (s[j] == close)
+            j += 1
+            if depth == 0:
+                return j
+        return j
+    j = i
+    while j < len(s) and s[j].isdigit():
+        j += 1
+    return max(j, i + 1)
+
+
+def symbolic_work_bounded(ans: str) -> bool:
+    """Whether sympy can parse and compare answer ``ans`` in bounded time, decided from the text alone
+    (no clock, so the verdict is the same on an idle and a loaded machine): no power inside an exponent or
+    chained powers (``10^{10^{10}}``, ``9^9^9``), integer exponents ≤ :data:`MAX_EXPONENT`, factorial and
+    binomial arguments ≤ :data:`MAX_FACTORIAL_ARG`, and at most :data:`MAX_SYMBOLIC_CHARS` characters."""
+    s = ans.replace("**", "^")
+    if len(s) > MAX_SYMBOLIC_CHARS:
+        return False
+    for i, c in enumerate(s):
+        if c != "^":
+            continue
+        start = i + 1
+        while start < len(s) and s[start].isspace():
+            start += 1
+        end = _group(s, start)
+        exponent = s[start:end]
+        rest = s[end:].lstrip()
+        if (
+            "^" in exponent
+            or rest.startswith("^")
+            or any(int(n) > MAX_EXPONENT for n in _INT.findall(exponent))
+        ):
+            return False
+    args = _FACTORIAL.findall(s) + [n for m in _BINOM.findall(s) for part in m for n in _INT.findall(part)]
+    return all(int(n) <= MAX_FACTORIAL_ARG for n in args)
 
 
 @functools.cache
 def _warm() -> None:
     """Load math-verify's LaTeX grammar and sympy's lazily imported parts once, before the first timed call:
     the first parse of a process costs ~4x a later one (0.9 s against 0.2 s of CPU for ``x^2``), and on a
-    loaded machine that one-time cost ran past the per-answer bound of 5 s. The warm-up's own bound is
-    generous (it only has to end), off the main thread there is none (see the module doc)."""
-    bound = 60 if _timeout() else None
+    loaded machine that one-time cost made answers time out while math-verify's clock still bounded them
+    (no call has a clock now, see the module doc: the warm-up only keeps the first real call fast)."""
+    bound = None
     try:
         x2, x2b, five = (_mv_parse(f"${e}$", parsing_timeout=bound) for e in ("x^2", "x^{2}", "5"))
         _mv_verify(x2, x2b, timeout_seconds=bound)  # equal expressions, then an expression against a number
@@ -168,10 +235,13 @@ def _warm() -> None:
 
 @functools.lru_cache(maxsize=65536)
 def parsed(ans: str) -> tuple:
-    """``math-verify`` parse of an answer (cached): a tuple of sympy objects/strings, empty if unparsable."""
+    """``math-verify`` parse of an answer (cached): a tuple of sympy objects/strings, empty if unparsable or
+    if its value is too costly to build (:func:`symbolic_work_bounded`). Never arms a timer."""
+    if not symbolic_work_bounded(ans):
+        return ()
     _warm()
     try:
-        return tuple(_mv_parse(_to_latex(ans), parsing_timeout=_timeout()))
+        return tuple(_mv_parse(_to_latex(ans), parsing_timeout=None))
     except Exception:  # noqa: BLE001 - math-verify raises assorted sympy/timeout errors: treat as unparsable
         return ()
 
@@ -204,6 +274,6 @@ def equivalent(a: str | None, b: str | None) -> bool:
     if not pa or not pb:
         return False
     try:
-        return bool(_mv_verify(list(pa), list(pb), timeout_seconds=_timeout()))
+        return bool(_mv_verify(list(pa), list(pb), timeout_seconds=None))
     except Exception:  # noqa: BLE001 - same as above: a failed comparison is "not equal"
         return False
