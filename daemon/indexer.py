@@ -39,7 +39,7 @@ from libraryfs.daemon.entries import EntryUpdater
 from libraryfs.daemon.filing import InboxFiler
 from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
-from libraryfs.errors import LibraryError
+from libraryfs.errors import LibraryError, is_disk_full
 from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
@@ -124,6 +124,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.beat = heartbeat or (lambda: None)
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
         self._terms = None  # the term index (sqlite3 connection), opened at the first pass
+        self._terms_retry: set[int] = set()  # inodes whose term-index rows a failed pass did not write
         self._subjects = subjects.Upkeep()  # when the subject index is rebuilt (amortised)
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
@@ -203,7 +204,10 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     stop.wait(poll_s)
             except Exception as e:  # the indexer never dies on one bad pass; the last good TOC stays
                 self.last_error = f"{type(e).__name__}: {e}"
-                log.error("indexer pass failed: %s\n%s", e, traceback.format_exc())
+                if is_disk_full(e):  # expected: writes resume once space is freed
+                    log.warning("indexer pass not committed: the disk is full (%s); retrying in 2 s", e)
+                else:
+                    log.error("indexer pass failed: %s\n%s", e, traceback.format_exc())
                 self._write_status()
                 stop.wait(2.0)
         self.state = "stopped"
@@ -381,8 +385,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             if settle and before and not self._catalogue_unsettled:
                 self._catalogue.done(time.monotonic() - t0)
         except Exception as e:  # derived data: the next pass (or a full one) retries
-            self.last_error = f"catalogue: {type(e).__name__}: {e}"
-            log.warning("name catalogue not refreshed: %s\n%s", e, traceback.format_exc())
+            self._derived_failed("catalogue", "name catalogue not refreshed", e)
         self.beat()
 
     def resync_terms(self) -> None:
@@ -396,16 +399,19 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
     def _refresh_terms(self, touched: set[int], full: bool) -> None:
         """Bring the term index in line with the store for ``touched`` inodes (every inode at this
         process's first pass and at a full pass: :func:`libraryfs.index.termindex.upkeep`). A failure is
-        recorded and never stops the pass (derived data: the next start or ``check --repair`` rebuilds it)."""
+        recorded and never stops the pass; the inodes it did not write are synced again at the next pass (a
+        full disk: SQLite rolled the whole transaction back)."""
+        pending = self._terms_retry | touched
         try:
             self._terms, fixed = termindex.upkeep(
-                self.store, term_index_path(self.libdir), self._terms, touched, full
+                self.store, term_index_path(self.libdir), self._terms, pending, full
             )
+            self._terms_retry = set()
             if fixed:
                 log.info("term index: %d rows out of line fixed", fixed)
         except Exception as e:
-            self.last_error = f"term index: {type(e).__name__}: {e}"
-            log.warning("term index not updated: %s\n%s", e, traceback.format_exc())
+            self._terms_retry = pending
+            self._derived_failed("term index", "term index not updated", e)
         self.beat()
 
     def _refresh_subjects(
@@ -432,9 +438,18 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 rendered.append(S.ROOT_INO)
         except Exception as e:
             self._subjects.retry_later()
-            self.last_error = f"subject index: {type(e).__name__}: {e}"
-            log.warning("subject index not rebuilt: %s\n%s", e, traceback.format_exc())
+            self._derived_failed("subject index", "subject index not rebuilt", e)
         self.beat()
+
+    def _derived_failed(self, what: str, message: str, e: Exception) -> None:
+        """Record that the upkeep of derived data ``what`` failed. A full disk is expected (the store's map
+        or the disk holding the term index cannot grow): one line, retried at the next pass; anything else
+        is logged with its traceback."""
+        self.last_error = f"{what}: {type(e).__name__}: {e}"
+        if is_disk_full(e):
+            log.warning("%s: the disk is full (%s); retrying at the next pass", message, e)
+        else:
+            log.warning("%s: %s\n%s", message, e, traceback.format_exc())
 
     # ------------------------------------------------------------------------------------------------
     def _after_pass(self) -> None:

@@ -237,6 +237,20 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
 }
 
 
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk (or a store's map) is full — an expected condition for a daemon, which
+    reports it in one line and retries later: :class:`NoSpace`, an ``OSError`` with ENOSPC or EDQUOT, or
+    SQLite's ``SQLITE_FULL`` ("database or disk is full", https://sqlite.org/rescode.html#full)."""
+    if isinstance(exc, NoSpace):
+        return True
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(exc, "sqlite_errorcode", None) == _SQLITE_FULL
+
+
+_SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, without importing sqlite3 into every process that maps errors
+
+
 def to_errno(exc: BaseException) -> int | None:
     """errno for a domain error (or an ``OSError`` with an errno); ``None`` for anything else (→ EIO)."""
     for cls in type(exc).__mro__:

@@ -5,12 +5,15 @@ store's commit and the index's is reconciled, and ``libraryfs check`` reports dr
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+
+from helpers.checklogs import assert_logs
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs.store import Store
@@ -128,6 +131,35 @@ def test_the_indexer_keeps_the_index_incrementally(tmp_path):
     assert ranked(st, "json.dumpz").paths[0] == b"/docs/library/json.rst.txt"
     assert ranked(st, "lru_cache").paths[0] == b"/docs/functools.rst.txt"
     assert ranked(st, "pickle.dumps").paths == []
+    db = termindex.connect(term_index_path(str(d)))
+    assert termindex.drift(st, db).total == 0
+    db.close()
+    st.close()
+
+
+def test_a_full_disk_is_one_warning_and_the_rows_are_written_at_a_later_pass(tmp_path, caplog):
+    """SQLite's "database or disk is full" (SQLITE_FULL, here from ``max_page_count`` — the same error a full
+    tmpfs gives) while the indexer writes the term index: one line without a traceback, the pass goes on,
+    and the rows it could not write are written at the next pass once there is room."""
+    d, st, tree = library(tmp_path)
+    idx = Indexer(str(d), store=st)
+    idx.run_once(full=True)
+    pages = idx._terms.execute("PRAGMA page_count").fetchone()[0]
+    idx._terms.execute(f"PRAGMA max_page_count = {pages}")  # this connection cannot grow the file
+    body = " ".join(f"zanzibar{k}" for k in range(3000))
+    tree.write_bytes("docs/library/big.rst.txt", f".. function:: zanzibar_fn(x)\n\n   {body}\n".encode())
+    with assert_logs(
+        r"^term index not updated: the disk is full \(database or disk is full\); retrying", count=1
+    ):
+        idx.run_once()
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and "\n" not in lines[0], lines  # one line: no traceback for an expected condition
+    assert "disk is full" in (idx.last_error or "")
+    assert ranked(st, "zanzibar_fn").paths == []
+    idx._terms.execute("PRAGMA max_page_count = 1073741823")  # space freed
+    tree.write_bytes("kitchen/recipe00.md", b"# Recipe 0\n\nTomato soup again.\n")  # a later pass
+    idx.run_once()
+    assert ranked(st, "zanzibar_fn").paths[0] == b"/docs/library/big.rst.txt"
     db = termindex.connect(term_index_path(str(d)))
     assert termindex.drift(st, db).total == 0
     db.close()
