@@ -22,6 +22,7 @@ import contextlib
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -37,6 +38,9 @@ T = TypeVar("T")
 DEFAULT_MAP_SIZE = 256 << 20  #: bytes of address space reserved at first open (grows on demand)
 MIN_FREE_TO_CREATE = 1 << 20  #: bytes of free disk ``create`` requires (else NoSpace, not SIGBUS)
 MIN_FREE_AFTER_GROW = 16 << 20  #: bytes of disk kept free (at most 1/16 of what is free) when the map grows
+#: Longest a write on a full disk waits for readers holding older snapshots (their pages freed since are
+#: reusable only once they end: LMDB's freelist, mdb_page_alloc) before it is ENOSPC.
+READER_WAIT_S = 5.0
 DATA_FILE = "data.mdb"
 
 #: Errors LMDB raises for an unreadable or corrupt store (the CLI prints them on one line, exit status 4).
@@ -369,11 +373,13 @@ class LmdbBackend:
     def run_write(self, fn: Callable[[LmdbTxn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
 
-        If the map is full the transaction is aborted, the map grows and ``fn`` runs again — so ``fn`` must
-        not have side effects outside the transaction. Raises :class:`NoSpace` when the disk cannot hold a
+        If the map is full the transaction is aborted, the map grows (or, on a full disk, the write waits for
+        readers holding pages freed since their snapshot: :meth:`_grow_or_pinned`) and ``fn`` runs again — so
+        ``fn`` must not have side effects outside the transaction. Raises :class:`NoSpace` when the disk cannot hold a
         larger map; any exception from ``fn`` aborts the transaction and propagates.
         """
         for _attempt in range(64):
+            pinned: int | None = None
             with self.lock:
                 txn = self._begin(write=True)
                 try:
@@ -382,17 +388,22 @@ class LmdbBackend:
                     return result
                 except lmdb.MapFullError:
                     txn.abort()
-                    self._grow()
+                    pinned = self._grow_or_pinned()
                 except lmdb.Error as e:
                     txn.abort()
                     if "No space" in str(e) or isinstance(e, lmdb.DiskError) or self._disk_nearly_full():
                         # LMDB reports a short write of a full disk as EIO ("mdb_txn_commit: Input/output
                         # error"): with under MIN_FREE_AFTER_GROW bytes free, that is ENOSPC
-                        raise NoSpace("no space left on the disk holding the library") from e
-                    raise
+                        pinned = self._pinned_by_reader()
+                        if pinned is None:
+                            raise NoSpace("no space left on the disk holding the library") from e
+                    else:
+                        raise
                 except BaseException:
                     txn.abort()
                     raise
+            if pinned is not None:  # outside the lock: a reader of this process may need it to finish
+                self._wait_reader_moves(pinned)
         raise NoSpace("the library's map cannot grow any further")
 
     def _begin(self, write: bool) -> lmdb.Transaction:
@@ -409,6 +420,45 @@ class LmdbBackend:
             return shutil.disk_usage(self.path).free < MIN_FREE_AFTER_GROW
         except OSError:
             return False
+
+    def _grow_or_pinned(self) -> int | None:
+        """Grow the map (:meth:`_grow`); when the disk cannot hold more but a live reader holds a snapshot
+        older than the last commit (pages freed since, e.g. by ``rm``, are pinned until it ends), the txnid
+        it holds, to wait for (:meth:`_pinned_by_reader`). Raises :class:`NoSpace` otherwise."""
+        try:
+            self._grow()
+            return None
+        except NoSpace:
+            pinned = self._pinned_by_reader()
+            if pinned is None:
+                raise
+            return pinned
+
+    def _pinned_by_reader(self) -> int | None:
+        """The txnid of the oldest snapshot a live reader holds when it is older than the last commit (the
+        pages freed since cannot be reused yet), else None."""
+        oldest = self._oldest_reader()
+        return oldest if oldest is not None and oldest < self.env.info()["last_txnid"] else None
+
+    def _oldest_reader(self) -> int | None:
+        """The txnid of the oldest snapshot a live reader holds (LMDB's reader table, after clearing the
+        slots of dead processes: ``mdb_reader_check``), or None when no read transaction is open."""
+        self.env.reader_check()
+        ids = [
+            int(f[2])
+            for f in (ln.split() for ln in self.env.readers().splitlines()[1:])
+            if len(f) == 3 and f[2].isdigit()
+        ]
+        return min(ids) if ids else None
+
+    def _wait_reader_moves(self, pinned: int) -> None:
+        """Wait (at most :data:`READER_WAIT_S`) until no reader holds snapshot ``pinned`` or older any more;
+        :class:`NoSpace` when one still does then."""
+        deadline = time.monotonic() + READER_WAIT_S
+        while (oldest := self._oldest_reader()) is not None and oldest <= pinned:
+            if time.monotonic() > deadline:
+                raise NoSpace("no space left on the disk holding the library (a reader holds freed pages)")
+            time.sleep(0.005)
 
     def _grow(self) -> None:
         """Double the map size, bounded by the free space of the disk; :class:`NoSpace` if impossible."""

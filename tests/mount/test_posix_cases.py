@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -34,6 +35,7 @@ from helpers.wait import wait_exit, wait_until
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
+from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
 
 TOOLS = (
@@ -582,5 +584,51 @@ head -c 1000000 /dev/urandom > $M/again.bin && echo reused
             )
             assert o == "readable\nx\nreused\n"
             m.wait_indexed()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+_READER = (
+    "import sys\nfrom libraryfs.fs.store import Store\nst = Store(sys.argv[1], readonly=True)\n"
+    "with st.read():\n    print('holding', flush=True)\n    sys.stdin.read()\n"
+)
+
+
+def test_c26b_space_freed_under_a_reader_is_reused_once_it_ends(tmp_path):
+    """On a full disk, pages freed by ``rm`` are reusable only once every reader holding an older snapshot
+    ends (LMDB's freelist): the indexer reading during a pass made ``rm`` itself fail with ENOSPC (and the
+    next create with EIO) under load. A write waits for such readers and then succeeds."""
+    _need_tools()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)]).returncode != 0:
+        unavailable("cannot mount a tmpfs (not root?)")
+    try:
+        lib = disk / "lib"
+        Store.create(lib, map_size=16 << 20).close()
+        st = Store(lib)
+        tree = StoreTree(st)
+        n = 0
+        with pytest.raises(OSError, match="no space left"):
+            for n in range(1, 41):
+                tree.write_bytes(f"fill{n}.bin", b"\xa5" * 1000000)
+        reader = subprocess.Popen(
+            [sys.executable, "-c", _READER, str(lib)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert reader.stdout.readline() == "holding\n"
+            threading.Timer(0.2, reader.stdin.close).start()  # the reader ends while the removals run
+            for i in range(1, n):
+                tree.remove(f"fill{i}.bin")
+            tree.write_bytes("again.bin", b"\x5a" * 1000000)
+            assert tree.read_bytes("again.bin") == b"\x5a" * 1000000
+        finally:
+            reader.kill()
+            reader.wait()
+            reader.stdout.close()
+            st.close()
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True)
