@@ -32,6 +32,7 @@ class _NoTimeoutNotice(logging.Filter):
     bounding the input (:func:`symbolic_work_bounded`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """False (drop) for that notice, True for every other record (logging.Filter's contract)."""
         return not record.getMessage().startswith("Timeout is disabled")
 
 
