@@ -29,8 +29,9 @@ import tempfile
 import time
 import uuid
 
+from etcd_kv import SCRIPT, start_cluster
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(HERE, "..", "scripts", "etcd-cluster.sh")
 #: JuiceFS "Metadata engines benchmark", etcd with 3 replicas on 3 hosts (ms per op)
 JUICEFS_ETCD_MS = {"getattr": 0.54, "lookup": 1.05, "create": 1.85, "readdir_1000": 15.8}
 OPS = ["getattr", "lookup", "create", "rename", "unlink", "readdir_10", "readdir_1000"]
@@ -122,13 +123,6 @@ def _run_store(name: str, init_args: list[str], tmp: str, n: int, n_big: int) ->
     return res
 
 
-def _start_cluster(tmp: str) -> str:
-    out = subprocess.run(
-        ["bash", SCRIPT, "start", os.path.join(tmp, "cluster")], check=True, capture_output=True, text=True
-    )
-    return ",".join(u.split("//", 1)[1] for u in out.stdout.strip().splitlines()[-1].split(","))
-
-
 def _report(out: dict) -> None:
     print(f"load {out['load'][0]:.1f} -> {out['load'][1]:.1f}; p50 / p99 ms per call through the mount")
     print(
@@ -154,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=os.path.join(HERE, "results", "etcd_mount_ops.json"))
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="etcd-mount-ops-")
-    eps = a.endpoints or _start_cluster(tmp)
+    eps = a.endpoints or ",".join(start_cluster(os.path.join(tmp, "cluster")))
     out: dict = {"args": vars(a), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     load0 = os.getloadavg()[0]
     try:
