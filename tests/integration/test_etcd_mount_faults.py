@@ -143,7 +143,9 @@ def test_quorum_loss_under_a_mount_is_eio_in_bounded_time_and_the_mount_resumes(
             for n in (1, 2, 3):
                 if n != survivor:
                     etcd_cluster.kill(n)
-            # one FUSE request is one store call at a time, each bounded by TIMEOUT_S (failover included)
+            # a FUSE request fails after one store call's bound, TIMEOUT_S (failover included), plus the last
+            # attempt's overrun; a stat of a name the kernel holds an expired dentry for sends LOOKUP twice
+            # (a failed revalidation drops the dentry, then a fresh lookup: Linux fuse_dentry_revalidate)
             for what, fn in (
                 ("stat", lambda: os.stat(mnt / "before.md")),
                 ("create+write", lambda: _write_new(mnt / "during.md")),
@@ -153,7 +155,7 @@ def test_quorum_loss_under_a_mount_is_eio_in_bounded_time_and_the_mount_resumes(
                 code, took_s = _timed_errno(fn)
                 print(f"{what}: errno {code} after {took_s:.1f} s")
                 assert code == errno.EIO, f"{what}: {code and errno.errorcode[code]}"
-                assert took_s < 2 * TIMEOUT_S, f"{what} took {took_s:.1f} s"
+                assert took_s < 3 * TIMEOUT_S, f"{what} took {took_s:.1f} s"
             assert proc_mount(str(mnt)) is not None  # still mounted (its root's getattr fails too)
             etcd_cluster.restart_all()
             # the same mount serves again, without remounting
