@@ -1,6 +1,7 @@
 """Writers whose every acknowledged change is recorded, and the check that each one is there afterwards.
 
-A writer process (``python bench/acked_writers.py MOUNTPOINT WRITER_ID LEDGER [--ops N | --duration-s S]``)
+A writer process (``python bench/acked_writers.py MOUNTPOINT WRITER_ID LEDGER [--ops N | --duration-s S |
+--until-file PATH]``; ``--until-file``: until PATH exists, for tests that end the writers on a condition)
 creates, rewrites, renames and unlinks its own files in the shared directories ``d0`` … ``d{dirs-1}`` of a
 mount (every writer uses the same directories, so their directory-entry changes conflict in the store; the
 names are the writer's own, so the final state of each name is known). A change is *acknowledged* when every
@@ -35,9 +36,18 @@ def _write(path: str, data: bytes) -> None:
 
 
 def run_writer(
-    mount: str, wid: str, *, ops: int | None, duration_s: float | None, dirs: int, max_bytes: int, seed: int
+    mount: str,
+    wid: str,
+    *,
+    ops: int | None,
+    duration_s: float | None,
+    dirs: int,
+    max_bytes: int,
+    seed: int,
+    until_file: str | None = None,
 ) -> dict:
-    """Run one writer (module doc) for ``ops`` changes or ``duration_s`` seconds; returns its ledger
+    """Run one writer (module doc) for ``ops`` changes, ``duration_s`` seconds or until ``until_file`` exists
+    (checked before each change); returns its ledger
     ``{"writer", "ops", "acked", "errors": [..], "paths": {path: sha256 hex | None}, "latency_s": [...]}``
     (paths relative to the mount)."""
     rnd = random.Random(seed)
@@ -47,7 +57,11 @@ def run_writer(
     latency: list[float] = []
     end = time.monotonic() + duration_s if duration_s is not None else None
     n = acked = 0
-    while (ops is None or n < ops) and (end is None or time.monotonic() < end):
+    while (
+        (ops is None or n < ops)
+        and (end is None or time.monotonic() < end)
+        and (until_file is None or not os.path.exists(until_file))
+    ):
         n += 1
         roll = rnd.random()
         t0 = time.monotonic()
@@ -129,14 +143,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("ledger")
     ap.add_argument("--ops", type=int)
     ap.add_argument("--duration-s", type=float)
+    ap.add_argument("--until-file")
     ap.add_argument("--dirs", type=int, default=4)
     ap.add_argument("--max-bytes", type=int, default=150_000)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
-    if (a.ops is None) == (a.duration_s is None):
-        ap.error("give one of --ops and --duration-s")
+    if [a.ops, a.duration_s, a.until_file].count(None) != 2:
+        ap.error("give one of --ops, --duration-s and --until-file")
     led = run_writer(
-        a.mount, a.writer, ops=a.ops, duration_s=a.duration_s, dirs=a.dirs, max_bytes=a.max_bytes, seed=a.seed
+        a.mount,
+        a.writer,
+        ops=a.ops,
+        duration_s=a.duration_s,
+        dirs=a.dirs,
+        max_bytes=a.max_bytes,
+        seed=a.seed,
+        until_file=a.until_file,
     )
     with open(a.ledger + ".tmp", "w") as f:
         json.dump(led, f)

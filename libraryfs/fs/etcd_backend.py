@@ -12,9 +12,9 @@ because every attempt compares the marker, a lost attempt that applies late make
 instead of applying twice (the "commit_unknown_result" problem of FoundationDB clients). Markers are
 deleted by close().
 
-Time bounds: every request is bounded by ``timeout_s`` (default 10 s) including failover between
-members; without quorum a call raises Unavailable (EIO) after at most that long (etcd itself answers a
-minority member's requests with "request timed out" after 7 s = 5 s + 2 × election timeout).
+Time bounds: every request is bounded by ``timeout_s`` (default ``etcd_gateway.TIMEOUT_S``, 10 s) including
+failover between members; without quorum a call raises Unavailable (EIO) after at most that long (etcd itself
+answers a minority member's requests with "request timed out" after 7 s = 5 s + 2 × election timeout).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from libraryfs import errors
-from libraryfs.fs.etcd_gateway import Ambiguous, Gateway, LeaseNotFound, b64, unb64
+from libraryfs.fs.etcd_gateway import TIMEOUT_S, Ambiguous, Gateway, LeaseNotFound, b64, unb64
 from libraryfs.fs.etcd_txn import EtcdReadTxn, EtcdWriteTxn, Keyspace, prefix_end
 
 T = TypeVar("T")
@@ -191,7 +191,7 @@ class EtcdBackend:
         endpoints: list[str],
         prefix: str,
         *,
-        timeout_s: float = 10.0,
+        timeout_s: float = TIMEOUT_S,
         max_txn_ops: int = 128,
         max_conflicts: int = 200,
         readonly: bool = False,

@@ -70,6 +70,11 @@ def _classify(status: int, body: bytes) -> tuple[int, str]:
         return 0, f"HTTP {status}: {body[:200]!r}"
 
 
+#: bound on one call, failover between members and backoff included (s): without quorum a call (so a request
+#: of a mount) fails with Unavailable (EIO) after this long; the default of every etcd client here
+TIMEOUT_S = 10.0
+
+
 class Gateway:
     """A client of one etcd cluster's JSON gateway: ``call(path, body)`` → response dict.
 
@@ -79,7 +84,7 @@ class Gateway:
     """
 
     def __init__(
-        self, endpoints: list[str], *, timeout_s: float = 10.0, attempt_timeout_s: float = 3.0
+        self, endpoints: list[str], *, timeout_s: float = TIMEOUT_S, attempt_timeout_s: float = 3.0
     ) -> None:
         if not endpoints:
             raise errors.InvalidArgument("no etcd endpoints given")

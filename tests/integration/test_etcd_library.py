@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.etcd_mounts import indexer_role
 from helpers.facility import unavailable
 from helpers.mount import fuse_available
 from helpers.wait import wait_until
@@ -334,19 +335,6 @@ def _indexer(lib: Path) -> subprocess.Popen:
         )
 
 
-def _role(run_cli, lib: Path, pid: int) -> str:
-    """``"active"`` when process ``pid`` holds the indexer lease, ``"standby"`` when ``lib``'s status says it
-    waits for another holder, else what was seen (for the wait's message)."""
-    facts = json.loads(run_cli("status", str(lib), "--json", check_rc=True).stdout)
-    holder = (facts["holders"]["indexer"] or {}).get("pid")
-    standby = facts.get("indexer_standby") or {}
-    if holder == pid and not standby and facts["indexer_pid"] == pid:
-        return "active"
-    if standby.get("state") == "standby" and standby.get("pid") == pid and holder not in (None, pid):
-        return "standby"
-    return f"holder {holder}, standby {standby}"
-
-
 def _revoke_indexer_lease(url: str) -> None:
     """Revoke the etcd lease of the library's indexer, as its expiry would end it."""
     from libraryfs.fs.etcd_backend import LEASES, EtcdBackend
@@ -369,11 +357,11 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
     pa = _indexer(a)
     procs = [pa]
     try:
-        wait_until(lambda: _role(run_cli, a, pa.pid) == "active", 60, "a's indexer active")
+        wait_until(lambda: indexer_role(run_cli, a, pa.pid) == "active", 60, "a's indexer active")
         pb = _indexer(b)
         procs.append(pb)
-        wait_until(lambda: _role(run_cli, b, pb.pid) == "standby", 60, "b's indexer standing by")
-        assert _role(run_cli, a, pa.pid) == "active"  # exactly one active: b's waits, a's still holds
+        wait_until(lambda: indexer_role(run_cli, b, pb.pid) == "standby", 60, "b's indexer standing by")
+        assert indexer_role(run_cli, a, pa.pid) == "active"  # exactly one active: b's waits, a's still holds
         assert (
             f"(standby, pid {pb.pid}; takes over from host" in run_cli("status", str(b), check_rc=True).stdout
         )
@@ -385,7 +373,7 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             os.kill(pa.pid, signal.SIGKILL)  # stops renewing: its lease ends within the TTL
             pa.wait(10)
             wait_until(
-                lambda: _role(run_cli, b, pb.pid) == "active",
+                lambda: indexer_role(run_cli, b, pb.pid) == "active",
                 TTL_S + 30,
                 "b's indexer taking over (TTL + margin)",
             )
@@ -397,11 +385,13 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             # stands by again instead of stopping; whichever indexer takes the lease, exactly one is active
             pa2 = _indexer(a)
             procs.append(pa2)
-            wait_until(lambda: _role(run_cli, a, pa2.pid) == "standby", 60, "a's new indexer standing by")
+            wait_until(
+                lambda: indexer_role(run_cli, a, pa2.pid) == "standby", 60, "a's new indexer standing by"
+            )
             _revoke_indexer_lease(etcd_url)
             wait_until(lambda: "lost the etcd lease" in (b / "idx.out").read_text(), TTL_S + 30, "b's loss")
             wait_until(
-                lambda: sorted([_role(run_cli, a, pa2.pid), _role(run_cli, b, pb.pid)])
+                lambda: sorted([indexer_role(run_cli, a, pa2.pid), indexer_role(run_cli, b, pb.pid)])
                 == ["active", "standby"],
                 TTL_S + 30,
                 "one active indexer and one standby again",
@@ -409,7 +399,9 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             assert pb.poll() is None and pa2.poll() is None
             (mb / "after-loss.md").write_text("# After loss\n\nWritten after the lease was revoked.\n")
             wait_until(lambda: "after-loss.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
-            active = a if _role(run_cli, a, pa2.pid) == "active" else b  # a standby's term index is local: it
+            active = (
+                a if indexer_role(run_cli, a, pa2.pid) == "active" else b
+            )  # a standby's term index is local: it
             # catches up when it takes over, so `check` runs where the active indexer is
         finally:
             _unmount(mb, info)

@@ -12,51 +12,26 @@ open after unlinking it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import subprocess
-import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers.etcd_mounts import acked_writers, finish_writers, start_writers
+from helpers.etcd_mounts import mount as _mount
+from helpers.etcd_mounts import unmount as _unmount
 from helpers.facility import unavailable
 from helpers.mount import fuse_available
 from helpers.wait import wait_until
 
 from libraryfs.fs.backends import store_url
-from libraryfs.layout import pid_alive, wait_exit, wait_until_idle
+from libraryfs.layout import wait_exit, wait_until_idle
 
 pytestmark = pytest.mark.etcd
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
 WRITERS_PER_MOUNT = 3
 OPS_PER_WRITER = 25
-CACHE_S = "60,60,60"  #: the kernel's entry, attribute and negative timeouts of both mounts
-
-
-def _acked_writers():
-    spec = importlib.util.spec_from_file_location("acked_writers", BENCH / "acked_writers.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _mount(lib: Path, mnt: Path, indexer: bool = True) -> dict:
-    from libraryfs.daemon import launcher
-
-    mnt.mkdir(exist_ok=True)
-    return launcher.start(str(lib), str(mnt), indexer=indexer, timeouts=CACHE_S, llm=False)
-
-
-def _unmount(mnt: Path, info: dict) -> None:
-    from libraryfs.daemon import launcher
-
-    launcher.stop(str(mnt))
-    for key in ("indexer_pid", "server_pid"):
-        wait_exit(info.get(key), 30)
-        assert not pid_alive(info.get(key))
 
 
 @contextmanager
@@ -91,7 +66,7 @@ def _read(p: Path) -> bytes | None:
 def test_two_read_write_mounts_keep_every_acknowledged_write_and_see_each_other(run_cli, etcd_url, tmp_path):
     with _two_mounts(run_cli, etcd_url, tmp_path) as (a, b, ma, mb):
         ledgers = _exercise(run_cli, a, b, ma, mb, tmp_path)
-        result = _acked_writers().verify([str(ma), str(mb)], ledgers)
+        result = acked_writers().verify([str(ma), str(mb)], ledgers)
         assert result["wrong"] == [], result["wrong"][:20]
         assert result["present"] > 0 and result["absent"] > 0  # rewrites, renames and unlinks all happened
         wait_until_idle(
@@ -134,25 +109,8 @@ def _exercise(run_cli, a: Path, b: Path, ma: Path, mb: Path, tmp_path: Path) -> 
     # writer processes on both mounts, in shared directories (their commits conflict in etcd and retry)
     for d in range(4):
         (ma / f"d{d}").mkdir()
-    procs = []
-    for side, m in (("a", ma), ("b", mb)):
-        for w in range(WRITERS_PER_MOUNT):
-            wid = f"{side}{w}"
-            cmd = [
-                sys.executable,
-                str(BENCH / "acked_writers.py"),
-                str(m),
-                wid,
-                str(tmp_path / f"{wid}.json"),
-            ]
-            cmd += ["--ops", str(OPS_PER_WRITER), "--seed", str(hash(wid) & 0xFFFF)]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    for p in procs:
-        out, _ = p.communicate(timeout=600)
-        assert p.returncode == 0, out
-    ledgers = [
-        json.loads((tmp_path / f"{s}{w}.json").read_text()) for s in "ab" for w in range(WRITERS_PER_MOUNT)
-    ]
+    procs = start_writers({"a": ma, "b": mb}, WRITERS_PER_MOUNT, tmp_path, ops=OPS_PER_WRITER)
+    ledgers = finish_writers(procs, tmp_path)
     assert [e for led in ledgers for e in led["errors"]] == []  # a conflict retries, never fails the call
     assert sum(led["acked"] for led in ledgers) == 2 * WRITERS_PER_MOUNT * OPS_PER_WRITER
     return ledgers
