@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,12 +32,58 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.holder import Holder, clear_standby, describe_holder, write_standby
 from libraryfs.fs.store import Store
 from libraryfs.hooks import HookContext, indexer_hooks
+from libraryfs.index import termindex
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import INDEXER_LOCK, adopt_lock, take_tie, wait_untied
+from libraryfs.layout import INDEXER_LOCK, adopt_lock, take_tie, term_index_path, wait_untied
 from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
 
 log = logging.getLogger("libraryfs.indexer")
+
+
+class StandbyTerms:
+    """This host's term index (``<libdir>/terms.sqlite``, :mod:`libraryfs.index.termindex`) kept in line with a
+    shared store while another host's indexer is active: the finder (``libraryfs find``, ``.find/``, MCP) of a
+    standby host then ranks as the active one's does, and ``check`` there finds no rows out of line.
+
+    The active indexer trims the journal after each pass, so a standby cannot follow it record by record; it
+    watches the TOC generation (``CFG_TOC_GEN``, + 1 per pass) instead and, when it moved, reconciles every row
+    with the store (:func:`~libraryfs.index.termindex.reconcile`: one read of every inode, entries re-read only
+    where they changed). Amortised: the next reconcile waits 10× the last one's duration (at most a tenth of
+    this process's time). A failure is logged in one line and retried at a later poll (derived data)."""
+
+    DUTY_FACTOR = 10.0  #: wait this many times the last reconcile's duration before the next
+
+    def __init__(self, store: Store, libdir: str) -> None:
+        self.store, self.path = store, term_index_path(libdir)
+        self.db: Any = None
+        self.gen: int | None = None
+        self.next_at = 0.0  # time.monotonic() of the earliest next reconcile
+
+    def poll(self) -> None:
+        """Reconcile when the TOC generation moved since the last one and the duty bound allows."""
+        if time.monotonic() < self.next_at:
+            return
+        t0 = time.monotonic()
+        try:
+            with self.store.read() as t:
+                gen = t.cfg_int(S.CFG_TOC_GEN)
+            if gen == self.gen:
+                return
+            self.db, fixed = termindex.upkeep(self.store, self.path, self.db, (), True)
+            self.gen = gen
+            if fixed:
+                log.info("standby: term index: %d rows brought in line with the store", fixed)
+        except Exception as e:  # derived data: a later poll retries
+            log.warning("standby: term index not updated: %s: %s", type(e).__name__, e)
+        finally:
+            self.next_at = time.monotonic() + self.DUTY_FACTOR * (time.monotonic() - t0)
+
+    def close(self) -> None:
+        """Close the SQLite connection (the active indexer opens its own)."""
+        if self.db is not None:
+            self.db.close()
+            self.db = None
 
 
 def make_builder(
@@ -142,6 +189,13 @@ class IndexerProcess:
             write_standby(self.libdir, active)
             notify.ready(f"standby: the indexer runs on {describe_holder(active)}")
 
+        terms = StandbyTerms(self.store, self.libdir)
+
+        def on_poll() -> None:
+            """Each standby poll (TTL/5 s): feed the systemd watchdog, keep this host's term index current."""
+            self.beat.beat()
+            terms.poll()
+
         try:
             holder = Holder.wait_take(
                 self.store.backend,
@@ -150,9 +204,10 @@ class IndexerProcess:
                 self.stop,
                 on_standby,
                 on_lost=self._lost_lease,
-                on_poll=self.beat.beat,  # the systemd watchdog keeps being fed while standing by
+                on_poll=on_poll,
             )
         finally:
+            terms.close()
             clear_standby(self.libdir)
         if holder is not None:
             log.info("took the indexer lease: this indexer is active")

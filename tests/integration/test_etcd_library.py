@@ -399,10 +399,16 @@ def test_a_standby_indexer_takes_over_when_the_active_one_is_killed(run_cli, etc
             assert pb.poll() is None and pa2.poll() is None
             (mb / "after-loss.md").write_text("# After loss\n\nWritten after the lease was revoked.\n")
             wait_until(lambda: "after-loss.md" in (mb / "INDEX.md").read_text(), 60, "its TOC line")
-            active = (
-                a if indexer_role(run_cli, a, pa2.pid) == "active" else b
-            )  # a standby's term index is local: it
-            # catches up when it takes over, so `check` runs where the active indexer is
+            # a standby keeps its host's term index (local SQLite) in line with the shared store while the
+            # other host indexes: its `find` answers from the content the active one indexed ("revoked" is
+            # only in after-loss.md's body; its reconcile is amortised, so waited for)
+            standby = a if indexer_role(run_cli, a, pa2.pid) == "standby" else b
+            wait_until(
+                lambda: "after-loss.md" in run_cli("find", str(standby), "revoked").stdout,
+                60,
+                "the standby host's find answering from its term index",
+            )
+            active = b if standby == a else a
         finally:
             _unmount(mb, info)
     finally:
