@@ -294,7 +294,15 @@ class FileData(ViewService):
                 raise FileTooBig("file too large")
             p = self.pending.pop(fh)
             assert p is not None
-            self.pending.commit(p, off, data)  # the create and this write: one transaction
+            try:
+                self.pending.commit(p, off, data)  # the create and this write: one transaction
+            except NoSpace:
+                # as on a local disk, open(O_CREAT) stands and only this write fails: store the empty file
+                # (when even that does not fit, NoSpace again and the name is lost: docs/reliability.md)
+                self.pending.commit(p)
+                h.journaled = True
+                h.committed_seq = self.store.write_seq
+                raise
             h.journaled = True  # its CREATE record covers these bytes (the indexer reads the file for it)
             h.committed_seq = self.store.write_seq
             return len(data)

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from libraryfs.errors import BadHandle, Exists
+from libraryfs.errors import BadHandle, Exists, NoSpace
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check, describe
 from libraryfs.fs.nameops import add_child
@@ -227,3 +227,32 @@ def test_release_reads_the_store_only_when_something_may_have_unlinked_the_file(
     v.release(b)  # the last close frees it (the fixture's check finds no orphan)
     with read() as t:
         assert not [n for n in t.iter_inodes() if n.nlink == 0]
+
+
+def test_a_first_write_that_does_not_fit_keeps_the_new_file_as_on_a_local_disk(small_disk):
+    """ENOSPC on the first write of a new file fails that write only: the file stays (empty), later writes
+    through the same handle work once there is room (before: the create was dropped with the write, and the
+    handle answered EBADF)."""
+    st = Store.create(small_disk / "lib", map_size=1 << 20)
+    try:
+        view = LibraryView(st)
+        fh = view.create(b"/warm", 0o644, NEW, UID, GID)  # reserves a block of inode numbers
+        view.release(fh)
+        filler = view.create(b"/filler", 0o644, NEW, UID, GID)
+        with pytest.raises(NoSpace):
+            for i in range(64):
+                view.write(filler, os.urandom(512 * 1024), i * 512 * 1024)
+        view.release(filler)
+        fh = view.create(b"/new", 0o644, NEW, UID, GID)
+        with pytest.raises(NoSpace):
+            view.write(fh, os.urandom(4 << 20), 0)
+        assert view.getattr(b"/new")["st_size"] == 0
+        view.unlink(b"/filler")
+        assert view.write(fh, b"fits now", 0) == 8
+        view.release(fh)
+        fh = view.open(b"/new", os.O_RDONLY)[0]
+        assert view.read(fh, 100, 0) == b"fits now"
+        view.release(fh)
+        assert [p for p in check(st).problems if p.code != "I4"] == []
+    finally:
+        st.close()

@@ -4,7 +4,6 @@ import errno
 import os
 
 import pytest
-from helpers.facility import unavailable
 
 from libraryfs.errors import LibraryMissing, NoSpace
 from libraryfs.fs import schema as S
@@ -77,22 +76,6 @@ def test_map_grows_instead_of_failing(tmp_path):
     assert len(_read(view, b"/f7")) == 1 << 20
     assert check(st).problems == []
     st.close()
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A real 8 MiB tmpfs (root can mount one): a disk that really fills up."""
-    import subprocess
-
-    d = tmp_path / "disk"
-    d.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d)], capture_output=True)
-    if r.returncode != 0:
-        unavailable(f"cannot mount a tmpfs: {r.stderr!r}")
-    try:
-        yield d
-    finally:
-        subprocess.run(["umount", "-l", str(d)])
 
 
 def test_full_disk_is_enospc_and_loses_nothing(small_disk):
