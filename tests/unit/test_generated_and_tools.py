@@ -12,22 +12,10 @@ from helpers.view import GID, UID, cat, mkfile, names
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.errors import NotFound
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.toc import links
-
-
-@pytest.fixture
-def store(tmp_path):
-    st = Store.create(tmp_path / "lib")
-    yield st
-    try:
-        report = check(st)
-        assert report.problems == [], describe(report)
-    finally:
-        st.close()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from libraryfs.errors import BadHandle, Exists, NoSpace
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
+from libraryfs.fs.check import check
 from libraryfs.fs.nameops import add_child
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
@@ -37,17 +37,6 @@ class Counted:
 
         st.run_write = counted_write  # type: ignore[method-assign]
         st.backend.sync = counted_sync  # type: ignore[method-assign]
-
-
-@pytest.fixture
-def store(tmp_path):
-    st = Store.create(tmp_path / "lib")
-    yield st
-    try:
-        report = check(st)
-        assert report.problems == [], describe(report)
-    finally:
-        st.close()
 
 
 @pytest.fixture

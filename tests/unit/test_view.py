@@ -26,24 +26,13 @@ from libraryfs.errors import (
 )
 from libraryfs.fs import schema as S
 from libraryfs.fs.attrs import UTIME_NOW, UTIME_OMIT, XATTR_CREATE, XATTR_REPLACE
-from libraryfs.fs.check import check, describe
+from libraryfs.fs.check import check
 from libraryfs.fs.nameops import RENAME_EXCHANGE, RENAME_NOREPLACE
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 
 UID, GID = os.getuid(), os.getgid()
 HIDDEN = b"/.fuse_hidden0000000a00000001"
-
-
-@pytest.fixture
-def store(tmp_path):
-    st = Store.create(tmp_path / "lib")
-    yield st
-    try:
-        report = check(st)
-        assert report.problems == [], describe(report)
-    finally:
-        st.close()
 
 
 @pytest.fixture
