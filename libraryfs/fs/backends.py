@@ -22,12 +22,12 @@ STORE_TABLE = "store"
 STORE_SCHEMES = ("etcd://",)
 
 
-def store_url(libdir: str | os.PathLike[str]) -> str | None:
-    """The store URL of a library whose store lives elsewhere (``[store] url`` in ``<libdir>/config.toml``,
-    written by ``libraryfs init --store``), or None: the embedded LMDB store in ``<libdir>/store``.
+#: Environment variable over ``[store] timeout_s``: the etcd client's bound on one request, seconds.
+STORE_TIMEOUT_ENV = "LIBRARYFS_STORE_TIMEOUT_S"
 
-    Raises :class:`InvalidArgument` (one line) when config.toml cannot be parsed or the URL is not one a
-    backend serves (see :data:`STORE_SCHEMES`)."""
+
+def _store_table(libdir: str | os.PathLike[str]) -> tuple[str, dict | None]:
+    """(path of ``<libdir>/config.toml``, its ``[store]`` table or None). Raises InvalidArgument."""
     import tomllib
 
     from libraryfs.layout import config_path  # layout imports this module: a late import
@@ -37,10 +37,44 @@ def store_url(libdir: str | os.PathLike[str]) -> str | None:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        return None
+        return path, None
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise InvalidArgument(f"{path}: {e}") from None
-    table = data.get(STORE_TABLE)
+    return path, data.get(STORE_TABLE)
+
+
+def store_timeout_s(libdir: str | os.PathLike[str]) -> float | None:
+    """The etcd client's bound on one request (failover and backoff included) for this library, seconds:
+    ``LIBRARYFS_STORE_TIMEOUT_S``, else ``[store] timeout_s`` in ``config.toml``, else None (the client's
+    default, ``etcd_gateway.TIMEOUT_S``, 10 s). Without quorum every request of a mount fails with EIO after
+    this long (docs/scale-out.md "Faults"). Raises :class:`InvalidArgument` (one line) unless it is a
+    number > 0."""
+    raw = os.environ.get(STORE_TIMEOUT_ENV)
+    where = f"env:{STORE_TIMEOUT_ENV}"
+    if raw is None:
+        path, table = _store_table(libdir)
+        raw = table.get("timeout_s") if isinstance(table, dict) else None
+        where = f"file:{path} [{STORE_TABLE}] timeout_s"
+        if raw is None:
+            return None
+    try:
+        if isinstance(raw, bool):
+            raise ValueError(raw)
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise InvalidArgument(f"store timeout_s from {where}: want a number of seconds > 0, got {raw!r}")
+    return value
+
+
+def store_url(libdir: str | os.PathLike[str]) -> str | None:
+    """The store URL of a library whose store lives elsewhere (``[store] url`` in ``<libdir>/config.toml``,
+    written by ``libraryfs init --store``), or None: the embedded LMDB store in ``<libdir>/store``.
+
+    Raises :class:`InvalidArgument` (one line) when config.toml cannot be parsed or the URL is not one a
+    backend serves (see :data:`STORE_SCHEMES`)."""
+    path, table = _store_table(libdir)
     if table is None:
         return None
     url = table.get("url") if isinstance(table, dict) else None
@@ -72,7 +106,8 @@ def open_backend(
 
     LMDB (``<libdir>/store``; ``map_size``, ``verify``: :class:`~libraryfs.fs.lmdb_backend.LmdbBackend`) unless
     ``config.toml`` names a ``[store] url`` (:func:`store_url`): then the etcd backend on that URL
-    (:class:`~libraryfs.fs.etcd_backend.EtcdBackend`; ``readonly`` refuses writes). Raises
+    (:class:`~libraryfs.fs.etcd_backend.EtcdBackend`; ``readonly`` refuses writes; its bound on one request
+    is :func:`store_timeout_s`). Raises
     :class:`LibraryMissing`, :class:`Damaged` (LMDB), :class:`~libraryfs.errors.Unavailable` (the cluster
     does not answer within its timeout: exit status 8), :class:`InvalidArgument` (a bad URL)."""
     url = store_url(libdir)
@@ -84,7 +119,8 @@ def open_backend(
         return lmdb_backend.LmdbBackend(libdir, readonly=readonly, map_size=map_size, verify=verify)
     from libraryfs.fs.etcd_backend import EtcdBackend  # only etcd libraries load the client
 
-    return EtcdBackend.open(url, readonly=readonly)
+    timeout_s = store_timeout_s(libdir)
+    return EtcdBackend.open(url, readonly=readonly, **({} if timeout_s is None else {"timeout_s": timeout_s}))
 
 
 make_libdir = lmdb_backend.make_libdir  #: a library directory for a store kept elsewhere (etcd)

@@ -100,14 +100,21 @@ def test_bad_store_urls_fail_in_one_line_before_anything_is_made(run_cli, tmp_pa
         assert not (tmp_path / "lib").exists()
 
 
+#: the unreachable library's etcd client bound (``[store] timeout_s``): each command waits it out once
+UNREACHABLE_TIMEOUT_S = 2
+
+
 def _unreachable_library(tmp_path: Path) -> Path:
-    """A library directory naming a store on a port nothing listens on (bound, then released)."""
+    """A library directory naming a store on a port nothing listens on (bound, then released), with a
+    client bound of :data:`UNREACHABLE_TIMEOUT_S` seconds."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     lib = tmp_path / "lib"
     lib.mkdir(mode=0o700)
-    (lib / "config.toml").write_text(f'[store]\nurl = "etcd://127.0.0.1:{port}/gone"\n')
+    (lib / "config.toml").write_text(
+        f'[store]\nurl = "etcd://127.0.0.1:{port}/gone"\ntimeout_s = {UNREACHABLE_TIMEOUT_S}\n'
+    )
     return lib
 
 
@@ -122,6 +129,7 @@ def test_an_unreachable_cluster_fails_every_command_in_one_line_with_exit_status
         line = _one_line(r)
         assert r.returncode == EXIT_UNAVAILABLE, (args, r.returncode, line)
         assert "unavailable" in line and "127.0.0.1" in line
+        assert f"gave up after {UNREACHABLE_TIMEOUT_S} s" in line  # the library's bound, in every process
     assert not os.path.ismount(mnt)
 
 

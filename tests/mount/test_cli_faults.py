@@ -106,7 +106,8 @@ def test_status_json_on_an_unreachable_store_is_one_json_object(tmp_path, run_cl
     lib = tmp_path / "lib"
     lib.mkdir(mode=0o700)
     (lib / "config.toml").write_text(f'[store]\nurl = "etcd://127.0.0.1:{port}/gone"\n')
-    r = run_cli("status", "--json", str(lib), timeout=60)
+    # the etcd client's bound from the environment (over config.toml's, default 10 s): waited out once
+    r = run_cli("status", "--json", str(lib), timeout=60, env={"LIBRARYFS_STORE_TIMEOUT_S": "1.5"})
     doc = json.loads(r.stdout)
     assert r.returncode == EXIT_UNAVAILABLE, (r.returncode, r.stderr)
     assert doc == {
@@ -114,7 +115,7 @@ def test_status_json_on_an_unreachable_store_is_one_json_object(tmp_path, run_cl
         "exit_code": EXIT_UNAVAILABLE,
         "library": str(lib),
     }
-    assert f"127.0.0.1:{port}" in doc["error"]
+    assert f"127.0.0.1:{port}" in doc["error"] and "gave up after 1.5 s" in doc["error"]
 
 
 @pytest.mark.parametrize("indexer", [True, False], ids=["with-indexer", "no-indexer"])
