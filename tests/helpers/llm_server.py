@@ -2,7 +2,7 @@
 
 Usage::
 
-    from helpers.llm_server import LLMServer, Reply, Status, Raw, Truncated, Delay, Hang, Close, IndexModel
+    from helpers.llm_server import LLMServer, Reply, Status, Raw, Truncated, Delay, Gate, Hang, Close, IndexModel
 
     with LLMServer(default=IndexModel()) as srv:      # default answers every request nothing else claims
         srv.on("summarize", Status(500))              # every "summarize" request, whatever order they come in
@@ -29,6 +29,7 @@ Actions:
 - :class:`Raw` — any body bytes with any status and content type (garbage, truncated JSON);
 - :class:`Truncated` — declares a longer ``Content-Length`` than it sends, then closes the connection;
 - :class:`Delay` — waits ``seconds`` then performs another action (or calls a callable default);
+- :class:`Gate` — waits until the test sets an event, then performs another action;
 - :class:`Hang` — never answers (until the server stops or ``max_s`` passes), then closes;
 - :class:`Close` — closes the connection without any response.
 
@@ -96,6 +97,17 @@ class Delay:
 
     seconds: float
     then: Any
+
+
+@dataclasses.dataclass
+class Gate:
+    """Wait until ``event`` is set (by the test), then perform ``then``; close the connection unanswered if
+    the server stops or ``max_s`` passes first. A model that answers only after the test saw what it must
+    see without the answer: causal, whatever the machine's load."""
+
+    event: threading.Event
+    then: Any
+    max_s: float = 120.0
 
 
 @dataclasses.dataclass
@@ -299,6 +311,13 @@ class LLMServer:
         if isinstance(action, Delay):
             if self._stopping.wait(action.seconds):
                 return
+            return self._perform(h, req, action.then)
+        if isinstance(action, Gate):
+            deadline = time.monotonic() + action.max_s
+            while not action.event.wait(0.05):
+                if self._stopping.is_set() or time.monotonic() > deadline:
+                    h.close_connection = True
+                    return
             return self._perform(h, req, action.then)
         if isinstance(action, Hang):
             self._stopping.wait(action.max_s)
