@@ -39,6 +39,7 @@ if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
 os.environ.setdefault("LIBRARYFS_INDEX_NICE", "0")
 
 import pytest  # noqa: E402
+from helpers import tmpbase  # noqa: E402
 from helpers.etcd_cluster import etcd_backend, etcd_cluster, etcd_url  # noqa: F401, E402  (fixtures)
 from helpers.local_llm import local_llm  # noqa: F401, E402  (session fixture: the real local model)
 from helpers.mount import Mounted, mount  # noqa: F401, E402  (Mounted: the type of the mounted fixture)
@@ -63,6 +64,10 @@ FIXTURE_MARKS = {
     "etcd_url": "etcd",
     "local_llm": "llm_local",
 }  #: a test using the fixture gets the marker
+#: Tests run on two pytest-xdist workers (``scripts/test.sh``: ``-n 2 --dist loadgroup``); a module's tests
+#: run on one worker (its module fixtures are set up once), and every test of a session fixture that costs
+#: a lot to run twice runs on the same worker: one local model server per run, not one per worker.
+XDIST_GROUPS = {"local_llm": "llm_local"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before the tmpdir plugin's, which reads --basetemp
@@ -74,8 +79,10 @@ def pytest_configure(config):
         # deletes the older numbered directories of *every* session of the user, and on a shared machine one
         # of them can hold another run's dead FUSE mount — rmtree hits EIO and the session ends in an
         # internal error after every test passed. Removed when the session passes; kept when it fails.
-        config.option.basetemp = tempfile.mkdtemp(prefix="libraryfs-pytest-")
+        config.option.basetemp = tempfile.mkdtemp(prefix=tmpbase.PREFIX)
         config.stash[_OWN_BASETEMP] = config.option.basetemp
+        # a failed session keeps its base: bound how many pile up (helpers/tmpbase.py)
+        tmpbase.prune_kept_bases(tempfile.gettempdir(), own=config.option.basetemp)
 
 
 _OWN_BASETEMP = pytest.StashKey[str]()  #: the base directory pytest_configure made for this session
@@ -88,8 +95,10 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks given here
 def pytest_collection_modifyitems(config, items):
-    """Mark every test by its directory and by the facilities its fixtures need."""
+    """Mark every test by its directory and by the facilities its fixtures need, and give it its
+    ``xdist_group`` (:data:`XDIST_GROUPS`, else its module)."""
     for item in items:
         try:
             layer = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
@@ -97,9 +106,12 @@ def pytest_collection_modifyitems(config, items):
             layer = ""
         if layer in LAYERS:
             item.add_marker(LAYERS[layer])
+        names = getattr(item, "fixturenames", ())
         for fixture, marker in FIXTURE_MARKS.items():
-            if fixture in getattr(item, "fixturenames", ()):
+            if fixture in names:
                 item.add_marker(marker)
+        group = next((g for fixture, g in XDIST_GROUPS.items() if fixture in names), None)
+        item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::", 1)[0]))
 
 
 REPORTS = pytest.StashKey[dict]()  #: the test's phase reports ("setup", "call", "teardown")

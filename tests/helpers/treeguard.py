@@ -41,6 +41,8 @@ def tree_state(root: Path = ROOT) -> frozenset[str] | None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller guards the whole run, once
     state = tree_state()
     if state is not None:
         session.config.stash[KEY] = state
