@@ -19,7 +19,9 @@ CI is a failure).
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -64,10 +66,37 @@ FIXTURE_MARKS = {
     "etcd_url": "etcd",
     "local_llm": "llm_local",
 }  #: a test using the fixture gets the marker
-#: Tests run on two pytest-xdist workers (``scripts/test.sh``: ``-n 2 --dist loadgroup``); a module's tests
-#: run on one worker (its module fixtures are set up once), and every test of a session fixture that costs
-#: a lot to run twice runs on the same worker: one local model server per run, not one per worker.
-XDIST_GROUPS = {"local_llm": "llm_local"}
+#: a test function or fixture taking the real local model (``local_llm``): its module is an LLM module
+_TAKES_LOCAL_LLM = re.compile(r"\bdef \w+\([^)]*\blocal_llm\b")
+
+
+@functools.cache
+def llm_modules(rootpath: Path) -> frozenset[str]:
+    """The test modules (paths relative to ``rootpath``, as in node ids) with a test that takes ``local_llm``."""
+    return frozenset(
+        p.relative_to(rootpath).as_posix()
+        for p in TESTS.rglob("test_*.py")
+        if _TAKES_LOCAL_LLM.search(p.read_text(encoding="utf-8"))
+    )
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own scheduler choice
+def pytest_xdist_make_scheduler(config, log):
+    """Two pytest-xdist workers (``scripts/test.sh``: ``-n 2 --dist loadfile``): a module's tests run on one
+    worker (its module fixtures are set up once), and every LLM module's on the same one, so the session's
+    real local model server starts once per run, not once per worker (:func:`llm_modules`)."""
+    if config.getvalue("dist") not in ("loadfile", "loadscope", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    llm = llm_modules(config.rootpath)
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "llm_local" if module in llm else module
+
+    return ByModule(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)  # before the tmpdir plugin's, which reads --basetemp
@@ -95,10 +124,9 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks given here
 def pytest_collection_modifyitems(config, items):
-    """Mark every test by its directory and by the facilities its fixtures need, and give it its
-    ``xdist_group`` (:data:`XDIST_GROUPS`, else its module)."""
+    """Mark every test by its directory and by the facilities its fixtures need; a test taking the local
+    model in a module :func:`llm_modules` does not name is a usage error (it would start a second server)."""
     for item in items:
         try:
             layer = Path(str(item.path)).resolve().relative_to(TESTS).parts[0]
@@ -110,8 +138,12 @@ def pytest_collection_modifyitems(config, items):
         for fixture, marker in FIXTURE_MARKS.items():
             if fixture in names:
                 item.add_marker(marker)
-        group = next((g for fixture, g in XDIST_GROUPS.items() if fixture in names), None)
-        item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::", 1)[0]))
+        module = item.nodeid.split("::", 1)[0]
+        if "local_llm" in names and module not in llm_modules(config.rootpath):
+            raise pytest.UsageError(
+                f"{item.nodeid} takes local_llm indirectly: name local_llm in a signature of {module} "
+                "(tests/conftest.py llm_modules), so its tests share the worker that runs the local model"
+            )
 
 
 REPORTS = pytest.StashKey[dict]()  #: the test's phase reports ("setup", "call", "teardown")
