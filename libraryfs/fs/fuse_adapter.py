@@ -28,7 +28,7 @@ import errno
 import functools
 import logging
 import os
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 os.environ.setdefault("FUSE_LIBRARY_NAME", "fuse3")  # mfusepy would load libfuse2 if both exist
@@ -43,6 +43,9 @@ log = logging.getLogger("libraryfs.fuse")
 
 _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
+
+FUSE_READDIR_PLUS = 1  #: libfuse3 ``enum fuse_readdir_flags``: the kernel asked READDIRPLUS
+FUSE_FILL_DIR_PLUS = 2  #: libfuse3 ``enum fuse_fill_dir_flags``: this entry carries its full ``stat``
 
 _libfuse = mfusepy._libfuse
 _libfuse.fuse_invalidate_path.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
@@ -66,11 +69,18 @@ def exit_session(session: int) -> None:
 def _op(fn: Callable) -> Callable:
     """Declare one FUSE operation: its name must be an mfusepy operation (checked at import), and it is
     wrapped so that a domain error becomes its errno and an unknown exception a logged EIO."""
-    fn = mfusepy.overrides(mfusepy.Operations)(fn)
+    return _translated(mfusepy.overrides(mfusepy.Operations)(fn))
+
+
+def _translated(fn: Callable) -> Callable:
+    """``fn`` counted in :attr:`FuseOps.requests` and with errors translated as :func:`_op` says (also for
+    the callbacks mfusepy does not know, e.g. :meth:`FuseOps.readdir_plus`)."""
+    name = fn.__name__
 
     @functools.wraps(fn)
     def wrapper(self, *args):
         """Call the op; translate errors (see :func:`_op`)."""
+        self.requests[name] += 1
         try:
             return fn(self, *args)
         except mfusepy.FuseOSError:
@@ -80,10 +90,10 @@ def _op(fn: Callable) -> Callable:
         except OSError as e:
             code = to_errno(e)
             if code is None:
-                log.exception("FUSE %s failed", fn.__name__)
+                log.exception("FUSE %s failed", name)
             raise mfusepy.FuseOSError(code or errno.EIO) from None
         except Exception:
-            log.exception("FUSE %s raised an unexpected exception; returning EIO", fn.__name__)
+            log.exception("FUSE %s raised an unexpected exception; returning EIO", name)
             raise mfusepy.FuseOSError(errno.EIO) from None
 
     return wrapper
@@ -124,6 +134,9 @@ class FuseOps(mfusepy.Operations):
         #: ``seen(path bytes, ino)`` after every getattr by path (None: off, the default): the paths the
         #: kernel may cache, for invalidation by inode (:mod:`libraryfs.fs.remote_inval`)
         self.seen: Callable[[bytes, int], None] | None = None
+        #: requests served per operation name (``readdir_plus``: READDIRPLUS requests), and
+        #: ``readdirplus_attrs``: entries handed to the kernel with their attributes (``status.json``)
+        self.requests: Counter[str] = Counter()
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
@@ -229,6 +242,28 @@ class FuseOps(mfusepy.Operations):
         return (
             (os.fsdecode(name), {"st_mode": mode, "st_ino": ino}, nxt) for name, mode, ino, nxt in entries
         )
+
+    @_translated
+    def readdir_plus(self, path, offset, fh):
+        """READDIRPLUS from ``offset``: ``(name bytes, type bits, ino, next offset, stat dict or None)`` per
+        entry (:meth:`LibraryView.readdir_plus`); the kernel caches an entry with a ``stat`` as after a
+        lookup, so :attr:`seen` learns its path as from :meth:`getattr`."""
+        entries = self.view.readdir_plus(fh, offset)
+        base = None
+        if self.seen is not None:
+            d = self.view.dir_path(fh)
+            base = None if d is None else d.rstrip(b"/") + b"/"
+        return self._count_plus(entries, base)
+
+    def _count_plus(self, entries, base: bytes | None):
+        """``entries`` passed through, counting those offered with attributes (``readdirplus_attrs``) and
+        telling :attr:`seen` their paths (``base`` + name) when it is set."""
+        for e in entries:
+            if e[4] is not None:
+                self.requests["readdirplus_attrs"] += 1
+                if base is not None:
+                    self.seen(base + e[0], e[2])  # type: ignore[misc]
+            yield e
 
     @_op
     def releasedir(self, path, fh):
@@ -392,6 +427,29 @@ class LibraryFUSE(mfusepy.FUSE):
         return self.operations.rename(
             old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors), flags
         )
+
+    def readdir_fuse_3(self, path, buf, filler, offset, fip, flags) -> int:
+        """libfuse3 readdir; for READDIRPLUS (``flags & FUSE_READDIR_PLUS``) each entry with attributes is
+        filled with its full ``stat`` and ``FUSE_FILL_DIR_PLUS``, so libfuse hands the kernel a node id,
+        the attributes and the entry/attribute timeouts, as a LOOKUP reply would (libfuse ``fill_dir_plus``;
+        mfusepy fills only the type and inode number, with which the kernel caches nothing)."""
+        if not flags & FUSE_READDIR_PLUS:
+            return super().readdir_fuse_3(path, buf, filler, offset, fip, flags)
+        st = mfusepy.c_stat()
+        size = ctypes.sizeof(st)
+        for name, ftype, ino, nxt, attrs in self.operations.readdir_plus(
+            self._p(path), offset, fip.contents.fh
+        ):
+            ctypes.memset(ctypes.addressof(st), 0, size)
+            if attrs is None:
+                st.st_mode, st.st_ino = ftype, ino
+                fill = 0
+            else:
+                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+                fill = FUSE_FILL_DIR_PLUS
+            if filler(buf, name, st, nxt, fill) != 0:
+                break  # the kernel's buffer is full; it asks again from the last offset
+        return 0
 
     def _fh_of(self, fip) -> int | None:
         return fip.contents.fh if fip else None

@@ -125,6 +125,7 @@ def serve(
     :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
     """
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
+    view.virtual.control.requests = ops.requests  # status.json's fuse_requests
     tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
     tasks.start()
     # a shared (etcd) store: other hosts' mounts write too; their journal records drive our kernel caches

@@ -193,6 +193,14 @@ class LibraryView:
         """Entries ``(name, type bits, ino, next offset)`` from ``offset`` of an open directory handle."""
         return self.listing.readdir(fh, offset)
 
+    def readdir_plus(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int, dict | None]]:
+        """READDIRPLUS entries ``(name, type bits, ino, next offset, stat or None)``; see :class:`DirListing`."""
+        return self.listing.readdir_plus(fh, offset)
+
+    def dir_path(self, fh: int) -> bytes | None:
+        """Current path of the stored directory open as ``fh`` (None: generated, detached or unknown)."""
+        return self.listing.dir_path(fh)
+
     def releasedir(self, fh: int) -> None:
         """Forget a directory handle."""
         self.listing.releasedir(fh)
