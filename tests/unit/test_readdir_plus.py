@@ -1,0 +1,116 @@
+"""READDIRPLUS entries of the view (:meth:`LibraryView.readdir_plus`) and the adapter's bookkeeping for them,
+over a real store without a mount: an entry carries a ``stat`` only when it is exactly what a lookup of
+the name would answer at that moment (libraryfs.fs.listing's module doc)."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from libraryfs.errors import BadHandle
+from libraryfs.fs.fuse_adapter import FuseOps
+from libraryfs.fs.store import Store
+from libraryfs.fs.view import LibraryView
+
+UID, GID = os.getuid(), os.getgid()
+
+
+@pytest.fixture
+def v(tmp_path):
+    st = Store.create(tmp_path / "lib")
+    yield LibraryView(st)
+    st.close()
+
+
+def mkfile(v: LibraryView, path: bytes, data: bytes = b"x") -> None:
+    fh = v.create(path, 0o644, os.O_WRONLY, UID, GID)
+    v.write(fh, data, 0)
+    v.release(fh)
+
+
+def plus(v: LibraryView, path: bytes) -> dict[bytes, dict | None]:
+    """name → the ``stat`` READDIRPLUS hands the kernel (None: left to a lookup), for a fresh handle."""
+    fh = v.opendir(path)
+    try:
+        return {name: attrs for name, _t, _i, _o, attrs in v.readdir_plus(fh, 0)}
+    finally:
+        v.releasedir(fh)
+
+
+def test_stored_entries_carry_the_stat_a_lookup_answers(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+    v.mkdir(b"/d/sub", 0o700, UID, GID)
+    for i in range(100):  # more than one batch of PLUS_BATCH
+        mkfile(v, b"/d/f%03d" % i, b"y" * i)
+    got = plus(v, b"/d")
+    assert got[b"."] is None and got[b".."] is None
+    names = [n for n in got if n not in (b".", b"..")]
+    assert len(names) == 101
+    for n in names:
+        assert got[n] == v.getattr(b"/d/" + n), n
+
+
+def test_entries_changed_since_the_snapshot_get_no_stat(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+    for n in (b"gone", b"moved", b"kept"):
+        mkfile(v, b"/d/" + n)
+    fh = v.opendir(b"/d")  # the snapshot lists all three
+    v.unlink(b"/d/gone")
+    v.rename(b"/d/moved", b"/moved")
+    mkfile(v, b"/d/replaced")
+    v.rename(b"/d/replaced", b"/d/kept")  # same name, another inode
+    got = {name: (ino, attrs) for name, _t, ino, _o, attrs in v.readdir_plus(fh, 0)}
+    v.releasedir(fh)
+    assert got[b"gone"][1] is None
+    assert got[b"moved"][1] is None  # a lookup of /d/moved is ENOENT now: no positive dentry for it
+    assert got[b"kept"][1] is None  # the snapshot's inode is no longer the one the name holds
+    assert v.getattr(b"/d/kept")["st_ino"] != got[b"kept"][0]
+
+
+def test_hard_linked_files_and_generated_directories_are_left_to_lookups(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+    mkfile(v, b"/d/one")
+    mkfile(v, b"/d/a")
+    v.link(b"/d/a", b"/d/b")
+    got = plus(v, b"/d")
+    assert got[b"one"] is not None
+    # a lookup of a hard-linked name records it for alias invalidation (libraryfs.fs.aliases)
+    assert got[b"a"] is None and got[b"b"] is None
+    assert all(attrs is None for attrs in plus(v, b"/.libraryfs").values())
+
+
+def test_readdir_plus_resumes_from_an_offset_and_rejects_unknown_handles(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+    for i in range(40):
+        mkfile(v, b"/d/f%02d" % i)
+    fh = v.opendir(b"/d")
+    first = list(v.readdir_plus(fh, 0))
+    again = list(v.readdir_plus(fh, 17))
+    v.releasedir(fh)
+    assert again == first[17:]
+    assert [o for *_x, o, _a in first] == list(range(1, len(first) + 1))
+    with pytest.raises(BadHandle):
+        v.readdir_plus(fh, 0)
+
+
+def test_adapter_counts_and_reports_paths_of_entries_with_attributes(v):
+    """The adapter tells the remote invalidator (``seen``) every path it let the kernel cache, and counts
+    READDIRPLUS requests and entries in ``requests`` (status.json ``fuse_requests``)."""
+    v.mkdir(b"/d", 0o755, UID, GID)
+    v.mkdir(b"/d/e", 0o755, UID, GID)
+    mkfile(v, b"/d/e/x")
+    mkfile(v, b"/d/e/y")
+    ops = FuseOps(v)
+    seen: list[tuple[bytes, int]] = []
+    ops.seen = lambda path, ino: seen.append((path, ino))
+    fh = ops.opendir("/d/e")
+    entries = list(ops.readdir_plus(None, 0, fh))  # libfuse passes no path (nullpath_ok)
+    ops.releasedir(None, fh)
+    assert sorted(seen) == sorted((b"/d/e/" + n, i) for n, _t, i, _o, a in entries if a is not None)
+    assert [p for p, _i in sorted(seen)] == [b"/d/e/x", b"/d/e/y"]
+    assert ops.requests["readdir_plus"] == 1 and ops.requests["readdirplus_attrs"] == 2
+    with pytest.raises(OSError) as ei:
+        ops.readdir_plus(None, 0, fh)  # a released handle: EBADF through the adapter's translation
+    assert ei.value.errno == errno.EBADF
