@@ -44,6 +44,8 @@ log = logging.getLogger("libraryfs.fuse")
 _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
 
+#: FuseOps methods that :class:`LibraryFUSE` calls and mfusepy does not know (wrapped like its operations)
+OWN_CALLBACKS = ("readdir_plus", "find_xattr")
 FUSE_READDIR_PLUS = 1  #: libfuse3 ``enum fuse_readdir_flags``: the kernel asked READDIRPLUS
 FUSE_FILL_DIR_PLUS = 2  #: libfuse3 ``enum fuse_fill_dir_flags``: this entry carries its full ``stat``
 
@@ -253,17 +255,7 @@ class FuseOps(mfusepy.Operations):
         if self.seen is not None:
             d = self.view.dir_path(fh)
             base = None if d is None else d.rstrip(b"/") + b"/"
-        return self._count_plus(entries, base)
-
-    def _count_plus(self, entries, base: bytes | None):
-        """``entries`` passed through, counting those offered with attributes (``readdirplus_attrs``) and
-        telling :attr:`seen` their paths (``base`` + name) when it is set."""
-        for e in entries:
-            if e[4] is not None:
-                self.requests["readdirplus_attrs"] += 1
-                if base is not None:
-                    self.seen(base + e[0], e[2])  # type: ignore[misc]
-            yield e
+        return _count_plus(self, entries, base)
 
     @_op
     def releasedir(self, path, fh):
@@ -401,6 +393,12 @@ class FuseOps(mfusepy.Operations):
         """getxattr(2) → :meth:`LibraryView.getxattr`; ENODATA if absent, ENOTSUP outside user/trusted/security/system."""
         return self.view.getxattr(_b(path), _b(name))
 
+    @_translated
+    def find_xattr(self, path: bytes, name: bytes) -> bytes | None:
+        """getxattr(2) as :class:`LibraryFUSE` calls it: the value, or None for ENODATA (no exception on
+        the common answer); other errors as :meth:`getxattr`."""
+        return self.view.find_xattr(path, name)
+
     @_op
     def listxattr(self, path):
         """listxattr(2) → :meth:`LibraryView.listxattr`."""
@@ -417,6 +415,17 @@ class FuseOps(mfusepy.Operations):
         """removexattr(2) → :meth:`LibraryView.removexattr`; ENODATA if absent."""
         self.view.removexattr(_b(path), _b(name))
         return 0
+
+
+def _count_plus(ops: FuseOps, entries, base: bytes | None):
+    """``entries`` of :meth:`FuseOps.readdir_plus` passed through, counting those offered with attributes
+    (``readdirplus_attrs``) and telling :attr:`FuseOps.seen` their paths (``base`` + name) when it is set."""
+    for e in entries:
+        if e[4] is not None:
+            ops.requests["readdirplus_attrs"] += 1
+            if base is not None:
+                ops.seen(base + e[0], e[2])  # type: ignore[misc]
+        yield e
 
 
 class LibraryFUSE(mfusepy.FUSE):
@@ -450,6 +459,20 @@ class LibraryFUSE(mfusepy.FUSE):
             if filler(buf, name, st, nxt, fill) != 0:
                 break  # the kernel's buffer is full; it asks again from the last offset
         return 0
+
+    def getxattr(self, path: bytes, name: bytes, value, size: int, *args) -> int:
+        """libfuse getxattr through :meth:`FuseOps.find_xattr`: an absent name is ``-ENODATA`` returned, not
+        an exception raised and caught in three layers (``ls -l`` asks two absent names per entry)."""
+        ret = self.operations.find_xattr(path, name)
+        if ret is None:
+            return -errno.ENODATA
+        n = len(ret)
+        if not value:
+            return n  # a size query
+        if n > size:
+            return -errno.ERANGE
+        ctypes.memmove(value, ret, n)
+        return n
 
     def _fh_of(self, fip) -> int | None:
         return fip.contents.fh if fip else None

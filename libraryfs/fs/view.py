@@ -172,6 +172,10 @@ class LibraryView:
         """Value of an extended attribute (ENODATA if absent)."""
         return self.attrs.getxattr(path, name)
 
+    def find_xattr(self, path: bytes, name: bytes) -> bytes | None:
+        """Value of an extended attribute, or None if absent (:meth:`AttrOps.find_xattr`)."""
+        return self.attrs.find_xattr(path, name)
+
     def listxattr(self, path: bytes) -> list[bytes]:
         """Names of the extended attributes."""
         return self.attrs.listxattr(path)

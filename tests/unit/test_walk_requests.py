@@ -1,6 +1,8 @@
-"""READDIRPLUS entries of the view (:meth:`LibraryView.readdir_plus`) and the adapter's bookkeeping for them,
-over a real store without a mount: an entry carries a ``stat`` only when it is exactly what a lookup of
-the name would answer at that moment (libraryfs.fs.listing's module doc)."""
+"""What a tree walk (``ls -laR``, ``rg``) asks of the view, over a real store without a mount (issue 18, cold
+metadata walks): READDIRPLUS entries (:meth:`LibraryView.readdir_plus`; an entry carries a ``stat`` only
+when it is exactly what a lookup of the name would answer at that moment, libraryfs.fs.listing's module doc)
+and the adapter's bookkeeping for them; ``getxattr`` of absent names without exceptions
+(:meth:`LibraryView.find_xattr`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import os
 
 import pytest
 
-from libraryfs.errors import BadHandle
+from libraryfs.errors import BadHandle, NoAttr, NotFound, NotSupported
 from libraryfs.fs.fuse_adapter import FuseOps
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
@@ -114,3 +116,37 @@ def test_adapter_counts_and_reports_paths_of_entries_with_attributes(v):
     with pytest.raises(OSError) as ei:
         ops.readdir_plus(None, 0, fh)  # a released handle: EBADF through the adapter's translation
     assert ei.value.errno == errno.EBADF
+
+
+def test_find_xattr_answers_absent_names_as_none_and_stored_ones_by_value(v):
+    v.mkdir(b"/d", 0o755, UID, GID)
+    mkfile(v, b"/d/f")
+    v.setxattr(b"/d/f", b"user.k", b"v1", 0)
+    assert v.find_xattr(b"/d/f", b"user.k") == b"v1" == v.getxattr(b"/d/f", b"user.k")
+    assert v.find_xattr(b"/d/f", b"user.none") is None
+    # what ls -l asks of every entry: answered without the store (none can be stored yet)
+    for name in (b"security.selinux", b"security.capability", b"system.posix_acl_access"):
+        assert v.find_xattr(b"/d/f", name) is None
+        with pytest.raises(NoAttr):
+            v.getxattr(b"/d/f", name)
+    with pytest.raises(NotSupported):
+        v.setxattr(b"/d/f", b"system.posix_acl_access", b"\x02\0\0\0", 0)
+    # once a security.* attribute is stored, security.* names are looked up in the store
+    v.setxattr(b"/d/f", b"security.selinux", b"ctx", 0)
+    assert v.find_xattr(b"/d/f", b"security.selinux") == b"ctx"
+    assert v.find_xattr(b"/d", b"security.selinux") is None
+    assert v.find_xattr(b"/", b"user.libraryfs.generation") is None  # a stored directory: no such name
+    with pytest.raises(NotFound):
+        v.find_xattr(b"/d/missing", b"user.k")
+    with pytest.raises(NotSupported):
+        v.find_xattr(b"/d/f", b"bogus.k")
+
+
+def test_adapter_find_xattr_translates_errors(v):
+    ops = FuseOps(v)
+    v.mkdir(b"/d", 0o755, UID, GID)
+    assert ops.find_xattr(b"/d", b"user.none") is None
+    with pytest.raises(OSError) as ei:
+        ops.find_xattr(b"/missing", b"user.k")
+    assert ei.value.errno == errno.ENOENT
+    assert ops.requests["find_xattr"] == 2
