@@ -49,6 +49,10 @@ OWN_CALLBACKS = ("readdir_plus", "find_xattr")
 FUSE_READDIR_PLUS = 1  #: libfuse3 ``enum fuse_readdir_flags``: the kernel asked READDIRPLUS
 FUSE_FILL_DIR_PLUS = 2  #: libfuse3 ``enum fuse_fill_dir_flags``: this entry carries its full ``stat``
 
+_NS = 10**9
+_STAT_FIELDS = frozenset(name for name, *_ in mfusepy.c_stat._fields_)
+_STAT_TIMES = {k: k + "spec" for k in ("st_atime", "st_mtime", "st_ctime")}  # mfusepy's timespec fields
+
 _libfuse = mfusepy._libfuse
 _libfuse.fuse_invalidate_path.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _libfuse.fuse_invalidate_path.restype = ctypes.c_int
@@ -417,6 +421,19 @@ class FuseOps(mfusepy.Operations):
         return 0
 
 
+def fill_stat(st, attrs: dict) -> None:
+    """Write a ``stat`` dict (times in ns, as the view returns them) into mfusepy's ``c_stat`` ``st``: the same
+    result as ``mfusepy.set_st_attrs(st, attrs, use_ns=True)`` (keys ``struct stat`` does not have are
+    ignored) in about half its time; it runs for every getattr and every READDIRPLUS entry."""
+    for key, val in attrs.items():
+        ts = _STAT_TIMES.get(key)
+        if ts is not None:
+            t = getattr(st, ts)
+            t.tv_sec, t.tv_nsec = divmod(int(val), _NS)
+        elif key in _STAT_FIELDS:
+            setattr(st, key, val)
+
+
 def _count_plus(ops: FuseOps, entries, base: bytes | None):
     """``entries`` of :meth:`FuseOps.readdir_plus` passed through, counting those offered with attributes
     (``readdirplus_attrs``) and telling :attr:`FuseOps.seen` their paths (``base`` + name) when it is set."""
@@ -454,10 +471,19 @@ class LibraryFUSE(mfusepy.FUSE):
                 st.st_mode, st.st_ino = ftype, ino
                 fill = 0
             else:
-                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+                fill_stat(st, attrs)
                 fill = FUSE_FILL_DIR_PLUS
             if filler(buf, name, st, nxt, fill) != 0:
                 break  # the kernel's buffer is full; it asks again from the last offset
+        return 0
+
+    def fgetattr(self, path, buf, fip) -> int:
+        """libfuse getattr (mfusepy routes ``getattr_fuse_3`` here): the view's ``stat`` dict written with
+        :func:`fill_stat` instead of mfusepy's slower generic copy."""
+        ctypes.memset(buf, 0, ctypes.sizeof(mfusepy.c_stat))
+        fh = fip.contents if fip else None
+        attrs = self.operations.getattr(None if path is None else self._p(path), fh)
+        fill_stat(buf.contents, attrs)
         return 0
 
     def getxattr(self, path: bytes, name: bytes, value, size: int, *args) -> int:

@@ -150,3 +150,21 @@ def test_adapter_find_xattr_translates_errors(v):
         ops.find_xattr(b"/missing", b"user.k")
     assert ei.value.errno == errno.ENOENT
     assert ops.requests["find_xattr"] == 2
+
+
+def test_fill_stat_writes_what_mfusepy_would(v):
+    """The adapter's ``stat`` copy (every getattr and READDIRPLUS entry) is byte-for-byte mfusepy's."""
+    import mfusepy
+
+    from libraryfs.fs.fuse_adapter import fill_stat
+
+    v.mkdir(b"/d", 0o755, UID, GID)
+    mkfile(v, b"/d/f", b"abc")
+    cases = [v.getattr(p) for p in (b"/", b"/d", b"/d/f", b"/.libraryfs", b"/.libraryfs/status.json")]
+    cases.append({**cases[2], "st_birthtime": 5 * 10**9 + 7, "not_a_field": 1})
+    for attrs in cases:
+        ours, theirs = mfusepy.c_stat(), mfusepy.c_stat()
+        fill_stat(ours, attrs)
+        mfusepy.set_st_attrs(theirs, attrs, use_ns=True)
+        assert bytes(ours) == bytes(theirs), attrs
+        assert ours.st_mtimespec.tv_sec * 10**9 + ours.st_mtimespec.tv_nsec == attrs["st_mtime"]
