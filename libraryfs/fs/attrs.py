@@ -178,13 +178,20 @@ class AttrOps(ViewService):
             raise NoAttr("no such attribute")
         return v
 
+    def refresh_security_flag(self) -> None:
+        """Re-read whether a ``security.*`` xattr was ever stored (another process or host may have stored
+        one since this mount started; the mount's background thread calls this every pass until it is)."""
+        if not self.security_xattrs:
+            with self.store.read() as t:
+                self.security_xattrs = t.cfg(S.CFG_SECURITY_XATTRS) == b"1"
+
     def find_xattr(self, path: bytes, name: bytes) -> bytes | None:
         """Value of an extended attribute, or None when absent (ENODATA without an exception: ``ls -l`` asks
         two absent names of every entry, the kernel one before every ``write(2)``).
 
         Answered without the store for names that cannot be stored here: ``security.*`` until one was
-        (``security_xattrs``: ``security.capability`` before each write, ``security.selinux`` from
-        ``ls -l``), and POSIX ACLs (``system.posix_acl_*``, refused by :meth:`setxattr`; the kernel asks
+        (``security_xattrs``, re-read by :meth:`refresh_security_flag`: ``security.capability`` before each
+        write, ``security.selinux`` from ``ls -l``), and POSIX ACLs (``system.posix_acl_*``, refused by :meth:`setxattr`; the kernel asks
         ``posix_acl_access`` for every entry ``ls -l`` shows). Raises NotFound, NotADir, NotSupported (a
         name outside the Linux namespaces)."""
         if name.startswith(b"security.") and not self.security_xattrs:

@@ -168,3 +168,14 @@ def test_fill_stat_writes_what_mfusepy_would(v):
         mfusepy.set_st_attrs(theirs, attrs, use_ns=True)
         assert bytes(ours) == bytes(theirs), attrs
         assert ours.st_mtimespec.tv_sec * 10**9 + ours.st_mtimespec.tv_nsec == attrs["st_mtime"]
+
+
+def test_a_security_xattr_stored_by_another_process_is_seen_after_a_refresh(v):
+    """Another view on the same store (another process or host) stores a ``security.*`` xattr: this view's
+    shortcut stops answering ENODATA once the mount's background pass re-reads the flag."""
+    mkfile(v, b"/f")
+    other = LibraryView(v.store)
+    other.setxattr(b"/f", b"security.selinux", b"ctx", 0)
+    assert v.find_xattr(b"/f", b"security.selinux") is None  # the flag as this view read it at start
+    v.attrs.refresh_security_flag()
+    assert v.find_xattr(b"/f", b"security.selinux") == b"ctx"
