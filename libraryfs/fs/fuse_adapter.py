@@ -458,7 +458,9 @@ class LibraryFUSE(mfusepy.FUSE):
         """libfuse3 readdir; for READDIRPLUS (``flags & FUSE_READDIR_PLUS``) each entry with attributes is
         filled with its full ``stat`` and ``FUSE_FILL_DIR_PLUS``, so libfuse hands the kernel a node id,
         the attributes and the entry/attribute timeouts, as a LOOKUP reply would (libfuse ``fill_dir_plus``;
-        mfusepy fills only the type and inode number, with which the kernel caches nothing)."""
+        mfusepy fills only the type and inode number, with which the kernel caches nothing). libfuse 3.14
+        counts a lookup for the entry that no longer fits the reply too (docs/posix.md: one node kept per
+        such name until unmount)."""
         if not flags & FUSE_READDIR_PLUS:
             return super().readdir_fuse_3(path, buf, filler, offset, fip, flags)
         st = mfusepy.c_stat()
