@@ -10,6 +10,7 @@ import errno
 import os
 
 import pytest
+from helpers.view import mkfile
 
 from libraryfs.errors import BadHandle, NoAttr, NotFound, NotSupported
 from libraryfs.fs.fuse_adapter import FuseOps
@@ -24,12 +25,6 @@ def v(tmp_path):
     st = Store.create(tmp_path / "lib")
     yield LibraryView(st)
     st.close()
-
-
-def mkfile(v: LibraryView, path: bytes, data: bytes = b"x") -> None:
-    fh = v.create(path, 0o644, os.O_WRONLY, UID, GID)
-    v.write(fh, data, 0)
-    v.release(fh)
 
 
 def plus(v: LibraryView, path: bytes) -> dict[bytes, dict | None]:
