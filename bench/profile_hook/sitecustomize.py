@@ -101,7 +101,8 @@ if _OUT:
             import mfusepy
 
             ops = module.FuseOps
-            for attr in dir(mfusepy.Operations):
+            # and the callbacks libraryfs's own FUSE class calls (readdir_plus, find_xattr)
+            for attr in [*dir(mfusepy.Operations), *getattr(module, "OWN_CALLBACKS", ())]:
                 if not attr.startswith("_") and attr in ops.__dict__ and callable(ops.__dict__[attr]):
                     setattr(ops, attr, _wrap_op(attr, ops.__dict__[attr]))
 

@@ -171,19 +171,42 @@ class AttrOps(ViewService):
     # ------------------------------------------------------------------------------------------------
     # xattrs
     def getxattr(self, path: bytes, name: bytes) -> bytes:
-        """Value of an extended attribute; generated files expose ``user.libraryfs.*`` freshness facts."""
-        if name == b"security.capability" and not self.security_xattrs:
-            # the kernel asks this before every write(2); no security.* xattr was ever stored
+        """Value of an extended attribute; generated files expose ``user.libraryfs.*`` freshness facts.
+        Raises NoAttr (ENODATA) if absent, as :meth:`find_xattr` otherwise."""
+        v = self.find_xattr(path, name)
+        if v is None:
             raise NoAttr("no such attribute")
+        return v
+
+    def refresh_security_flag(self) -> None:
+        """Re-read whether a ``security.*`` xattr was ever stored (another process or host may have stored
+        one since this mount started; the mount's background thread calls this every pass until it is)."""
+        if not self.security_xattrs:
+            with self.store.read() as t:
+                self.security_xattrs = t.cfg(S.CFG_SECURITY_XATTRS) == b"1"
+
+    def find_xattr(self, path: bytes, name: bytes) -> bytes | None:
+        """Value of an extended attribute, or None when absent (ENODATA without an exception: ``ls -l`` asks
+        two absent names of every entry, the kernel one before every ``write(2)``).
+
+        Answered without the store for names that cannot be stored here: ``security.*`` until one was
+        (``security_xattrs``, re-read by :meth:`refresh_security_flag`: ``security.capability`` before each
+        write, ``security.selinux`` from ``ls -l``), and POSIX ACLs (``system.posix_acl_*``, refused by :meth:`setxattr`; the kernel asks
+        ``posix_acl_access`` for every entry ``ls -l`` shows). Raises NotFound, NotADir, NotSupported (a
+        name outside the Linux namespaces)."""
+        if name.startswith(b"security.") and not self.security_xattrs:
+            return None
+        if name.startswith(ACL_XATTR_PREFIX):
+            return None
         check_namespace(name)
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
             if not r.is_real:
-                return self.virtual.getxattr(t, r, name)
-            v = t.getxattr(r.ino, name)
-            if v is None:
-                raise NoAttr("no such attribute")
-            return v
+                try:
+                    return self.virtual.getxattr(t, r, name)
+                except NoAttr:
+                    return None
+            return t.getxattr(r.ino, name)
 
     def listxattr(self, path: bytes) -> list[bytes]:
         """Names of the extended attributes (a name outside the Linux namespaces, stored before they were

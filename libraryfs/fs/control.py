@@ -7,7 +7,7 @@ mount's own state. Names come from :mod:`libraryfs.fs.generated`. Nothing here w
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from libraryfs.errors import NotFound
 from libraryfs.fs import generated as G
@@ -24,7 +24,8 @@ class ControlPlane:
 
     ``status_provider() -> dict`` (optional, from the daemon) adds mount-process facts to ``status.json``;
     ``accounting`` supplies ``stats.json`` and the read budget behind ``budget``; ``started_ns`` is when the
-    mount started (ns since the epoch).
+    mount started (ns since the epoch); ``requests`` (set by the mount: the FUSE adapter's counters) are the
+    requests served per operation, shown as ``fuse_requests``.
     """
 
     def __init__(
@@ -41,6 +42,7 @@ class ControlPlane:
         self.read_only = read_only
         self.started_ns = started_ns
         self.status_provider = status_provider
+        self.requests: Mapping[str, int] | None = None
 
     def files(self) -> list[bytes]:
         """Names in ``/.libraryfs/`` (``budget`` only when the mount has a read budget)."""
@@ -86,6 +88,8 @@ class ControlPlane:
         }
         if self.status_provider is not None:
             out["mount"] = self.status_provider()
+        if self.requests is not None:
+            out["fuse_requests"] = dict(self.requests)
         return out
 
 

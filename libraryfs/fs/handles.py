@@ -41,9 +41,11 @@ class Handle:
 
 @dataclass(slots=True)
 class DirHandle:
-    """An open directory: a snapshot of its listing, ``(name, type bits, ino)`` per entry."""
+    """An open directory: a snapshot of its listing, ``(name, type bits, ino)`` per entry; ``ino`` is the
+    stored directory's inode (0 for a generated directory, whose entries get no readdirplus attributes)."""
 
     entries: list[tuple[bytes, int, int]] = field(default_factory=list)
+    ino: int = 0
 
 
 class HandleTable:
@@ -110,10 +112,11 @@ class HandleTable:
         return self._open.get(ino, 0)
 
     # -- directories ------------------------------------------------------------------------------------------
-    def open_dir(self, entries: list[tuple[bytes, int, int]]) -> int:
-        """A new directory handle on the listing ``entries``. Returns the handle number."""
+    def open_dir(self, entries: list[tuple[bytes, int, int]], ino: int = 0) -> int:
+        """A new directory handle on the listing ``entries`` of stored directory ``ino`` (0: generated).
+        Returns the handle number."""
         fh = self._new_fh()
-        self._dirs[fh] = DirHandle(entries)
+        self._dirs[fh] = DirHandle(entries, ino)
         return fh
 
     def dir(self, fh: int) -> DirHandle | None:

@@ -9,6 +9,16 @@ stored (issue 14: ``cp -a``, ``rsync --delete``, ``tar``, ``diff -r``, ``git sta
 stable while the directory
 changes (ARCHITECTURE C05; readdir(3) and seekdir(3) semantics). Entries are ``(name bytes, type bits of
 ``st_mode``, ino)``; ``.`` and ``..`` carry the directory's and its parent's inode numbers.
+
+``readdir_plus`` serves the kernel's READDIRPLUS (fuse(4); libfuse's ``FUSE_READDIR_PLUS``): each entry also
+carries its full ``stat`` as of that request, so the kernel caches the entry and its attributes from the
+listing and sends no LOOKUP per name afterwards (``ls -l``, ``find``, ``rg`` walking a tree). An entry gets
+attributes only when they are exactly what a lookup of the name would answer at that moment: its dirent
+still names the same inode (the snapshot may be older than a rename or unlink), the inode exists, and it
+is not a hard-linked file (a lookup of one records the name for alias invalidation,
+:mod:`libraryfs.fs.aliases`). Generated directories and ``.``/``..`` get none. The kernel keeps these
+attributes for the attribute timeout, exactly as after a lookup; every invalidation that covers a looked-up
+name (hard links, the indexer's TOC pages, another host's journal records) covers them too.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from collections.abc import Iterator
 
 from libraryfs.errors import BadHandle, NotADir
 from libraryfs.fs import schema as S
+from libraryfs.fs.nodes import inode_stat
 from libraryfs.fs.resolve import ViewService
 from libraryfs.fs.store import Txn
 
@@ -35,9 +46,9 @@ class DirListing(ViewService):
                 link = t.dirparent(r.ino)
                 entries = _dots(r.ino, S.ROOT_INO if link is None else link[0])
                 entries.extend(_stored_entries(t, r.ino))
-            else:
-                entries = _dots(*self.virtual.dir_inos(t, r))
-                entries.extend(self.virtual.listdir(t, r))
+                return self.handles.open_dir(entries, r.ino)
+            entries = _dots(*self.virtual.dir_inos(t, r))
+            entries.extend(self.virtual.listdir(t, r))
         return self.handles.open_dir(entries)
 
     def readdir(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int]]:
@@ -59,9 +70,62 @@ class DirListing(ViewService):
 
         return gen()
 
+    def readdir_plus(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int, dict | None]]:
+        """Entries ``(name, type bits, ino, next offset, stat dict or None)`` from ``offset`` (module doc: which
+        entries get a ``stat``, as :meth:`getattr` would answer it; None: the kernel looks the name up).
+
+        Raises BadHandle at once for an unknown handle. Attributes are read per batch of entries in one read
+        transaction, batches doubling from :data:`PLUS_BATCH` (the kernel's buffer takes a few dozen)."""
+        d = self.handles.dir(fh)
+        if d is None:
+            raise BadHandle("bad directory handle")
+        entries, dir_ino = d.entries, d.ino
+
+        def gen() -> Iterator[tuple[bytes, int, int, int, dict | None]]:
+            """Yield the entries of the handle from ``offset`` with their attributes, batch by batch."""
+            k, batch = offset, PLUS_BATCH
+            while k < len(entries):
+                end = min(k + batch, len(entries))
+                if dir_ino:
+                    with self.store.read() as t:
+                        out = [
+                            (*entries[i], i + 1, _plus_stat(t, dir_ino, *entries[i])) for i in range(k, end)
+                        ]
+                else:
+                    out = [(*entries[i], i + 1, None) for i in range(k, end)]
+                yield from out
+                k, batch = end, min(batch * 2, PLUS_BATCH_MAX)
+
+        return gen()
+
+    def dir_path(self, fh: int) -> bytes | None:
+        """Current absolute path of the stored directory open as ``fh``; None for a generated directory, a
+        detached one or an unknown handle."""
+        d = self.handles.dir(fh)
+        if d is None or not d.ino:
+            return None
+        with self.store.read() as t:
+            return t.path_of(d.ino)
+
     def releasedir(self, fh: int) -> None:
         """Forget a directory handle (closedir(3))."""
         self.handles.close_dir(fh)
+
+
+PLUS_BATCH = 32  #: entries whose attributes one readdirplus read transaction fetches first
+PLUS_BATCH_MAX = 512  #: largest batch
+
+
+def _plus_stat(t: Txn, dir_ino: int, name: bytes, _ftype: int, ino: int) -> dict | None:
+    """The ``stat`` of entry ``name`` → ``ino`` of stored directory ``dir_ino`` for READDIRPLUS, or None when
+    a lookup must decide (module doc): a dot entry, a dirent gone or moved since the snapshot, a hard-linked
+    file."""
+    if name == b"." or name == b".." or t.lookup(dir_ino, name) != ino:
+        return None
+    node = t.inode(ino)
+    if node is None or (node.nlink > 1 and not node.is_dir):
+        return None
+    return inode_stat(node)
 
 
 def _dots(ino: int, parent_ino: int) -> list[tuple[bytes, int, int]]:

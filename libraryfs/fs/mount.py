@@ -48,7 +48,9 @@ class MountTasks:
 
     ``invalidate(path bytes) -> int`` drops the kernel's caches of one path (0, or a negative errno: a
     failure only delays freshness); ``deferred() -> list[bytes]`` (optional) hands over more paths to
-    invalidate that the FUSE loop could not safely invalidate itself (hard links' other names while open). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
+    invalidate that the FUSE loop could not safely invalidate itself (hard links' other names while open);
+    ``refresh()`` (optional) re-reads store flags the view caches (whether any ``security.*`` xattr exists,
+    which another process or host may have stored). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
     and the next pass runs.
     """
 
@@ -60,10 +62,12 @@ class MountTasks:
         poll_s: float = POLL_S,
         sync_interval_s: float = SYNC_INTERVAL_S,
         deferred: Callable[[], list[bytes]] | None = None,
+        refresh: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.invalidate = invalidate
         self.deferred = deferred
+        self.refresh = refresh
         self.poll_s = poll_s
         self.sync_interval_s = sync_interval_s
         self.watcher = TocWatcher(store)
@@ -92,6 +96,8 @@ class MountTasks:
             self.invalidate(path)
         for path in self.deferred() if self.deferred is not None else ():
             self.invalidate(path)
+        if self.refresh is not None:
+            self.refresh()
         if time.monotonic() - last_sync_s >= self.sync_interval_s:
             self.store.sync()
             return time.monotonic()
@@ -125,7 +131,10 @@ def serve(
     :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
     """
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
-    tasks = MountTasks(view.store, ops.invalidate, deferred=ops.take_deferred)
+    view.virtual.control.requests = ops.requests  # status.json's fuse_requests
+    tasks = MountTasks(
+        view.store, ops.invalidate, deferred=ops.take_deferred, refresh=view.attrs.refresh_security_flag
+    )
     tasks.start()
     # a shared (etcd) store: other hosts' mounts write too; their journal records drive our kernel caches
     remote = None

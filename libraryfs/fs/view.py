@@ -172,6 +172,10 @@ class LibraryView:
         """Value of an extended attribute (ENODATA if absent)."""
         return self.attrs.getxattr(path, name)
 
+    def find_xattr(self, path: bytes, name: bytes) -> bytes | None:
+        """Value of an extended attribute, or None if absent (:meth:`AttrOps.find_xattr`)."""
+        return self.attrs.find_xattr(path, name)
+
     def listxattr(self, path: bytes) -> list[bytes]:
         """Names of the extended attributes."""
         return self.attrs.listxattr(path)
@@ -192,6 +196,14 @@ class LibraryView:
     def readdir(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int]]:
         """Entries ``(name, type bits, ino, next offset)`` from ``offset`` of an open directory handle."""
         return self.listing.readdir(fh, offset)
+
+    def readdir_plus(self, fh: int, offset: int) -> Iterator[tuple[bytes, int, int, int, dict | None]]:
+        """READDIRPLUS entries ``(name, type bits, ino, next offset, stat or None)``; see :class:`DirListing`."""
+        return self.listing.readdir_plus(fh, offset)
+
+    def dir_path(self, fh: int) -> bytes | None:
+        """Current path of the stored directory open as ``fh`` (None: generated, detached or unknown)."""
+        return self.listing.dir_path(fh)
 
     def releasedir(self, fh: int) -> None:
         """Forget a directory handle."""

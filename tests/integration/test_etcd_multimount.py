@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -76,6 +77,31 @@ def test_two_read_write_mounts_keep_every_acknowledged_write_and_see_each_other(
     assert facts["clean_shutdown"] and facts["holders"]["mount"] == []  # the last unmount set the flag
     r = run_cli("check", str(a))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_entries_a_listing_cached_follow_the_other_mounts_writes(run_cli, etcd_url, tmp_path):
+    """``ls -l`` on B caches every entry's attributes from one READDIRPLUS (no lookup per name); a write on A,
+    whose journal record names only the inode, must still reach those names on B through its journal watch
+    (the listing tells the watch their paths, as a lookup would). Fails while B keeps the listed size for
+    its 60 s attribute timeout."""
+    with _two_mounts(run_cli, etcd_url, tmp_path, indexer=False) as (_a, _b, ma, mb):
+        (ma / "sentinel").write_bytes(b"1")
+        assert (mb / "sentinel").stat().st_size == 1  # B caches it (a lookup)
+        (ma / "walk").mkdir()
+        for i in range(20):
+            (ma / "walk" / f"f{i:02d}").write_bytes(b"x" * i)
+        with open(ma / "sentinel", "ab") as f:
+            f.write(b"2")  # after the creates: once B sees it, B's watch has applied every record before it
+        wait_until(lambda: (mb / "sentinel").stat().st_size == 2, 30, "A's append to sentinel seen by B")
+        listed = subprocess.run(["ls", "-ln", str(mb / "walk")], capture_output=True, text=True, check=True)
+        assert len(listed.stdout.splitlines()) == 21  # "total" + 20 entries, sizes cached on B for 60 s
+        assert (mb / "walk" / "f07").stat().st_size == 7
+        with open(ma / "walk" / "f07", "ab") as f:
+            f.write(b"appended")
+        wait_until(
+            lambda: (mb / "walk" / "f07").stat().st_size == 15, 30, "A's append seen by B after a listing"
+        )
+        assert (mb / "walk" / "f07").read_bytes() == b"x" * 7 + b"appended"
 
 
 def _exercise(run_cli, a: Path, b: Path, ma: Path, mb: Path, tmp_path: Path) -> list[dict]:
