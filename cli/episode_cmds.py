@@ -145,15 +145,16 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
             pass
 
 
-def _units(episode: str, libdir: str) -> list:
-    """The units of an episode, read in one read-only transaction (works beside a live mount; no page walk:
-    the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`)."""
+def _unit_records(episode: str, libdir: str) -> list[bytes]:
+    """The stored units of an episode (their JSON), read in one read-only transaction (works beside a live
+    mount; no page walk: the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`,
+    and parses them itself: bytes cross the pipe far cheaper than objects)."""
     from libraryfs.features.episodes.unitdb import UnitDB
     from libraryfs.fs.store import Store
 
     store = Store(libdir, readonly=True)
     try:
-        return UnitDB(store).units(episode)
+        return UnitDB(store).records(episode)
     except NotFound:  # no episode was ever built: the units table does not exist yet
         return []
     finally:
@@ -164,10 +165,11 @@ def _episode_index(episode: str, libdir: str):
     """The unit index of an episode. The store is read in a forked child: LMDB crashing on a damaged page
     is a one-line report (a writable open would walk every page first: seconds at 10⁵ entries)."""
     from libraryfs.features.episodes.index import EpisodeIndex
+    from libraryfs.features.episodes.unitdb import parse_units
     from libraryfs.fs.isolated import run_isolated
 
     _check_ep(episode)
-    units = run_isolated(lambda: _units(episode, libdir))  # errors: one line (handle_errors)
+    units = parse_units(run_isolated(lambda: _unit_records(episode, libdir)))  # errors: one line
     if not units:
         raise click.ClickException(
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"

@@ -201,14 +201,15 @@ class EpisodeIndex:
 
     # -- text ranking -----------------------------------------------------------------------------------------
     def bm25(self, tokens: list[str]) -> list[float]:
-        """BM25 score of each unit (in :attr:`units` order) for the question's ``tokens``."""
-        from rank_bm25 import BM25Okapi
+        """BM25 score of each unit (in :attr:`units` order) for the question's ``tokens``
+        (:class:`~libraryfs.features.episodes.bm25.Okapi`: ``rank_bm25.BM25Okapi``'s scores without numpy)."""
+        from libraryfs.features.episodes.bm25 import Okapi
 
         if not self.units:
             return []
         if self._bm25 is None:
-            self._bm25 = BM25Okapi([tokenize(u.terms()) for u in self.units])
-        return [float(x) for x in self._bm25.get_scores(tokens)]
+            self._bm25 = Okapi([tokenize(u.terms()) for u in self.units])
+        return self._bm25.get_scores(tokens)
 
 
 def marks_text(names: list[str], ordinal: Callable[[str], int | None]) -> str:

@@ -5,7 +5,7 @@
    (:class:`~libraryfs.features.episodes.resolve.Resolver`): every fact the resolution used — the k-th
    occurrence of each hop of a chain, a visit's first and last step, the occurrences inside a visit up to
    the one asked for, every counted occurrence, the asked field at the target step — is recorded.
-2. **Candidates** — BM25 (``rank_bm25.BM25Okapi``) over each unit's text (fields, observation, summary).
+2. **Candidates** — BM25 (:class:`~libraryfs.features.episodes.bm25.Okapi`, ``rank_bm25.BM25Okapi``'s scores) over each unit's text (fields, observation, summary).
 3. **Re-ranking** — ``0.5·anchor compatibility + 0.3·chain support + 0.2·text similarity``: compatibility is
    the share of the question's named things the unit carries; chain support decays with the distance in
    steps to the nearest resolved step (``exp(-d/3)``); text similarity is BM25 divided by the best BM25.
