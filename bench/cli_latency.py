@@ -139,7 +139,11 @@ def command_imports_us(cmds: dict[str, list[str]], runs: int, env: dict[str, str
         totals, per_mod = [], {}
         for _ in range(runs):
             r = subprocess.run(
-                [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, env=env
+                [argv[0], "-X", "importtime", *argv[1:]],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=NEUTRAL_CWD,
             )
             top = [(cum, n.strip()) for _own, cum, n in _importtime_lines(r.stderr) if not n.startswith("  ")]
             totals.append(sum(c for c, _ in top))
