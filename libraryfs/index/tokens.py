@@ -85,8 +85,8 @@ def _rank_bytes() -> tuple[bytes, ...]:
         for line in f:
             line = line.strip()
             if line:
-                token_b64, rank = line.split(b" ")
-                ranks[int(rank)] = base64.b64decode(token_b64)
+                token_b64, rank_text = line.split(b" ")
+                ranks[int(rank_text)] = base64.b64decode(token_b64)
     table = [b""] * (max(ranks) + 1)
     for rank, token in ranks.items():
         table[rank] = token

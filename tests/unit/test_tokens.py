@@ -75,30 +75,33 @@ def test_decode_bytes_equals_the_package_decoding(reference):
         tokens.decode_bytes([199_999])  # <|endoftext|>: not an ordinary token
 
 
+def _python(code: str) -> str:
+    """stdout of ``code`` run by a fresh interpreter (a process that has not imported the package yet)."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
 def test_counting_does_not_import_the_package():
     """The package's ``__init__`` (which decodes three vocabularies) never runs to count or encode."""
-    code = (
+    out = _python(
         "import sys\n"
         "from libraryfs.index.tokens import count_tokens, encode\n"
         "assert count_tokens('hello world') == 2 and encode('hello world') == [24912, 2375]\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'bpe_openai'))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "['bpe_openai._bindings']"  # the extension alone: no compat, no registry
+    assert out == "['bpe_openai._bindings']"  # the extension alone: no compat, no registry
 
 
-def test_the_package_imported_first_is_reused_and_imports_after_still_work():
-    code = (
+def test_the_package_imported_after_reuses_the_extension_and_works():
+    out = _python(
         "import sys\n"
         "from libraryfs.index.tokens import count_tokens, _load_bindings\n"
         "n = count_tokens('hello world')\n"
-        "import bpe_openai\n"  # after the direct load: the package loads its own copy of the extension
+        "import bpe_openai\n"  # after the direct load: its __init__ runs and finds the extension loaded
         "enc = bpe_openai.get_encoding('o200k_base')\n"
         "assert len(enc.encode('hello world')) == n == 2\n"
         "assert _load_bindings() is sys.modules['bpe_openai._bindings']\n"
         "print('ok')\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ok"
+    assert out == "ok"
