@@ -69,8 +69,8 @@ def test_recall_packs_the_same_lines_and_tokens_as_with_rank_bm25_and_bpe_openai
     units, qs = episode
     ours, ref = EpisodeIndex(units), EpisodeIndex(units)
     ref._bm25 = _RankBM25([tokenize(u.terms()) for u in ref.units])
-    for q in qs[:40]:
-        for budget in (0, 30, 200, 1000):
+    for q in qs[:25]:
+        for budget in (0, 200, 1000):
             a, b = recall(ours, q, budget), recall(ref, q, budget)
             assert (a.text, a.tokens, [(i.t, i.kind, i.score) for i in a.items]) == (
                 b.text,
