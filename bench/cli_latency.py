@@ -10,8 +10,18 @@ renumbered) built by the deterministic episode builder. Then every command runs 
 * ``libraryfs --version`` (the CLI's import cost), ``libraryfs find LIB TERM``, ``libraryfs status LIB``,
   ``libraryfs recall EP Q --library LIB``, ``libraryfs answer EP Q --library LIB --reader rules``.
 
+Each run records wall time and the CPU time (user + sys) of the command's process and its children (the
+forked reader of ``run_isolated``): on a loaded machine CPU is the steadier figure. After building, one
+indexing pass runs (``libraryfs index``, skip with ``--no-index``) so that ``find`` answers from the term
+index as on a library in use. The commands run with a private bytecode cache (``PYTHONPYCACHEPREFIX`` in
+the temp dir, warmed by one untimed round; ``PYTHONDONTWRITEBYTECODE`` dropped): an installed package has
+its ``.pyc`` files, and without them every process compiles its sources again (``--no-bytecode-cache``
+keeps the caller's environment).
+
 The import time is reported separately: ``python -X importtime -c "import libraryfs.cli.main"``, the
-cumulative µs of that module (median of ``--runs``). The load average before and after is recorded.
+cumulative µs of that module (median of ``--runs``), and for each command path the sum of the top-level
+imports of ``python -X importtime -m libraryfs.cli.main <command>`` (the forked child's included) with its
+costliest modules. The load average before and after is recorded.
 
 Run: ``python bench/cli_latency.py [--entries 100000] [--steps 10000] [--runs 15] [--out FILE]``. Prints a
 table and writes JSON (default ``bench/results/cli_latency.json``).
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -51,8 +62,9 @@ def entry_text(i: int) -> bytes:
     ).encode()
 
 
-def build(libdir: str, entries: int, steps: int) -> dict:
-    """``libraryfs init`` + ``entries`` files + one episode ``e1`` of ``steps`` steps; seconds per phase."""
+def build(libdir: str, entries: int, steps: int, index: bool = True) -> dict:
+    """``libraryfs init`` + ``entries`` files + one episode ``e1`` of ``steps`` steps (+ one indexing pass
+    when ``index``); seconds per phase."""
     from libraryfs.features.episodes.builder import EpisodeBuilder
     from libraryfs.fs.store import Store
     from libraryfs.fs.tree import StoreTree
@@ -70,7 +82,14 @@ def build(libdir: str, entries: int, steps: int) -> dict:
             EpisodeBuilder(tree, store).build("e1")
     finally:
         store.close()
-    return {"entries_s": round(t1 - t0, 1), "episode_s": round(time.perf_counter() - t1, 1)}
+    t2 = time.perf_counter()
+    if index:
+        subprocess.run([*_libraryfs(), "index", libdir], check=True, capture_output=True)
+    return {
+        "entries_s": round(t1 - t0, 1),
+        "episode_s": round(t2 - t1, 1),
+        "index_s": round(time.perf_counter() - t2, 1) if index else None,
+    }
 
 
 def _steps_jsonl(steps: int) -> bytes:
@@ -101,6 +120,40 @@ def commands(libdir: str, steps: int, lfs: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def _importtime_lines(stderr: str):
+    """``(self_us, cumulative_us, name with its indent)`` of each ``-X importtime`` line."""
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line or "cumulative" in line:
+            continue
+        own, cum, name = line[len("import time:") :].split("|")
+        yield int(own), int(cum), name.rstrip()
+
+
+def command_imports_us(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, dict]:
+    """Per ``python`` command: median over ``runs`` of the summed top-level imports of ``-X importtime``
+    (everything the command path imported, the forked child's too) and its 5 costliest top-level modules."""
+    out = {}
+    for name, argv in cmds.items():
+        if argv[0] == "true" or "-c" in argv[:2]:
+            continue
+        totals, per_mod = [], {}
+        for _ in range(runs):
+            r = subprocess.run(
+                [argv[0], "-X", "importtime", *argv[1:]],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=NEUTRAL_CWD,
+            )
+            top = [(cum, n.strip()) for _own, cum, n in _importtime_lines(r.stderr) if not n.startswith("  ")]
+            totals.append(sum(c for c, _ in top))
+            for c, n in top:
+                per_mod.setdefault(n, []).append(c)
+        costly = sorted(((sum(v) / runs, k) for k, v in per_mod.items()), reverse=True)[:5]
+        out[name] = {"imports_us": statistics.median(totals), "top_us": {k: int(v) for v, k in costly}}
+    return out
+
+
 def import_us(runs: int, python: str = sys.executable) -> dict:
     """Median cumulative µs of ``import libraryfs.cli.main`` under ``python`` and its 8 costliest modules."""
     totals, per_mod = [], {}
@@ -112,39 +165,91 @@ def import_us(runs: int, python: str = sys.executable) -> dict:
             text=True,
             check=True,
         )
-        for line in r.stderr.splitlines():
-            if not line.startswith("import time:") or "|" not in line or "cumulative" in line:
-                continue
-            _self, cum, name = (x.strip() for x in line[len("import time:") :].split("|"))
-            per_mod.setdefault(name, []).append(int(cum))
+        for _own, cum, name in _importtime_lines(r.stderr):
+            name = name.strip()
+            per_mod.setdefault(name, []).append(cum)
             if name == "libraryfs.cli.main":
-                totals.append(int(cum))
+                totals.append(cum)
     top = sorted(
         ((statistics.median(v), k) for k, v in per_mod.items() if k != "libraryfs.cli.main"), reverse=True
     )
     return {"cli_main_us": statistics.median(totals), "top_cumulative_us": {k: int(v) for v, k in top[:8]}}
 
 
+def _children_cpu_s() -> float:
+    """User + sys seconds of this process's waited-for children (and theirs) so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _p(xs: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``xs`` (nearest rank), rounded to 0.1."""
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1)
+
+
 def time_commands(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, dict]:
-    """Wall ms per command (fresh subprocess each), the commands interleaved over ``runs`` rounds."""
-    samples: dict[str, list[float]] = {k: [] for k in cmds}
+    """Wall and CPU (user + sys, children included) ms per command (fresh subprocess each), the commands
+    interleaved over ``runs`` rounds."""
+    wall: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
     codes: dict[str, set[int]] = {k: set() for k in cmds}
     for _ in range(runs):
         for name, argv in cmds.items():
-            t0 = time.perf_counter()
+            c0, t0 = _children_cpu_s(), time.perf_counter()
             r = subprocess.run(argv, capture_output=True, env=env, cwd=NEUTRAL_CWD)
-            samples[name].append((time.perf_counter() - t0) * 1000)
+            wall[name].append((time.perf_counter() - t0) * 1000)
+            cpu[name].append((_children_cpu_s() - c0) * 1000)
             codes[name].add(r.returncode)
     out = {}
-    for name, xs in samples.items():
+    for name, xs in wall.items():
         xs.sort()
+        cs = sorted(cpu[name])
         out[name] = {
             "p50_ms": round(statistics.median(xs), 1),
-            "p90_ms": round(xs[min(len(xs) - 1, int(0.9 * len(xs)))], 1),
+            "p90_ms": _p(xs, 0.9),
             "min_ms": round(xs[0], 1),
+            "cpu_p50_ms": round(statistics.median(cs), 1),
+            "cpu_p90_ms": _p(cs, 0.9),
             "exit_codes": sorted(codes[name]),
         }
     return out
+
+
+def command_env(scratch: str, bytecode_cache: bool) -> dict[str, str]:
+    """The environment of the timed commands: no LLM endpoint; with ``bytecode_cache``, a private
+    ``PYTHONPYCACHEPREFIX`` under ``scratch`` (``PYTHONDONTWRITEBYTECODE`` dropped)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARYFS_LLM")}
+    if bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(scratch, "pycache")
+    return env
+
+
+def print_report(report: dict) -> None:
+    """The tables of one run (wall and CPU per command, import times) on stdout."""
+    load = report["loadavg_before"]
+    print(
+        f"\n{report['entries']} entries, {report['steps']} episode steps, {report['runs']} runs, load {load[0]:.1f}"
+    )
+    print(
+        "| command | wall p50 / p90 / min ms | CPU p50 / p90 ms | imports ms | exit |\n|---|---|---|---|---|"
+    )
+    for name, r in report["commands"].items():
+        imp = report["command_imports"].get(name)
+        imp_ms = f"{imp['imports_us'] / 1000:.1f}" if imp else ""
+        print(
+            f"| `{name}` | {r['p50_ms']} / {r['p90_ms']} / {r['min_ms']} | {r['cpu_p50_ms']} / {r['cpu_p90_ms']} "
+            f"| {imp_ms} | {r['exit_codes']} |"
+        )
+    for name, imp in report["command_imports"].items():
+        top = ", ".join(f"{k} {v / 1000:.1f}" for k, v in imp["top_us"].items())
+        print(f"  imports of `{name}`: {imp['imports_us'] / 1000:.1f} ms ({top})")
+    for which, imp in report["import"].items():
+        print(
+            f"\nimport libraryfs.cli.main ({which}): {imp['cli_main_us'] / 1000:.1f} ms (python -X importtime)"
+        )
+        for k, v in imp["top_cumulative_us"].items():
+            print(f"  {k}: {v / 1000:.1f} ms")
 
 
 def main() -> None:
@@ -153,6 +258,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10_000, help="episode steps (0: no episode, no recall)")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--library", help="reuse (or build once into) this library directory")
+    ap.add_argument(
+        "--no-index", action="store_true", help="no indexing pass after building (find falls back)"
+    )
+    ap.add_argument("--no-bytecode-cache", action="store_true", help="keep the caller's bytecode settings")
     ap.add_argument(
         "--libraryfs",
         help="the libraryfs command to time (default: this environment's; e.g. another checkout's)",
@@ -164,30 +273,29 @@ def main() -> None:
     )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cli_latency.json"))
     args = ap.parse_args()
-    tmp = None
-    libdir = args.library
+    tmp = tempfile.mkdtemp(prefix="cli-latency-")
+    libdir = args.library or os.path.join(tmp, "lib")
     built: dict = {}
-    if not libdir or not os.path.exists(libdir):
-        if not libdir:
-            tmp = tempfile.mkdtemp(prefix="cli-latency-")
-            libdir = os.path.join(tmp, "lib")
-        built = build(libdir, args.entries, args.steps)
+    if not os.path.exists(libdir):
+        built = build(libdir, args.entries, args.steps, index=not args.no_index)
         print(f"built {args.entries} entries + {args.steps} steps: {built}", file=sys.stderr)
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LIBRARYFS_LLM")}
-        load_before = os.getloadavg()
-        imports = {"this": import_us(args.runs)}
+        env = command_env(tmp, not args.no_bytecode_cache)
         lfs = [args.libraryfs] if args.libraryfs else _libraryfs()
         cmds = commands(libdir, args.steps, lfs)
         if args.baseline_python:
-            imports["baseline"] = import_us(args.runs, args.baseline_python)
             base = commands(libdir, args.steps, [args.baseline_python, "-m", "libraryfs.cli.main"])
             cmds.update({f"baseline {k}": v for k, v in base.items() if k not in ("true", "python -c pass")})
+        time_commands(cmds, 1, env)  # untimed: fills the bytecode cache
+        load_before = os.getloadavg()
+        imports = {"this": import_us(args.runs)}
+        if args.baseline_python:
+            imports["baseline"] = import_us(args.runs, args.baseline_python)
         results = time_commands(cmds, args.runs, env)
+        command_imports = command_imports_us(cmds, max(3, args.runs // 3), env)
         load_after = os.getloadavg()
     finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     report = {
         "entries": args.entries,
         "steps": args.steps,
@@ -195,24 +303,15 @@ def main() -> None:
         "build_s": built,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
+        "bytecode_cache": not args.no_bytecode_cache,
         "import": imports,
         "commands": results,
+        "command_imports": command_imports,
         "python": sys.version.split()[0],
         "libraryfs_command": args.libraryfs or " ".join(_libraryfs()),
         "baseline_python": args.baseline_python,
     }
-    print(
-        f"\n{args.entries} entries, {args.steps} episode steps, {args.runs} runs, load {load_before[0]:.1f}"
-    )
-    print("| command | p50 ms | p90 ms | min ms | exit |\n|---|---|---|---|---|")
-    for name, r in results.items():
-        print(f"| `{name}` | {r['p50_ms']} | {r['p90_ms']} | {r['min_ms']} | {r['exit_codes']} |")
-    for which, imp in imports.items():
-        print(
-            f"\nimport libraryfs.cli.main ({which}): {imp['cli_main_us'] / 1000:.1f} ms (python -X importtime)"
-        )
-        for k, v in imp["top_cumulative_us"].items():
-            print(f"  {k}: {v / 1000:.1f} ms")
+    print_report(report)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)

@@ -145,34 +145,52 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
             pass
 
 
-def _units(episode: str, libdir: str) -> list:
-    """The units of an episode, read in one read-only transaction (works beside a live mount; no page walk:
-    the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`)."""
+def _unit_records(episode: str, libdir: str, known: str | None) -> tuple[str, list[bytes] | None]:
+    """``(digest, records)``: the digest of the episode's stored units
+    (:func:`~libraryfs.features.episodes.indexcache.records_digest`) and their JSON — None instead when the
+    digest is ``known`` (the saved index is current). One read-only transaction (works beside a live mount;
+    no page walk: the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`; bytes
+    cross the pipe far cheaper than objects)."""
+    from libraryfs.features.episodes.indexcache import records_digest
     from libraryfs.features.episodes.unitdb import UnitDB
     from libraryfs.fs.store import Store
 
     store = Store(libdir, readonly=True)
     try:
-        return UnitDB(store).units(episode)
+        records = UnitDB(store).records(episode)
     except NotFound:  # no episode was ever built: the units table does not exist yet
-        return []
+        records = []
     finally:
         store.close()
+    digest = records_digest(records)
+    return digest, (None if digest == known else records)
 
 
 def _episode_index(episode: str, libdir: str):
-    """The unit index of an episode. The store is read in a forked child: LMDB crashing on a damaged page
-    is a one-line report (a writable open would walk every page first: seconds at 10⁵ entries)."""
+    """The unit index of an episode: the saved one when it is current
+    (:mod:`~libraryfs.features.episodes.indexcache`), else built from the units and saved. The store is read
+    in a forked child: LMDB crashing on a damaged page is a one-line report (a writable open would walk
+    every page first: seconds at 10⁵ entries)."""
+    from libraryfs.features.episodes import indexcache
     from libraryfs.features.episodes.index import EpisodeIndex
+    from libraryfs.features.episodes.unitdb import parse_units
     from libraryfs.fs.isolated import run_isolated
 
     _check_ep(episode)
-    units = run_isolated(lambda: _units(episode, libdir))  # errors: one line (handle_errors)
+    path = indexcache.path_for(libdir, episode)
+    saved = indexcache.load(path)
+    known = saved[0] if saved else None
+    digest, records = run_isolated(lambda: _unit_records(episode, libdir, known))  # errors: one line
+    if records is None and saved is not None:
+        return EpisodeIndex.from_state(saved[1])
+    units = parse_units(records or [])
     if not units:
         raise click.ClickException(
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
         )
-    return EpisodeIndex(units)
+    idx = EpisodeIndex(units)
+    indexcache.save(path, digest, idx.state({u.t: r for u, r in zip(units, records or [], strict=True)}))
+    return idx
 
 
 def _budget_option(f):

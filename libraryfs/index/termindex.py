@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store, Txn
-from libraryfs.index.outline import OUTLINE_VERSION, decode_text
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -151,6 +150,8 @@ def wanted(t: Txn, ino: int) -> tuple[str, str, str] | None:
             return None
         name = _text(os.fsdecode(link[1]))
         return "dir", name, _dir_hash(name, t.section_meta(ino))
+    from libraryfs.index.outline import OUTLINE_VERSION  # lazy: the outline's parsers are not find's cost
+
     m = t.entry_meta(ino)
     if m is None or not m.hash or m.link or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
         return None
@@ -160,6 +161,8 @@ def wanted(t: Txn, ino: int) -> tuple[str, str, str] | None:
 def build_row(t: Txn, ino: int, want: tuple[str, str, str]) -> Row:
     """The row of ``ino`` (``want`` from :func:`wanted`): reads the entry's content (first
     :data:`BODY_CHARS` characters, decoded as the outline does) or the directory's section record."""
+    from libraryfs.index.outline import decode_text  # lazy, like wanted()'s
+
     kind, name, h = want
     if kind == "dir":
         sm = t.section_meta(ino)

@@ -1,20 +1,105 @@
 """Token counts in o200k_base (the tokenizer of current OpenAI models), offline via ``bpe_openai``.
 
-``tiktoken`` cannot download its encodings here; ``bpe-openai`` bundles o200k_base with a tiktoken-like API.
+``tiktoken`` cannot download its encodings here; ``bpe-openai`` bundles o200k_base (a Rust BPE in its
+extension module ``bpe_openai._bindings``) with a tiktoken-like API. This module is the one place the
+project counts tokens.
+
+Why not ``bpe_openai.get_encoding``: ``import bpe_openai`` builds the package's model registry at import
+time, which decodes *three* vocabularies (cl100k, o200k, voyage3: 3.6 MB of gzipped base64, parsed line by
+line in Python), then ``get_encoding`` builds o200k's rank table once more — ~0.9 s of CPU in every process
+that counts a token (each CLI call of ``recall``/``answer``, each indexer, each test process). Its
+``Encoding.encode`` only sanitises the text and calls the Rust tokenizer
+(``_bindings.tokenizer_for_encoding("o200k_base").encode``); the Python rank table serves decoding.
+So :func:`count_tokens` and :func:`encode` load the extension module alone (~50 ms: the Rust side builds
+o200k once per process) and call that same tokenizer; :func:`decode_bytes`, which needs the rank table,
+parses o200k's data file alone, on first use. ``tests/unit/test_tokens.py`` compares every function with
+``bpe_openai.get_encoding("o200k_base")`` on the same texts.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.machinery
+import importlib.util
+import os
+import sys
 
 ENCODING = "o200k_base"
+_PACKAGE = "bpe_openai"
+_BINDINGS = "bpe_openai._bindings"
+
+
+def _package_dir() -> str:
+    """The directory of the installed ``bpe_openai`` package, found without importing it.
+
+    Raises ``ModuleNotFoundError`` when the package is not installed."""
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"No module named {_PACKAGE!r}", name=_PACKAGE)
+    return list(spec.submodule_search_locations)[0]
+
+
+def _load_bindings():
+    """``bpe_openai._bindings`` (the Rust extension module) without running ``bpe_openai/__init__.py``.
+
+    The module is already loaded when something imported ``bpe_openai``: that one is used. Otherwise the
+    extension file is loaded by the standard extension loader under its own name (which registers it in
+    ``sys.modules``; a later ``import bpe_openai`` then runs its ``__init__`` and reuses it). Should the
+    package's layout change, the ordinary import is the fallback (slow, same tokenizer)."""
+    loaded = sys.modules.get(_BINDINGS)
+    if loaded is not None:
+        return loaded
+    try:
+        pkg = _package_dir()
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.join(pkg, "_bindings" + suffix)
+            if os.path.exists(path):
+                loader = importlib.machinery.ExtensionFileLoader(_BINDINGS, path)
+                spec = importlib.util.spec_from_file_location(_BINDINGS, path, loader=loader)
+                if spec is None:
+                    break
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+                return module
+    except ImportError:
+        pass
+    return importlib.import_module(_BINDINGS)
 
 
 @functools.lru_cache(maxsize=1)
-def _encoding():
-    import bpe_openai
+def _tokenizer():
+    """The Rust o200k_base tokenizer (``PyTokenizer``: ``encode(str) -> list[int]``), built once."""
+    return _load_bindings().tokenizer_for_encoding(ENCODING)
 
-    return bpe_openai.get_encoding(ENCODING)
+
+@functools.lru_cache(maxsize=1)
+def _rank_bytes() -> tuple[bytes, ...]:
+    """Token id → its bytes, from o200k's data file in the package (``<base64 bytes> <rank>`` per line,
+    gzipped; the file ``bpe_openai``'s own loader reads). Ids without bytes (the special tokens, which
+    :func:`encode` never yields) map to ``b""``."""
+    import base64
+    import gzip
+
+    ranks: dict[int, bytes] = {}
+    with gzip.open(os.path.join(_package_dir(), "data", f"{ENCODING}.tiktoken.gz"), "rb") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                token_b64, rank_text = line.split(b" ")
+                ranks[int(rank_text)] = base64.b64decode(token_b64)
+    table = [b""] * (max(ranks) + 1)
+    for rank, token in ranks.items():
+        table[rank] = token
+    return tuple(table)
+
+
+def _sanitize(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (what ``bpe_openai``'s ``Encoding`` does first)."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 _CHUNK_CHARS = 100_000  #: bpe_openai refuses texts over ~200k tokens: count in line-aligned chunks
@@ -35,26 +120,35 @@ def count_tokens(text: str | bytes) -> int:
     """Number of o200k_base tokens in ``text`` (bytes are decoded as UTF-8 with replacement).
 
     Texts of any length: counted in line-aligned chunks of ≤ 100,000 characters (the sum can differ from a
-    whole-text count by a few tokens at chunk borders).
+    whole-text count by a few tokens at chunk borders). Special-token text (``<|endoftext|>``) counts as
+    ordinary text.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if not text:
         return 0
-    enc = _encoding()
-    return sum(len(enc.encode(c, disallowed_special=())) for c in _chunks(text))
+    tok = _tokenizer()
+    return sum(len(tok.encode(_sanitize(c))) for c in _chunks(text))
 
 
 def encode(text: str) -> list[int]:
     """o200k_base token ids of ``text`` (chunked like :func:`count_tokens`)."""
-    enc = _encoding()
+    tok = _tokenizer()
     out: list[int] = []
     for c in _chunks(text):
-        out.extend(enc.encode(c, disallowed_special=()))
+        out.extend(tok.encode(_sanitize(c)))
     return out
 
 
 def decode_bytes(ids: list[int]) -> bytes:
     """The bytes that o200k_base token ids ``ids`` stand for (a prefix of :func:`encode`'s ids decodes to a
-    prefix of its text's UTF-8, possibly ending inside a character)."""
-    return _encoding().decode_bytes(ids)
+    prefix of its text's UTF-8, possibly ending inside a character). Raises ``KeyError`` for an id that is
+    not an ordinary token. The first call reads o200k's rank table (~0.3 s)."""
+    table = _rank_bytes()
+    out = []
+    for i in ids:
+        b = table[i] if 0 <= i < len(table) else b""
+        if not b:
+            raise KeyError(f"token id {i} is not an ordinary {ENCODING} token")
+        out.append(b)
+    return b"".join(out)

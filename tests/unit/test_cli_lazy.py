@@ -78,3 +78,63 @@ def test_help_imports_no_command_module_and_shows_the_commands_own_help():
     assert out["heavy"] == []
     assert out["lazy"] == out["eager"]
     assert "  status " in out["lazy"]["80"] and "  bench " in out["lazy"]["80"]
+
+
+#: Modules no query command may import: numpy (through rank_bm25), the bpe_openai package's __init__ (it
+#: decodes three vocabularies: only its extension module is loaded), the outline's parsers, the LLM package,
+#: importlib.metadata (reading every distribution's entry points: ~50 ms of CPU).
+_NOT_FOR_QUERIES = (
+    "numpy",
+    "rank_bm25",
+    "bpe_openai",
+    "bpe_openai.compat",
+    "libraryfs.index.outline",
+    "openai",
+)
+
+_RUN_CODE = """
+import json, sys
+from libraryfs.cli.main import cli
+try:
+    cli(sys.argv[2:], prog_name="libraryfs")
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m in sys.argv[1].split(","))}))
+"""
+
+
+def _loaded_by(*argv: str) -> dict:
+    r = subprocess.run(
+        [sys.executable, "-c", _RUN_CODE, ",".join(_NOT_FOR_QUERIES), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_query_commands_do_not_import_numpy_the_tokenizer_package_or_the_outline(tmp_path):
+    from libraryfs.features.episodes.unitdb import UnitDB
+    from libraryfs.fs.store import Store
+    from libraryfs_bench.episodes import crafter_data
+    from libraryfs_bench.episodes.bench import build_units
+
+    libdir = str(tmp_path / "lib")
+    st = Store.create(libdir)
+    try:
+        units = build_units(crafter_data.load_rollout(2, 1200)[:200])
+        UnitDB(st).put("e1", units, {"units": len(units)})
+    finally:
+        st.close()
+    q = "where did I last drink water?"
+    for argv in (
+        ["find", libdir, "water"],
+        ["status", libdir],
+        ["recall", "e1", q, "--library", libdir],  # builds the saved index
+        ["recall", "e1", q, "--library", libdir],  # loads it
+        ["answer", "e1", q, "--library", libdir, "--reader", "rules"],
+    ):
+        out = _loaded_by(*argv)
+        assert out["code"] in (0, 1, 7, None), (argv, out)
+        assert out["loaded"] == [], (argv, out)

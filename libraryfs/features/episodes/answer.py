@@ -15,6 +15,7 @@ An answer is ``None`` ("unknown") when the evidence does not determine it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,36 +24,42 @@ from libraryfs.features.episodes.index import EpisodeIndex
 from libraryfs.features.episodes.query import Query
 from libraryfs.features.episodes.reader import read
 from libraryfs.features.episodes.recall import Recall, recall
-from libraryfs.llm.prompts import Job
 
 log = logging.getLogger(__name__)
 
 READERS = ("auto", "rules", "llm")
 ANSWER_MAX_TOKENS = 120
 
-ANSWER_JOB = Job(
-    name="episode_answer",
-    version=1,
-    system=(
-        "You answer a question about an agent's episode using ONLY the evidence lines given. Each line is one "
-        "step: 't=<step>' followed by key=value facts: act (action), place/area (location labels), face (what "
-        "the agent faced), near (objects nearby), ev (events), gain/lose (an inventory item went up/down), "
-        "rise/drop (a vital went up/down), visit/end (first/last step of a visit to a label), inv (inventory), "
-        "has (one item's count), health/food/drink/energy (vitals), obs (an observation). '#k' after a name "
-        "means the k-th occurrence of it in the episode. Answer with the bare value: a step number as digits, "
-        "a count as digits, an action, label, object or event name exactly as written in the evidence. If the "
-        "evidence does not determine the answer, answer 'unknown'. 'steps' lists the evidence steps you used."
-    ),
-    schema={
-        "type": "object",
-        "properties": {
-            "answer": {"type": "string"},
-            "steps": {"type": "array", "items": {"type": "integer"}},
+
+@functools.cache
+def answer_job():
+    """The chat job of :class:`LLMReader` (built on first use: importing the LLM package is not the rules
+    reader's cost)."""
+    from libraryfs.llm.prompts import Job
+
+    return Job(
+        name="episode_answer",
+        version=1,
+        system=(
+            "You answer a question about an agent's episode using ONLY the evidence lines given. Each line is one "
+            "step: 't=<step>' followed by key=value facts: act (action), place/area (location labels), face (what "
+            "the agent faced), near (objects nearby), ev (events), gain/lose (an inventory item went up/down), "
+            "rise/drop (a vital went up/down), visit/end (first/last step of a visit to a label), inv (inventory), "
+            "has (one item's count), health/food/drink/energy (vitals), obs (an observation). '#k' after a name "
+            "means the k-th occurrence of it in the episode. Answer with the bare value: a step number as digits, "
+            "a count as digits, an action, label, object or event name exactly as written in the evidence. If the "
+            "evidence does not determine the answer, answer 'unknown'. 'steps' lists the evidence steps you used."
+        ),
+        schema={
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string"},
+                "steps": {"type": "array", "items": {"type": "integer"}},
+            },
+            "required": ["answer", "steps"],
+            "additionalProperties": False,
         },
-        "required": ["answer", "steps"],
-        "additionalProperties": False,
-    },
-)
+    )
 
 
 class LLMReader:
@@ -77,7 +84,7 @@ class LLMReader:
         self.last_error = ""
         user = f"Evidence:\n{evidence or '(none)'}\n\nQuestion: {question}"
         try:
-            obj, _usage = self.client.complete_json(ANSWER_JOB, user, self.max_output_tokens)
+            obj, _usage = self.client.complete_json(answer_job(), user, self.max_output_tokens)
         except (LLMError, SpendLimitReached) as e:
             self.errors += 1
             self.last_error = f"{type(e).__name__}: {e}"

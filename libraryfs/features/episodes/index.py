@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from bisect import bisect_left
 from collections.abc import Callable
 
@@ -55,10 +56,24 @@ class EpisodeIndex:
     units in step order, so they agree with the occurrence lists even after out-of-order appends.
     """
 
+    #: what :meth:`state` saves besides the units, the names and the BM25 statistics
+    STATE_FIELDS = (
+        "ts",
+        "start_t",
+        "last_t",
+        "occ",
+        "ordinal",
+        "spans",
+        "label_kinds",
+        "_starts",
+        "_ends",
+        "vocab",
+    )
+
     def __init__(self, units: list[Unit]) -> None:
-        self.units = sorted(units, key=lambda u: u.t)
-        self.by_t = {u.t: u for u in self.units}
-        self.ts = [u.t for u in self.units]
+        self._units: list[Unit] | None = sorted(units, key=lambda u: u.t)
+        self.by_t: dict[int, Unit] | _LazyUnits = {u.t: u for u in self._units}
+        self.ts = [u.t for u in self._units]
         self.start_t = self.ts[0] if self.ts else 0
         self.last_t = self.ts[-1] if self.ts else None
         self.occ: dict[tuple[str, str], list[int]] = {}
@@ -67,7 +82,7 @@ class EpisodeIndex:
         self.label_kinds: dict[str, str] = {}  #: label → its kind (the first kind seen)
         self._starts: dict[int, list[str]] = {}
         self._ends: dict[int, list[str]] = {}
-        for u in self.units:
+        for u in self._units:
             for kind, names in zip(
                 OCC_KINDS, (u.events, u.gained or [], u.lost or [], u.rises, u.drops), strict=True
             ):
@@ -79,6 +94,47 @@ class EpisodeIndex:
         self.vocab = self._vocab()
         self._bm25 = None
         self._names: list[frozenset[str]] | None = None
+        self._mention_index: dict[str, array] | None = None  #: name → units carrying it (positions)
+        self._packed_mentions: dict[str, bytes] = {}
+
+    @property
+    def units(self) -> list[Unit]:
+        """Every unit in step order (an index loaded by :meth:`from_state` parses them on first use)."""
+        if self._units is None:
+            self._units = [self.by_t[t] for t in self.ts]
+        return self._units
+
+    def state(self, records: dict[int, bytes]) -> dict:
+        """Everything recall reads, as plain ``marshal``-able data (``records``: each step's stored unit JSON,
+        kept so that :meth:`from_state` parses only the units a query shows); builds the names and the BM25
+        statistics if no query has yet."""
+        from libraryfs.features.episodes.bm25 import Okapi
+
+        if self._bm25 is None:
+            self._bm25 = Okapi([tokenize(u.terms()) for u in self.units])
+        out = {k: getattr(self, k) for k in self.STATE_FIELDS}
+        out.update(
+            mentions={n: a.tobytes() for n, a in self._mentions().items()},
+            bm25=self._bm25.state(),
+            records=[records[t] for t in self.ts],
+        )
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict) -> EpisodeIndex:
+        """The index :meth:`state` saved: equal in every answer to the one built from the units."""
+        from libraryfs.features.episodes.bm25 import Okapi
+
+        idx = cls.__new__(cls)
+        for k in cls.STATE_FIELDS:
+            setattr(idx, k, state[k])
+        idx._units = None
+        idx.by_t = _LazyUnits(idx.ts, state["records"])
+        idx._names = None
+        idx._mention_index = None
+        idx._packed_mentions = state["mentions"]
+        idx._bm25 = Okapi.from_state(state["bm25"])
+        return idx
 
     def _visits(self) -> None:
         current: dict[str, tuple[str, int]] = {}  # kind → (label, first step)
@@ -157,6 +213,33 @@ class EpisodeIndex:
             ]
         return self._names
 
+    def _mentions(self) -> dict[str, array]:
+        """Name → the positions (in :attr:`units` order, ascending) of the units whose :meth:`names` hold it."""
+        if self._mention_index is None:
+            inv: dict[str, array] = {}
+            for i, names in enumerate(self.names()):
+                for n in names:
+                    a = inv.get(n)
+                    if a is None:
+                        a = inv[n] = array("I")
+                    a.append(i)
+            self._mention_index = inv
+        return self._mention_index
+
+    def mention_counts(self, wanted: set[str]) -> dict[int, int]:
+        """Position → how many of the names ``wanted`` the unit carries (``len(wanted & names()[i])``), for
+        the units carrying any: only those are touched."""
+        out: dict[int, int] = {}
+        for n in wanted:
+            if self._mention_index is None and self._units is None:  # loaded by from_state: decode n only
+                a = array("I")
+                a.frombytes(self._packed_mentions.get(n, b""))
+            else:
+                a = self._mentions().get(n, array("I"))
+            for i in a:
+                out[i] = out.get(i, 0) + 1
+        return out
+
     def has(self, t: int) -> bool:
         """Whether a unit has step ``t``."""
         return t in self.by_t
@@ -201,14 +284,44 @@ class EpisodeIndex:
 
     # -- text ranking -----------------------------------------------------------------------------------------
     def bm25(self, tokens: list[str]) -> list[float]:
-        """BM25 score of each unit (in :attr:`units` order) for the question's ``tokens``."""
-        from rank_bm25 import BM25Okapi
+        """BM25 score of each unit (in :attr:`units` order) for the question's ``tokens``
+        (:class:`~libraryfs.features.episodes.bm25.Okapi`: ``rank_bm25.BM25Okapi``'s scores without numpy)."""
+        from libraryfs.features.episodes.bm25 import Okapi
 
-        if not self.units:
+        if not self.ts:
             return []
         if self._bm25 is None:
-            self._bm25 = BM25Okapi([tokenize(u.terms()) for u in self.units])
-        return [float(x) for x in self._bm25.get_scores(tokens)]
+            self._bm25 = Okapi([tokenize(u.terms()) for u in self.units])
+        return self._bm25.get_scores(tokens)
+
+
+class _LazyUnits:
+    """Step → :class:`Unit`, each parsed from its stored JSON when first asked for (the ``by_t`` of an index
+    loaded by :meth:`EpisodeIndex.from_state`)."""
+
+    def __init__(self, ts: list[int], records: list[bytes]) -> None:
+        self._pos = {t: i for i, t in enumerate(ts)}
+        self._records = records
+        self._parsed: dict[int, Unit] = {}
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._pos
+
+    def get(self, t: int, default: Unit | None = None) -> Unit | None:
+        """The unit of step ``t`` (``default`` when there is none)."""
+        u = self._parsed.get(t)
+        if u is None:
+            i = self._pos.get(t)
+            if i is None:
+                return default
+            u = self._parsed[t] = Unit.from_json(json.loads(self._records[i]))
+        return u
+
+    def __getitem__(self, t: int) -> Unit:
+        u = self.get(t)
+        if u is None:
+            raise KeyError(t)
+        return u
 
 
 def marks_text(names: list[str], ordinal: Callable[[str], int | None]) -> str:

@@ -5,7 +5,7 @@
    (:class:`~libraryfs.features.episodes.resolve.Resolver`): every fact the resolution used — the k-th
    occurrence of each hop of a chain, a visit's first and last step, the occurrences inside a visit up to
    the one asked for, every counted occurrence, the asked field at the target step — is recorded.
-2. **Candidates** — BM25 (``rank_bm25.BM25Okapi``) over each unit's text (fields, observation, summary).
+2. **Candidates** — BM25 (:class:`~libraryfs.features.episodes.bm25.Okapi`, ``rank_bm25.BM25Okapi``'s scores) over each unit's text (fields, observation, summary).
 3. **Re-ranking** — ``0.5·anchor compatibility + 0.3·chain support + 0.2·text similarity``: compatibility is
    the share of the question's named things the unit carries; chain support decays with the distance in
    steps to the nearest resolved step (``exp(-d/3)``); text similarity is BM25 divided by the best BM25.
@@ -129,20 +129,20 @@ def rank(
     top = max(bm) if bm and max(bm) > 0 else 1.0
     wanted = set(q.mentions)
     scored = []
-    names = idx.names() if use_anchors and wanted else None
+    counts = idx.mention_counts(wanted) if use_anchors and wanted else None
     pins_sorted = sorted(set(pins))
-    for i, (u, b) in enumerate(zip(idx.units, bm, strict=False)):
+    for i, (t, b) in enumerate(zip(idx.ts, bm, strict=False)):
         text_sim = b / top
         if not use_anchors:
-            scored.append((text_sim, u.t))
+            scored.append((text_sim, t))
             continue
-        compat = len(wanted & names[i]) / len(wanted) if names is not None else 0.0
+        compat = counts.get(i, 0) / len(wanted) if counts is not None else 0.0
         chain = 0.0
         if pins_sorted:
-            j = bisect_left(pins_sorted, u.t)
-            d = min(abs(u.t - pins_sorted[x]) for x in (j - 1, j) if 0 <= x < len(pins_sorted))
+            j = bisect_left(pins_sorted, t)
+            d = min(abs(t - pins_sorted[x]) for x in (j - 1, j) if 0 <= x < len(pins_sorted))
             chain = math.exp(-d / CHAIN_DECAY_STEPS)
-        scored.append((W_ANCHOR * compat + W_CHAIN * chain + W_TEXT * text_sim, u.t))
+        scored.append((W_ANCHOR * compat + W_CHAIN * chain + W_TEXT * text_sim, t))
     scored.sort(key=lambda x: (-x[0], x[1]))
     return scored
 

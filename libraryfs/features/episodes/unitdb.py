@@ -69,13 +69,15 @@ class UnitDB:
 
     def units(self, ep: str, t_from: int = 0, t_to: int | None = None) -> list[Unit]:
         """Units of ``ep`` with ``t_from ≤ t ≤ t_to`` in step order (one read transaction)."""
+        return parse_units(self.records(ep, t_from, t_to))
+
+    def records(self, ep: str, t_from: int = 0, t_to: int | None = None) -> list[bytes]:
+        """The stored JSON of the units :meth:`units` returns (what crosses a pipe cheaply: pickling 10⁴
+        ``Unit`` objects and back cost ~0.6 s of CPU, the bytes ~10 ms)."""
         prefix = b"u" + check_episode_id(ep) + b"\x00"
-        out: list[Unit] = []
         end = prefix + S.u64(t_to + 1) if t_to is not None and t_to + 1 < 1 << 64 else prefix_end(prefix)
         with self.store.read() as t:
-            for _k, v in t.kv.range(DB_NAME, prefix + S.u64(t_from), end):
-                out.append(Unit.from_json(json.loads(v)))
-        return out
+            return [bytes(v) for _k, v in t.kv.range(DB_NAME, prefix + S.u64(t_from), end)]
 
     def episodes(self) -> list[str]:
         """Ids of the episodes with meta, sorted."""
@@ -98,3 +100,8 @@ class UnitDB:
             return n
 
         return self.store.run_write(drop)
+
+
+def parse_units(records: list[bytes]) -> list[Unit]:
+    """:class:`Unit` objects of stored unit JSON records (:meth:`UnitDB.records`)."""
+    return [Unit.from_json(json.loads(v)) for v in records]
