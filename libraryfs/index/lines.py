@@ -22,8 +22,10 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 4  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
-#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms
+TOC_FORMAT = 5  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms;
+#: 5: a size or count every line would repeat is said once on the page (toc.shared_span), freshness facts on
+#: the root page only
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20
