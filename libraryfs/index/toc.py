@@ -107,10 +107,12 @@ def count_text(direct: int | None, in_all: int) -> str:
     return text if direct == in_all else f"{text}, {in_all:,} in all"
 
 
-def entry_line(item: Item, prefix: str = "", size: bool = True) -> str:
+def entry_line(item: Item, prefix: str = "", size: bool = True, implied: bool = False) -> str:
     """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``). ``size``
     False leaves a file's ``(N tok)`` out: its page says the size once for all its files
-    (:func:`shared_span`)."""
+    (:func:`shared_span`). ``implied`` (leaf pages of a multi-page TOC): a file whose name is its own link
+    (:func:`plain_name`) is ``- name — summary``, its path ``prefix + name`` said once by the page's
+    :data:`FILES_NOTE`."""
     if item.is_dir:
         target = link_target(item.name, prefix) + "/" + item.toc_link
         direct = item.direct if item.direct is not None or item.entries else 0
@@ -118,8 +120,24 @@ def entry_line(item: Item, prefix: str = "", size: bool = True) -> str:
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
         return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
-    line = f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
+    if implied and plain_name(item.name):
+        line = f"- {item.name.decode()} — {sanitize(item.summary)}"
+    else:
+        line = f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
     return f"{line} ({_fmt_tokens(item.tokens, item.approx)})" if size else line
+
+
+#: a name that is its own percent-encoded link and renders as itself in Markdown: letters, digits and
+#: ``._+,=@~-`` (no leading punctuation: ``_x_`` would render as emphasis, ``-x`` as a list; no trailing dot:
+#: ``1.`` starts an ordered list)
+_PLAIN = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._+,=@~-]*(?<!\.)")
+#: the line of a leaf page that says where its unlinked entry names are: ``../`` + the name
+FILES_NOTE = "files: ../NAME"
+
+
+def plain_name(name: bytes) -> bool:
+    """Whether ``name`` can stand on a leaf page without its link (see :data:`_PLAIN`)."""
+    return _PLAIN.fullmatch(name) is not None and name != INDEX_FILE.encode()
 
 
 #: a fact every line of a page would repeat is said once on the page: when the values differ by at most
@@ -199,7 +217,7 @@ def render(
         return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
 
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
-    leaf_lines = [entry_line(i, "../", sizes is None) for i in items]
+    leaf_lines = [entry_line(i, "../", sizes is None, implied=True) for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
     ranges = _Ranges(items, set(_words(dir_title)))
     runs = _runs(items, groups)
@@ -217,11 +235,17 @@ def render(
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
     out = ["\n".join(head(0, npages, "", notes[0]) + root_lines) + "\n"]
     for k, lines in enumerate(all_pages, start=1):
-        note = notes[k] or (head.size_note if k <= len(leaves) else "")
+        note = notes[k] or (_leaf_note(lines, head.size_note) if k <= len(leaves) else "")
         out.append("\n".join(head(k, npages, page_titles[k - 1], note) + lines + ["", up]) + "\n")
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
+
+
+def _leaf_note(lines: list[str], size_note: str) -> str:
+    """A leaf page's note: where its unlinked names are (:data:`FILES_NOTE`) and the size its files share."""
+    bare = any(not ln.startswith("- [") for ln in lines)
+    return " · ".join(x for x in (FILES_NOTE if bare else "", size_note) if x)
 
 
 #: the longest note a page head may carry (room kept for it when the head is priced)
@@ -473,8 +497,16 @@ def _valid_groups(groups: list[Group], items: list[Item]) -> bool:
 _LINK = re.compile(r"^- \[(?:\\.|[^\\\]])*\]\(([^)\s]+)\)", re.MULTILINE)
 
 
+#: an entry line without a link (a leaf page's plain name, :func:`plain_name`)
+_BARE = re.compile(r"^- ([A-Za-z0-9][A-Za-z0-9._+,=@~-]*)(?: — |$)", re.MULTILINE)
+
+
 def links(page: bytes | str) -> list[bytes]:
-    """Relative link targets of a rendered page, decoded to exact path bytes (for tests and agents)."""
+    """Relative link targets of a rendered page, decoded to exact path bytes (for tests and agents), in
+    page order; on a page that says :data:`FILES_NOTE`, its unlinked entry names as ``../name``."""
     if isinstance(page, bytes):
         page = page.decode("utf-8", "surrogateescape")
-    return [urllib.parse.unquote_to_bytes(m.group(1)) for m in _LINK.finditer(page)]
+    found = [(m.start(), urllib.parse.unquote_to_bytes(m.group(1))) for m in _LINK.finditer(page)]
+    if re.search(rf"^{re.escape(FILES_NOTE)}\b", page, re.MULTILINE):
+        found += [(m.start(), b"../" + m.group(1).encode()) for m in _BARE.finditer(page)]
+    return [target for _pos, target in sorted(found)]

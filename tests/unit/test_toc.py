@@ -6,7 +6,7 @@ import re
 import pytest
 
 from libraryfs.index.jobs import Group
-from libraryfs.index.toc import Item, links, render, sanitize
+from libraryfs.index.toc import Item, link_target, links, render, sanitize
 from libraryfs.index.tokens import count_tokens
 
 
@@ -135,7 +135,11 @@ def test_key_value_store_toc_costs_what_its_ranges_need(n):
         r"^[\d,]+ entries · [\d,]+ tokens · each file 6 tok · each range \d+–\d+ entries$", root, re.M
     )
     leaf = out.pages[1].decode()
-    assert "\neach file 6 tok\n" in leaf and " tok)" not in leaf
+    assert (
+        "\nfiles: ../NAME · each file 6 tok\n" in leaf
+        and " tok)" not in leaf
+        and "](../" not in leaf.split("↑")[0]
+    )
     bound = {500: 1900, 2000: 3600, 5000: 5600}[n]
     assert _resent_cost(out) < bound, (n, out.page_tokens[0], max(out.page_tokens[1:]))
 
@@ -247,7 +251,7 @@ def test_a_size_or_count_every_line_repeats_is_said_once():
     with_dir = [*tiny, Item(b"sub", "a section", 40, is_dir=True, entries=3, direct=3)]
     page = render("s", "", with_dir, max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
     assert "each file 5–8 tok" in page and "(3 entries, 40 tok)" in page
-    many = [Item(b"k%05d" % i, f"value {i}", 6 + i % 2) for i in range(3000)]
+    many = [Item(b"k%05d" % i, "a value", 6 + i % 2) for i in range(3000)]
     out = render("s", "", many, max_tokens=2000, count_tokens=count_tokens)
     root = out.pages[0].decode()
     assert re.search(
@@ -255,7 +259,7 @@ def test_a_size_or_count_every_line_repeats_is_said_once():
     )
     assert not re.search(r"\.md\) — \d+ entries", root)
     for p in out.pages[1:]:
-        assert "\neach file 6–7 tok\n" in p.decode() and " tok)" not in p.decode()
+        assert "\nfiles: ../NAME · each file 6–7 tok\n" in p.decode() and " tok)" not in p.decode()
     assert max(out.page_tokens) <= 2000
     sections = [
         Item(b"s%03d" % i, "a section", 100, is_dir=True, entries=10 + i, direct=4) for i in range(200)
@@ -282,3 +286,23 @@ def test_freshness_facts_are_on_the_root_page_only():
     )
     for k, p in enumerate(out.pages[1:], start=1):
         assert p.decode().startswith(f"<!-- libraryfs toc: page={k}/{len(out.pages)} -->\n")
+
+
+def test_leaf_pages_leave_out_links_a_name_implies():
+    """On a leaf page an entry whose name is its own link is ``- name — summary`` and the page says once
+    where such names are (``files: ../NAME``); odd names keep their links, single pages keep every link, and
+    :func:`links` gives every entry of every page exactly once (TOC_FORMAT 5)."""
+    odd = [b"_init_.py", b"a b.md", b"x[1].md", b"1.", b"-v", b"caf\xe9", b"INDEX.md"]
+    names = sorted([b"k%04d.md" % i for i in range(400)] + odd)
+    its = [Item(n, "a note on " + n.decode("utf-8", "replace"), 50 + len(n)) for n in names]
+    out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels == 2 and max(out.page_tokens) <= 2000
+    leaves = [p.decode("utf-8", "surrogateescape") for p in out.pages[1:]]
+    assert all("\nfiles: ../NAME\n" in p for p in leaves if "\n- k0" in p)
+    assert "\n- k0001.md — a note on k0001.md (58 tok)\n" in "".join(leaves)
+    for n in odd:
+        assert sum(f"]({link_target(n, '../')}) — " in p for p in leaves) == 1, n
+    got = sorted(t[3:] for p in out.pages[1:] for t in links(p) if t != b"../INDEX.md")
+    assert got == [n for n in names if n != b"INDEX.md"]  # a user's INDEX.md: its line was checked above
+    single = render("s", "", its[:20], max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert "files:" not in single and links(single) == names[:20]
