@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
-from libraryfs.index.lines import neutralise_toc_markup, range_summary
+from libraryfs.index.lines import neutralise_toc_markup, range_summary, shared_span, span_text
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
@@ -138,31 +138,6 @@ FILES_NOTE = "files: ../NAME"
 def plain_name(name: bytes) -> bool:
     """Whether ``name`` can stand on a leaf page without its link (see :data:`_PLAIN`)."""
     return _PLAIN.fullmatch(name) is not None and name != INDEX_FILE.encode()
-
-
-#: a fact every line of a page would repeat is said once on the page: when the values differ by at most
-#: this share of the largest or by :data:`SHARED_ABS` (token counts of tiny files: 5–8), over at least
-#: :data:`SHARED_MIN_LINES` lines
-SHARED_SPREAD = 0.1
-SHARED_ABS = 3
-SHARED_MIN_LINES = 3
-
-
-def shared_span(values: list[int]) -> tuple[int, int] | None:
-    """``(least, largest)`` of ``values`` when they are about the same — within :data:`SHARED_SPREAD` of the
-    largest or :data:`SHARED_ABS` apart, over :data:`SHARED_MIN_LINES` or more — else None. A TOC then says the figure
-    once for a page (``each file 6–7 tok``, ``each range 41–42 entries``) instead of on every line, where
-    it cost a line as much as its name (a key-value store's lines, docs/theorem.md)."""
-    if len(values) < SHARED_MIN_LINES:
-        return None
-    lo, hi = min(values), max(values)
-    return (lo, hi) if hi - lo <= max(SHARED_ABS, int(hi * SHARED_SPREAD)) else None
-
-
-def span_text(span: tuple[int, int]) -> str:
-    """``6`` or ``6–7`` (thousands separated)."""
-    lo, hi = span
-    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"
 
 
 def file_sizes(items: list[Item]) -> tuple[int, int] | None:
@@ -372,6 +347,8 @@ def _index_levels(
         note = f"each range {span_text(same)} entries" if same else ""
 
         def line(k: int, link: str) -> str:
+            """Range line ``k`` of this level linking ``link``: its count unless the page's note says it,
+            then what its range holds."""
             lab, _p, cnt, in_all = level[k]  # noqa: B023 (called within this iteration)
             said = "" if same else count_text(cnt, in_all)  # noqa: B023
             desc = descs[k]  # noqa: B023
