@@ -6,7 +6,9 @@ section apart from its siblings; what a range of a multi-page TOC holds.
   the line's link) and within :data:`SUMMARY_MAX_CHARS`;
 * :func:`section_summary` — ``distinctive terms · names`` of a section among its siblings;
 * :func:`range_summary` — the same for one page's range of entries among the other pages of a
-  multi-page TOC.
+  multi-page TOC;
+* :func:`shared_span` — whether a size or count is about the same on every line of a page (then the
+  page says it once).
 
 Text that would address a reader (a model) with instructions is never copied into a line
 (:func:`looks_like_instructions`); text that fakes TOC markup is neutralised (:func:`neutralise_toc_markup`,
@@ -22,8 +24,10 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 4  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
-#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms
+TOC_FORMAT = 5  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+#: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms;
+#: 5: a size or count every line would repeat is said once on the page (toc.shared_span), freshness facts on
+#: the root page only
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20
@@ -214,3 +218,28 @@ def section_summary(terms: list[str], names: list[str], n_entries: int) -> str:
 def range_summary(terms: list[str], names: list[str]) -> str:
     """What one page's range of entries holds, among the other pages of the same TOC."""
     return section_summary(terms, names, 1)
+
+
+#: a fact every line of a page would repeat is said once on the page: when the values differ by at most
+#: this share of the largest or by :data:`SHARED_ABS` (token counts of tiny files: 5–8), over at least
+#: :data:`SHARED_MIN_LINES` lines
+SHARED_SPREAD = 0.1
+SHARED_ABS = 3
+SHARED_MIN_LINES = 3
+
+
+def shared_span(values: list[int]) -> tuple[int, int] | None:
+    """``(least, largest)`` of ``values`` when they are about the same — within :data:`SHARED_SPREAD` of the
+    largest or :data:`SHARED_ABS` apart, over :data:`SHARED_MIN_LINES` or more — else None. A TOC then
+    says the figure once for a page (``each file 6–7 tok``, ``each range 41–42 entries``) instead of on
+    every line, where it cost a line as much as its name (a key-value store's lines, docs/theorem.md)."""
+    if len(values) < SHARED_MIN_LINES:
+        return None
+    lo, hi = min(values), max(values)
+    return (lo, hi) if hi - lo <= max(SHARED_ABS, int(hi * SHARED_SPREAD)) else None
+
+
+def span_text(span: tuple[int, int]) -> str:
+    """``6`` or ``6–7`` (thousands separated)."""
+    lo, hi = span
+    return f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"

@@ -23,10 +23,14 @@ from dataclasses import dataclass
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
-from libraryfs.index.lines import neutralise_toc_markup, range_summary
+from libraryfs.index.lines import neutralise_toc_markup, range_summary, shared_span, span_text
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
+from libraryfs.index.tocplan import Leaf as _Leaf
+from libraryfs.index.tocplan import Levels as _Levels
+from libraryfs.index.tocplan import Plan as _Plan
+from libraryfs.index.tocplan import cheapest_plan
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
@@ -103,8 +107,12 @@ def count_text(direct: int | None, in_all: int) -> str:
     return text if direct == in_all else f"{text}, {in_all:,} in all"
 
 
-def entry_line(item: Item, prefix: str = "") -> str:
-    """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``)."""
+def entry_line(item: Item, prefix: str = "", size: bool = True, implied: bool = False) -> str:
+    """``- [name](link) — summary (N tok)``; a section links to its own page 0 (``INDEX.md``). ``size``
+    False leaves a file's ``(N tok)`` out: its page says the size once for all its files
+    (:func:`shared_span`). ``implied`` (leaf pages of a multi-page TOC): a file whose name is its own link
+    (:func:`plain_name`) is ``- name — summary``, its path ``prefix + name`` said once by the page's
+    :data:`FILES_NOTE`."""
     if item.is_dir:
         target = link_target(item.name, prefix) + "/" + item.toc_link
         direct = item.direct if item.direct is not None or item.entries else 0
@@ -112,10 +120,33 @@ def entry_line(item: Item, prefix: str = "") -> str:
         return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
     if item.is_link:
         return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
-    return (
-        f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)} "
-        f"({_fmt_tokens(item.tokens, item.approx)})"
-    )
+    if implied and plain_name(item.name):
+        line = f"- {item.name.decode()} — {sanitize(item.summary)}"
+    else:
+        line = f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
+    return f"{line} ({_fmt_tokens(item.tokens, item.approx)})" if size else line
+
+
+#: a name that is its own percent-encoded link and renders as itself in Markdown: letters, digits and
+#: ``._+,=@~-`` (no leading punctuation: ``_x_`` would render as emphasis, ``-x`` as a list; no trailing dot:
+#: ``1.`` starts an ordered list)
+_PLAIN = re.compile(rb"[A-Za-z0-9][A-Za-z0-9._+,=@~-]*(?<!\.)")
+#: the line of a leaf page that says where its unlinked entry names are: ``../`` + the name
+FILES_NOTE = "files: ../NAME"
+
+
+def plain_name(name: bytes) -> bool:
+    """Whether ``name`` can stand on a leaf page without its link (see :data:`_PLAIN`)."""
+    return _PLAIN.fullmatch(name) is not None and name != INDEX_FILE.encode()
+
+
+def file_sizes(items: list[Item]) -> tuple[int, int] | None:
+    """The size all of a directory's files share (:func:`shared_span`), None when they differ, when one is
+    approximate, or with fewer than three files; sections and symlinks keep their own facts."""
+    files = [i for i in items if not i.is_dir and not i.is_link]
+    if any(i.approx for i in files):
+        return None
+    return shared_span([i.tokens for i in files])
 
 
 def render(
@@ -148,19 +179,20 @@ def render(
     """
     if max_tokens < 200:
         raise ValueError("max_tokens must be at least 200")
-    head = _Head(sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts)
+    sizes = file_sizes(items)
+    head = _Head(sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts, sizes)
 
     # one page?
     extra = list(root_extra or [])
-    lines0 = [entry_line(i, "../" if root_in_pages_dir else "") for i in items] + extra
-    head_cost = count_tokens("\n".join(head(0, 1, ""))) + 24
+    lines0 = [entry_line(i, "../" if root_in_pages_dir else "", sizes is None) for i in items] + extra
+    head_cost = count_tokens("\n".join(head(0, 1, "", _NOTE_ROOM))) + 24
     line_cost = [count_tokens(ln) + 1 for ln in lines0]
     if head_cost + sum(line_cost) <= max_tokens:
         text = "\n".join(head(0, 1) + lines0) + "\n"
         return Rendered([text.encode("utf-8", "surrogateescape")], [count_tokens(text)], 1)
 
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
-    leaf_lines = [entry_line(i, "../") for i in items]
+    leaf_lines = [entry_line(i, "../", sizes is None, implied=True) for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
     ranges = _Ranges(items, set(_words(dir_title)))
     runs = _runs(items, groups)
@@ -172,101 +204,27 @@ def render(
         leaves = _leaf_pages(items, runs, leaf_lines, leaf_cost, size, budget)
         return leaves, _index_levels(leaves, budget, count_tokens, ranges, extra, root_in_pages_dir)
 
-    leaves, built = _cheapest_plan(plan, leaf_cost, budget, count_tokens)
-    root_lines, all_pages, page_titles, levels = built
+    leaves, built = cheapest_plan(plan, leaf_cost, budget, count_tokens)
+    root_lines, all_pages, page_titles, levels, notes = built
     npages = len(all_pages) + 1
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
-    out = ["\n".join(head(0, npages) + root_lines) + "\n"]
+    out = ["\n".join(head(0, npages, "", notes[0]) + root_lines) + "\n"]
     for k, lines in enumerate(all_pages, start=1):
-        out.append("\n".join(head(k, npages, page_titles[k - 1]) + lines + ["", up]) + "\n")
+        note = notes[k] or (_leaf_note(lines, head.size_note) if k <= len(leaves) else "")
+        out.append("\n".join(head(k, npages, page_titles[k - 1], note) + lines + ["", up]) + "\n")
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
 
 
-#: what a range line costs on the root page (label, link, count and what the range holds): the first guess
-#: of a plan, replaced by what the planned root's lines really cost
-RANGE_LINE_TOKENS = 45
-MIN_LEAF_TOKENS = 300  #: a leaf page is never planned smaller than this (lines of tiny entries)
-#: how often a two-level lookup's pages are sent to the model under the paper's re-sent history (PAPERS.md
-#: §1: every call re-sends all earlier results): the root at the leaf's, the entry's and the answer's turn,
-#: the leaf at the last two
-ROOT_SENDS, LEAF_SENDS = 3, 2
+def _leaf_note(lines: list[str], size_note: str) -> str:
+    """A leaf page's note: where its unlinked names are (:data:`FILES_NOTE`) and the size its files share."""
+    bare = any(not ln.startswith("- [") for ln in lines)
+    return " · ".join(x for x in (FILES_NOTE if bare else "", size_note) if x)
 
 
-def balanced_leaf_budget(s_tokens: int, budget: int, range_tokens: float = RANGE_LINE_TOKENS) -> int:
-    """The leaf page size (tokens of lines) for a directory that needs more than one page, whose entry
-    lines (as leaf pages show them) cost ``s_tokens`` tokens in all and whose range lines cost
-    ``range_tokens`` each.
-
-    A lookup through a two-level TOC reads the root and one leaf; under the re-sent history of an agent
-    (PAPERS.md §1) it pays ``ROOT_SENDS · m · r + LEAF_SENDS · S / m`` tokens for ``m`` leaves, range lines
-    of ``r`` tokens and ``S`` tokens of entry lines: least at ``m = √(LEAF_SENDS · S / (ROOT_SENDS · r))``,
-    i.e. leaves of ``√(ROOT_SENDS · S · r / LEAF_SENDS)`` tokens, not full ones (full leaves under a short
-    root cost up to ``C`` per read where much less suffices; ``bench theorem``'s AUTO condition,
-    docs/theorem.md). Returns ``budget`` (full leaves) when the root of ``m`` such range lines would not
-    fit one page: a directory too big for two levels keeps full leaves (its fan-out bounds the depth)."""
-    r = max(1.0, range_tokens)
-    target = max(MIN_LEAF_TOKENS, int((ROOT_SENDS * s_tokens * r / LEAF_SENDS) ** 0.5))
-    if target >= budget:
-        return budget
-    leaves = -(-s_tokens // target)
-    if leaves * r > budget:  # would not fit one root page: three or more levels anyway
-        return budget
-    return target
-
-
-_Levels = tuple[list[str], list[list[str]], list[str], int]  # what _index_levels returns
-_Plan = tuple[list["_Leaf"], _Levels]
-
-
-def _cheapest_plan(
-    plan: Callable[[int], _Plan], leaf_cost: list[int], budget: int, count_tokens: Callable[[str], int]
-) -> _Plan:
-    """The leaf cut that costs a lookup least: ``plan(target)`` cuts leaves of about ``target`` tokens and
-    builds the levels above them; tried at the balanced size for the guessed range-line cost, again for the
-    cost the planned root's range lines really have (what a range line says varies by directory: a name
-    range alone is ~20 tokens, with its distinctive terms up to ~60), and with full leaves. Among the
-    two-level results the one of least :func:`_lookup_cost` wins; with none, full leaves (more levels)."""
-    s_tokens = sum(leaf_cost)
-    best: tuple[float, _Plan] | None = None
-    full: _Plan | None = None  # full leaves, when they need three levels or more
-    tried: set[int] = set()
-    guess = float(RANGE_LINE_TOKENS)
-    for target in (balanced_leaf_budget(s_tokens, budget, guess), -1, budget):
-        if target == -1:  # the measured range-line cost of the first plan
-            if best is None:
-                continue
-            leaves0, (root0, *_rest) = best[1]
-            ranged = root0[: len(leaves0)]  # the range lines (the root's extra lines are in every plan)
-            measured = sum(count_tokens(ln) + 1 for ln in ranged) / max(1, len(ranged))
-            target = balanced_leaf_budget(s_tokens, budget, measured)
-        if target in tried:
-            continue
-        tried.add(target)
-        leaves, built = plan(target)
-        if built[3] != 2:
-            if target == budget:
-                full = (leaves, built)
-            continue
-        cost = _lookup_cost(leaves, built[0], leaf_cost, count_tokens)
-        if best is None or cost < best[0]:
-            best = (cost, (leaves, built))
-    if best is None:
-        return full if full is not None else plan(budget)
-    return best[1]
-
-
-def _lookup_cost(
-    leaves: list[_Leaf], root_lines: list[str], leaf_cost: list[int], count_tokens: Callable[[str], int]
-) -> float:
-    """Tokens a two-level lookup sends, expected over the items (heads left out: the same in every plan):
-    ``ROOT_SENDS`` × the root's lines + ``LEAF_SENDS`` × the lines of the leaf that holds the item."""
-    n = max(1, sum(len(idxs) for *_x, idxs in leaves))
-    root = sum(count_tokens(ln) + 1 for ln in root_lines)
-    leaf = sum(len(idxs) * sum(leaf_cost[k] for k in idxs) for *_x, idxs in leaves) / n
-    return ROOT_SENDS * root + LEAF_SENDS * leaf
-
+#: the longest note a page head may carry (room kept for it when the head is priced)
+_NOTE_ROOM = "each range 99,999–99,999 entries"
 
 #: the last line of every page below ``INDEX.md``: back to the directory's root page
 _UP_LINE = f"- [↑ up](../{INDEX_FILE})"
@@ -274,21 +232,37 @@ _UP_LINE = f"- [↑ up](../{INDEX_FILE})"
 
 class _Head:
     """The head lines of a page: header comment, title (with a subtitle below the root), and on the root the
-    description and the totals."""
+    description and the totals. The freshness facts (``header_facts``: generation, journal position,
+    builder) are on the root only: all pages of a directory are written together. ``sizes``: the size its
+    files share (said once, on the root and on every leaf, instead of on each file's line)."""
 
-    def __init__(self, title: str, desc: str, items: list[Item], header_facts: str) -> None:
+    def __init__(
+        self, title: str, desc: str, items: list[Item], header_facts: str, sizes: tuple[int, int] | None
+    ) -> None:
         self.title, self.desc, self.header_facts = title, desc, header_facts
         self.n = len(items)
         self.in_all = sum(i.in_all for i in items)
         self.total_tokens = sum(i.tokens for i in items)
+        self.size_note = f"each file {span_text(sizes)} tok" if sizes else ""
 
-    def __call__(self, page_no: int, npages: int, subtitle: str = "") -> list[str]:
-        comment = f"<!-- libraryfs toc: page={page_no}/{npages} {self.header_facts} -->"
-        lines = [comment, f"# {self.title}" + (f" — {subtitle}" if subtitle else "")]
+    def __call__(self, page_no: int, npages: int, subtitle: str = "", note: str = "") -> list[str]:
+        """Head lines of page ``page_no`` of ``npages``; ``note``: a fact its lines share (``each range 41–42
+        entries``; a leaf's file size is added here)."""
+        facts = f" {self.header_facts}" if page_no == 0 and self.header_facts else ""
+        lines = [f"<!-- libraryfs toc: page={page_no}/{npages}{facts} -->"]
+        lines.append(f"# {self.title}" + (f" — {subtitle}" if subtitle else ""))
         if page_no == 0:
             if self.desc:
                 lines.append(self.desc)
-            lines.append(f"{count_text(self.n, self.in_all)} · {self.total_tokens:,} tokens")
+            said = [
+                f"{count_text(self.n, self.in_all)}",
+                f"{self.total_tokens:,} tokens",
+                self.size_note,
+                note,
+            ]
+            lines.append(" · ".join(x for x in said if x))
+        elif note:
+            lines.append(note)
         lines.append("")
         return lines
 
@@ -299,9 +273,6 @@ def _runs(items: list[Item], groups: list[Group] | None) -> list[tuple[str, list
         pos = {os.fsdecode(i.name): k for k, i in enumerate(items)}
         return [(sanitize(g.title, 60), sorted(pos[nm] for nm in g.names)) for g in groups]
     return [("", list(range(len(items))))]
-
-
-_Leaf = tuple[str, list[str], str, list[int]]  # (group title, lines, range label, item indexes)
 
 
 def _leaf_pages(
@@ -345,19 +316,22 @@ def _index_levels(
     ranges: _Ranges,
     extra: list[str],
     root_in_pages_dir: bool = False,
-) -> tuple[list[str], list[list[str]], list[str], int]:
+) -> _Levels:
     """Build index levels above the leaf pages until the root's lines (and ``extra``) fit ``budget`` tokens.
 
-    Returns ``(root lines, lines of pages 1.., their titles, levels)``. A level's entries are
-    ``(label, page number, the directory's entries in the range, entries below them in all)``; links from
-    the root go into ``.index/`` (siblings when the root itself is ``.index/INDEX.md``), links between pages
-    inside ``.index/`` are siblings; each line states the range's size (:func:`count_text`) and ends with
-    what it holds (``ranges``). Raises ValueError past 12 levels.
+    Returns ``(root lines, lines of pages 1.., their titles, levels, notes)``; ``notes[0]`` is the root's,
+    ``notes[k]`` page k's (``each range 41–42 entries`` on an index page whose ranges all hold about as
+    many entries, :func:`shared_span`; else ``""``). A level's entries are ``(label, page number, the
+    directory's entries in the range, entries below them in all)``; links from the root go into ``.index/``
+    (siblings when the root itself is ``.index/INDEX.md``), links between pages inside ``.index/`` are
+    siblings; each line states the range's size (:func:`count_text`) unless its page's note says it, and
+    ends with what it holds (``ranges``). Raises ValueError past 12 levels.
     """
     extra_cost = sum(count_tokens(ln) + 1 for ln in extra)
     root_link = page_file if root_in_pages_dir else page_relpath
     all_pages: list[list[str]] = []  # page k+1 content lines (without head)
     page_titles: list[str] = []
+    notes = [""] * (len(leaves) + 1)
     level: list[tuple[str, int, int, int]] = []
     runs_of_level: list[_Run] = []  # what the pages of a level hold (for their range lines)
     for gtitle, lines, label, idxs in leaves:
@@ -369,21 +343,27 @@ def _index_levels(
     levels = 2
     while True:
         descs = ranges.describe(runs_of_level, [cnt for _l, _p, cnt, _a in level])
-        idx_lines = [
-            f"- [{lab}]({root_link(p)}) — {count_text(cnt, in_all)}{descs[k]}"
-            for k, (lab, p, cnt, in_all) in enumerate(level)
-        ]
+        same = None if any(c != a for _l, _p, c, a in level) else shared_span([c for _l, _p, c, _a in level])
+        note = f"each range {span_text(same)} entries" if same else ""
+
+        def line(k: int, link: str) -> str:
+            """Range line ``k`` of this level linking ``link``: its count unless the page's note says it,
+            then what its range holds."""
+            lab, _p, cnt, in_all = level[k]  # noqa: B023 (called within this iteration)
+            said = "" if same else count_text(cnt, in_all)  # noqa: B023
+            desc = descs[k]  # noqa: B023
+            return f"- [{lab}]({link})" + (f" — {said}{desc}" if said else f" — {desc[2:]}" if desc else "")
+
+        idx_lines = [line(k, root_link(p)) for k, (_l, p, _c, _a) in enumerate(level)]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
         if sum(cost) + extra_cost <= budget:
-            return idx_lines + extra, all_pages, page_titles, levels
+            notes[0] = note
+            return idx_lines + extra, all_pages, page_titles, levels, notes
         nxt: list[tuple[str, int, int, int]] = []
         nxt_runs: list[_Run] = []
         for g in pack(cost, budget):
-            sib = [
-                f"- [{level[k][0]}]({page_file(level[k][1])}) — {count_text(level[k][2], level[k][3])}{descs[k]}"
-                for k in g
-            ]
-            all_pages.append(sib)
+            all_pages.append([line(k, page_file(level[k][1])) for k in g])
+            notes.append(note)
             lab = f"{_range_start(level[g[0]][0])} … {_range_end(level[g[-1]][0])}"
             page_titles.append(lab)
             nxt.append((lab, len(all_pages), sum(level[k][2] for k in g), sum(level[k][3] for k in g)))
@@ -494,8 +474,16 @@ def _valid_groups(groups: list[Group], items: list[Item]) -> bool:
 _LINK = re.compile(r"^- \[(?:\\.|[^\\\]])*\]\(([^)\s]+)\)", re.MULTILINE)
 
 
+#: an entry line without a link (a leaf page's plain name, :func:`plain_name`)
+_BARE = re.compile(r"^- ([A-Za-z0-9][A-Za-z0-9._+,=@~-]*)(?: — |$)", re.MULTILINE)
+
+
 def links(page: bytes | str) -> list[bytes]:
-    """Relative link targets of a rendered page, decoded to exact path bytes (for tests and agents)."""
+    """Relative link targets of a rendered page, decoded to exact path bytes (for tests and agents), in
+    page order; on a page that says :data:`FILES_NOTE`, its unlinked entry names as ``../name``."""
     if isinstance(page, bytes):
         page = page.decode("utf-8", "surrogateescape")
-    return [urllib.parse.unquote_to_bytes(m.group(1)) for m in _LINK.finditer(page)]
+    found = [(m.start(), urllib.parse.unquote_to_bytes(m.group(1))) for m in _LINK.finditer(page)]
+    if re.search(rf"^{re.escape(FILES_NOTE)}\b", page, re.MULTILINE):
+        found += [(m.start(), b"../" + m.group(1).encode()) for m in _BARE.finditer(page)]
+    return [target for _pos, target in sorted(found)]

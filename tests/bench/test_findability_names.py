@@ -43,3 +43,24 @@ def test_range_holds_reads_labels_as_an_index_files_names():
     assert N.range_holds("nonlocal", "n") and not N.range_holds("os", "n")
     assert N.range_holds("struct.struct", "stru … sum") and not N.range_holds("sun", "stru … sum")
     assert N.range_holds("x", "(no names)") is None
+
+
+def test_a_leaf_page_s_unlinked_names_are_entries():
+    """TOC_FORMAT 5: on a leaf page that says ``files: ../NAME`` a line ``- name — summary`` is the entry
+    ``../name``; without that line a bare list item is no entry."""
+    page = (
+        "<!-- libraryfs toc: page=3/9 -->\n# library — json.rst.txt … zlib.rst.txt\nfiles: ../NAME\n\n"
+        "- json.rst.txt — JSON encoder and decoder. Defines: dumps, loads (4,210 tok)\n"
+        "- [odd name.txt](../odd%20name.txt) — spaces (12 tok)\n\n- [↑ up](../INDEX.md)\n"
+    )
+    lines = parse_toc(page, "library/.index/0003.md")
+    assert [(ln.label, ln.path, ln.is_toc) for ln in lines] == [
+        ("json.rst.txt", "library/json.rst.txt", False),
+        ("odd name.txt", "library/odd name.txt", False),
+        ("↑ up", "library/INDEX.md", True),
+    ]
+    assert lines[0].rest.startswith("— JSON encoder") and "dumps" in lines[0].rest
+    assert [ln.label for ln in parse_toc(page.replace("files: ../NAME\n", ""), "library/.index/0003.md")] == [
+        "odd name.txt",
+        "↑ up",
+    ]

@@ -114,6 +114,16 @@ def test_auto_walk_reads_mount_style_pages(tmp_path):
     (tmp_path / "a c").write_text("a c→SECOND\n")
     trace = agents.toc_walk(tmp_path, "a c")
     assert trace.answer == "SECOND" and trace.count("toc") == 2
+    # TOC_FORMAT 5 leaf pages: names that are their own link stand bare, the page says where they are
+    (tmp_path / ".index" / "0002.md").write_text(
+        "<!-- libraryfs toc: page=2/3 -->\n# items — zeta\nfiles: ../NAME · each file 3 tok\n\n"
+        "- zeta — last\n- zeta.bak — a copy\n\n- [↑ up](../INDEX.md)\n"
+    )
+    (tmp_path / "zeta.bak").write_text("zeta.bak→COPY\n")
+    root = (tmp_path / "INDEX.md").read_text()
+    (tmp_path / "INDEX.md").write_text(root.replace("[zeta](", "[zeta … zeta.bak]("))
+    trace = agents.toc_walk(tmp_path, "zeta.bak")
+    assert trace.answer == "COPY" and trace.calls[-2].path == str(tmp_path / "zeta.bak")
     assert agents.parse_range("`1000` – `1999`") == ("1000", "1999")
     assert agents.parse_range("plain-name") is None
 

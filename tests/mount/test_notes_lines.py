@@ -26,6 +26,8 @@ from libraryfs_bench.findability import notes as notes_mod
 
 MIN_SECTION_NOTES = 8
 _LINE = re.compile(r"^- \[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\) — (.*?)(?: \(~?[\d,]+ tok\))?$")
+#: an entry line of a leaf page that says ``files: ../NAME``: its name without a link (TOC_FORMAT 5)
+_BARE = re.compile(r"^- ([^\s\[\]()]+) — (.*?)(?: \(~?[\d,]+ tok\))?$")
 _WORD = re.compile(r"[a-z][a-z0-9_]+")
 _STOP = frozenset(
     """the and for that this with are you can not but from have has was were use used using how what there
@@ -47,10 +49,15 @@ def section_lines(mnt: str, section: str) -> dict[str, str]:
         pages += [os.path.join(d, ".index", p) for p in sorted(os.listdir(os.path.join(d, ".index")))]
     out: dict[str, str] = {}
     for p in pages:
-        for ln in read_file(p, "rb").decode().splitlines():
+        text = read_file(p, "rb").decode()
+        bare = "\nfiles: ../NAME" in text
+        for ln in text.splitlines():
             m = _LINE.match(ln)
             if m and m.group(1).startswith("note-") and " … " not in m.group(1):  # not a range line
                 out[m.group(1)] = m.group(3)
+            b = _BARE.match(ln) if bare and not m else None
+            if b and b.group(1).startswith("note-"):
+                out[b.group(1)] = b.group(2)
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -152,7 +153,10 @@ def test_range_lines_say_what_their_range_holds():
         max_tokens=2000,
         count_tokens=count_tokens,
     )
-    assert all(ln.endswith("entries") for ln in _range_lines(plain.pages[0].decode()))
+    assert all(
+        re.fullmatch(r"- \[m\d+\.rst … m\d+\.rst\]\(\.index/\d{4}\.md\)", ln)
+        for ln in _range_lines(plain.pages[0].decode())
+    )
 
 
 def test_short_notes_get_lines_that_tell_them_apart(tmp_path):

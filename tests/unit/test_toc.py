@@ -6,7 +6,7 @@ import re
 import pytest
 
 from libraryfs.index.jobs import Group
-from libraryfs.index.toc import Item, links, render, sanitize
+from libraryfs.index.toc import Item, link_target, links, render, sanitize
 from libraryfs.index.tokens import count_tokens
 
 
@@ -121,15 +121,26 @@ def _resent_cost(out) -> float:
 @pytest.mark.parametrize("n", [500, 2000, 5000])
 def test_key_value_store_toc_costs_what_its_ranges_need(n):
     """Range lines of a store whose entries share no term carry no terms (a sample of 12 random values
-    per line was ~40 of a line's ~60 tokens), and the leaves are cut where the re-sent cost is least:
-    two levels up to 5,000 entries. Before: 3 × 890 + 2 × 620 tokens at 500, 3 × 1,808 + 2 × 1,223 at
-    2,000, three levels at 5,000 (docs/theorem.md)."""
+    per line was ~40 of a line's ~60 tokens), their counts and the files' sizes, about the same on every
+    line, are said once on the page, and the leaves are cut where the re-sent cost is least: two levels
+    up to 5,000 entries. Before: 3 × 890 + 2 × 620 tokens at 500, 3 × 1,808 + 2 × 1,223 at 2,000, three
+    levels at 5,000; TOC_FORMAT 4 (a count and a size on every line): 2,182 / 4,226 / 6,591 at 500 / 2,000 /
+    5,000, now 1,799 / 3,412 / 5,315 (docs/theorem.md)."""
     out = render("t00", "", _keyed_items(n), max_tokens=2000, count_tokens=count_tokens)
     assert out.levels == 2
     root = out.pages[0].decode()
     range_lines = [ln for ln in root.splitlines() if ln.startswith("- [")]
-    assert all(re.fullmatch(r"- \[\d+ … \d+\]\(\.index/\d{4}\.md\) — \d+ entries", ln) for ln in range_lines)
-    bound = {500: 2400, 2000: 4500, 5000: 7000}[n]
+    assert all(re.fullmatch(r"- \[\d+ … \d+\]\(\.index/\d{4}\.md\)", ln) for ln in range_lines)
+    assert re.search(
+        r"^[\d,]+ entries · [\d,]+ tokens · each file 6 tok · each range \d+–\d+ entries$", root, re.M
+    )
+    leaf = out.pages[1].decode()
+    assert (
+        "\nfiles: ../NAME · each file 6 tok\n" in leaf
+        and " tok)" not in leaf
+        and "](../" not in leaf.split("↑")[0]
+    )
+    bound = {500: 1900, 2000: 3600, 5000: 5600}[n]
     assert _resent_cost(out) < bound, (n, out.page_tokens[0], max(out.page_tokens[1:]))
 
 
@@ -154,12 +165,12 @@ def test_range_lines_keep_terms_their_entries_share():
 
 def test_planned_cut_is_no_worse_than_full_or_square_root_leaves(monkeypatch):
     """The planner's cut costs a lookup no more than full leaves or the √(S·r) cut it replaced."""
-    import libraryfs.index.toc as toc
+    import libraryfs.index.tocplan as tocplan
 
     its = _keyed_items(2000)
     chosen = _resent_cost(render("t", "", its, max_tokens=2000, count_tokens=count_tokens))
     for forced in (lambda s, b, r=45: b, lambda s, b, r=45: max(300, int((s * 45) ** 0.5))):
-        monkeypatch.setattr(toc, "balanced_leaf_budget", forced)
+        monkeypatch.setattr(tocplan, "balanced_leaf_budget", forced)
         other = render("t", "", its, max_tokens=2000, count_tokens=count_tokens)
         if other.levels == 2:
             assert chosen <= _resent_cost(other) + 1
@@ -220,3 +231,78 @@ def test_summary_text_never_carries_toc_markup(text, want):
     assert line.count(" tok)") == 1, line
     if want is not None:
         assert not re.search(r"— [\d,]+ entr", line), line
+
+
+def test_a_size_or_count_every_line_repeats_is_said_once():
+    """TOC_FORMAT 5: files of about one size (within 10% or 3 tokens) get the size once on the page, not a
+    ``(N tok)`` each; sizes that differ, approximate ones and sections keep their own facts; a page's range
+    lines of about equal counts say the count once (docs/theorem.md, AUTO against INDEXED)."""
+    tiny = [Item(b"k%03d" % i, f"v{i}", 5 + i % 4) for i in range(20)]
+    page = render("s", "", tiny, max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert "\n20 entries · 130 tokens · each file 5–8 tok\n" in page and " tok)" not in page
+    assert links(page) == [i.name for i in tiny]
+    mixed = render("s", "", items(20), max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert mixed.count(" tok)") == 20 and "each file" not in mixed  # 100–119 tok: more than 10% apart
+    approx = [*tiny[:19], Item(b"k999", "v", 6, approx=True)]
+    assert (
+        render("s", "", approx, max_tokens=2000, count_tokens=count_tokens).pages[0].decode().count(" tok)")
+        == 20
+    )
+    with_dir = [*tiny, Item(b"sub", "a section", 40, is_dir=True, entries=3, direct=3)]
+    page = render("s", "", with_dir, max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert "each file 5–8 tok" in page and "(3 entries, 40 tok)" in page
+    many = [Item(b"k%05d" % i, "a value", 6 + i % 2) for i in range(3000)]
+    out = render("s", "", many, max_tokens=2000, count_tokens=count_tokens)
+    root = out.pages[0].decode()
+    assert re.search(
+        r"^3,000 entries · [\d,]+ tokens · each file 6–7 tok · each range \d+(–\d+)? entries$", root, re.M
+    )
+    assert not re.search(r"\.md\) — \d+ entries", root)
+    for p in out.pages[1:]:
+        assert "\nfiles: ../NAME · each file 6–7 tok\n" in p.decode() and " tok)" not in p.decode()
+    assert max(out.page_tokens) <= 2000
+    sections = [
+        Item(b"s%03d" % i, "a section", 100, is_dir=True, entries=10 + i, direct=4) for i in range(200)
+    ]
+    root = render("big", "", sections, max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert all(re.search(r"— \d+ entries, [\d,]+ in all", ln) for ln in root.splitlines() if ".index/" in ln)
+
+
+def test_freshness_facts_are_on_the_root_page_only():
+    """All pages of a directory are written together: the generation and journal position the root page
+    states hold for every page; a leaf's header says only which page it is."""
+    out = render(
+        "s",
+        "",
+        items(600),
+        max_tokens=2000,
+        count_tokens=count_tokens,
+        header_facts="generation=7 journal_seq=9",
+    )
+    assert (
+        out.pages[0]
+        .decode()
+        .startswith(f"<!-- libraryfs toc: page=0/{len(out.pages)} generation=7 journal_seq=9 -->\n")
+    )
+    for k, p in enumerate(out.pages[1:], start=1):
+        assert p.decode().startswith(f"<!-- libraryfs toc: page={k}/{len(out.pages)} -->\n")
+
+
+def test_leaf_pages_leave_out_links_a_name_implies():
+    """On a leaf page an entry whose name is its own link is ``- name — summary`` and the page says once
+    where such names are (``files: ../NAME``); odd names keep their links, single pages keep every link, and
+    :func:`links` gives every entry of every page exactly once (TOC_FORMAT 5)."""
+    odd = [b"_init_.py", b"a b.md", b"x[1].md", b"1.", b"-v", b"caf\xe9", b"INDEX.md"]
+    names = sorted([b"k%04d.md" % i for i in range(400)] + odd)
+    its = [Item(n, "a note on " + n.decode("utf-8", "replace"), 50 + len(n)) for n in names]
+    out = render("s", "", its, max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels == 2 and max(out.page_tokens) <= 2000
+    leaves = [p.decode("utf-8", "surrogateescape") for p in out.pages[1:]]
+    assert all("\nfiles: ../NAME\n" in p for p in leaves if "\n- k0" in p)
+    assert "\n- k0001.md — a note on k0001.md (58 tok)\n" in "".join(leaves)
+    for n in odd:
+        assert sum(f"]({link_target(n, '../')}) — " in p for p in leaves) == 1, n
+    got = sorted(t[3:] for p in out.pages[1:] for t in links(p) if t != b"../INDEX.md")
+    assert got == [n for n in names if n != b"INDEX.md"]  # a user's INDEX.md: its line was checked above
+    single = render("s", "", its[:20], max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
+    assert "files:" not in single and links(single) == names[:20]

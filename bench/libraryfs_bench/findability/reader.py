@@ -20,6 +20,9 @@ from libraryfs.index.tokens import count_tokens
 INDEX_NAME = INDEX_FILE
 #: ``- [label](target) rest``: a TOC line; ``\\]`` inside the label is an escaped bracket
 _LINK_LINE = re.compile(r"^\s*[-*]\s+\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)(.*)$")
+#: a page's statement of where its unlinked entry names are (``files: ../NAME``), and such a line
+_FILES_AT = re.compile(r"^files: (\S*)NAME\b", re.MULTILINE)
+_BARE_LINE = re.compile(r"^\s*[-*]\s+([^\s\[\]()]+)(?:\s+—\s|$)")
 
 
 @dataclass
@@ -42,11 +45,18 @@ def is_toc_path(rel: str) -> bool:
 
 def parse_toc(text: str, page_rel: str) -> list[TocLine]:
     """Link lines of a TOC page at ``page_rel``; targets percent-decoded and resolved to library-relative
-    paths (a link to a directory means its INDEX.md). Links leaving the library are dropped."""
+    paths (a link to a directory means its INDEX.md). Links leaving the library are dropped. On a page that
+    says where its unlinked names are (``files: ../NAME``), a list line ``- name — summary`` is the entry
+    at that path too."""
     base = posixpath.dirname(page_rel)
+    at = _FILES_AT.search(text)
     out = []
     for raw in text.splitlines():
         m = _LINK_LINE.match(raw)
+        bare = None if m or at is None else _BARE_LINE.match(raw)
+        if bare:
+            path = posixpath.normpath(posixpath.join(base, at.group(1) + bare.group(1)))
+            out.append(TocLine(bare.group(1), path, raw[bare.end(1) :].strip(), False, raw))
         if not m:
             continue
         label = re.sub(r"\\(.)", r"\1", m.group(1))

@@ -209,12 +209,23 @@ _LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _SEPARATORS = ("…", "...", "..", " – ", " — ", " - ", " to ", "–")
 
 
+#: a page's statement of where its unlinked entry names are (``files: ../NAME``: the path is ``../`` + name)
+_FILES_AT = re.compile(r"^files: (\S*)NAME\b", re.MULTILINE)
+_BARE_ENTRY = re.compile(r"^- ([^\s\[\]()]+)(?: — |$)")
+
+
 def parse_links(text: str) -> list[tuple[str, str, str]]:
-    """(label, href, rest of line) for every markdown link in a TOC page (href URL-unquoted)."""
+    """(label, href, rest of line) for every markdown link in a TOC page (href URL-unquoted), and for every
+    unlinked entry name of a page that says where such names are (``files: ../NAME``: href ``../name``)."""
     out = []
+    at = _FILES_AT.search(text)
     for line in text.splitlines():
-        for m in _LINK.finditer(line):
+        found = list(_LINK.finditer(line))
+        for m in found:
             out.append((m.group(1).strip(), unquote(m.group(2)), line[m.end() :]))
+        bare = None if found or at is None else _BARE_ENTRY.match(line)
+        if bare:
+            out.append((bare.group(1), at.group(1) + bare.group(1), line[bare.end() :]))
     return out
 
 
