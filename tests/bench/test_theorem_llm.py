@@ -8,12 +8,12 @@ import re
 import pytest
 from helpers.llm_server import LLMServer, Reply, Request, Status
 
+from libraryfs_bench.theorem.agents import parse_links
 from libraryfs_bench.theorem.llm_agent import make_client, run_llm_trial
 from libraryfs_bench.theorem.reftoc import render_dir
 from libraryfs_bench.theorem.stores import StoreSpec, write_item_store, write_paper_store
 
 _RANGE = re.compile(r"(Page|Section)\s+(\d+):\s+keys\s+(\S+)\s*[–-]\s*(\S+)")
-_LINK = re.compile(r"\[([^\]]*)\]\(([^)]+)\)")
 
 
 def _num(x: str):
@@ -58,7 +58,9 @@ def protocol_model(req: Request) -> Reply:
     if last_call["name"] == "read_file":
         here = json.loads(last_call["arguments"])["path"].rsplit("/", 1)
         base = here[0] + "/" if len(here) == 2 else ""
-        for label, href in _LINK.findall(last):
+        for label, href, _rest in parse_links(
+            last
+        ):  # links, and the bare names of a leaf page (TOC_FORMAT 5)
             if label == key:
                 return call("read_file", path=base + href)
             if "…" in label:
