@@ -11,6 +11,7 @@ import click
 
 from libraryfs.cli.common import display_path, echo_json, error_line, handle_errors, resolve_libdir
 from libraryfs.cli.options import (
+    checked_store_url,
     library_argument,
     llm_field_overrides,
     llm_options,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     "url",
     metavar="URL",
     default=None,
+    callback=checked_store_url,  # a bad URL is a usage error before anything is made
     help="Keep the store on etcd: etcd://HOST:PORT[,HOST:PORT...]/PREFIX (an empty prefix; LIBDIR keeps "
     "config, logs and locks). Default: LMDB in LIBDIR/store.",
 )
@@ -85,10 +87,6 @@ def init(
     """Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700)."""
     if join and not url:
         raise click.UsageError("--join needs --store URL")
-    if url:
-        from libraryfs.fs.etcd_backend import parse_url
-
-        parse_url(url)  # a bad URL is one line before anything is made
     if force:  # beside its files: only a library already there, or a file, stops it
         if is_library(libdir):
             raise Exists(f"{os.path.abspath(libdir)} already holds a library")
@@ -472,9 +470,16 @@ def _duration(seconds: float) -> str:
     return " ".join(parts[:3])
 
 
+def _nonblank(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback refusing an empty or blank search term (``click.BadParameter``, exit status 2)."""
+    if not value.strip():
+        raise click.BadParameter("the search term is empty")
+    return value
+
+
 @click.command()
 @library_argument
-@click.argument("term")
+@click.argument("term", callback=_nonblank)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option(
     "-0",
@@ -492,8 +497,6 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
     Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
     printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
     bytes. Exit status 1: no match."""
-    if not term.strip():
-        raise click.ClickException("the search term is empty")
     libdir = resolve_libdir(libdir)
     found = run_isolated(lambda: _find(libdir, term, limit))  # a damaged store is a report, never a crash
     prefix = os.fsencode(_mountpoint_for_paths(libdir))

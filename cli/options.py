@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from libraryfs.settings import SPEC, env_var, parse_timeouts
+from libraryfs.settings import SPEC, SettingsError, coerce, env_var, parse_timeouts
 
 F = Callable[..., Any]
 _PREFIX = "setting__"  #: parameter names of setting flags: setting__<table>__<name>[__alias<k>]
@@ -103,10 +103,52 @@ def setting_options(*keys: str) -> Callable[[F], F]:
                 else:
                     kw["type"] = _CLICK_TYPES.get(spec.kind, str)
                 help_ = f"{spec.doc[:1].upper()}{spec.doc[1:]} (overrides {env_var(key)} and config.toml)."
-                f = click.option(flag, param, help=help_, **kw)(f)
+                f = click.option(flag, param, help=help_, callback=_checked(key), **kw)(f)
         return f
 
     return deco
+
+
+def _checked(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback checking a setting flag's value with :func:`~libraryfs.settings.coerce` as the
+    command line is parsed, before anything starts: a bad value is ``click.BadParameter`` (a usage error,
+    exit status 2). The value is passed on as given (the settings loader converts it)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        """Raise ``click.BadParameter`` unless ``value`` is a valid value of setting ``key``."""
+        if value is not None and key in SPEC:
+            try:
+                coerce(key, value, "flag")
+            except SettingsError as e:
+                raise click.BadParameter(str(e).removeprefix(f"{key} from flag: ")) from None
+        return value
+
+    return check
+
+
+def _checked_timeouts(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Click callback of ``--timeouts``: :func:`~libraryfs.settings.parse_timeouts` as the command line is
+    parsed; a bad value is ``click.BadParameter`` (exit status 2)."""
+    try:
+        parse_timeouts(value)
+    except SettingsError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
+
+
+def checked_store_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Click callback of ``--store URL``: :func:`~libraryfs.fs.etcd_backend.parse_url` as the command line
+    is parsed, before anything is made; a bad URL is ``click.BadParameter`` (exit status 2)."""
+    if value is None:
+        return None
+    from libraryfs.errors import InvalidArgument
+    from libraryfs.fs.etcd_backend import parse_url
+
+    try:
+        parse_url(value)
+    except InvalidArgument as e:
+        raise click.BadParameter(str(e)) from None
+    return value
 
 
 def timeouts_option(f: F) -> F:
@@ -116,6 +158,7 @@ def timeouts_option(f: F) -> F:
         _PREFIX + "timeouts",
         default=None,
         metavar="E,A,N",
+        callback=_checked_timeouts,
         help="Kernel cache timeouts in seconds: entry, attribute, negative lookup [default: config.toml / 1,1,1].",
     )(f)
 

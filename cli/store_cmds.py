@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from libraryfs.cli.common import echo_json, handle_errors, resolve_libdir
-from libraryfs.fs.etcd_backend import parse_url
+from libraryfs.cli.options import checked_store_url
 
 
 @click.command()
@@ -16,6 +16,7 @@ from libraryfs.fs.etcd_backend import parse_url
     "url",
     metavar="URL",
     default=None,
+    callback=checked_store_url,
     help="Put DST's store on etcd: etcd://HOST:PORT[,HOST:PORT...]/PREFIX (an empty prefix). Default: LMDB "
     "in DST/store.",
 )
@@ -28,8 +29,6 @@ def copy(src: str, dst: str, url: str | None, as_json: bool) -> None:
     cluster is unreachable. SRC may stay mounted: the copy is of one consistent snapshot."""
     from libraryfs.fs.copy import copy_library
 
-    if url:
-        parse_url(url)  # a bad URL is one line before anything is made
     report = copy_library(resolve_libdir(src), dst, url)
     if as_json:
         echo_json(vars(report))

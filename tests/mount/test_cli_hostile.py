@@ -58,9 +58,39 @@ def test_bad_into_and_empty_find_term(tmp_path, run_cli):
     for bad in ("../escape", ".", "a/../b", "x/INDEX.md"):
         one_line_error(run_cli("ingest", str(lib), str(src), "--into", bad, "-q"), "invalid --into")
     assert sorted(os.listdir(tmp_path)) == ["lib", "src"]
-    one_line_error(run_cli("find", str(lib), ""), "empty")
-    one_line_error(run_cli("mount", str(lib), str(tmp_path / "m"), "--timeouts", "-1,-1,-1"), "--timeouts")
+    usage_error(run_cli("find", str(lib), ""), "empty")
+    usage_error(run_cli("mount", str(lib), str(tmp_path / "m"), "--timeouts", "-1,-1,-1"), "--timeouts")
     assert not (tmp_path / "m").exists()  # a failed mount leaves no mountpoint it created
+
+
+def usage_error(r, needle):
+    """A bad value is a usage error (README "Exit status": 2): click's usage lines and one ``Error:`` line
+    naming the option, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and needle in errors[0], r.stderr
+
+
+def test_bad_values_are_usage_errors_before_anything_starts(tmp_path, run_cli):
+    """Every bad flag value exits 2 while the command line is parsed: no mount server started, no
+    mountpoint or library made."""
+    lib, mnt = tmp_path / "lib", tmp_path / "m"
+    run_cli("init", str(lib), check_rc=True)
+    bad_mount_flags = {
+        "--timeouts": ("x", "-1,1,1", "1,1"),
+        "--budget": ("foo", "reads=-1"),
+        "--log-level": ("NOPE",),
+    }
+    for flag, values in bad_mount_flags.items():
+        for value in values:
+            usage_error(run_cli("mount", str(lib), str(mnt), flag, value), flag)
+            assert not mnt.exists(), (flag, value)
+    usage_error(run_cli("indexer", str(lib), "--poll-s", "-3"), "--poll-s")
+    usage_error(run_cli("init", str(tmp_path / "l2"), "--store", "bogus://x"), "--store")
+    usage_error(run_cli("copy", str(lib), str(tmp_path / "l3"), "--store", "etcd://nohostport/p"), "--store")
+    usage_error(run_cli("find", str(lib), "  "), "empty")
+    assert sorted(os.listdir(tmp_path)) == ["lib"]
 
 
 def test_corrupt_and_empty_stores_give_one_line_and_check_never_writes(tmp_path, run_cli):
