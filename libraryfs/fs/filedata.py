@@ -174,7 +174,9 @@ class FileData(ViewService):
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
             writes = acc != os.O_RDONLY or flags & os.O_TRUNC
-            if r.kind is Kind.TOC and writes and not self.read_only:
+            # a stored directory's INDEX.md becomes the user's file; the catalogue's and the subject index's
+            # page 0 belong to no stored directory: read-only as every other generated file (EACCES below)
+            if r.kind is Kind.TOC and writes and not self.read_only and r.ino not in S.PSEUDO_INOS:
                 return self._open_index_for_write(r.ino, flags), True
             if not r.is_real:
                 snap = self.virtual.open(t, r, flags)

@@ -55,3 +55,38 @@ def test_catalogue_appears_links_open_and_follows_deletes(mounted):
     page = read_file(mounted.p(".catalogue/INDEX.md"), "rb").decode()  # an empty catalogue keeps its page
     assert "shapes" not in page and "0 names" in page and _targets(mounted, ".catalogue/INDEX.md") == []
     assert ".catalogue/" not in read_file(mounted.p("INDEX.md"), "rb").decode()  # the master drops its line
+
+
+def test_writing_generated_pages_is_eacces(mounted):
+    """docs/posix.md: only a stored directory's ``INDEX.md`` may be opened for writing (it becomes the user's
+    file); the catalogue's and the subject index's pages, control files and finder entries are EACCES for
+    every writing open, even for root (mode 0444 is not checked by the kernel for root)."""
+    os.makedirs(mounted.p("docs"))
+    with open(mounted.p("docs/shapes.rst"), "w") as f:
+        f.write(
+            "Shapes\n======\n\n.. module:: shapes\n\n.. function:: area(shape)\n\n   The area of mulch.\n"
+        )
+    with open(mounted.p("docs/beds.md"), "w") as f:
+        f.write("# Raised beds\n\nSpread a thick layer of mulch over the soil every spring.\n")
+    mounted.wait_indexed()
+    generated = [".catalogue/INDEX.md", ".subjects/INDEX.md", ".libraryfs/status.json"]
+    before = {rel: read_file(mounted.p(rel), "rb") for rel in generated[:2]}
+    writing = {
+        "O_WRONLY": os.O_WRONLY,
+        "O_RDWR": os.O_RDWR,
+        "O_APPEND": os.O_WRONLY | os.O_APPEND,
+        "O_CREAT": os.O_WRONLY | os.O_CREAT,
+        "O_RDONLY|O_TRUNC": os.O_RDONLY | os.O_TRUNC,
+    }
+    for rel in generated:
+        assert os.stat(mounted.p(rel)).st_mode & 0o777 == 0o444, rel
+        for how, flags in writing.items():
+            with pytest.raises(OSError) as e:
+                os.close(os.open(mounted.p(rel), flags, 0o644))
+            assert e.value.errno == errno.EACCES, (rel, how, e.value)
+        with pytest.raises(OSError) as e:
+            os.truncate(mounted.p(rel), 0)
+        assert e.value.errno == errno.EACCES, (rel, "truncate", e.value)
+    for rel, page in before.items():
+        assert read_file(mounted.p(rel), "rb") == page, rel  # nothing written, the page still generated
+    assert ".catalogue" not in os.listdir(mounted.mnt)
