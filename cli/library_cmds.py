@@ -253,14 +253,22 @@ def status(libdir: str, as_json: bool) -> None:
         _print_status(out)
 
 
+def verify_pages(libdir: str) -> None:
+    """Walk every page of the library's LMDB store unless the data file is unchanged since the last clean walk
+    (:func:`libraryfs.fs.lmdb_pages.verify_since`); the commands that read the store read-only (``status``,
+    ``find``) call it before opening it. Raises :class:`~libraryfs.errors.Damaged` for a damaged store. A
+    missing or empty data file, or an etcd store, is left to :class:`Store` (it says what is wrong)."""
+    data = os.path.join(store_path(libdir), "data.mdb")
+    if is_library(libdir) and os.path.exists(data) and os.path.getsize(data):
+        verify_since(store_path(libdir), os.path.join(state_dir(libdir), VERIFIED_FILE))
+
+
 def status_facts(libdir: str) -> dict:
     """What ``libraryfs status --json`` prints: the store's facts, the mount (live, or stale after a crash),
     the indexer (running = it holds ``indexer.lock``, :func:`libraryfs.layout.indexer_pid`), ``run.json``.
     Every page of the store is walked first unless the data file is unchanged since the last clean walk
     (:func:`libraryfs.fs.lmdb_pages.verify_since`): a damaged store is :class:`~libraryfs.errors.Damaged`."""
-    data = os.path.join(store_path(libdir), "data.mdb")
-    if is_library(libdir) and os.path.exists(data) and os.path.getsize(data):  # else Store says what is wrong
-        verify_since(store_path(libdir), os.path.join(state_dir(libdir), VERIFIED_FILE))
+    verify_pages(libdir)
     st = Store(libdir, readonly=True, verify=False)
     try:
         with st.read() as t:
@@ -531,12 +539,14 @@ def _mountpoint_for_paths(libdir: str) -> str:
 
 def _find(libdir: str, term: str, limit: int) -> Found:
     """:func:`~libraryfs.index.find.find_ranked` over the library's term index, read-only (the store's
-    fallback order when the library has none yet or SQLite cannot read it)."""
+    fallback order when the library has none yet or SQLite cannot read it), after :func:`verify_pages`:
+    raises :class:`~libraryfs.errors.Damaged` for a damaged store, as ``status`` does."""
     from libraryfs.index import termindex
     from libraryfs.index.find import find_ranked
 
+    verify_pages(libdir)  # the term index names inodes a damaged page would silently drop from the answer
     reader = termindex.Reader(term_index_path(libdir))
-    st = Store(libdir, readonly=True)
+    st = Store(libdir, readonly=True, verify=False)
     try:
         with st.read() as t:
             return find_ranked(t, reader.get(), term, limit)
