@@ -128,7 +128,8 @@ def init(
 @handle_errors
 def check(libdir: str, repair: bool, as_json: bool) -> None:
     """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
-    problems remain, 4 if the store is damaged (not repaired)."""
+    problems remain or a salvage lost records (the last line says how many), 4 if the store is damaged
+    (not repaired)."""
     from libraryfs.fs.check import describe
 
     libdir = resolve_libdir(libdir)
@@ -137,31 +138,67 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
     if repair and store_url(libdir) is not None:
         _refuse_if_mounted_elsewhere(libdir)
     # the page walk is LMDB's: an etcd store has no pages of ours (Raft and etcd's own checks keep them)
-    salvaged = _walk_pages(libdir, repair, as_json) if store_url(libdir) is None else None
+    lmdb = store_url(libdir) is None
+    # what the derived term index knew of, read before a salvage can replace the store: the salvage's loss
+    # is counted against it too (a store whose headers are gone promises no record count of its own)
+    known = _known_inodes(libdir) if repair and lmdb else []
+    salvaged = _walk_pages(libdir, repair, as_json) if lmdb else None
     # the term index's rows trail the store by one pass while an indexer runs: drift is judged only when
     # none does; its repair takes the indexer's lock (one writer)
     indexer_running = not repair and indexer_pid(libdir) is not None
     lock = acquire_lock(libdir, INDEXER_LOCK) if repair else None
     try:
         # LMDB reads the store in a child process: if it crashes on damage the walk missed, that is a report
-        report = run_isolated(
-            lambda: _check_store(libdir, repair, not indexer_running), "checking the library's store"
+        report, index_lost = run_isolated(
+            lambda: _check_store(libdir, repair, not indexer_running, known if salvaged else []),
+            "checking the library's store",
         )
     finally:
         if lock is not None:
             os.close(lock)
+    loss = _salvage_loss(salvaged, len(known), index_lost) if salvaged else None
     if as_json:
-        echo_json({**report.to_json(), **({"salvage": vars(salvaged)} if salvaged else {})})
+        extra = {"index_known": len(known), "index_lost": index_lost, "loss": loss}
+        echo_json({**report.to_json(), **({"salvage": {**vars(salvaged), **extra}} if salvaged else {})})
     else:
         click.echo(describe(report))
-        lost = salvaged.lost() if salvaged else 0
-        if lost and report.clean:  # "repaired" alone would read as "nothing was lost"
-            click.echo(
-                f"consistent again, but {lost} record(s) could not be salvaged: files may be missing (look in "
-                f"/lost+found) or read as holes; the damaged store is kept at {salvaged.kept}"
-            )
-    if not report.clean:
+        if loss:  # "repaired" alone would read as "nothing was lost"
+            click.echo(loss)
+    if not report.clean or loss:  # README "Exit status": a lossy salvage is 1 too
         raise SystemExit(1)
+
+
+def _known_inodes(libdir: str) -> list[int]:
+    """The inodes the library's term index holds rows for (:func:`libraryfs.index.termindex.known_inodes`)."""
+    from libraryfs.index import termindex
+
+    return termindex.known_inodes(term_index_path(libdir))
+
+
+def _salvage_loss(salvaged, index_known: int, index_lost: int) -> str | None:
+    """The last line of ``check --repair`` after a salvage that lost anything (None: nothing lost): how many
+    records could not be salvaged (of what the store's headers promised), how many of the ``index_known``
+    files and directories the term index knew of are not in the salvaged store (``index_lost``), and where
+    the old store is. A salvage that copied no record at all says so: headers destroyed promise nothing."""
+    copied, lost = sum(salvaged.copied.values()), salvaged.lost()
+    if not (lost or index_lost or not copied):
+        return None
+    if not copied:
+        parts = ["nothing could be salvaged: no record of the damaged store was readable"]
+    else:
+        parts = [f"consistent again, but {lost} record(s) could not be salvaged"]
+    if index_lost:
+        parts.append(
+            f"{index_lost} of the {index_known} files and directories the term index knew of are lost"
+        )
+    elif not copied and not index_known:
+        parts.append("no term index says how many files and directories the library held")
+    what = (
+        "the library is empty now: restore it from a backup"
+        if not copied
+        else "files may be missing (look in /lost+found) or read as holes"
+    )
+    return "; ".join([*parts, what, f"the damaged store is kept at {salvaged.kept}"])
 
 
 def _refuse_if_mounted_elsewhere(libdir: str) -> None:
@@ -205,10 +242,12 @@ def _walk_pages(libdir: str, repair: bool, as_json: bool):
     return salvaged
 
 
-def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
+def _check_store(libdir: str, repair: bool, drift_too: bool, known: list[int]) -> tuple[Report, int]:
     """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child),
     then the finder's term index (derived data beside the store: ``T1`` missing or damaged, ``T2`` rows out
-    of line with the store when ``drift_too``; :func:`libraryfs.index.termindex.verify`)."""
+    of line with the store when ``drift_too``; :func:`libraryfs.index.termindex.verify`). Returns the report
+    and how many of the inodes ``known`` (the term index's, read before a salvage) the store lacks after
+    the check (before the term index's repair drops their rows)."""
     from libraryfs.fs.check import Problem
     from libraryfs.fs.check import check as run_check
     from libraryfs.index import termindex
@@ -216,10 +255,12 @@ def _check_store(libdir: str, repair: bool, drift_too: bool) -> Report:
     st = Store(libdir, readonly=not repair)  # a plain check never writes
     try:
         report = run_check(st, repair=repair)
+        with st.read() as t:
+            index_lost = sum(1 for ino in known if t.inode(ino) is None)
         for f in termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too):
             report.problems.append(Problem(f.code, 0, f.message, f.repaired))
             report.repaired += f.repaired
-        return report
+        return report, index_lost
     finally:
         st.close()
 

@@ -417,6 +417,22 @@ class Reader:
 
 
 # -- libraryfs check ----------------------------------------------------------------------------------------
+def known_inodes(path: str) -> list[int]:
+    """The inode numbers the term index at ``path`` holds rows for (files and directories the store had when
+    it was last synced), read-only; ``[]`` when the file is missing or SQLite cannot read it. ``check
+    --repair`` reads them before a salvage to say how many entries the salvage lost."""
+    if not os.path.exists(path):
+        return []
+    try:
+        db = connect(path, readonly=True)
+        try:
+            return [r[0] for r in db.execute("SELECT ino FROM rows")]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+
+
 @dataclass
 class Finding:
     """One problem of the term index for ``libraryfs check``: ``code`` ``T1`` (missing, unreadable or

@@ -105,13 +105,18 @@ def repair_and_read_back(lib: str, files: dict, tmp_path) -> int:
     that survived reads back exactly as written. Returns how many files survived."""
     before = sha(data_file(lib))
     r = cli("check", "--repair", lib)
-    assert r.returncode == 0, r.stdout + r.stderr  # shown whole when it fails (a tuple is cut by pytest)
-    assert "salvaged" in r.stdout, r.stdout
+    assert "salvaged" in r.stdout, r.stdout + r.stderr
     got, want = map(int, re.search(r"salvaged (\d+) of (\d+) records", r.stdout).groups())
     last = r.stdout.splitlines()[-1]  # a lossy salvage never ends on a bare "repaired"
-    assert (
-        (f"{want - got} record(s) could not be salvaged" in last) if got < want else last == "repaired"
-    ), r.stdout
+    index_lost = re.search(r"(\d+) of the (\d+) files and directories the term index knew of are lost", last)
+    if got < want:
+        assert f"{want - got} record(s) could not be salvaged" in last, r.stdout
+    elif got == 0:  # the headers promised nothing: the term index says what was there
+        assert last.startswith("nothing could be salvaged") and index_lost, r.stdout
+    else:
+        assert last == "repaired" or index_lost, r.stdout
+    # README "Exit status": a salvage that lost anything is 1 (shown whole when it fails: pytest cuts tuples)
+    assert r.returncode == (0 if last == "repaired" else 1), r.stdout + r.stderr
     kept = glob.glob(os.path.join(lib, "store.damaged-*"))
     assert len(kept) == 1 and sha(os.path.join(kept[0], "data.mdb")) == before
     assert cli("check", lib).returncode == 0
@@ -150,6 +155,39 @@ def test_overwritten_pages(copy, made, tmp_path):
             f.write(rng.randbytes(4096))
     assert_refused_everywhere(copy, tmp_path)
     repair_and_read_back(copy, made[1], tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["truncated-to-one-page", "empty", "random"])
+def test_repair_of_a_total_loss_says_so_and_fails(copy, made, damage):
+    """Nothing readable (the meta pages gone): the salvage copies 0 of the 0 records the headers promise, and
+    the check that follows repairs the empty result into a consistent store. That is no success: the last
+    line says nothing could be salvaged and how many of the files and directories the term index knew of
+    are lost; exit status 1 (README); the damaged store is kept byte for byte."""
+    from libraryfs.index.termindex import known_inodes
+    from libraryfs.layout import term_index_path
+
+    known = len(known_inodes(term_index_path(copy)))
+    assert known > len(made[1]), known  # every file, and its directories
+    path = data_file(copy)
+    if damage == "truncated-to-one-page":
+        os.truncate(path, 4096)
+    else:
+        size = os.path.getsize(path)
+        with open(path, "wb") as f:
+            f.write(b"" if damage == "empty" else random.Random(3).randbytes(size))
+    before = sha(path)
+    r = cli("check", "--repair", copy)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith("nothing could be salvaged"), r.stdout
+    assert f"{known} of the {known} files and directories the term index knew of are lost" in last, last
+    kept = glob.glob(os.path.join(copy, "store.damaged-*"))
+    assert len(kept) == 1 and sha(os.path.join(kept[0], "data.mdb")) == before
+    r = cli(
+        "check", "--repair", copy, "--json"
+    )  # nothing left to salvage: clean (what is left is consistent)
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_an_overwritten_leaf_of_the_inodes_table(copy, made, tmp_path):
