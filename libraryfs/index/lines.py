@@ -13,7 +13,8 @@ section apart from its siblings; what a range of a multi-page TOC holds.
 Text that would address a reader (a model) with instructions is never copied into a line
 (:func:`looks_like_instructions`); text that fakes TOC markup is neutralised (:func:`neutralise_toc_markup`,
 applied by the renderer's ``sanitize`` to every summary, description and title); the renderer
-(:mod:`libraryfs.index.toc`) escapes everything else.
+(:mod:`libraryfs.index.toc`) escapes everything else for CommonMark (``toc.md_escape``: names and text
+render as themselves, never as raw HTML, code or emphasis).
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 5  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+TOC_FORMAT = 6  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
 #: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms;
 #: 5: a size or count every line would repeat is said once on the page (toc.shared_span), freshness facts on
-#: the root page only
+#: the root page only; 6: names and text Markdown-escaped (toc.md_escape: no raw HTML, code or emphasis from a
+#: name), a leaf page's bare names only those needing no escape
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20

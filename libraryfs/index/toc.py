@@ -67,24 +67,63 @@ class Rendered:
     levels: int  #: 1 when the directory fits one page
 
 
+#: characters that could start Markdown markup anywhere in a line (CommonMark: code spans, emphasis, links,
+#: raw HTML and autolinks; GFM: strikethrough): always backslash-escaped in generated text
+_MD_ALWAYS = frozenset("`*[]<>~")
+_MD_SPECIAL = re.compile(r"[`*\[\]<>~_\\&]|^#")
+#: an entity or numeric character reference (``&lt;``, ``&#60;``): CommonMark would render the character
+_MD_ENTITY = re.compile(r"&(?:[A-Za-z][A-Za-z0-9]{0,31}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+_ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+
+
+def md_escape(text: str) -> str:
+    """``text`` (one line) backslash-escaped so that CommonMark renders it as itself, never as markup
+    (CommonMark 0.31 §2.4 backslash escapes, §6.2 emphasis, §6.6 raw HTML): `````*[]<>~`` always; ``_``
+    unless its run stands between two letters or digits (intraword: ``lru_cache`` keeps its ``_``, never
+    emphasis); ``\\`` before ASCII punctuation or at the end; ``&`` that starts a character reference; a
+    ``#`` that starts the text (a heading). Other characters are left alone (escapes cost a reader tokens)."""
+    if not _MD_SPECIAL.search(text):
+        return text
+    out = []
+    n = len(text)
+    for k, c in enumerate(text):
+        if c in _MD_ALWAYS or (c == "#" and k == 0):
+            out.append("\\" + c)
+        elif c == "_":
+            lo, hi = k, k
+            while lo > 0 and text[lo - 1] == "_":
+                lo -= 1
+            while hi + 1 < n and text[hi + 1] == "_":
+                hi += 1
+            intraword = lo > 0 and hi + 1 < n and text[lo - 1].isalnum() and text[hi + 1].isalnum()
+            out.append(c if intraword else "\\_")
+        elif c == "\\":
+            out.append("\\\\" if k + 1 == n or text[k + 1] in _ASCII_PUNCT else c)
+        elif c == "&" and _MD_ENTITY.match(text, k):
+            out.append("\\&")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def sanitize(text: str, max_chars: int = 240) -> str:
     """Make builder/model text safe for one TOC line: no control chars, one line, no TOC markup
-    (:func:`~libraryfs.index.lines.neutralise_toc_markup`), ≤ ``max_chars``. The one place every summary, description and title
-    passes before it goes on a page."""
+    (:func:`~libraryfs.index.lines.neutralise_toc_markup`), no Markdown markup (:func:`md_escape`),
+    ≤ ``max_chars``. The one place every summary, description and title passes before it goes on a page."""
     text = _CTRL.sub(" ", text)
-    text = neutralise_toc_markup(" ".join(text.split()))
-    text = text.replace("[", "\\[").replace("]", "\\]")  # no Markdown links from builder text
+    text = md_escape(neutralise_toc_markup(" ".join(text.split())))  # no links, HTML or emphasis
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
     return text
 
 
 def display_name(name: bytes) -> str:
-    """A name as shown in a TOC line: undecodable bytes as ``\\xNN``, control chars escaped, ``[]`` escaped."""
+    """A name as shown in a TOC line's link text: undecodable bytes and control chars as ``\\xNN``, Markdown
+    markup escaped (:func:`md_escape`: ``<img …>``, backticks, ``*x*`` render as themselves)."""
     s = name.decode("utf-8", "backslashreplace")
     if _CTRL.search(s):
         s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
-    return s.replace("[", "\\[").replace("]", "\\]")
+    return md_escape(s)
 
 
 def link_target(name: bytes, prefix: str = "") -> str:
@@ -136,8 +175,12 @@ FILES_NOTE = "files: ../NAME"
 
 
 def plain_name(name: bytes) -> bool:
-    """Whether ``name`` can stand on a leaf page without its link (see :data:`_PLAIN`)."""
-    return _PLAIN.fullmatch(name) is not None and name != INDEX_FILE.encode()
+    """Whether ``name`` can stand on a leaf page without its link (see :data:`_PLAIN`): it needs no Markdown
+    escape either (``a._b_.md`` would render ``b`` as emphasis, ``a~b~`` struck through in GFM)."""
+    if _PLAIN.fullmatch(name) is None or name == INDEX_FILE.encode():
+        return False
+    text = name.decode()
+    return md_escape(text) == text
 
 
 def file_sizes(items: list[Item]) -> tuple[int, int] | None:

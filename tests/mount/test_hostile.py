@@ -609,3 +609,42 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_markup_names_render_as_themselves_on_every_generated_page(mounted):
+    """Names that are Markdown markup (raw HTML with an event handler, backticks, ``*bold*``, ``__init__``,
+    an entity) through a real mount: the directory's TOC, the master page, the subject index and the name
+    catalogue render in CommonMark (markdown-it-py) with no raw HTML but their header comment, no code or
+    emphasis, each link's text the name itself; and every link opens on the mount."""
+    from helpers.markdown import check_rendered
+
+    names = [
+        b"<img src=x onerror=alert(1)>.md",
+        b"`code`.md",
+        b"*bold*.md",
+        b"__init__.py",
+        b"a._b_.md",
+        b"&lt;script&gt;.md",
+        b"ends in backslash\\",
+        b"#heading.md",
+    ]
+    d = os.fsencode(mounted.p("odd"))
+    os.makedirs(d)
+    for k, n in enumerate(names):
+        with open(os.path.join(d, n), "wb") as f:
+            f.write(b"# <b>Title</b> `x` *y*\n\nThe marmalade recipe number %d.\n" % k)
+    with open(os.path.join(d, b"defs.rst"), "wb") as f:
+        f.write(
+            b"Defs\n====\n\n.. function:: __init__(self)\n\n   Make one.\n\n.. class:: _Private\n\n   Hidden.\n"
+        )
+    mounted.wait_indexed()
+    pages = ["odd/INDEX.md", "INDEX.md", ".subjects/INDEX.md", ".catalogue/INDEX.md"]
+    for rel in pages:
+        page = read_file(mounted.p(rel), "rb")
+        targets = check_rendered(page, set(names), code=frozenset({"__init__"}))  # the catalogue's intro
+        assert targets, rel
+        base = os.path.dirname(os.fsencode(mounted.p(rel)))
+        for t in targets:
+            assert os.path.lexists(os.path.join(base, t)), (rel, t)
+    odd = check_rendered(read_file(mounted.p("odd/INDEX.md"), "rb"), set(names))
+    assert set(names) <= odd

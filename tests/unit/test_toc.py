@@ -4,6 +4,7 @@ import os
 import re
 
 import pytest
+from helpers.markdown import check_rendered
 
 from libraryfs.index.jobs import Group
 from libraryfs.index.toc import Item, link_target, links, render, sanitize
@@ -306,3 +307,50 @@ def test_leaf_pages_leave_out_links_a_name_implies():
     assert got == [n for n in names if n != b"INDEX.md"]  # a user's INDEX.md: its line was checked above
     single = render("s", "", its[:20], max_tokens=2000, count_tokens=count_tokens).pages[0].decode()
     assert "files:" not in single and links(single) == names[:20]
+
+
+#: names (and first lines) a user may give that are Markdown markup: raw HTML, code, emphasis, links, entities,
+#: escapes, headings, strikethrough; each must render as itself and its link resolve
+HOSTILE_NAMES = [
+    b"<img src=x onerror=alert(1)>.md",
+    b"`code`.md",
+    b"*bold*.md",
+    b"**strong**.md",
+    b"__init__.py",
+    b"_private.py",
+    b"a._b_.md",
+    b"lru_cache.py",
+    b"x[1](y).md",
+    b"![img](x).md",
+    b"&lt;script&gt;.md",
+    b"R&D notes.md",
+    b"back\\slash\\*.md",
+    b"ends in backslash\\",
+    b"#heading.md",
+    b"~~struck~~.md",
+    b"<https://example.com>",
+    b"caf\xe9.md",
+]
+
+
+def test_hostile_names_render_as_themselves_and_links_resolve():
+    """A name or first line that is Markdown markup (``<img onerror>``, backticks, ``*bold*``, ``__init__``,
+    entities) renders as itself in CommonMark (markdown-it-py), never as HTML, code or emphasis, on a single
+    page and on the leaf pages of a multi-page TOC (where only names needing no escape stand bare), and
+    every entry's link gives its exact bytes (TOC_FORMAT 6)."""
+    summary = "see <b onmouseover=x>this</b> and `rm -rf` *now* &amp; __dunder__ [x](y)"
+    its = sorted((Item(n, summary, 30) for n in HOSTILE_NAMES), key=lambda i: i.name)
+    single = render("<i>s</i>", "# <script>x</script>", its, max_tokens=2000, count_tokens=count_tokens)
+    assert len(single.pages) == 1
+    names = {i.name for i in its}
+    assert check_rendered(single.pages[0], names) == names
+    assert set(links(single.pages[0])) == names
+    filler = [Item(b"k%04d.md" % i, "a note", 40) for i in range(300)]
+    big = sorted(its + filler, key=lambda i: i.name)
+    out = render("s", "", big, max_tokens=2000, count_tokens=count_tokens)
+    assert out.levels == 2
+    seen: set[bytes] = set()
+    for page in out.pages[1:]:
+        check_rendered(page, names, "../")
+        seen |= {t[3:] for t in links(page) if t != b"../INDEX.md"}
+    assert seen == {i.name for i in big}

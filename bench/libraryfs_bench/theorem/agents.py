@@ -205,7 +205,9 @@ def path_lookup(store_dir: str | os.PathLike[str], name: str) -> Trace:
     return _submit(trace, _entry_value(text))
 
 
-_LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+#: a markdown link; its text may hold backslash escapes (``\\]``, ``\\_``: the TOC escapes markup in names)
+_LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  #: a CommonMark backslash escape of ASCII punctuation
 _SEPARATORS = ("…", "...", "..", " – ", " — ", " - ", " to ", "–")
 
 
@@ -222,7 +224,7 @@ def parse_links(text: str) -> list[tuple[str, str, str]]:
     for line in text.splitlines():
         found = list(_LINK.finditer(line))
         for m in found:
-            out.append((m.group(1).strip(), unquote(m.group(2)), line[m.end() :]))
+            out.append((_ESCAPE.sub(r"\1", m.group(1)).strip(), unquote(m.group(2)), line[m.end() :]))
         bare = None if found or at is None else _BARE_ENTRY.match(line)
         if bare:
             out.append((bare.group(1), at.group(1) + bare.group(1), line[bare.end() :]))
