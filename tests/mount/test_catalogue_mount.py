@@ -87,6 +87,16 @@ def test_writing_generated_pages_is_eacces(mounted):
         with pytest.raises(OSError) as e:
             os.truncate(mounted.p(rel), 0)
         assert e.value.errno == errno.EACCES, (rel, "truncate", e.value)
+    for rel, flags in (
+        (".find/mulch/new.md", os.O_WRONLY | os.O_CREAT),
+        (".libraryfs/new", os.O_WRONLY | os.O_CREAT),
+    ):
+        with pytest.raises(OSError) as e:  # nothing is created among generated names
+            os.close(os.open(mounted.p(rel), flags, 0o644))
+        assert e.value.errno == errno.EACCES, (rel, e.value)
+    with pytest.raises(OSError) as e:  # a finder term is a directory
+        os.close(os.open(mounted.p(".find/mulch"), os.O_WRONLY))
+    assert e.value.errno == errno.EISDIR
     for rel, page in before.items():
         assert read_file(mounted.p(rel), "rb") == page, rel  # nothing written, the page still generated
     assert ".catalogue" not in os.listdir(mounted.mnt)

@@ -205,7 +205,7 @@ def path_lookup(store_dir: str | os.PathLike[str], name: str) -> Trace:
     return _submit(trace, _entry_value(text))
 
 
-#: a markdown link; its text may hold backslash escapes (``\\]``, ``\\_``: the TOC escapes markup in names)
+#: a markdown link; its text may hold backslash escapes (``\]``, ``\_``: the TOC escapes markup in names)
 _LINK = re.compile(r"\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")  #: a CommonMark backslash escape of ASCII punctuation
 _SEPARATORS = ("…", "...", "..", " – ", " — ", " - ", " to ", "–")
