@@ -350,6 +350,7 @@ def test_hostile_names_render_as_themselves_and_links_resolve():
     out = render("s", "", big, max_tokens=2000, count_tokens=count_tokens)
     assert out.levels == 2
     seen: set[bytes] = set()
+    check_rendered(out.pages[0], names)  # range lines: "first … last" labels made of the names
     for page in out.pages[1:]:
         check_rendered(page, names, "../")
         seen |= {t[3:] for t in links(page) if t != b"../INDEX.md"}
