@@ -61,7 +61,10 @@ def range_labels(kids: list[list], noun: str = "name") -> list[str]:
         prev = next((keys[j][1] for j in range(i - 1, -1, -1) if keys[j]), None)  # type: ignore[index]
         nxt = next((keys[j][0] for j in range(i + 1, len(kids)) if keys[j]), None)  # type: ignore[index]
         lo = _shown_key(k[2])[: _prefix_not_of(first, prev)]
-        hi = _shown_key(k[3])[: _prefix_not_of(last, nxt)]
+        # at least one character past what first and last share, so that hi never reads as coming before lo
+        # (``att … a`` for attach … axis: a valid separator, read backwards by people; now ``att … ax``)
+        hi_len = max(_prefix_not_of(last, nxt), _prefix_not_of(last, first))
+        hi = _shown_key(k[3])[:hi_len]
         out.append(_label(lo) if k[2] == k[3] or lo.lower() == hi.lower() else f"{_label(lo)} … {_label(hi)}")
     return out
 

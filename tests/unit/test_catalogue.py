@@ -20,7 +20,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.fs.view import LibraryView
 from libraryfs.index import catalogue
-from libraryfs.index.catpages import MASTER_LABEL, sort_key
+from libraryfs.index.catpages import MASTER_LABEL, range_labels, sort_key
 from libraryfs.index.toc import links
 from libraryfs.index.tokens import count_tokens
 
@@ -232,3 +232,21 @@ def test_pages_depend_on_the_names_not_on_the_passes(tmp_path):
     assert _pages(st2) == one
     assert listed(st2) == expected(st2)
     assert check(st2).problems == []
+
+
+def test_range_labels_separate_neighbours_and_never_read_backwards():
+    """A range label is a prefix B-tree separator (every key of the page starts at or after ``lo`` and at or
+    before ``hi``, neighbours' keys outside it) that people read in order: ``hi`` never sorts before ``lo``
+    (``att … a`` for attach … axis did)."""
+    pages = [("abacus", "atom"), ("attach", "axis"), ("bark", "bzz"), ("ca", "cat"), ("cave", "cz")]
+    kids = [[0, 0, lo, hi, 1] for lo, hi in pages]
+    labels = range_labels(kids)
+    for (first, last), label in zip(pages, labels, strict=True):
+        lo, _, hi = label.partition(" … ")
+        hi = hi or lo
+        assert first.startswith(lo) and last.startswith(hi), label
+        assert lo <= hi, label
+    assert labels[1] == "att … ax"
+    for (_, last), (nfirst, _), label in zip(pages, pages[1:], labels, strict=False):  # neighbours excluded
+        hi = label.partition(" … ")[2] or label
+        assert not nfirst.startswith(hi) and last.startswith(hi)
