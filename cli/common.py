@@ -77,7 +77,9 @@ def error_line(e: LibraryError | StoreError) -> tuple[str, int]:
 
 def handle_errors(f):
     """Turn domain errors and OS errors into ``click.ClickException``: one line, exit status 1, or the
-    error's own ``exit_code`` (4 for a damaged store, :data:`~libraryfs.errors.EXIT_DAMAGED`)."""
+    error's own ``exit_code`` (4 for a damaged store, :data:`~libraryfs.errors.EXIT_DAMAGED`). A command run
+    with ``--json`` (parameter ``as_json``) also prints ``{"error", "exit_code"[, "library"]}`` on stdout, so
+    a script reading stdout always gets one JSON object."""
 
     @functools.wraps(f)
     def wrapper(*args, **kwargs):
@@ -91,12 +93,27 @@ def handle_errors(f):
             sys.stderr.close()
             raise SystemExit(0) from None
         except (LibraryError, *StoreError) as e:
-            raise _exit_with(*error_line(e)) from None
+            message, code = error_line(e)
         except OSError as e:
             where = f": {e.filename}" if getattr(e, "filename", None) else ""
-            raise click.ClickException(f"{e.strerror or e}{where}") from None
+            message, code = f"{e.strerror or e}{where}", 1
+        if kwargs.get("as_json"):
+            report = {"error": message, "exit_code": code}
+            if isinstance(kwargs.get("libdir"), str):
+                report["library"] = _library_of(kwargs["libdir"])
+            echo_json(report)
+        raise _exit_with(message, code) from None
 
     return wrapper
+
+
+def _library_of(arg: str) -> str:
+    """The library a command's argument names (a mountpoint → its library; never touches the mount), else
+    the argument as an absolute path."""
+    try:
+        return resolve_libdir(arg)
+    except (LibraryError, OSError):
+        return os.path.abspath(arg)
 
 
 def echo_json(obj) -> None:

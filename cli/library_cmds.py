@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from libraryfs.cli.common import display_path, echo_json, error_line, handle_errors, resolve_libdir
+from libraryfs.cli.common import display_path, echo_json, handle_errors, resolve_libdir
 from libraryfs.cli.options import (
     checked_store_url,
     library_argument,
@@ -18,7 +18,7 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument, LibraryError
+from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument
 from libraryfs.fs import generated as G
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
@@ -26,7 +26,7 @@ from libraryfs.fs.holder import Holder, describe_holder, holder_facts, mount_hol
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
 from libraryfs.fs.lmdb_pages import verify_since, walk
-from libraryfs.fs.store import Store, StoreError
+from libraryfs.fs.store import Store
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -279,15 +279,9 @@ def status(libdir: str, as_json: bool) -> None:
     8: it cannot be reached; 9: the mount server is stopped (SIGSTOP; the mount is not touched)."""
     from libraryfs.daemon.launcher import refuse_if_stopped
 
-    try:
-        libdir = resolve_libdir(libdir)
-        refuse_if_stopped(libdir, "status")  # before anything asks the mount: it would wait for the server
-        out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report
-    except (LibraryError, *StoreError) as e:
-        if as_json:  # a script still gets one JSON object; the line on stderr and the status as always
-            message, code = error_line(e)
-            echo_json({"error": message, "exit_code": code, "library": os.path.abspath(libdir)})
-        raise
+    libdir = resolve_libdir(libdir)
+    refuse_if_stopped(libdir, "status")  # before anything asks the mount: it would wait for the server
+    out = run_isolated(lambda: status_facts(libdir))  # LMDB may crash on a damaged page: a report
     if as_json:
         echo_json(out)
     else:

@@ -92,11 +92,16 @@ def test_status_json_on_a_damaged_store_is_one_json_object(tmp_path, run_cli, da
     else:
         with open(data, "r+b") as f:
             f.write(os.urandom(2 * 4096))
-    r = run_cli("status", "--json", lib)
-    doc = json.loads(r.stdout)
-    assert r.returncode == EXIT_DAMAGED, (r.returncode, r.stderr)
-    assert doc == {"error": one_line(r).removeprefix("Error: "), "exit_code": EXIT_DAMAGED, "library": lib}
-    assert "damaged" in doc["error"]
+    for args in (("status", "--json", lib), ("find", "--json", lib, "x")):  # every --json command: one object
+        r = run_cli(*args)
+        doc = json.loads(r.stdout)
+        assert r.returncode == EXIT_DAMAGED, (args, r.returncode, r.stderr)
+        assert doc == {
+            "error": one_line(r).removeprefix("Error: "),
+            "exit_code": EXIT_DAMAGED,
+            "library": lib,
+        }
+        assert "damaged" in doc["error"]
 
 
 def test_status_json_on_an_unreachable_store_is_one_json_object(tmp_path, run_cli):

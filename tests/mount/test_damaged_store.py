@@ -9,6 +9,7 @@ read, and ``check --repair`` salvages the readable records into a new store and 
 import contextlib
 import glob
 import hashlib
+import json
 import os
 import random
 import re
@@ -225,10 +226,14 @@ def test_find_refuses_a_store_damaged_after_a_clean_find(copy):
     with open(data_file(copy), "r+b") as f:
         f.seek(root * 4096 + 100)  # the node offsets and the first nodes of the table's root page
         f.write(random.Random(7).randbytes(200))
-    for args in (("--limit", "300"), ("--json",), ("-0",)):
+    for args in (("--limit", "300"), ("-0",)):
         r = cli("find", copy, "note", *args)
         says_damaged(r, f"find {args}")
         assert r.stdout == "", r.stdout
+    r = cli("find", copy, "note", "--json")  # a script reading stdout gets one JSON object: the error
+    says_damaged(r, "find --json")
+    report = json.loads(r.stdout)
+    assert report["exit_code"] == 4 and "damaged" in report["error"] and "matches" not in report, report
     says_damaged(cli("status", copy), "status")
 
 
