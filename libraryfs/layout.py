@@ -109,7 +109,8 @@ def acquire_lock(libdir: str, name: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         try:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            words = os.pread(fd, 64, 0).decode(errors="replace").split() or ["?"]
+            holder = words[0] + (" (shutting down)" if words[1:2] == ["stopping"] else "")
         finally:
             os.close(fd)
         what = _LOCK_VERBS.get(name, f"locked ({name})")
@@ -133,6 +134,12 @@ def hand_over_lock(fd: int, pid: int) -> None:
     through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{pid}\n".encode(), 0)
+
+
+def mark_lock_stopping(fd: int) -> None:
+    """Record in the held lock ``fd`` that its holder is shutting down (``<pid> stopping``): it still holds
+    the lock until it exits, but a launcher must not adopt it (:func:`lock_stopping`). Raises ``OSError``."""
+    os.pwrite(fd, f"{os.getpid()} stopping\n".encode(), 0)
 
 
 def adopt_lock(libdir: str, name: str) -> int:
@@ -214,8 +221,27 @@ def lock_holder(libdir: str, name: str) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raw = (os.pread(fd, 32, 0).decode(errors="replace").split() or [""])[0]
             return int(raw) if raw.isdigit() else -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def lock_stopping(libdir: str, name: str) -> int | None:
+    """pid of the holder of the lock ``name`` when it has marked itself as shutting down
+    (:func:`mark_lock_stopping`), else None (not held, or held by a running process)."""
+    try:
+        fd = os.open(lock_path(libdir, name), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            words = os.pread(fd, 32, 0).decode(errors="replace").split()
+            return int(words[0]) if len(words) > 1 and words[0].isdigit() and words[1] == "stopping" else None
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
