@@ -249,7 +249,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
         self._settle = settle
         t0 = time.monotonic()
-        self.state = "indexing"
+        if self.state != "indexing":  # `status` says so while a long pass runs (not "starting" or "idle")
+            self.state = "indexing"
+            self._write_status()
         rep = PassReport()
         self.beat()
         self._excluded.clear()
