@@ -245,6 +245,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         Unavailable,
         Compacted,
         ServerStopped,
+        IndexerStopping,
     )
 }
 
