@@ -223,6 +223,10 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     log.error("indexer pass failed: %s\n%s", e, traceback.format_exc())
                 self._write_status()
                 stop.wait(2.0)
+        self.publish_stopped()
+
+    def publish_stopped(self) -> None:
+        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed)."""
         self.state = "stopped"
         self._write_status()
 

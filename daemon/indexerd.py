@@ -281,6 +281,7 @@ class IndexerProcess:
                     try:
                         idx.run_once(full=True)
                     except PassStopped:
+                        idx.publish_stopped()
                         return 0
                     full = False
                 idx.run_forever(self.stop, poll_s=self.settings["index"]["poll_s"], on_pass=self._on_pass)
