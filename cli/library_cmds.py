@@ -36,6 +36,7 @@ from libraryfs.layout import (
     acquire_lock,
     indexer_pid,
     lock_holder,
+    lock_stopping,
     mount_info,
     mount_record_key,
     mount_state,
@@ -335,6 +336,7 @@ def status_facts(libdir: str) -> dict:
     out["mount"] = minfo or {}
     out["indexer_pid"] = indexer_pid(libdir)
     out["indexer_running"] = out["indexer_pid"] is not None
+    out["indexer_stopping"] = lock_stopping(libdir, INDEXER_LOCK) is not None  # SIGTERMed, not exited yet
     out["indexer_standby"] = standby_facts(libdir)  # etcd: this directory's indexer waits for another host's
     out["stale_mount"] = None
     if minfo:
@@ -376,7 +378,8 @@ def _print_status(out: dict) -> None:
         )
     else:
         click.echo("mounted     no")
-    running = f" ({idx.get('state', '?')}, pid {out['indexer_pid']})" if out["indexer_running"] else ""
+    state = "stopping" if out.get("indexer_stopping") else idx.get("state", "?")
+    running = f" ({state}, pid {out['indexer_pid']})" if out["indexer_running"] else ""
     if out.get("indexer_standby") and out["indexer_running"]:
         active = describe_holder(out["indexer_standby"].get("active") or {})
         running = f" (standby, pid {out['indexer_pid']}; takes over from {active} when its lease ends)"

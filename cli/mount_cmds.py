@@ -100,11 +100,21 @@ def _serve_foreground(libdir: str, mountpoint: str, **kw: Any) -> int:
     is_flag=True,
     help="Detach even if busy, or if its mount server is stopped (fusermount3 -uz).",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the mount server and the indexer to exit.",
+)
 @handle_errors
-def umount(target: str, lazy: bool) -> None:
-    """Unmount a library (given its mountpoint or its directory) and stop its indexer. A stopped mount
-    server (SIGSTOP) is refused with exit status 9 without touching the mount; --lazy detaches it."""
-    info = launcher.stop(target, lazy=lazy)
+def umount(target: str, lazy: bool, timeout_s: float) -> None:
+    """Unmount a library (given its mountpoint or its directory) and stop its indexer, waiting for both to
+    exit. A stopped mount server (SIGSTOP) is refused with exit status 9 without touching the mount; --lazy
+    detaches it. An indexer still shutting down after --timeout seconds: exit status 10 (the mount is gone;
+    a `mount` started meanwhile waits for that indexer to exit, then starts a fresh one)."""
+    info = launcher.stop(target, lazy=lazy, timeout_s=timeout_s)
     stopped = info.get("stopped_server")
     if stopped:
         pid, how = stopped

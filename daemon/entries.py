@@ -34,11 +34,17 @@ TOKEN_LIMIT_BYTES = 1 << 20  #: larger files get an estimated token count (bytes
 WRITE_CHUNK = 256  #: entries whose meta one write transaction stores (halved while the backend refuses it)
 
 
+class PassStopped(Exception):
+    """A stop (SIGTERM) was asked during an indexer pass: the pass ends without committing its cursor (what
+    it stored so far — entries' meta, TOC pages — is redone or confirmed by the next pass)."""
+
+
 class EntryUpdater:
     """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the entries part of a pass.
 
-    Uses the indexer's ``store``, ``builder``, ``fallback``, ``batch``, ``refresh``, ``last_error`` and
-    ``beat``.
+    Uses the indexer's ``store``, ``builder``, ``fallback``, ``batch``, ``refresh``, ``last_error``,
+    ``beat`` and ``_stopping``/``_check_stop`` (a stop ends the pass between entries and between builder
+    batches: :class:`PassStopped`).
     """
 
     def _update_entries(
@@ -53,6 +59,7 @@ class EntryUpdater:
         parents: set[int] = set()
         with self.store.read() as t:
             for ino, (parent, name) in dirty.items():
+                self._check_stop()
                 node = t.inode(ino)
                 if node is None or node.is_dir:
                     continue
@@ -76,6 +83,10 @@ class EntryUpdater:
                 todo.append((ino, m, doc))
         need = [(i, m, d) for i, m, d in todo if d is not None]
         for k in range(0, len(need), self.batch):
+            if self._stopping():  # keep what was summarised (the meta is independent of the cursor)
+                done = {i for i, _m, _d in need[:k]}
+                self._write_entries([], [x for x in todo if x[2] is None or x[0] in done])
+                raise PassStopped()
             chunk = need[k : k + self.batch]
             docs = [d for _i, _m, d in chunk]
             summaries = self._call("summarize", docs)

@@ -14,7 +14,15 @@ One pass (:meth:`Indexer.run_once`):
 5. bring the finder's term index (SQLite FTS5, :mod:`libraryfs.index.termindex`) in line for the inodes the
    pass touched (every inode at a process's first pass: reconcile after a crash);
 6. commit: TOC generation + the list of rewritten directories (the mount invalidates their kernel caches),
-   advance the cursor, trim consumed records.
+   advance the cursor, trim consumed records, and store the directories still owed a TOC (deferred until
+   they settle: ``CFG_TOC_PENDING``) in the same transaction — their records are consumed, so a process
+   killed before it renders them must find them there at its restart.
+
+A stop (SIGTERM: :attr:`Indexer.stop_event`) is honoured inside a pass, between entries, builder batches
+and TOCs (:class:`~libraryfs.daemon.entries.PassStopped`): the pass ends without committing its cursor, so
+the next process redoes its records (the entries' meta it already stored makes that cheap). A stop that
+arrives once every TOC is rendered skips only the derived term and subject indexes (a new process
+reconciles them at its first pass) and commits.
 
 Excluded directories (dot-directories such as ``.git/``, paths an ignore file matches:
 :mod:`libraryfs.fs.exclude`, the same decision the view makes) cost nothing: their entries are never hashed
@@ -35,7 +43,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from libraryfs.daemon.entries import EntryUpdater
+from libraryfs.daemon.entries import EntryUpdater, PassStopped
 from libraryfs.daemon.filing import InboxFiler
 from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
@@ -135,6 +143,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
+        self.stop_event: threading.Event | None = None  # set: end the pass in progress (run_forever sets it)
 
     def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
@@ -161,7 +170,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         """Loop until ``stop`` is set: wait for journal records (polling every ``poll_s`` seconds), debounce
         (``debounce_s``, at most 2 s), run a pass, then the hooks. The state is published ``idle`` only when
         the pass and every hook are done (:func:`libraryfs.layout.wait_until_idle` relies on it)."""
-        stop = stop or threading.Event()
+        stop = self.stop_event = stop or threading.Event()
         self._write_status()
         first = True
         while not stop.is_set():
@@ -169,10 +178,11 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 self.beat()
                 with self.store.read() as t:
                     tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
+                    owed = t.cfg(S.CFG_TOC_PENDING) is not None  # e.g. queued by `check --repair`
                     never = t.cfg(S.CFG_TOC_GEN) is None or t.cfg(S.CFG_TOC_FORMAT) != b"%d" % TOC_FORMAT
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
-                if tail > cursor or never or first or inbox_busy or self._deferred:
+                if tail > cursor or never or first or inbox_busy or self._deferred or owed:
                     self._debounce(stop, tail, debounce_s)
                     report = self.run_once(
                         full=never,
@@ -202,6 +212,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     self._after_pass()
                 else:
                     stop.wait(poll_s)
+            except PassStopped:
+                log.info("pass stopped before its commit: its records are left for the next pass")
+                break
             except Exception as e:  # the indexer never dies on one bad pass; the last good TOC stays
                 self.last_error = f"{type(e).__name__}: {e}"
                 if is_disk_full(e):  # expected: writes resume once space is freed
@@ -210,6 +223,10 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     log.error("indexer pass failed: %s\n%s", e, traceback.format_exc())
                 self._write_status()
                 stop.wait(2.0)
+        self.publish_stopped()
+
+    def publish_stopped(self) -> None:
+        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed)."""
         self.state = "stopped"
         self._write_status()
 
@@ -236,13 +253,17 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
         self._settle = settle
         t0 = time.monotonic()
-        self.state = "indexing"
+        if self.state != "indexing":  # `status` says so while a long pass runs (not "starting" or "idle")
+            self.state = "indexing"
+            self._write_status()
         rep = PassReport()
         self.beat()
         self._excluded.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
+            owed = t.toc_pending()  # directories whose records an earlier pass consumed unrendered
+        self._deferred |= owed
         rep.records = len(records)
         upto = records[-1][0] if records else cursor
         dirty_dirs, dirty_entries, dead_names, renamed = _changes(records)
@@ -256,11 +277,14 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
         dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
         # 3. inbox
+        self._check_stop()
         self._file_inbox(rep)
+        self._check_stop()
         self._refresh_catalogue(renamed, full, upto)
         # 4. TOCs: changed dirs and their ancestors, deepest first
         rendered: list[int] = []
         for d in self._deepest_first(dirty_dirs | self._deferred):
+            self._check_stop()
             if self._render_dir(d, rep, upto):
                 rendered.append(d)
             self.beat()
@@ -270,8 +294,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # it leaves the indexer in are published together, so a reader never sees every record consumed
         # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
         touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
-        self._refresh_terms(touched, full)
-        self._refresh_subjects(touched, full, rep, upto, rendered)
+        if not self._stopping():  # stopping: the next process reconciles both at its first pass
+            self._refresh_terms(touched, full)
+            self._refresh_subjects(touched, full, rep, upto, rendered)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
@@ -281,7 +306,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             ("settling" if self._deferred or self._catalogue_unsettled else final_state),
         )
         try:
-            self._commit(upto, rendered, full)
+            self._commit(upto, rendered, full, owed)
         except BaseException:
             (self.passes, self.last_report), self.state = before, "indexing"
             raise
@@ -340,13 +365,28 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     expanded[a] = len(depth_path) - 1 - k
         return sorted(expanded, key=lambda i: -expanded[i])
 
-    def _commit(self, upto: int, rendered: list[int], full: bool = False) -> None:
+    def _stopping(self) -> bool:
+        """Whether a stop was asked (:attr:`stop_event`)."""
+        return self.stop_event is not None and self.stop_event.is_set()
+
+    def _check_stop(self) -> None:
+        """Raise :class:`PassStopped` when a stop was asked (the pass then ends without its commit)."""
+        if self._stopping():
+            raise PassStopped()
+
+    def _commit(
+        self, upto: int, rendered: list[int], full: bool = False, owed: set[int] | None = None
+    ) -> None:
         """End of a pass in one write transaction: TOC generation + 1, the list of rewritten directories (the
-        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed, and the
-        indexer's status (:attr:`state` as the caller set it) — :func:`libraryfs.layout.wait_until_idle`
-        reads the cursor and the state in one transaction and relies on them changing together; a full pass
-        also records the TOC text rules it used (``config[toc_format]``)."""
+        mount invalidates their kernel caches), cursor advanced to ``upto``, consumed records trimmed, the
+        directories still owed a TOC (``CFG_TOC_PENDING``: those deferred now, plus any queued since the pass
+        read ``owed``), and the indexer's status (:attr:`state` as the caller set it) —
+        :func:`libraryfs.layout.wait_until_idle` reads the cursor and the state in one transaction and relies
+        on them changing together; a full pass also records the TOC text rules it used
+        (``config[toc_format]``). The cursor never covers a record whose directory is neither rendered nor
+        owed: a crash after this commit loses no TOC."""
         status = self._status_json()
+        deferred = set(self._deferred)
 
         def fin(t: Txn) -> None:
             """The write transaction body of :meth:`_commit`: status, TOC generation + 1, dirty list (first
@@ -359,6 +399,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 t.put_cfg(S.CFG_CURSOR, S.u64(upto))
             if full:
                 t.put_cfg(S.CFG_TOC_FORMAT, b"%d" % TOC_FORMAT)
+            t.put_toc_pending((t.toc_pending() - (owed or set())) | deferred)
             t.journal_trim(upto)
 
         self.store.run_write(fin)
@@ -469,6 +510,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         """
         again = False
         for hook in self.hooks:
+            if self._stopping():
+                break
             self.beat()
             try:
                 result = hook.after_pass()

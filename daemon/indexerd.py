@@ -10,8 +10,10 @@ library) → store → builder (the LLM where one is configured) → the feature
 Under systemd: ``READY=1`` once the store is open and the lock is held, a ``STATUS=`` line after each pass,
 ``WATCHDOG=1`` every ``WatchdogSec/2`` while the loop makes progress — the :class:`~libraryfs.daemon.indexer.
 Indexer` calls its ``heartbeat`` at every step of a pass and of its idle loop; with none for
-``index.stall_s`` seconds the pings stop and systemd restarts the process. ``STOPPING=1`` on SIGTERM/SIGINT
-(the pass in progress finishes first). SIGHUP reloads the settings and the builder (the LLM endpoint)
+``index.stall_s`` seconds the pings stop and systemd restarts the process. ``STOPPING=1`` on SIGTERM/SIGINT:
+the lock file then says ``<pid> stopping`` (:func:`libraryfs.layout.mark_lock_stopping`: a new mount starts
+a fresh indexer once this one has exited instead of adopting it) and the pass in progress ends at its next
+entry, builder batch or TOC, without committing its cursor (:mod:`libraryfs.daemon.indexer`). SIGHUP reloads the settings and the builder (the LLM endpoint)
 between passes; a new TOC bound C re-renders every TOC.
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from libraryfs import notify
+from libraryfs.daemon.entries import PassStopped
 from libraryfs.daemon.indexer import Indexer, PassReport
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
@@ -35,7 +38,14 @@ from libraryfs.hooks import HookContext, indexer_hooks
 from libraryfs.index import termindex
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
-from libraryfs.layout import INDEXER_LOCK, adopt_lock, take_tie, term_index_path, wait_untied
+from libraryfs.layout import (
+    INDEXER_LOCK,
+    adopt_lock,
+    mark_lock_stopping,
+    take_tie,
+    term_index_path,
+    wait_untied,
+)
 from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
 
 log = logging.getLogger("libraryfs.indexer")
@@ -267,7 +277,12 @@ class IndexerProcess:
             notify.ready(f"indexing {idx.libdir}")
             while True:
                 if full:
-                    idx.run_once(full=True)
+                    idx.stop_event = self.stop
+                    try:
+                        idx.run_once(full=True)
+                    except PassStopped:
+                        idx.publish_stopped()
+                        return 0
                     full = False
                 idx.run_forever(self.stop, poll_s=self.settings["index"]["poll_s"], on_pass=self._on_pass)
                 if self.lease_lost and not self.quit_requested:
@@ -334,6 +349,11 @@ class IndexerProcess:
 
     def _quit(self, why: str) -> None:
         self.quit_requested = True  # before reading self.stop: serve() checks it after replacing the event
+        if self.lock_fd is not None:  # a mount started now must not adopt this indexer: it is on its way out
+            try:
+                mark_lock_stopping(self.lock_fd)
+            except OSError:
+                pass
         notify.stopping(why)
         self.stop.set()
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from libraryfs.errors import Busy, Damaged, LibraryError, LibraryMissing, ServerStopped
+from libraryfs.errors import Busy, Damaged, IndexerStopping, LibraryError, LibraryMissing, ServerStopped
 from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
     DEVICE_PREFIX,
@@ -34,6 +34,7 @@ from libraryfs.layout import (
     indexer_pid,
     is_libraryfs_mount,
     libdir_of_mount,
+    lock_stopping,
     log_path,
     mount_state,
     pid_alive,
@@ -213,9 +214,10 @@ def start(
     created = not os.path.exists(os.path.abspath(mountpoint))
     libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
     # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files the
-    # inbox through the same mountpoint, which is live again. Otherwise its lock is taken now, before the
-    # mount answers, and handed to the indexer: no reader sees "not running" while it starts up.
-    running, lock_fd = _claim_indexer(libdir) if indexer and not read_only else (None, None)
+    # inbox through the same mountpoint, which is live again; one shutting down is waited for, then
+    # replaced. Otherwise its lock is taken now, before the mount answers, and handed to the indexer: no
+    # reader sees "not running" while it starts up.
+    running, lock_fd = _claim_indexer(libdir, timeout_s) if indexer and not read_only else (None, None)
     try:
         try:
             info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
@@ -237,10 +239,21 @@ def start(
     return info
 
 
-def _claim_indexer(libdir: str) -> tuple[int | None, int | None]:
+def _claim_indexer(libdir: str, timeout_s: float = 20.0) -> tuple[int | None, int | None]:
     """``(pid of a running indexer, None)`` to adopt it, else ``(None, fd)``: ``indexer.lock`` taken for the
     indexer about to be started (:func:`start_indexer` hands it over). A lock taken meanwhile by another
-    process (a ``libraryfs index`` pass) is that process's: its pid is returned."""
+    process (a ``libraryfs index`` pass) is that process's: its pid is returned.
+
+    An indexer shutting down (SIGTERM from ``umount``; its lock file says ``<pid> stopping``:
+    :func:`libraryfs.layout.lock_stopping`) is never adopted — it would exit under the new mount, leaving it
+    without one: this waits up to ``timeout_s`` seconds for it to exit, then takes the lock; raises
+    :class:`~libraryfs.errors.IndexerStopping` (exit status 10) if it is still there."""
+    dying = lock_stopping(libdir, INDEXER_LOCK)
+    if dying and not wait_exit(dying, timeout_s):
+        raise IndexerStopping(
+            f"the indexer of {libdir} (pid {dying}) is still shutting down after {timeout_s:.0f} s; "
+            f"mount again once it has exited"
+        )
     running = indexer_pid(libdir)
     if running:
         return running, None
@@ -305,7 +318,8 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
     unmount's included: without ``lazy`` that is :class:`~libraryfs.errors.ServerStopped` before the mount
     is touched; with ``lazy`` the mount is detached (``fusermount3 -u -z``) and the server left stopped (it
     exits once continued). Raises :class:`Busy` if the mount is in use (pass ``lazy`` to detach anyway),
-    :class:`LaunchError` if nothing is mounted there.
+    :class:`LaunchError` if nothing is mounted there, :class:`~libraryfs.errors.IndexerStopping` (exit
+    status 10) when the mount is gone but the indexer has not exited ``timeout_s`` seconds after SIGTERM.
     """
     target = os.path.abspath(target)
     if not is_libraryfs_mount(target) and is_library(target):  # a mountpoint first: its content may hold
@@ -337,19 +351,25 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
     if libdir:
         info["indexer_pid"] = indexer_pid(libdir) or info.get("indexer_pid")
     ipid = info.get("indexer_pid")
+    exited = True
     if pid_alive(ipid):
         try:
             os.kill(ipid, signal.SIGTERM)
         except ProcessLookupError:
             pass
         # beside a stopped server it may be waiting on the mount's answer: it exits once the server runs
-        wait_exit(ipid, STOPPED_GRACE_S if stopped else timeout_s)
+        exited = wait_exit(ipid, STOPPED_GRACE_S if stopped else timeout_s)
     if not stopped:  # a stopped server exits once continued
         wait_exit(info.get("server_pid"), timeout_s)
     _stop_local_model(info.get("llm_pid"), timeout_s)
     if libdir:
         remove_run(libdir)
     waiting = ipid if stopped and pid_alive(ipid) else None
+    if not exited and not stopped and pid_alive(ipid):  # unmounted, but its indexer is still finishing
+        raise IndexerStopping(
+            f"unmounted {mountpoint or libdir}, but its indexer (pid {ipid}) is still shutting down after "
+            f"{timeout_s:.0f} s; a mount started now waits for it to exit"
+        )
     return {"libdir": libdir, "mountpoint": mountpoint, "stopped_server": stopped, "indexer_waiting": waiting}
 
 

@@ -50,7 +50,16 @@ from libraryfs.fs.view import LibraryView
 from libraryfs.index import termindex
 from libraryfs.index.find import find_ranked, finder_for
 from libraryfs.index.toc import links
-from libraryfs.layout import index_backlog, indexer_pid, mount_info, term_index_path, tie_pipe
+from libraryfs.layout import (
+    INDEXER_LOCK,
+    index_backlog,
+    indexer_pid,
+    lock_stopping,
+    mount_info,
+    term_index_path,
+    tie_pipe,
+    wait_exit,
+)
 
 log = logging.getLogger("libraryfs.mcp")
 
@@ -329,8 +338,14 @@ class IndexerChild:
 
 
 def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> IndexerChild | None:
-    """Start an indexer for ``libdir`` when none runs (to stop on exit: :func:`stop_indexer`), else None."""
-    if opts.read_only or not opts.indexer or indexer_pid(libdir):
+    """Start an indexer for ``libdir`` when none runs (to stop on exit: :func:`stop_indexer`), else None. One
+    shutting down (its lock says ``<pid> stopping``) is waited for (up to 10 s), then replaced."""
+    if opts.read_only or not opts.indexer:
+        return None
+    dying = lock_stopping(libdir, INDEXER_LOCK)
+    if dying:
+        wait_exit(dying, 10.0)
+    if indexer_pid(libdir):
         return None
     from libraryfs.daemon.launcher import start_indexer
 

@@ -192,6 +192,18 @@ class ServerStopped(LibraryError):
 EXIT_STOPPED = ServerStopped.exit_code
 
 
+class IndexerStopping(Busy):
+    """The library's indexer was asked to stop (SIGTERM) and has not exited yet: ``umount`` says so after
+    its timeout instead of claiming a clean stop, and ``mount`` refuses to adopt it (it starts a fresh one
+    once the old one exits); exit status 10 (:data:`EXIT_INDEXER_STOPPING`)."""
+
+    exit_code = 10
+
+
+#: Exit status of ``umount``/``mount`` when the library's indexer is still shutting down (README).
+EXIT_INDEXER_STOPPING = IndexerStopping.exit_code
+
+
 class Compacted(Unavailable):
     """A snapshot or watch revision older than the etcd cluster's compaction point (EIO).
 
@@ -233,6 +245,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         Unavailable,
         Compacted,
         ServerStopped,
+        IndexerStopping,
     )
 }
 

@@ -109,7 +109,8 @@ def acquire_lock(libdir: str, name: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         try:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            words = os.pread(fd, 64, 0).decode(errors="replace").split() or ["?"]
+            holder = words[0] + (" (shutting down)" if words[1:2] == ["stopping"] else "")
         finally:
             os.close(fd)
         what = _LOCK_VERBS.get(name, f"locked ({name})")
@@ -133,6 +134,12 @@ def hand_over_lock(fd: int, pid: int) -> None:
     through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{pid}\n".encode(), 0)
+
+
+def mark_lock_stopping(fd: int) -> None:
+    """Record in the held lock ``fd`` that its holder is shutting down (``<pid> stopping``): it still holds
+    the lock until it exits, but a launcher must not adopt it (:func:`lock_stopping`). Raises ``OSError``."""
+    os.pwrite(fd, f"{os.getpid()} stopping\n".encode(), 0)
 
 
 def adopt_lock(libdir: str, name: str) -> int:
@@ -200,12 +207,10 @@ def wait_untied(fd: int) -> None:
             os.close(fd)
 
 
-def lock_holder(libdir: str, name: str) -> int | None:
-    """pid of the process holding the lock ``name`` of ``libdir``, or None when nobody holds it.
-
-    Raises ``OSError`` when the lock file exists but cannot be probed (e.g. permissions); a held lock
-    whose file names no pid gives ``-1``.
-    """
+def _held_lock_words(libdir: str, name: str) -> list[str] | None:
+    """The words the holder of the lock ``name`` wrote in its file (``["1234"]``, ``["1234", "stopping"]``;
+    ``[]`` when it wrote none), or None when nobody holds it. Raises ``OSError`` when the lock file exists
+    but cannot be probed (e.g. permissions)."""
     try:
         fd = os.open(lock_path(libdir, name), os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -214,12 +219,35 @@ def lock_holder(libdir: str, name: str) -> int | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            return int(raw) if raw.isdigit() else -1
+            return os.pread(fd, 32, 0).decode(errors="replace").split()
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
+
+
+def lock_holder(libdir: str, name: str) -> int | None:
+    """pid of the process holding the lock ``name`` of ``libdir``, or None when nobody holds it.
+
+    Raises ``OSError`` when the lock file exists but cannot be probed (e.g. permissions); a held lock
+    whose file names no pid gives ``-1``.
+    """
+    words = _held_lock_words(libdir, name)
+    if words is None:
+        return None
+    return int(words[0]) if words and words[0].isdigit() else -1
+
+
+def lock_stopping(libdir: str, name: str) -> int | None:
+    """pid of the holder of the lock ``name`` when it has marked itself as shutting down
+    (:func:`mark_lock_stopping`), else None (not held, held by a running process, or not probed)."""
+    try:
+        words = _held_lock_words(libdir, name)
+    except OSError:
+        return None
+    if words and len(words) > 1 and words[0].isdigit() and words[1] == "stopping":
+        return int(words[0])
+    return None
 
 
 def indexer_pid(libdir: str) -> int | None:

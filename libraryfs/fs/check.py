@@ -1,12 +1,13 @@
 """fsck for a library: verify every invariant of :mod:`libraryfs.fs.schema` and optionally repair.
 
-Each check has a code (``I1`` … ``I9`` as in the schema docstring; ``I0`` for an undecodable inode).
+Each check has a code (``I1`` … ``I10`` as in the schema docstring; ``I0`` for an undecodable inode).
 ``check(store)`` returns a :class:`Report`; tests end by asserting ``report.problems == []`` (s3ql's t3_fsck
 habit). Repairs are conservative: a missing root is recreated empty (a salvaged store), dangling dirents
 are removed, wrong dirent types rewritten, wrong link counts corrected, unreachable directories and files
 still linked reconnected under ``/lost+found`` (e2fsck's convention; their data kept), files unlinked while
 open (nlink 0) freed, stray data chunks past EOF dropped,
-``next_ino`` raised, stale or undecodable meta/TOC records dropped (the indexer rebuilds them). The report
+``next_ino`` raised, stale or undecodable meta/TOC records dropped (the indexer rebuilds them), a directory
+the indexer dropped without its TOC queued for the next pass (I10, :mod:`libraryfs.fs.check_tocs`). The report
 carries the store's schema version and the migrations still pending (a read-only check of an older store).
 Reads the store only through the typed layer and its backend transaction (no engine import).
 """
@@ -22,6 +23,7 @@ from functools import partial
 from libraryfs.errors import Corrupt
 from libraryfs.fs import migrations
 from libraryfs.fs import schema as S
+from libraryfs.fs.check_tocs import missing_tocs
 from libraryfs.fs.lmdb_pages import WalkReport
 from libraryfs.fs.meta import SectionMeta, decode_meta
 from libraryfs.fs.store import Store, Txn
@@ -79,7 +81,7 @@ class Report:
 
 
 def check(store: Store, repair: bool = False) -> Report:
-    """Verify invariants I1–I9 at the store's schema version; with ``repair`` fix what can be fixed in one
+    """Verify invariants I1–I10 at the store's schema version; with ``repair`` fix what can be fixed in one
     write transaction (a read-write open has migrated the store to the current version first)."""
     if repair:
         return store.run_write(lambda t: _Checker(t, True, store.schema_version).run())
@@ -149,7 +151,17 @@ class _Checker:
         self.check_counters()
         self.check_derived()
         self.apply_fixes()
+        self.check_tocs()
+        self.apply_fixes()
         return self.r
+
+    def check_tocs(self) -> None:
+        """I10: every reachable directory with entries has its TOC, or the indexer still owes it one
+        (:mod:`libraryfs.fs.check_tocs`); repairing queues the others in ``config[toc_pending]``."""
+        dirs = [i for i, n in self.inodes.items() if n.is_dir and (i == S.ROOT_INO or self.dir_names.get(i))]
+        for ino in missing_tocs(self.t, dirs):
+            fix = lambda ino=ino: self.t.put_toc_pending(self.t.toc_pending() | {ino})  # noqa: E731
+            self.problem("I10", ino, "directory with entries but no TOC, and the indexer owes it none", fix)
 
     def check_inodes(self) -> None:
         """I0: every inode record unpacks; fills ``inodes`` (ino → :class:`Inode`) and the inode count, and

@@ -73,6 +73,9 @@ I9  (schema 3) ``blocks`` of a regular file equals the sum over its data chunks 
 I8  ``toc`` pages and ``meta`` records refer to existing inodes (stale ones are harmless and are
     removed by the indexer and by ``check --repair``); a ``meta`` record decodes, and is an entry record
     for a file or symlink, a section record for a directory.
+I10 Once the indexer has committed a pass, a reachable directory with entries that is not excluded from
+    TOCs has page 0 of its TOC, or the indexer owes it one: a journal record after the cursor names it,
+    or ``config[toc_pending]`` lists it (:mod:`libraryfs.fs.check_tocs`).
 
 Names are raw bytes (non-UTF-8 names round-trip). Times are nanoseconds since the epoch.
 """
@@ -135,6 +138,9 @@ CFG_CLEAN = b"clean_shutdown"  #: b"1" after a clean unmount (of the last mount)
 CFG_CURSOR = b"indexer_cursor"  #: u64: last journal seq the indexer has processed
 CFG_TOC_GEN = b"toc_generation"  #: u64: bumped by the indexer each time it commits TOC pages
 CFG_TOC_DIRTY = b"toc_dirty"  #: JSON list of directory inos whose TOC changed in the last indexer commit
+#: JSON list of directory inos the indexer owes a TOC although no journal record after the cursor names them
+#: (deferred until they settle; queued by ``check --repair``): committed with the cursor, read at each pass
+CFG_TOC_PENDING = b"toc_pending"
 CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer (state, pid, passes, last report)
 CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server (mountpoint, pid, options)
 #: prefix on a shared (etcd) store: one such JSON per live read-write mount, key + ``host:libdir``

@@ -367,6 +367,22 @@ class Txn:
         value = S.loads(self.cfg(key), {})
         return value if isinstance(value, dict) else {}
 
+    def toc_pending(self) -> set[int]:
+        """Directories the indexer owes a TOC without a journal record naming them (``CFG_TOC_PENDING``:
+        deferred until they settle, or queued by ``check --repair``); empty when absent or undecodable."""
+        try:
+            value = S.loads(self.cfg(S.CFG_TOC_PENDING), [])
+        except ValueError:
+            return set()
+        return {int(i) for i in value if isinstance(i, int)} if isinstance(value, list) else set()
+
+    def put_toc_pending(self, inos: set[int]) -> None:
+        """Store :meth:`toc_pending` (the key is removed when ``inos`` is empty)."""
+        if inos:
+            self.put_cfg(S.CFG_TOC_PENDING, S.dumps(sorted(inos)))
+        elif self.cfg(S.CFG_TOC_PENDING) is not None:
+            self.kv.delete(S.DB_CONFIG, S.CFG_TOC_PENDING)
+
     def journal(self, rec: S.JournalRecord) -> int:
         """Append a journal record; returns its sequence number."""
         seq = self._journal_last()

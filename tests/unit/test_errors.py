@@ -40,6 +40,7 @@ EXPECTED = {
     E.Compacted: errno.EIO,
     E.Damaged: errno.EIO,
     E.ServerStopped: errno.EAGAIN,
+    E.IndexerStopping: errno.EBUSY,
 }
 
 

@@ -24,6 +24,8 @@ from libraryfs.layout import (
     indexer_pid,
     indexer_running,
     lock_holder,
+    lock_stopping,
+    mark_lock_stopping,
     pid_alive,
     read_run,
     remove_run,
@@ -64,6 +66,23 @@ def test_a_lock_has_one_holder_named_by_pid(tmp_path):
         p.wait(30)
         p.stdout.close()
     assert lock_holder(lib, MOUNT_LOCK) is None
+
+
+def test_a_holder_shutting_down_says_so_in_its_lock(tmp_path):
+    """An indexer asked to stop marks its lock ``<pid> stopping`` (it holds it until it exits): it is still
+    the holder, but a launcher must not adopt it (issue 14: a mount adopted a dying indexer)."""
+    lib = str(tmp_path)
+    fd = acquire_lock(lib, INDEXER_LOCK)
+    try:
+        assert lock_stopping(lib, INDEXER_LOCK) is None
+        mark_lock_stopping(fd)
+        assert lock_holder(lib, INDEXER_LOCK) == os.getpid() == indexer_pid(lib)
+        assert lock_stopping(lib, INDEXER_LOCK) == os.getpid()
+        with pytest.raises(Busy, match=rf"by pid {os.getpid()} \(shutting down\)$"):
+            acquire_lock(lib, INDEXER_LOCK)
+    finally:
+        os.close(fd)
+    assert lock_stopping(lib, INDEXER_LOCK) is None and lock_holder(lib, INDEXER_LOCK) is None
 
 
 def test_a_derived_view_has_one_writer(tmp_path):
