@@ -32,7 +32,9 @@ def demo(libdir: str, mountpoint: str, words: int, llm: str | None) -> None:
 
     counts = run_demo(libdir, mountpoint, words=words, llm=llm, echo=click.echo)
     total = counts["python_docs"] + counts["dictionary"] + counts["inbox"]
-    click.echo(f"\n{total} entries mounted at {mountpoint}; unmount with `libraryfs umount {mountpoint}`")
+    click.echo(
+        f"\n{total} entries written, mounted at {mountpoint}; unmount with `libraryfs umount {mountpoint}`"
+    )
 
 
 commands = [demo]

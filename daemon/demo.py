@@ -66,6 +66,7 @@ def run_demo(
         echo(f"python3-doc not installed ({PYTHON_DOC_SOURCES} missing): skipping")
     if gcide_available():
         entries = gcide_entries(words + 8, seed=2026)
+        rerun = tree.exists("dictionary")
         inbox, rest = entries[:8], entries[8:]
         for w, d in rest:
             letter = w[0].lower()
@@ -74,10 +75,16 @@ def run_demo(
         echo(f"wrote {len(rest)} GCIDE dictionary entries into dictionary/<letter>/")
         if not tree.exists("inbox"):
             tree.makedirs("inbox")
-        for w, d in inbox:
+        # a re-run (the dictionary was there before it): the inbox words were filed by the earlier run, and
+        # dropping them again would file second copies (`abampere-2.md`)
+        fresh = [] if rerun else inbox
+        for w, d in fresh:
             tree.write_bytes(f"inbox/{w.lower()}.md", f"# {w}\n\n{d}\n".encode())
-        counts["inbox"] = len(inbox)
-        echo(f"dropped {len(inbox)} new entries into inbox/ for the indexer to file")
+        counts["inbox"] = len(fresh)
+        if fresh:
+            echo(f"dropped {len(fresh)} new entries into inbox/ for the indexer to file")
+        else:
+            echo("the inbox entries were filed by an earlier run: none dropped again")
     else:
         echo("dict-gcide not installed: skipping the dictionary")
     echo("waiting for the indexer …")
