@@ -51,6 +51,7 @@ from libraryfs.errors import LibraryError, is_disk_full
 from libraryfs.fs import schema as S
 from libraryfs.fs.exclude import TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.fs.tocwatch import record_rendered
 from libraryfs.hooks import IndexerHook
 from libraryfs.index import catalogue, subjects, termindex
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
@@ -390,11 +391,11 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
         def fin(t: Txn) -> None:
             """The write transaction body of :meth:`_commit`: status, TOC generation + 1, dirty list (first
-            5000), cursor (never backwards), TOC format on a full pass, journal trimmed to ``upto``."""
+            5000; and the log of the last commits, :func:`~libraryfs.fs.tocwatch.record_rendered`), cursor (never backwards), TOC format on a full pass, journal trimmed to ``upto``."""
             t.put_cfg(S.CFG_INDEXER_STATUS, status)
             gen = t.cfg_int(S.CFG_TOC_GEN) + 1
             t.put_cfg(S.CFG_TOC_GEN, S.u64(gen))
-            t.put_cfg(S.CFG_TOC_DIRTY, S.dumps(rendered[:5000]))
+            record_rendered(t, gen, rendered)  # the last commit's and the log of the last ones
             if upto > t.cfg_int(S.CFG_CURSOR):
                 t.put_cfg(S.CFG_CURSOR, S.u64(upto))
             if full:

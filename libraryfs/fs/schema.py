@@ -138,6 +138,9 @@ CFG_CLEAN = b"clean_shutdown"  #: b"1" after a clean unmount (of the last mount)
 CFG_CURSOR = b"indexer_cursor"  #: u64: last journal seq the indexer has processed
 CFG_TOC_GEN = b"toc_generation"  #: u64: bumped by the indexer each time it commits TOC pages
 CFG_TOC_DIRTY = b"toc_dirty"  #: JSON list of directory inos whose TOC changed in the last indexer commit
+CFG_TOC_DIRTY_LOG = (
+    b"toc_dirty_log"  #: JSON ``[[generation, [dir inos] | null], …]`` of the last indexer commits
+)
 #: JSON list of directory inos the indexer owes a TOC although no journal record after the cursor names them
 #: (deferred until they settle; queued by ``check --repair``): committed with the cursor, read at each pass
 CFG_TOC_PENDING = b"toc_pending"

@@ -79,3 +79,28 @@ def test_a_tick_syncs_once_the_interval_has_passed(lib):
     assert tasks.tick(last_sync_s=float("inf")) == float("inf")  # not due: no sync, time kept
     assert tasks.tick(last_sync_s=float("-inf")) > float("-inf")  # due: synced now
     assert MountTasks(st, lambda p: 0).stop()  # never started: nothing to wait for
+
+
+def test_the_watcher_names_the_pages_of_every_commit_since_its_last_poll(lib):
+    """Two indexer commits between polls (a poll thread descheduled under load): the pages of both, not only
+    the last commit's (subscribers missed the first one's pages); a watcher behind commits the log does not
+    hold (an indexer of an earlier release, or more than LOG_COMMITS behind) names every TOC."""
+    st, tree, idx = lib
+    w = TocWatcher(st)
+    tree.write_bytes("a/x.md", b"# X\n")
+    idx.run_once()
+    w.poll()
+    tree.write_bytes("a/y.md", b"# Y\n")
+    idx.run_once()
+    tree.write_bytes("b/z.md", b"# Z\n")
+    idx.run_once()
+    paths = w.poll()
+    assert b"/a/INDEX.md" in paths and b"/b/INDEX.md" in paths, paths
+    tree.write_bytes("c/w.md", b"# W\n")
+    idx.run_once()
+    # an indexer of an earlier release kept no log: a watcher two commits behind then names every TOC
+    st.run_write(lambda t: t.put_cfg(S.CFG_TOC_DIRTY_LOG, S.dumps([])))
+    with st.read() as t:
+        w.last_gen = t.cfg_int(S.CFG_TOC_GEN) - 2
+    paths = w.poll()
+    assert {b"/INDEX.md", b"/a/INDEX.md", b"/b/INDEX.md", b"/c/INDEX.md"} <= set(paths), paths
