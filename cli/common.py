@@ -182,3 +182,19 @@ def write_json(path: str | None, obj: Any) -> None:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=2)
         click.echo(f"wrote {path}")
+
+
+def verify_pages(libdir: str) -> None:
+    """Walk every page of the library's LMDB store unless the data file is unchanged since the last clean walk
+    (:func:`libraryfs.fs.lmdb_pages.verify_since`); the commands that read the store read-only (``status``,
+    ``find``, ``recall``, ``answer``) call it before opening it. Raises :class:`~libraryfs.errors.Damaged`
+    for a damaged store. A missing or empty data file, or an etcd store, is left to :class:`Store` (it says
+    what is wrong)."""
+    from libraryfs.fs.backends import is_library
+    from libraryfs.fs.lmdb_backend import store_path
+    from libraryfs.fs.lmdb_pages import verify_since
+    from libraryfs.layout import VERIFIED_FILE, state_dir
+
+    data = os.path.join(store_path(libdir), "data.mdb")
+    if is_library(libdir) and os.path.exists(data) and os.path.getsize(data):
+        verify_since(store_path(libdir), os.path.join(state_dir(libdir), VERIFIED_FILE))

@@ -14,7 +14,7 @@ import time
 
 import click
 
-from libraryfs.cli.common import echo_json, handle_errors, needs_feature
+from libraryfs.cli.common import echo_json, handle_errors, needs_feature, verify_pages
 from libraryfs.cli.options import library_option
 from libraryfs.errors import LibraryError, NotFound
 
@@ -149,12 +149,16 @@ def _unit_records(episode: str, libdir: str, known: str | None) -> tuple[str, li
     """``(digest, records)``: the digest of the episode's stored units
     (:func:`~libraryfs.features.episodes.indexcache.records_digest`) and their JSON — None instead when the
     digest is ``known`` (the saved index is current). One read-only transaction (works beside a live mount;
-    no page walk: the caller runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`; bytes
+    pages walked only when the data file changed since the last clean walk, :func:`verify_pages`; the caller
+    runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`; bytes
     cross the pipe far cheaper than objects)."""
     from libraryfs.features.episodes.indexcache import records_digest
     from libraryfs.features.episodes.unitdb import UnitDB
     from libraryfs.fs.store import Store
 
+    verify_pages(
+        libdir
+    )  # a damaged page could silently drop units from the evidence (as it did find's matches)
     store = Store(libdir, readonly=True)
     try:
         records = UnitDB(store).records(episode)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from libraryfs.cli.common import display_path, echo_json, handle_errors, resolve_libdir
+from libraryfs.cli.common import display_path, echo_json, handle_errors, resolve_libdir, verify_pages
 from libraryfs.cli.options import (
     checked_store_url,
     library_argument,
@@ -25,14 +25,13 @@ from libraryfs.fs.backends import is_library, join_library, require_new_libdir, 
 from libraryfs.fs.holder import Holder, describe_holder, holder_facts, mount_holders, standby_facts
 from libraryfs.fs.isolated import run_isolated
 from libraryfs.fs.lmdb_backend import store_path
-from libraryfs.fs.lmdb_pages import verify_since, walk
+from libraryfs.fs.lmdb_pages import walk
 from libraryfs.fs.store import Store
 from libraryfs.index import DEFAULT_MAX_TOKENS
 from libraryfs.layout import (
     INDEXER_LOCK,
     LOGS_DIR,
     MOUNT_LOCK,
-    VERIFIED_FILE,
     acquire_lock,
     indexer_pid,
     lock_holder,
@@ -287,16 +286,6 @@ def status(libdir: str, as_json: bool) -> None:
         echo_json(out)
     else:
         _print_status(out)
-
-
-def verify_pages(libdir: str) -> None:
-    """Walk every page of the library's LMDB store unless the data file is unchanged since the last clean walk
-    (:func:`libraryfs.fs.lmdb_pages.verify_since`); the commands that read the store read-only (``status``,
-    ``find``) call it before opening it. Raises :class:`~libraryfs.errors.Damaged` for a damaged store. A
-    missing or empty data file, or an etcd store, is left to :class:`Store` (it says what is wrong)."""
-    data = os.path.join(store_path(libdir), "data.mdb")
-    if is_library(libdir) and os.path.exists(data) and os.path.getsize(data):
-        verify_since(store_path(libdir), os.path.join(state_dir(libdir), VERIFIED_FILE))
 
 
 def status_facts(libdir: str) -> dict:

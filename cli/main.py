@@ -45,7 +45,7 @@ _BUILTINS: dict[str, tuple[str, str]] = {
     ),
     "umount": (
         "mount_cmds",
-        "Unmount a library (given its mountpoint or its directory) and stop its indexer.",
+        "Unmount a library (given its mountpoint or its directory) and stop its indexer, waiting for both to exit.",
     ),
     "indexer": (
         "mount_cmds",

@@ -87,9 +87,15 @@ def says_damaged(r: subprocess.CompletedProcess, what: str) -> None:
 
 
 def assert_refused_everywhere(lib: str, tmp_path) -> None:
-    """status, index, mcp, find and mount (find walks the pages as status does, even where the damage is off
+    """status, index, mcp, find, recall and mount (find and recall walk the pages as status does, even where the damage is off
     the few keys it reads): one line, exit 4; check: a report whose first line says damaged."""
-    for cmd in (("status", lib), ("index", lib), ("mcp", lib, "--no-indexer"), ("find", lib, "note1")):
+    for cmd in (
+        ("status", lib),
+        ("index", lib),
+        ("mcp", lib, "--no-indexer"),
+        ("find", lib, "note1"),
+        ("recall", "e1", "where", "--library", lib),  # the page walk too: a damaged page could drop units
+    ):
         says_damaged(cli(*cmd), cmd[0])
     mnt = str(tmp_path / "mnt-refused")
     says_damaged(cli("mount", lib, mnt, "--no-llm"), "mount")
