@@ -65,7 +65,8 @@ class TocWatcher:
     def _dirty_since(self, t: Txn, gen: int) -> set[int]:
         """Directories re-rendered by the commits after :attr:`last_gen` up to ``gen``."""
         if gen == self.last_gen + 1:
-            return set(S.loads(t.cfg(S.CFG_TOC_DIRTY), []) or [])
+            last: list[int] = S.loads(t.cfg(S.CFG_TOC_DIRTY), []) or []  # type: ignore[assignment]  # JSON list
+            return set(last)
         log = S.loads(t.cfg(S.CFG_TOC_DIRTY_LOG), [])
         by_gen = (
             {e[0]: e[1] for e in log if isinstance(e, list) and len(e) == 2} if isinstance(log, list) else {}
