@@ -11,4 +11,6 @@ dist=()
 if [ "$workers" != 0 ]; then
   dist=(-n "$workers" --dist loadfile)
 fi
-exec "$py" -m pytest -q -p no:cacheprovider "${dist[@]}" "$@"
+# -p no:benchmark: a pytest-benchmark installed in the same interpreter (not a dependency of ours) turns its
+# "disabled under xdist" warning into an internal error under our filterwarnings=error
+exec "$py" -m pytest -q -p no:cacheprovider -p no:benchmark "${dist[@]}" "$@"
