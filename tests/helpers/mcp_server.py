@@ -68,13 +68,40 @@ def http_server(libdir: str, *args: str, env: dict | None = None, timeout_s: flo
         proc.stderr.close()  # type: ignore[union-attr]  # an open pipe is a ResourceWarning (an error here)
 
 
-async def wait_for(check, timeout_s: float = 30.0, poll_s: float = 0.1):
-    """Await ``check()`` until it returns a truthy value (returned); AssertionError after ``timeout_s``."""
+async def wait_for(check, timeout_s: float = 30.0, poll_s: float = 0.1, libdir: str | None = None):
+    """Await ``check()`` until it returns a truthy value (returned); AssertionError after ``timeout_s``,
+    with the tail of ``libdir``'s indexer log and its status when ``libdir`` is given."""
     deadline = time.monotonic() + timeout_s
     while True:
         got = await check()
         if got:
             return got
         if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s (last: {got!r})")
+            raise AssertionError(
+                f"condition not met within {timeout_s} s (last: {got!r})" + indexer_facts(libdir)
+            )
         await anyio.sleep(poll_s)
+
+
+def indexer_facts(libdir: str | None, lines: int = 40) -> str:
+    """The last ``lines`` lines of ``libdir``'s ``logs/indexer.log`` and ``libraryfs status --json``, for a
+    failure's message ("" without ``libdir``)."""
+    if libdir is None:
+        return ""
+    from libraryfs.layout import log_path
+
+    path = log_path(str(libdir), "indexer")
+    try:
+        with open(path, errors="replace") as f:
+            log = "".join(f.readlines()[-lines:])
+    except OSError as e:
+        log = f"({e})"
+    st = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "status", "--json", str(libdir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return (
+        f"\n--- {path}:\n{log}\n--- libraryfs status --json (exit {st.returncode}):\n{st.stdout}{st.stderr}"
+    )

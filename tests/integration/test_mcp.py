@@ -204,7 +204,7 @@ def test_stdio_subscription_hears_the_indexer_rewrite_a_toc(libdir):
 
     async def main():
         async with Client(stdio_params(str(libdir))) as c:
-            uri = await _section(c)
+            uri = await _section(c, libdir)
             async with c.listen(resource_subscriptions=[uri]) as sub:
                 await _call(c, "write_file", {"path": "notes/new.md", "content": "# Fresh note\n"})
                 # the indexer may re-render the page before it renders the write (an earlier change's
@@ -231,7 +231,7 @@ def test_legacy_resources_subscribe_hears_the_indexer_rewrite_a_toc(libdir):
     async def main():
         async with Client(stdio_params(str(libdir)), mode="legacy", message_handler=on_message) as c:
             assert c.server_capabilities.resources.subscribe is True
-            uri = await _section(c)
+            uri = await _section(c, libdir)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the SDK marks resources/subscribe deprecated (2026-07-28)
                 await c.subscribe_resource(uri)
@@ -244,15 +244,15 @@ def test_legacy_resources_subscribe_hears_the_indexer_rewrite_a_toc(libdir):
                 heard.clear()
                 return "new.md" in (await c.read_resource(uri)).contents[0].text
 
-            await wait_for(got)
+            await wait_for(got, libdir=libdir)
 
     anyio.run(main)
 
 
-async def _section(c) -> str:
+async def _section(c, libdir) -> str:
     """Create ``notes/``, wait until the indexer has given it a TOC, return the TOC's URI."""
     await _call(c, "create_directory", {"path": "notes"})
-    await wait_for(lambda: _has(c, "read_index", {"path": "notes"}, "Index of /notes"))
+    await wait_for(lambda: _has(c, "read_index", {"path": "notes"}, "Index of /notes"), libdir=libdir)
     return "library://notes/INDEX.md"
 
 
