@@ -207,3 +207,18 @@ def test_a_phrasing_file_without_questions_is_one_line_error(tmp_path, run_cli):
                 "--out", str(tmp_path / "o.json"), "--plot", str(tmp_path / "o.png"))  # fmt: skip
     assert r.returncode == 1 and "no question could be instantiated" in r.stderr, r.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_plural_slot_pluralises_the_head_noun():
+    """``{event:noun}s`` is the phrase's plural, not the phrase plus ``s``: the parser reads "drinks of water"
+    as the drink event; "drink of waters" it read as the drink vital (a count question answered 5, not 2, on
+    one rollout)."""
+    t = phrasings.Template("K14", "How many {event:noun}s happened?", None, {}, 1, {"event": "noun"})
+    assert phrasings.fill(t, {"event": "collect_drink"}) == "How many drinks of water happened?"
+    assert phrasings.fill(t, {"event": "collect_wood"}) == "How many wood collections happened?"
+    assert [phrasings.plural(p) for p in ("wake-up", "box", "sky", "day")] == [
+        "wake-ups",
+        "boxes",
+        "skies",
+        "days",
+    ]

@@ -293,6 +293,34 @@ def normal_field(f: Any) -> str | None:
     return None
 
 
+#: a placeholder with a plural ``s`` written after it (``{event:noun}s``)
+_PLACEHOLDER_S = re.compile(r"\{(\w+)(?::(\w+))?\}(s\b)?")
+
+
+def plural(phrase: str) -> str:
+    """The plural of a noun phrase: its head noun pluralised, which is the word before ``of`` when there is
+    one (``drink of water`` → ``drinks of water``), else the last word (``wood collection`` → ``wood
+    collections``); ``-s/-x/-ch/-sh`` take ``-es``, a consonant + ``y`` becomes ``-ies``."""
+    words = phrase.split(" ")
+    i = words.index("of") - 1 if "of" in words[1:] else len(words) - 1
+    w = words[i]
+    if re.search(r"(s|x|ch|sh)$", w):
+        w += "es"
+    elif re.search(r"[^aeiou]y$", w):
+        w = w[:-1] + "ies"
+    else:
+        w += "s"
+    words[i] = w
+    return " ".join(words)
+
+
 def fill(t: Template, values: dict[str, Any]) -> str:
-    """The template with its placeholders replaced by ``values`` (see :func:`render`)."""
-    return _PLACEHOLDER.sub(lambda m: render(m.group(1), m.group(2), values[m.group(1)]), t.text)
+    """The template with its placeholders replaced by ``values`` (see :func:`render`); a placeholder
+    followed by a plural ``s`` (``{event:noun}s``) becomes the phrase's :func:`plural` (``drinks of water``,
+    not ``drink of waters``)."""
+
+    def one(m: re.Match) -> str:
+        text = render(m.group(1), m.group(2), values[m.group(1)])
+        return plural(text) if m.group(3) else text
+
+    return _PLACEHOLDER_S.sub(one, t.text)
