@@ -460,7 +460,7 @@ def _print_cluster(out: dict) -> None:
     """The ``backend`` and ``member`` lines of ``status`` for a library on etcd (one line per member)."""
     members = out["map"].get("members", [])
     healthy = sum(1 for m in members if m.get("healthy"))
-    click.echo(f"backend     etcd {out['store_url']} ({healthy} of {len(members)} members healthy)")
+    click.echo(f"backend     etcd {out['store_url']} ({healthy} of {count(len(members), 'member')} healthy)")
     for m in members:
         state = "healthy" if m.get("healthy") else "unhealthy (no answer or no leader)"
         lead = ", leader" if m.get("leader") else ""
