@@ -353,19 +353,24 @@ def status_facts(libdir: str) -> dict:
 
 def indexer_state(out: dict) -> str | None:
     """What the library's indexer is doing, from :func:`status_facts`' dict: None when none runs;
-    ``"suspended"`` (SIGSTOP, a debugger), ``"stopping"`` (SIGTERMed), ``"starting"`` (the published status
-    record is an earlier indexer's, or there is none yet: a restarted indexer's record says ``"stopped"``
-    until it publishes its own), else the state the running indexer published (``"idle"``, ``"indexing"``,
-    ``"settling"``, ``"hooks"``, …)."""
+    ``"suspended"`` (SIGSTOP, a debugger); ``"standby"`` (etcd: another host's indexer is the active one);
+    ``"stopping"`` (SIGTERMed, or it published ``"stopped"`` and has not exited yet); ``"starting"`` (the
+    published record is an earlier indexer's, or there is none yet: after a remount the record says
+    ``"stopped"`` until the new indexer publishes its own); else the state the running indexer published
+    (``"idle"``, ``"indexing"``, ``"settling"``, ``"hooks"``, …)."""
     if not out["indexer_running"]:
         return None
     if out.get("indexer_suspended"):
         return "suspended"
+    if out.get("indexer_standby"):
+        return "standby"
     if out.get("indexer_stopping"):
         return "stopping"
     idx = out.get("indexer") or {}
     if idx.get("pid") != out["indexer_pid"] or not idx.get("state"):
         return "starting"
+    if idx["state"] == "stopped":  # published on its way out: it still holds its lock for a moment
+        return "stopping"
     return str(idx["state"])
 
 
@@ -374,7 +379,7 @@ def _indexer_line(out: dict) -> str:
     on (suspended by a signal, or gone while the library is mounted)."""
     pid, state, m = out["indexer_pid"], out.get("indexer_state"), out["mount"]
     pending = out["pending_records"]
-    if out.get("indexer_standby") and out["indexer_running"]:
+    if state == "standby":
         active = describe_holder(out["indexer_standby"].get("active") or {})
         return f"running (standby, pid {pid}; takes over from {active} when its lease ends)"
     if state == "suspended":
