@@ -45,7 +45,8 @@ from libraryfs.layout import (
     stopped_server,
     term_index_path,
 )
-from libraryfs.probes import last_log_line
+from libraryfs.probes import last_log_line, stopped_how
+from libraryfs.words import count
 
 if TYPE_CHECKING:
     from libraryfs.fs.check import Report
@@ -186,7 +187,7 @@ def _salvage_loss(salvaged, index_known: int, index_lost: int) -> str | None:
     if not copied:
         parts = ["nothing could be salvaged: no record of the damaged store was readable"]
     else:
-        parts = [f"consistent again, but {lost} record(s) could not be salvaged"]
+        parts = [f"consistent again, but {count(lost, 'record')} could not be salvaged"]
     if index_lost:
         parts.append(
             f"{index_lost} of the {index_known} files and directories the term index knew of are lost"
@@ -326,7 +327,10 @@ def status_facts(libdir: str) -> dict:
     out["indexer_pid"] = indexer_pid(libdir)
     out["indexer_running"] = out["indexer_pid"] is not None
     out["indexer_stopping"] = lock_stopping(libdir, INDEXER_LOCK) is not None  # SIGTERMed, not exited yet
+    # SIGSTOP or a debugger: it holds its lock but does nothing until continued
+    out["indexer_suspended"] = stopped_how(out["indexer_pid"]) if out["indexer_running"] else None
     out["indexer_standby"] = standby_facts(libdir)  # etcd: this directory's indexer waits for another host's
+    out["indexer_state"] = indexer_state(out)
     out["stale_mount"] = None
     if minfo:
         out["uptime_s"] = round(time.time() - minfo.get("started", time.time()), 1)
@@ -345,6 +349,59 @@ def status_facts(libdir: str) -> dict:
         out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}
     out["run"] = read_run(libdir)
     return out
+
+
+def indexer_state(out: dict) -> str | None:
+    """What the library's indexer is doing, from :func:`status_facts`' dict: None when none runs;
+    ``"suspended"`` (SIGSTOP, a debugger); ``"standby"`` (etcd: another host's indexer is the active one);
+    ``"stopping"`` (SIGTERMed, or it published ``"stopped"`` and has not exited yet); ``"starting"`` (the
+    published record is an earlier indexer's, or there is none yet: after a remount the record says
+    ``"stopped"`` until the new indexer publishes its own); else the state the running indexer published
+    (``"idle"``, ``"indexing"``, ``"settling"``, ``"hooks"``, …)."""
+    if not out["indexer_running"]:
+        return None
+    if out.get("indexer_suspended"):
+        return "suspended"
+    if out.get("indexer_standby"):
+        return "standby"
+    if out.get("indexer_stopping"):
+        return "stopping"
+    idx = out.get("indexer") or {}
+    if idx.get("pid") != out["indexer_pid"] or not idx.get("state"):
+        return "starting"
+    if idx["state"] == "stopped":  # published on its way out: it still holds its lock for a moment
+        return "stopping"
+    return str(idx["state"])
+
+
+def _indexer_line(out: dict) -> str:
+    """The ``indexer`` line of ``status``: whether it runs, what it does, and what to do when it cannot go
+    on (suspended by a signal, or gone while the library is mounted)."""
+    pid, state, m = out["indexer_pid"], out.get("indexer_state"), out["mount"]
+    pending = out["pending_records"]
+    if state == "standby":
+        active = describe_holder(out["indexer_standby"].get("active") or {})
+        return f"running (standby, pid {pid}; takes over from {active} when its lease ends)"
+    if state == "suspended":
+        how = out.get("indexer_suspended") or ""
+        if "SIGSTOP" in how:
+            return f"stopped by a signal (pid {pid}): continue it with `kill -CONT {pid}`"
+        return f"stopped by a debugger (pid {pid}): let its debugger continue it"
+    if out["indexer_running"]:
+        if state == "idle" and pending:  # between polls: the next pass takes them
+            return f"running (pid {pid}), {count(pending, 'journal record')} not indexed yet"
+        return f"running ({state}, pid {pid})"
+    if not out["mounted"]:
+        return "not running"
+    # e.g. killed: nothing restarts it outside systemd
+    log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
+    last = (last_log_line(log) or "")[:160]
+    return (
+        "not running"
+        + (f" (its log ends: {last})" if last else "")
+        + f"; run `libraryfs index {out['library']}` for one pass, or `libraryfs indexer {out['library']}"
+        + f" --mountpoint {m['mountpoint']}` to keep one running"
+    )
 
 
 def _print_status(out: dict) -> None:
@@ -367,29 +424,17 @@ def _print_status(out: dict) -> None:
         )
     else:
         click.echo("mounted     no")
-    state = "stopping" if out.get("indexer_stopping") else idx.get("state", "?")
-    running = f" ({state}, pid {out['indexer_pid']})" if out["indexer_running"] else ""
-    if out.get("indexer_standby") and out["indexer_running"]:
-        active = describe_holder(out["indexer_standby"].get("active") or {})
-        running = f" (standby, pid {out['indexer_pid']}; takes over from {active} when its lease ends)"
-    if not out["indexer_running"] and out["mounted"]:  # e.g. killed: nothing restarts it outside systemd
-        log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
-        last = (last_log_line(log) or "")[:160]
-        running = (
-            (f" (its log ends: {last})" if last else "")
-            + f"; run `libraryfs index {out['library']}` for one pass, or `libraryfs indexer {out['library']}"
-            + f" --mountpoint {m['mountpoint']}` to keep one running"
-        )
-    click.echo(f"indexer     {'running' if out['indexer_running'] else 'not running'}{running}")
+    click.echo(f"indexer     {_indexer_line(out)}")
     click.echo(
-        f"index       generation {out['toc_generation']}, {out['pending_records']} journal record(s)"
-        f" pending, builder {(idx.get('builder') or {}).get('builder', 'deterministic')}"
+        f"index       TOC generation {out['toc_generation']} (one per indexer commit), "
+        f"{count(out['pending_records'], 'journal record')} pending, "
+        f"builder {(idx.get('builder') or {}).get('builder', 'deterministic')}"
     )
     last = idx.get("last_pass") or {}
     if last:
         click.echo(
-            f"last pass   {last.get('records', 0)} records, {last.get('summarized', 0)} summaries, "
-            f"{last.get('dirs_rendered', 0)} TOCs in {last.get('seconds', 0)} s"
+            f"last pass   {count(last.get('records', 0), 'record')}, {count(last.get('summarized', 0), 'summary')}, "
+            f"{count(last.get('dirs_rendered', 0), 'TOC')} in {last.get('seconds', 0)} s"
         )
     llm_error = (idx.get("builder") or {}).get("last_error")
     llm_line = (
@@ -405,13 +450,13 @@ def _print_status(out: dict) -> None:
     if "stats" in out:
         s = out["stats"]
         click.echo(
-            f"reads       {s.get('toc_pages_read', 0)} TOC pages, {s.get('entries_read', 0)} entries, "
-            f"{s.get('tokens_read', 0)} tokens since mount"
+            f"reads       {count(s.get('toc_pages_read', 0), 'TOC page')}, {count(s.get('entries_read', 0), 'entry')}, "
+            f"{count(s.get('tokens_read', 0), 'token')} since mount"
         )
     if out.get("backend") == "etcd":
         _print_cluster(out)
     click.echo(
-        f"store       {out['inodes']} inodes, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
+        f"store       {count(out['inodes'], 'inode')}, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
         f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}"
     )
 
@@ -420,7 +465,7 @@ def _print_cluster(out: dict) -> None:
     """The ``backend`` and ``member`` lines of ``status`` for a library on etcd (one line per member)."""
     members = out["map"].get("members", [])
     healthy = sum(1 for m in members if m.get("healthy"))
-    click.echo(f"backend     etcd {out['store_url']} ({healthy} of {len(members)} members healthy)")
+    click.echo(f"backend     etcd {out['store_url']} ({healthy} of {count(len(members), 'member')} healthy)")
     for m in members:
         state = "healthy" if m.get("healthy") else "unhealthy (no answer or no leader)"
         lead = ", leader" if m.get("leader") else ""
@@ -441,15 +486,15 @@ def _print_llm(builder: dict) -> None:
         return
     spend = builder.get("spend") or {}
     hour = (
-        f"; last hour {spend.get('requests_last_hour', 0)} requests, {spend.get('tokens_last_hour', 0)} "
-        f"tokens (limits {spend.get('max_requests_per_hour') or 'none'}/"
+        f"; last hour {count(spend.get('requests_last_hour', 0), 'request')}, "
+        f"{count(spend.get('tokens_last_hour', 0), 'token')} (limits {spend.get('max_requests_per_hour') or 'none'}/"
         f"{spend.get('max_tokens_per_hour') or 'none'})"
         if spend
         else ""
     )
     click.echo(
-        f"LLM         {builder.get('model', '?')}: {builder.get('requests')} requests, "
-        f"{builder.get('tokens', 0)} tokens, {builder.get('fallbacks', 0)} fallbacks{hour}"
+        f"LLM         {builder.get('model', '?')}: {count(builder.get('requests') or 0, 'request')}, "
+        f"{count(builder.get('tokens', 0), 'token')}, {count(builder.get('fallbacks', 0), 'fallback')}{hour}"
     )
     for line in endpoint_lines(builder):
         click.echo(line)
@@ -473,7 +518,8 @@ def endpoint_lines(builder: dict, now: float | None = None) -> list[str]:
         else "latency -"
     )
     rate = (
-        f"{ep['errors_recent']} errors in the last {ep['requests_recent']} answers ({ep['error_rate']:.0%})"
+        f"{count(ep['errors_recent'], 'error')} in the last {count(ep['requests_recent'], 'answer')} "
+        f"({ep['error_rate']:.0%})"
         if ep.get("requests_recent")
         else "no answers yet"
     )
@@ -557,7 +603,7 @@ def _mountpoint_for_paths(libdir: str) -> str:
     """Where ``find`` says the library's paths are: its live mountpoint, ``""`` when not mounted. Beside a
     stopped mount server the mountpoint ``/proc/mounts`` lists, never asked (it would wait for the server)."""
     if stopped_server(libdir):
-        from libraryfs.daemon.launcher import mountpoint_of
+        from libraryfs.layout import mountpoint_of
 
         return mountpoint_of(libdir) or ""
     minfo = mount_info(libdir)
@@ -643,8 +689,9 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     finally:
         os.close(lock)
     click.echo(
-        f"indexed: {rep.records} journal records, {rep.summarized} summaries, {rep.dirs_rendered} TOCs "
-        f"({rep.pages_written} pages), {len(rep.filed)} inbox entries filed in {rep.seconds:.2f} s; {line}"
+        f"indexed: {count(rep.records, 'journal record')}, {count(rep.summarized, 'summary')}, "
+        f"{count(rep.dirs_rendered, 'TOC')} ({count(rep.pages_written, 'page')}), "
+        f"{count(len(rep.filed), 'inbox entry')} filed in {rep.seconds:.2f} s; {line}"
     )
 
 

@@ -7,6 +7,8 @@ User errors are raised as :class:`click.ClickException` (one line, exit status 1
 from __future__ import annotations
 
 import importlib
+import re
+from collections.abc import Sequence
 
 import click
 
@@ -113,11 +115,52 @@ PLUGIN_PARENTS = frozenset({"bench", "cards", "code", "episode"})
 BENCH_SUMMARY = "Benchmarks that print a table and write JSON/JSONL (and plots) to an output directory."
 
 
+#: RST inline literal (````x````) in help text: shown as Markdown's `x` (the docstrings keep RST for Sphinx).
+_RST_LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def plain_text(text: str) -> str:
+    """``text`` for a terminal: RST inline literals (````json.dumps````) become `json.dumps`, as the help
+    texts write command names (`libraryfs check`)."""
+    return _RST_LITERAL.sub(r"`\1`", text)
+
+
+class PlainHelpFormatter(click.HelpFormatter):
+    """click's help formatter, printing every paragraph and definition through :func:`plain_text`."""
+
+    def write_text(self, text: str) -> None:
+        """A paragraph of help text (a command's docstring), its RST markup stripped before wrapping."""
+        super().write_text(plain_text(text))
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], col_max: int = 30, col_spacing: int = 2) -> None:
+        """The options' and subcommands' two-column list, its RST markup stripped before wrapping."""
+        super().write_dl([(plain_text(a), plain_text(b)) for a, b in rows], col_max, col_spacing)
+
+
+class PlainContext(click.Context):
+    """A click context whose help is formatted by :class:`PlainHelpFormatter`."""
+
+    formatter_class = PlainHelpFormatter
+
+
+def plain_help(cmd: click.Command) -> click.Command:
+    """Make ``cmd`` (and, for a group, every subcommand it holds, recursively) print its ``--help`` through
+    :class:`PlainHelpFormatter`; returns ``cmd``. The root group applies it to each command it hands out
+    (:meth:`_Cli.get_command`), so no command needs a class of its own. Here, not in ``cli/options.py``:
+    ``libraryfs --help`` imports no other ``libraryfs.cli`` module."""
+    cmd.context_class = PlainContext
+    if isinstance(cmd, click.Group):
+        for sub in cmd.commands.values():
+            plain_help(sub)
+    return cmd
+
+
 class _Cli(click.Group):
     """The root group: a built-in command's module and the plugins are imported on first use (keeps start-up
     cheap for ``find``/``status``; ``--help`` imports none of them)."""
 
     _plugins_loaded = False
+    context_class = PlainContext  # --help shows no RST markup (every command gets it: get_command)
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded:
@@ -150,11 +193,13 @@ class _Cli(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The command ``cmd_name``, importing its built-in module first and the plugins when it is theirs or
-        unknown; None if none (overrides :meth:`click.Group.get_command`)."""
+        unknown; None if none (overrides :meth:`click.Group.get_command`). Its help (and its subcommands')
+        is printed without RST markup (:func:`plain_help`)."""
         self._load_builtin(cmd_name)
         if cmd_name in PLUGIN_PARENTS or cmd_name not in self.commands:  # a plugin's (or no) command
             self._load_plugins()
-        return super().get_command(ctx, cmd_name)
+        cmd = super().get_command(ctx, cmd_name)
+        return plain_help(cmd) if cmd is not None else None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Every top-level name, built-in or plugin, without importing a command module."""

@@ -67,7 +67,10 @@ def process_errors(prog: str) -> Callable[[Callable[..., int]], Callable[..., No
 @click.option("--nonempty", is_flag=True, help="Allow mounting over a non-empty directory.")
 @handle_errors
 def mount(libdir, mountpoint, foreground, no_indexer, llm, nonempty, **kwargs) -> None:
-    """Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground)."""
+    """Mount LIBDIR at MOUNTPOINT and start its indexer (in the background unless --foreground).
+
+    A missing MOUNTPOINT is created (with its parents), and the first line says so; it is removed again if
+    the mount fails."""
     overrides = setting_overrides(kwargs)
     if foreground:
         _serve_foreground(
@@ -76,6 +79,8 @@ def mount(libdir, mountpoint, foreground, no_indexer, llm, nonempty, **kwargs) -
     info = launcher.start(
         libdir, mountpoint, indexer=not no_indexer, llm=llm, allow_nonempty=nonempty, overrides=overrides
     )
+    if info.get("created_mountpoint"):  # mount(8) would refuse a missing one: say that it was made
+        click.echo(f"created mountpoint {info['mountpoint']}")
     extra = f", indexer pid {info['indexer_pid']}" if info.get("indexer_pid") else ", no indexer"
     click.echo(f"mounted {info['libdir']} at {info['mountpoint']} (server pid {info['server_pid']}{extra})")
 

@@ -15,6 +15,7 @@ import threading
 
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME, is_generated
 from libraryfs.fs.tree import Tree, open_tree
+from libraryfs.words import count
 
 log = logging.getLogger("libraryfs.ingest")
 
@@ -75,6 +76,11 @@ def plan(source: str, include_hidden: bool = False) -> tuple[list[tuple[str, str
     return files, sum(skipped.values()), skipped
 
 
+#: Skip reasons that are nouns (counted: ``1 symlink``, ``2 symlinks``); the others are adjectives
+#: (``2 hidden``, ``1 unreadable``, ``3 special``).
+_NOUNS = frozenset({"symlink"})
+
+
 def ingest_tree(
     libdir: str,
     source: str,
@@ -87,7 +93,8 @@ def ingest_tree(
     """Copy every regular file under ``source`` to ``section/<relative path>``; returns counts.
 
     ``{"files": n, "bytes": total bytes, "skipped": n, "skipped_why": "…"}``. Unreadable files are
-    skipped and counted, never fatal.
+    skipped and counted, never fatal. ``progress``: a tqdm bar on stderr, shown only when stderr is a
+    terminal.
     """
     section = check_section(section)
     tree = tree or open_tree(libdir)
@@ -98,7 +105,8 @@ def ingest_tree(
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(files), unit="file", desc="ingest", leave=False)
+        # disable=None: no bar when stderr is not a terminal (a pipe, a log file, a CI job's output)
+        bar = tqdm(total=len(files), unit="file", desc="ingest", leave=False, disable=None)
     try:
         for src, rel in files:
             try:
@@ -124,7 +132,7 @@ def ingest_tree(
         "files": done,
         "bytes": total,
         "skipped": nskip,
-        "skipped_why": ", ".join(f"{v} {k}" for k, v in sorted(why.items())),
+        "skipped_why": ", ".join(count(v, k) if k in _NOUNS else f"{v} {k}" for k, v in sorted(why.items())),
     }
 
 

@@ -25,20 +25,22 @@ import time
 from libraryfs.errors import Busy, Damaged, IndexerStopping, LibraryError, LibraryMissing, ServerStopped
 from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
-    DEVICE_PREFIX,
     INDEXER_LOCK,
     LOCK_FD_ENV,
+    MOUNT_LOCK,
     TIE_FD_ENV,
     acquire_lock,
     hand_over_lock,
+    held_message,
     indexer_pid,
     is_libraryfs_mount,
     libdir_of_mount,
+    lock_holder,
     lock_stopping,
     log_path,
     mount_state,
+    mountpoint_of,
     pid_alive,
-    proc_mounts,
     read_run,
     remove_run,
     stopped_server,
@@ -102,21 +104,16 @@ def refuse_if_stopped(libdir: str, command: str) -> None:
     )
 
 
-def mountpoint_of(libdir: str) -> str | None:
-    """Where ``/proc/mounts`` lists a libraryfs mount of ``libdir`` (its device field), or None."""
-    for dev, where, _fstype in proc_mounts():
-        if dev.startswith(DEVICE_PREFIX) and dev[len(DEVICE_PREFIX) :].replace("\\,", ",") == libdir:
-            return where
-    return None
-
-
 def _within(child: str, parent: str) -> bool:
     child, parent = os.path.realpath(child), os.path.realpath(parent)
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
 
-def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> tuple[str, str]:
-    """Validate a (library, mountpoint) pair; returns absolute paths. Raises :class:`LibraryError`."""
+def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> tuple[str, str, bool]:
+    """Validate a (library, mountpoint) pair: returns their absolute paths and whether the mountpoint was
+    created here (a missing one is made, with its missing parents, as ``mkdir -p`` would; the caller says
+    so). Raises :class:`LibraryError`: :class:`~libraryfs.errors.Busy` for a library mounted already (naming
+    its mountpoint and server) or a mountpoint in use, :class:`LaunchError` for a bad pair."""
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
     if not is_library(libdir):
@@ -126,12 +123,14 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
     if _within(libdir, mountpoint):
         raise LaunchError(f"library directory {libdir} is inside the mountpoint {mountpoint}")
     refuse_if_stopped(libdir, "mount")
+    _refuse_if_mounted(libdir)  # before the mountpoint is made: a refused mount leaves nothing behind
     state = mount_state(mountpoint)  # before any stat: a stale mountpoint fails every stat with ENOTCONN
     if state == "stale":
         clear_stale(mountpoint)
         state = mount_state(mountpoint)
-    if state == "none" and not os.path.exists(mountpoint):
-        os.makedirs(mountpoint, exist_ok=True)
+    created = state == "none" and not os.path.lexists(mountpoint)
+    if created:
+        os.makedirs(mountpoint)
     if state == "live":
         raise Busy(f"{mountpoint} is already mounted")
     if state == "other":
@@ -140,7 +139,20 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
         raise LaunchError(f"mountpoint {mountpoint} is not a directory")
     if os.listdir(mountpoint) and not allow_nonempty:
         raise LaunchError(f"mountpoint {mountpoint} is not empty (pass --nonempty to mount over it)")
-    return libdir, mountpoint
+    return libdir, mountpoint, created
+
+
+def _refuse_if_mounted(libdir: str) -> None:
+    """Raise :class:`~libraryfs.errors.Busy` when a mount server holds ``libdir``'s ``mount.lock``: ``library
+    <libdir> is already mounted at <mountpoint> by pid N`` (:func:`libraryfs.layout.held_message`, what the
+    server itself would say), before a mountpoint is made or a server started. Reads only the lock file and
+    ``/proc``."""
+    try:
+        pid = lock_holder(libdir, MOUNT_LOCK)
+    except OSError:  # an unreadable lock file: the mount server's own lock decides
+        return
+    if pid is not None:
+        raise Busy(held_message(libdir, MOUNT_LOCK, pid))
 
 
 def mount_overrides(
@@ -201,7 +213,8 @@ def start(
     overrides: dict | None = None,
 ) -> dict:
     """Start the mount server (and the indexer) in the background; returns the ``run.json`` facts
-    (``libdir``, ``mountpoint``, ``server_pid``, ``indexer_pid``, ``started``).
+    (``libdir``, ``mountpoint``, ``server_pid``, ``indexer_pid``, ``started``) and ``created_mountpoint``
+    (True: the mountpoint did not exist and was made; it is removed again if the mount fails).
 
     The server's settings come from the keyword flags and ``overrides`` (dotted keys, as the CLI's flags
     give them; they win). Raises :class:`LaunchError` with the server's own last error line if it does not
@@ -211,8 +224,7 @@ def start(
     overrides = {**mount_overrides(read_only, allow_other, timeouts, budget), **given}
     read_only = bool(overrides["mount.read_only"])
     refuse_if_stopped(os.path.abspath(libdir), "mount")  # before the stat below: it would wait on its mount
-    created = not os.path.exists(os.path.abspath(mountpoint))
-    libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    libdir, mountpoint, created = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
     # an indexer left running (e.g. its mount server was killed) is adopted, not duplicated: it files the
     # inbox through the same mountpoint, which is live again; one shutting down is waited for, then
     # replaced. Otherwise its lock is taken now, before the mount answers, and handed to the indexer: no
@@ -236,7 +248,7 @@ def start(
         if lock_fd is not None:
             os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     write_run(libdir, info)
-    return info
+    return {**info, "created_mountpoint": created}
 
 
 def _claim_indexer(libdir: str, timeout_s: float = 20.0) -> tuple[int | None, int | None]:
@@ -462,7 +474,9 @@ def run_foreground(
     status; raises :class:`LibraryError` when the server cannot start."""
     from libraryfs.daemon import mountd
 
-    libdir, mountpoint = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    libdir, mountpoint, created = preflight(libdir, mountpoint, allow_nonempty=allow_nonempty)
+    if created:  # stdout: the terminal, or the journal under systemd
+        print(f"created mountpoint {mountpoint}", flush=True)
     read_only = bool((overrides or {}).get("mount.read_only"))
     child = None
     if indexer and not read_only:

@@ -113,14 +113,33 @@ def acquire_lock(libdir: str, name: str) -> int:
             holder = words[0] + (" (shutting down)" if words[1:2] == ["stopping"] else "")
         finally:
             os.close(fd)
-        what = _LOCK_VERBS.get(name, f"locked ({name})")
-        raise Busy(f"library {os.path.abspath(libdir)} is already {what} by pid {holder}") from None
+        raise Busy(held_message(libdir, name, holder)) from None
     try:
         hand_over_lock(fd, os.getpid())
     except OSError as e:  # a full disk: say which file (pwrite's error names none)
         os.close(fd)
         raise OSError(e.errno, e.strerror, lock_path(libdir, name)) from None
     return fd
+
+
+def held_message(libdir: str, name: str, holder: int | str) -> str:
+    """What a refused lock ``name`` of ``libdir`` says: ``library /…/notes is already mounted at /mnt/notes
+    by pid 1234`` (the mountpoint, for ``mount.lock``, from ``/proc/mounts``: nothing is asked of the mount;
+    left out when none is listed, e.g. a mount detached lazily); ``… is already indexed by pid 1234``."""
+    libdir = os.path.abspath(libdir)
+    what = _LOCK_VERBS.get(name, f"locked ({name})")
+    where = mountpoint_of(libdir) if name == MOUNT_LOCK else None
+    return f"library {libdir} is already {what}{f' at {where}' if where else ''} by pid {holder}"
+
+
+def mountpoint_of(libdir: str) -> str | None:
+    """Where ``/proc/mounts`` lists a libraryfs mount of ``libdir`` (its device field), or None. Reads only
+    ``/proc/mounts``: never touches the mount (its server may be stopped)."""
+    libdir = os.path.abspath(libdir)
+    for dev, where, _fstype in proc_mounts():
+        if dev.startswith(DEVICE_PREFIX) and dev[len(DEVICE_PREFIX) :].replace("\\,", ",") == libdir:
+            return where
+    return None
 
 
 #: Environment variable through which a launcher hands a held lock's fd to the process it starts
@@ -414,7 +433,9 @@ def mount_record_key(libdir: str, backend) -> bytes:
 
 
 def mount_info(libdir: str, store: Store | None = None) -> dict | None:
-    """``{"pid", "mountpoint", "started", ...}`` of the live mount server of ``libdir``, or None.
+    """``{"pid", "mountpoint", "started", "uptime_s", ...}`` of the live mount server of ``libdir``, or None
+    (``started``: its start, seconds since the epoch; ``uptime_s``: seconds since then, reckoned now — the
+    record in the store is written when the mount starts).
 
     Live means: a process holds ``mount.lock``, ``/proc/mounts`` lists a libraryfs mount at the mountpoint
     it recorded in the store, and that mount answers ``statvfs`` (a mount detached lazily while files
@@ -445,6 +466,8 @@ def mount_info(libdir: str, store: Store | None = None) -> dict | None:
     mp = info.get("mountpoint")
     if not mp or not is_live(mp) or not is_libraryfs_mount(mp):
         return None
+    if isinstance(info.get("started"), int | float):  # the record holds the uptime_s of when it was written
+        info["uptime_s"] = round(max(0.0, time.time() - info["started"]), 1)
     return info
 
 

@@ -201,6 +201,21 @@ def libdir(request, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def store(tmp_path: Path):
+    """A new LMDB store in ``tmp_path/lib`` (no mount); the test fails if ``libraryfs check`` finds a
+    problem after it. A module may define its own ``store`` (pytest prefers the nearer fixture)."""
+    from libraryfs.fs.check import check, describe
+
+    st = Store.create(tmp_path / "lib")
+    yield st
+    try:
+        report = check(st)
+        assert report.problems == [], describe(report)
+    finally:
+        st.close()
+
+
+@pytest.fixture
 def mounted(request, libdir: Path, tmp_path: Path, expected_log_patterns):
     """The library mounted (real server + indexer subprocesses); unmounted, checked and its logs scanned
     in teardown. Markers: ``no_indexer``, ``timeouts("entry,attr,negative")``, ``expect_log(regex, ...)``."""

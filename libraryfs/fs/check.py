@@ -27,6 +27,7 @@ from libraryfs.fs.check_tocs import missing_tocs
 from libraryfs.fs.lmdb_pages import WalkReport
 from libraryfs.fs.meta import SectionMeta, decode_meta
 from libraryfs.fs.store import Store, Txn
+from libraryfs.words import count
 
 
 def _later(kv, method: str, *args):
@@ -430,13 +431,16 @@ def describe(report: Report) -> str:
             + "; ".join(report.pending_migrations)
             + ")"
         )
-    lines = [schema, f"{report.inodes} inodes, {report.dirents} dirents, {report.chunks} data chunks"]
+    lines = [
+        schema,
+        f"{count(report.inodes, 'inode')}, {count(report.dirents, 'dirent')}, {count(report.chunks, 'data chunk')}",
+    ]
     for p in report.problems:
         lines.append(f"  {p.code} ino {p.ino}: {p.message}{' (repaired)' if p.repaired else ''}")
     lines.append(
         "clean"
         if not report.problems
-        else ("repaired" if report.clean else f"{len(report.problems)} problem(s) found")
+        else ("repaired" if report.clean else f"{count(len(report.problems), 'problem')} found")
     )
     return os.linesep.join(lines)
 
@@ -455,7 +459,7 @@ def damage_json(pages: WalkReport) -> dict:
 def describe_damage(pages: WalkReport, max_lines: int = 20) -> str:
     """Human-readable report of a damaged store: a first line saying so, the problems (at most
     ``max_lines``), what could be read per table, and how to salvage it."""
-    lines = [f"the library's store is damaged: {len(pages.problems)} problem(s) in its data file"]
+    lines = [f"the library's store is damaged: {count(len(pages.problems), 'problem')} in its data file"]
     lines += [f"  {p}" for p in pages.problems[:max_lines]]
     if len(pages.problems) > max_lines:
         lines.append(f"  … {len(pages.problems) - max_lines} more")

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from libraryfs.errors import Damaged
+from libraryfs.words import count
 
 DATA_FILE = "data.mdb"
 MAGIC = 0xBEEFC0DE
@@ -44,7 +45,9 @@ NODE_BYTES = 8  #: NODESIZE
 P_BRANCH, P_LEAF, P_OVERFLOW, P_META, P_LEAF2 = 0x01, 0x02, 0x04, 0x08, 0x20
 F_BIGDATA, F_SUBDATA, F_DUPDATA = 0x01, 0x02, 0x04
 P_INVALID = (1 << 64) - 1
-FREE_DB, MAIN_DB = "(free)", "(main)"  #: names used in findings for LMDB's two internal DBs
+FREE_DB, MAIN_DB = "(free)", "(main)"  #: keys of LMDB's two internal DBs in :attr:`WalkReport.records`
+#: What a finding calls each of LMDB's two internal DBs (a named table is ``table <name>``).
+_DB_WORDS = {FREE_DB: "LMDB's free-page list", MAIN_DB: "LMDB's list of tables"}
 MAX_DEPTH = 64  #: deeper than any B+tree of 2^64 pages: a cycle
 
 _DB = struct.Struct("<IHHQQQQQ")  #: MDB_db: pad/psize, flags, depth, branch, leaf, overflow, entries, root
@@ -68,7 +71,7 @@ class Meta:
 
 @dataclass
 class WalkReport:
-    """What :func:`walk` found: ``problems`` (one line each, ``page N (table): what``), pages and records
+    """What :func:`walk` found: ``problems`` (one line each, ``page N of table T: what``), pages and records
     read per table, and the named tables it reached. ``clean`` when nothing was wrong."""
 
     meta: Meta | None = None
@@ -179,13 +182,15 @@ class _Reader:
     def __init__(self, fd: int, meta: Meta, size: int, report: WalkReport) -> None:
         self.fd, self.meta, self.report = fd, meta, report
         self.psize = meta.page_size
-        self.npages = min(size // self.psize, meta.last_pgno + 1)
+        self.file_pages = size // self.psize
+        self.npages = min(self.file_pages, meta.last_pgno + 1)
         self.seen: set[int] = set()
+        self.bad_tables: set[str] = set()  #: tables with a finding (their record counts fall short)
 
     def page(self, pgno: int, table: str) -> bytes | None:
         """Page ``pgno`` (checked: in range, not reached before, its header naming it), or None."""
         if not 2 <= pgno < self.npages:
-            self._bad(pgno, table, f"page number outside 2..{self.npages - 1}")
+            self._bad(pgno, table, self._out_of_range(pgno))
             return None
         if pgno in self.seen:
             self._bad(pgno, table, "page reached twice (a cycle or a shared page)")
@@ -202,9 +207,26 @@ class _Reader:
         self.report.pages += 1
         return raw
 
+    def _out_of_range(self, pgno: int) -> str:
+        """Why page number ``pgno`` (pointed to by a tree) cannot be a tree page of this file: one of the two
+        meta pages, past the end of a file cut short, or past the last page the meta page says is in use."""
+        if pgno < 2:
+            return f"points to meta page {pgno}, not to a tree page"
+        if pgno >= self.file_pages:
+            held = (
+                "no whole page"
+                if self.file_pages < 1
+                else "page 0 only"
+                if self.file_pages == 1
+                else f"pages 0 to {self.file_pages - 1}"
+            )
+            return f"past the end of the file, which holds {held} ({self.file_pages * self.psize:,} bytes)"
+        return f"past the last page in use, {self.meta.last_pgno} (the meta page's count)"
+
     def _bad(self, pgno: int, table: str, what: str) -> None:
-        """Record a problem of page ``pgno``."""
-        self.report.problems.append(f"page {pgno} ({table}): {what}")
+        """Record a problem of page ``pgno`` of ``table``: ``page 7 of table inodes: what``."""
+        self.bad_tables.add(table)
+        self.report.problems.append(f"page {pgno} of {_DB_WORDS.get(table) or f'table {table}'}: {what}")
 
     def overflow(self, pgno: int, nbytes: int, table: str, read: bool = True) -> bytes | None:
         """The value of ``nbytes`` stored in the overflow run starting at ``pgno`` (``read`` False: only its
@@ -249,7 +271,7 @@ def _walk_tree(
     """Walk one B+tree from ``root``, skipping (and reporting) damaged subtrees. ``named`` collects the
     main DB's named tables as ``(name, root, entries)``; ``visit(table, key, value)`` gets each record."""
     if depth > MAX_DEPTH:
-        r.report.problems.append(f"page {root} ({table}): tree deeper than {MAX_DEPTH} (a cycle)")
+        r._bad(root, table, f"tree deeper than {MAX_DEPTH} levels (a cycle)")
         return
     raw = r.page(root, table)
     if raw is None:
@@ -380,7 +402,7 @@ def _walk_once(store_dir: str, visit: Visit | None = None, *, slot: int | None =
             if root != P_INVALID:
                 _walk_tree(r, root, table, visit, None)
         for table, entries in report.expected.items():
-            if report.records[table] != entries and not any(f"({table})" in p for p in report.problems):
+            if report.records[table] != entries and table not in r.bad_tables:
                 report.problems.append(
                     f"table {table}: {report.records[table]} records reached, its header says {entries}"
                 )
@@ -395,7 +417,7 @@ def verify(store_dir: str) -> WalkReport:
     by a writer's commits: then nothing is claimed)."""
     report = walk(store_dir)
     if report.problems and not report.unsettled:  # a store written faster than it is walked: LMDB decides
-        more = f" (and {len(report.problems) - 1} more problem(s))" if len(report.problems) > 1 else ""
+        more = f" (and {count(len(report.problems) - 1, 'more problem')})" if len(report.problems) > 1 else ""
         raise Damaged(
             f"the library's store is damaged: {data_path(store_dir)}: {report.problems[0]}{more}; "
             f"run `libraryfs check --repair`"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from libraryfs.fs import lmdb_backend, lmdb_pages
 from libraryfs.fs import schema as S
+from libraryfs.words import count
 
 BATCH_BYTES = 4 << 20  #: records written per transaction, in bytes of keys and values
 
@@ -47,10 +48,10 @@ class SalvageReport:
         for table in sorted(set(self.copied) | set(self.expected)):
             got, want = self.copied.get(table, 0), self.expected.get(table, 0)
             if got != want:
-                out.append(f"  {table}: {got} of {want} records salvaged")
+                out.append(f"  {table}: {got} of {count(want, 'record')} salvaged")
         total, want = sum(self.copied.values()), sum(self.expected.values())
         out.append(
-            f"salvaged {total} of {want} records into a new store; the damaged store is kept at {self.kept}"
+            f"salvaged {total} of {count(want, 'record')} into a new store; the damaged store is kept at {self.kept}"
         )
         return out
 

@@ -273,10 +273,12 @@ def test_second_server_on_same_library_fails_with_one_line(libdir, tmp_path, lis
     listener.wait_for("READY")
     r = subprocess.run([sys.executable, *mountd(libdir, mnt2)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
-    assert r.stderr.strip() == f"libraryfs-mountd: library {libdir} is already mounted by pid {p.pid}"
+    assert (
+        r.stderr.strip() == f"libraryfs-mountd: library {libdir} is already mounted at {mnt} by pid {p.pid}"
+    )
     r = run_cli("mount", "--foreground", "--no-indexer", str(libdir), str(mnt2))
     assert r.returncode == 1
-    assert r.stderr.strip().count("\n") == 0 and f"already mounted by pid {p.pid}" in r.stderr
+    assert r.stderr.strip().count("\n") == 0 and f"already mounted at {mnt} by pid {p.pid}" in r.stderr
     assert mount_state(str(mnt2)) == "none" and live(str(mnt))
     p.send_signal(signal.SIGTERM)
     assert p.wait(TIMEOUT_S) == 0

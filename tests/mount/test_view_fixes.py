@@ -20,7 +20,6 @@ from helpers.wait import wait_until
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.errors import AccessDenied, Exists, NoAttr, NotFound, NotSupported, to_errno
 from libraryfs.fs import schema as S
-from libraryfs.fs.check import check, describe
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.fs.virtual import LINK_TARGET_MAX
@@ -30,17 +29,6 @@ from libraryfs.layout import acquire_lock
 UID, GID = os.getuid(), os.getgid()
 STALE = b"> **Stale index**"
 NAME = b"d" * 255  # one maximal component: "/" + NAME adds 256 bytes to a path
-
-
-@pytest.fixture
-def store(tmp_path):
-    st = Store.create(tmp_path / "lib")
-    yield st
-    try:
-        report = check(st)
-        assert report.problems == [], describe(report)
-    finally:
-        st.close()
 
 
 def names(v: LibraryView, path: bytes) -> list[bytes]:

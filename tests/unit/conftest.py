@@ -5,9 +5,6 @@ import subprocess
 import pytest
 from helpers.facility import unavailable
 
-from libraryfs.fs.check import check, describe
-from libraryfs.fs.store import Store
-
 
 @pytest.fixture
 def small_disk(tmp_path):
@@ -21,15 +18,3 @@ def small_disk(tmp_path):
         yield d
     finally:
         subprocess.run(["umount", "-l", str(d)])
-
-
-@pytest.fixture
-def store(tmp_path):
-    """A new LMDB store in ``tmp_path/lib``; the test fails if ``libraryfs check`` finds a problem after it."""
-    st = Store.create(tmp_path / "lib")
-    yield st
-    try:
-        report = check(st)
-        assert report.problems == [], describe(report)
-    finally:
-        st.close()

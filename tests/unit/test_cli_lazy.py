@@ -138,3 +138,34 @@ def test_query_commands_do_not_import_numpy_the_tokenizer_package_or_the_outline
         out = _loaded_by(*argv)
         assert out["code"] in (0, 1, 7, None), (argv, out)
         assert out["loaded"] == [], (argv, out)
+
+
+def _command_paths(cmd, path=()):
+    """Every command path under ``cmd`` (``("cards", "add")``, …), through the root group's own loading."""
+    import click
+
+    ctx = click.Context(cmd, info_name="libraryfs")
+    yield path
+    if isinstance(cmd, click.Group):
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            if sub is not None:
+                yield from _command_paths(sub, (*path, name))
+
+
+def test_no_rst_markup_in_any_commands_help():
+    """``--help`` is for a terminal: the RST double backticks of the docstrings (````json.dumps````) are
+    printed as `json.dumps`, in every command's help (the root's list, each command, each subcommand)."""
+    from click.testing import CliRunner
+
+    from libraryfs.cli.main import cli
+
+    runner = CliRunner()
+    paths = list(_command_paths(cli))
+    assert len(paths) > 30 and ("find",) in paths and ("cards", "add") in paths
+    for path in paths:
+        r = runner.invoke(cli, [*path, "--help"], prog_name="libraryfs", terminal_width=200)
+        assert r.exit_code == 0, (path, r.output)
+        assert "``" not in r.output, (path, r.output)
+    out = runner.invoke(cli, ["find", "--help"], prog_name="libraryfs", terminal_width=200).output
+    assert "(`json.dumps`, `lru_cache`)" in out and "(`\\xNN`)" in out, out

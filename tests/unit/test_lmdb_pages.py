@@ -129,3 +129,29 @@ def test_verify_since_walks_again_after_a_commit(filled, tmp_path):
     st.close()
     assert lmdb_pages.verify_since(store, record) is not None  # a new txnid: walked
     remembered(store, record)
+
+
+@pytest.mark.parametrize("pages", [1, 12])
+def test_a_page_past_the_end_of_a_cut_file_is_said_plainly(filled, pages):
+    """A fresh-user trial read ``page 66 ((free)): page number outside 2..0`` from `check` on a cut file:
+    doubled parentheses and a backwards range. The finding names the tree in words and says where the file
+    ends."""
+    from libraryfs.fs.check import describe_damage
+    from libraryfs.fs.lmdb_backend import store_path
+
+    path = lmdb_pages.data_path(store_path(filled))
+    meta = lmdb_pages.walk(store_path(filled)).meta
+    cut = [
+        (r, w)
+        for r, w in ((meta.free_root, "free-page list"), (meta.main_root, "list of tables"))
+        if r >= pages
+    ]
+    assert meta is not None and cut  # the cut leaves a tree's root past the end
+    os.truncate(path, pages * meta.page_size)
+    report = lmdb_pages.walk(store_path(filled))
+    text = describe_damage(report)
+    assert "((" not in text and "2..0" not in text and "outside 2.." not in text, text
+    held = "page 0 only" if pages == 1 else f"pages 0 to {pages - 1}"
+    for root, words in cut:
+        want = f"page {root} of LMDB's {words}: past the end of the file, which holds {held}"
+        assert f"{want} ({pages * meta.page_size:,} bytes)" in report.problems, text

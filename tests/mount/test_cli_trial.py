@@ -1,0 +1,160 @@
+"""What a fresh-user trial of the CLI found, each fixed: `status` claiming an idle indexer while records wait,
+a SIGSTOPped indexer shown as "running", an earlier indexer's "stopped" shown for a new one, the mount's
+uptime frozen at 0 in ``--json``, "1 entries"; `ingest` drawing its progress bar into a pipe, "1 files";
+a second `mount` of a mounted library not naming its mountpoint; a missing mountpoint created silently.
+Real libraries, real mounts, the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from helpers.files import read_file, write_file
+from helpers.mount import mount
+from helpers.wait import wait_until
+
+from libraryfs.layout import INDEXER_LOCK, lock_holder, mount_state
+
+
+def status_line(run_cli, libdir: str, key: str) -> str:
+    """The ``key`` line of ``libraryfs status`` (its value, after the label column)."""
+    out = run_cli("status", libdir, check_rc=True).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith(f"{key:<12}"))
+    return line[12:]
+
+
+def status_json(run_cli, libdir: str) -> dict:
+    return json.loads(run_cli("status", libdir, "--json", check_rc=True).stdout)
+
+
+def test_status_does_not_call_an_indexer_with_records_waiting_idle(libdir, tmp_path, run_cli):
+    """Between two polls the indexer's published state is ``idle`` while a new journal record waits: the
+    line said "running (idle, pid N)" beside "1 journal record(s) pending". A 60 s poll holds that state."""
+    with mount(libdir, tmp_path / "mnt", env={"LIBRARYFS_INDEX_POLL_S": "60"}) as m:
+        m.wait_indexed()
+        written = []
+
+        def waiting() -> bool:
+            """Write one more file; True once status shows records waiting beside an idle indexer."""
+            written.append(m.p(f"plan{len(written)}.md"))
+            write_file("# Plan\n", written[-1], "w")
+            st = status_json(run_cli, m.libdir)
+            return st["pending_records"] >= 1 and st["indexer"]["state"] == "idle"
+
+        wait_until(waiting, 30, "records waiting beside an idle indexer")  # not a pass that ran meanwhile
+        line = status_line(run_cli, m.libdir, "indexer")
+        found = re.fullmatch(
+            rf"running \(pid {m.indexer_pid}\), (\d+) journal records? not indexed yet", line
+        )
+        assert found and "idle" not in line, line
+        n = int(found.group(1))
+        assert line.endswith(f"{n} journal record{'s' * (n != 1)} not indexed yet"), line
+        index = status_line(run_cli, m.libdir, "index")
+        assert f", {n} journal record{'s' * (n != 1)} pending," in index and "(s)" not in index, index
+
+
+def test_status_says_a_sigstopped_indexer_is_stopped_and_how_to_continue_it(mounted, run_cli):
+    pid = mounted.indexer_pid
+    mounted.wait_indexed()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: read_file(f"/proc/{pid}/stat").split(") ")[1][0] == "T", 10, "the indexer stopped")
+        assert status_line(run_cli, mounted.libdir, "indexer") == (
+            f"stopped by a signal (pid {pid}): continue it with `kill -CONT {pid}`"
+        )
+        st = status_json(run_cli, mounted.libdir)
+        assert st["indexer_state"] == "suspended" and st["indexer_suspended"] == "stopped (SIGSTOP)", st
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: status_json(run_cli, mounted.libdir)["indexer_state"] != "suspended", 10, "it runs")
+
+
+def test_status_of_a_new_indexer_is_not_the_last_ones_stopped(libdir, tmp_path, run_cli):
+    """After an unmount the published record says ``stopped`` (pid of the indexer that exited); a new
+    indexer holds its lock before it publishes its own record: that one is "starting", not
+    "running (stopped, pid N)". The new indexer here is a process holding the lock, as a starting one does."""
+    with mount(libdir, tmp_path / "mnt") as m:
+        m.wait_indexed()
+        old = m.indexer_pid
+    code = (
+        "import sys, libraryfs.layout as L; fd = L.acquire_lock(sys.argv[1], L.INDEXER_LOCK); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", code, str(libdir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as p:
+        _status_beside(p, old, str(libdir), run_cli)
+
+
+def _status_beside(p: subprocess.Popen, old: int, libdir: str, run_cli) -> None:
+    """``status`` while ``p`` holds the indexer lock; the published record is that of indexer ``old``."""
+    try:
+        assert p.stdout.readline() == "held\n" and lock_holder(libdir, INDEXER_LOCK) == p.pid
+        assert status_line(run_cli, libdir, "indexer") == f"running (starting, pid {p.pid})"
+        st = status_json(run_cli, libdir)
+        assert st["indexer"]["state"] == "stopped" and st["indexer"]["pid"] == old, st["indexer"]
+        assert st["indexer_state"] == "starting", st
+    finally:
+        p.stdin.close()
+        p.wait(30)
+
+
+def test_status_json_mount_uptime_counts_from_the_mounts_start(mounted, run_cli):
+    started = status_json(run_cli, mounted.libdir)["mount"]["started"]
+    wait_until(lambda: time.time() - started >= 2.0, 10, "the mount to be up 2 s")
+    st = status_json(run_cli, mounted.libdir)
+    assert st["mount"]["uptime_s"] >= 2.0 and abs(st["mount"]["uptime_s"] - st["uptime_s"]) < 1.0, st
+
+
+def test_status_reads_line_counts_one_entry_as_one_entry(mounted, run_cli):
+    """A fresh mount, one entry written and read back through it, no TOC page read: "1 entry", not
+    "1 entries" (and "0 TOC pages")."""
+    write_file("# One\n", mounted.p("one.md"), "w")
+    assert read_file(mounted.p("one.md")) == "# One\n"
+    line = status_line(run_cli, mounted.libdir, "reads")
+    assert line.startswith("0 TOC pages, 1 entry, ") and line.endswith(" since mount"), line
+
+
+def test_ingest_into_a_pipe_draws_no_bar_and_counts_one_file(libdir, tmp_path, run_cli):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("a\n")
+    os.symlink("/etc/passwd", src / "link")
+    r = run_cli("ingest", str(libdir), str(src), "--into", "docs", check_rc=True)  # stderr: a pipe
+    assert r.stderr == "", r.stderr  # no tqdm bar (it was drawn with \r into the pipe)
+    assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 1 (1 symlink)\n", r.stdout
+
+
+def test_second_mount_of_a_mounted_library_names_its_mountpoint(mounted, tmp_path, run_cli):
+    other = tmp_path / "other"
+    r = run_cli("mount", mounted.libdir, str(other))
+    assert r.returncode == 1, r
+    assert r.stderr.strip() == (
+        f"Error: library {mounted.libdir} is already mounted at {mounted.mnt} by pid {mounted.server_pid}"
+    ), r.stderr
+    assert not os.path.lexists(other)  # refused before anything was made
+
+
+def test_mount_says_it_created_a_missing_mountpoint(libdir, tmp_path, run_cli):
+    """mount(8) and sshfs refuse a missing mountpoint; `libraryfs mount` makes it (README quick start) and
+    says so on its first line. A mountpoint that exists gets no such line."""
+    mnt = tmp_path / "new" / "mnt"
+    r = run_cli("mount", "--no-indexer", str(libdir), str(mnt), check_rc=True)
+    try:
+        lines = r.stdout.splitlines()
+        assert lines[0] == f"created mountpoint {mnt}" and lines[1].startswith(f"mounted {libdir} at {mnt} ")
+    finally:
+        run_cli("umount", str(mnt), check_rc=True)
+    assert mount_state(str(mnt)) == "none" and os.path.isdir(mnt)
+    r = run_cli("mount", "--no-indexer", str(libdir), str(mnt), check_rc=True)
+    try:
+        assert "created mountpoint" not in r.stdout and r.stdout.startswith(
+            f"mounted {libdir} at {mnt} "
+        ), r.stdout
+    finally:
+        run_cli("umount", str(mnt), check_rc=True)
