@@ -84,9 +84,12 @@ class Unavailable(LLMError):
 
 
 class BadAnswer(LLMError):
-    """The server answered but the content is not a JSON object (prose, truncated, empty)."""
+    """The server answered but the content is not a JSON object (prose, truncated, empty), or was cut at the
+    token limit before a key the job's schema requires. ``usage`` (:class:`Usage`, when set): what the
+    request spent all the same (a budget charges it)."""
 
     kind = "bad_answer"
+    usage: Usage | None = None
 
 
 @dataclass
@@ -391,7 +394,18 @@ class ChatClient:
                     raise
                 mode = nxt
                 continue
-            return _json_answer(resp, usage), usage
+            answer = _json_answer(resp, usage)
+            if resp.choices[0].finish_reason == "length":  # repaired: did the cut lose a required key?
+                lost = [k for k in job.schema.get("required", ()) if k not in answer]
+                if lost:
+                    err = BadAnswer(
+                        f"answer cut at the token limit ({max_output_tokens} tokens) before its required "
+                        f"{', '.join(map(repr, lost))}",
+                        "truncated",
+                    )
+                    err.tokens, err.usage = usage.total_tokens, usage  # type: ignore[attr-defined]
+                    raise err
+            return answer, usage
         raise Unavailable("the endpoint rejected every form of the request", "rejected")
 
 
@@ -418,7 +432,7 @@ def _json_answer(resp: Any, usage: Usage) -> dict[str, Any]:
         err = bad
         if choice.finish_reason == "length":
             err = BadAnswer(f"answer truncated at the token limit: {content[:60]!r}", "truncated")
-        err.tokens = usage.total_tokens  # type: ignore[attr-defined]
+        err.tokens, err.usage = usage.total_tokens, usage  # type: ignore[attr-defined]
         raise err from None
 
 

@@ -164,11 +164,14 @@ def test_answer_cut_by_length_keeps_the_complete_items_and_refuses_the_cut_one(s
     assert P.valid_summaries(answer, {1, 2}) == {1: "A whole line."}
 
 
-def test_answer_cut_inside_a_key_is_bad_when_nothing_is_left(srv):
+def test_answer_cut_before_a_required_key_is_a_truncated_bad_answer_with_its_usage(srv):
+    """Cut inside the key the schema requires: nothing is left to judge, and the error says it was the token
+    limit (not a "missing key" further on); what the request spent travels with it (a budget charges it)."""
     srv.script(Reply('Here: {"summ', finish_reason="length"))
-    answer, _usage = ask(client(srv.base_url))
-    with pytest.raises(P.InvalidAnswer):
-        P.valid_summaries(answer, {1})
+    with pytest.raises(BadAnswer) as e:
+        ask(client(srv.base_url))
+    assert e.value.kind == "truncated" and "token limit" in str(e.value) and "'summaries'" in str(e.value)
+    assert e.value.usage is not None and e.value.usage.completion_tokens > 0
 
 
 @pytest.mark.parametrize(

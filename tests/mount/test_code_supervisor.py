@@ -207,6 +207,34 @@ def test_code_run_refuses_a_mounted_library(code_library, run_cli):
     assert r.returncode == 1 and "is mounted" in r.stderr
 
 
+def test_an_answer_cut_at_the_token_limit_fails_its_agent_and_is_charged(code_library):
+    """An editor's answer cut at the output bound before the Patch's required ``summary``: the agent fails
+    saying so (not "summary missing"), its one request and its tokens are counted and charged to the run,
+    and the integrator, whose input never came, asks nothing."""
+    from helpers.llm_server import Reply
+
+    scripted = CodeAgentModel()
+
+    def answer(req):
+        if req.payload.get("task") == "code.editor":
+            return Reply(
+                '{"summ', finish_reason="length", usage={"prompt_tokens": 90, "completion_tokens": 40}
+            )
+        return scripted(req)
+
+    plan = build_plan("Make save return a copy of the record", "demo", "MULTIAGENT", FILES[:2], shape="swarm")
+    with LLMServer(default=answer) as srv:
+        result = Supervisor(_client(srv), _sessions(code_library, [])).run(plan, run_id="r-cut")
+    editors, integrator = result.nodes[:2], result.nodes[2]
+    for n in editors:
+        assert (
+            n.status == "failed" and "cut at the token limit" in n.error and "'summary'" in n.error
+        ), n.error
+        assert (n.calls, n.prompt_tokens, n.completion_tokens) == (1, 90, 40)
+    assert integrator.calls == 0 and "producer did not finish" in integrator.error
+    assert not result.ok and result.totals()["tokens"] == 2 * 130
+
+
 @pytest.mark.slow
 @pytest.mark.llm_local
 def test_a_swarm_runs_with_the_real_local_model(code_library, local_llm):
@@ -220,16 +248,32 @@ def test_a_swarm_runs_with_the_real_local_model(code_library, local_llm):
     cfg = LLMConfig(base_url=local_llm.base_url, model=local_llm.model, timeout_s=300.0)
     cfg.structured_output = RECOMMENDED["structured_output"]
     client = ChatClient(cfg, SpendLimiter(0, 0))
-    sizes = PlanSizes(context_tokens=400, artifact_tokens=400, output_tokens=200, seconds=600.0)
+    sizes = PlanSizes(context_tokens=400, artifact_tokens=400, output_tokens=300, seconds=600.0)
     plan = build_plan("Make save return a copy of the record", "demo", "MULTIAGENT", FILES[:2], shape="swarm",
                       sizes=sizes)  # fmt: skip
     result = Supervisor(client, _sessions(code_library, []), sizes).run(plan, run_id="r-local")
-    assert [n.calls for n in result.nodes] == [1, 1, 1], [(n.id, n.error) for n in result.nodes]
-    assert all(n.prompt_tokens > 0 and n.completion_tokens > 0 for n in result.nodes)
-    assert result.ok, [(n.id, n.error) for n in result.nodes]
-    patch = json.loads(_read_store(code_library, "code/.runs/r-local/integrator/patch.json"))
-    assert isinstance(patch["summary"], str) and isinstance(patch["edits"], list)
-    print("local model run:", json.dumps(result.totals()), "final patch:", json.dumps(patch)[:300])
+    got = [(n.id, n.calls, n.error) for n in result.nodes]
+    # the machinery's contract, whatever the 135M model answers: each editor makes its one real request; an
+    # answer that is not a Patch (the model rambles past the output bound and the cut answer loses a
+    # required key) fails its node with the type's error, and the integrator then asks nothing. The model's
+    # output is not reproducible from run to run (llama.cpp reuses the previous request's KV prefix, so the
+    # floating-point sums, and so the greedy tokens, depend on which test asked before).
+    editors, integrator = result.nodes[:2], result.nodes[2]
+    assert [n.calls for n in editors] == [1, 1], got
+    assert all(n.prompt_tokens > 0 and n.completion_tokens > 0 for n in editors), got
+    assert all(n.status == "done" or n.error.startswith(("Patch: ", "BadAnswer: ")) for n in editors), got
+    if all(n.status == "done" for n in editors):
+        assert integrator.calls == 1 and integrator.completion_tokens > 0, got
+    else:
+        assert integrator.calls == 0 and "producer did not finish" in integrator.error, got
+    if result.ok:
+        patch = json.loads(_read_store(code_library, "code/.runs/r-local/integrator/patch.json"))
+        assert isinstance(patch["summary"], str) and isinstance(patch["edits"], list)
+    else:
+        assert any(
+            n.status == "failed" and n.error.startswith(("Patch: ", "BadAnswer: ")) for n in editors
+        ), got
+    print("local model run:", json.dumps(result.totals()), got)
 
 
 def test_code_run_exits_6_when_an_agent_fails(code_library, run_cli):

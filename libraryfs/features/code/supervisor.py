@@ -204,11 +204,14 @@ class Supervisor:
             if est + self.sizes.output_tokens > left:
                 raise BudgetExceeded("tokens", tracker.limits[2] - left, est + self.sizes.output_tokens,
                                      tracker.limits[2], node.id)  # fmt: skip
-            answer, usage = self.client.complete_json(job, user, self.sizes.output_tokens)
-            rec.calls += 1
-            rec.prompt_tokens += usage.prompt_tokens
-            rec.completion_tokens += usage.completion_tokens
-            tracker.call_tool("model", tokens=usage.prompt_tokens + usage.completion_tokens)
+            try:
+                answer, usage = self.client.complete_json(job, user, self.sizes.output_tokens)
+            except Exception as e:  # a BadAnswer (answered, not usable) carries what its request spent
+                spent = getattr(e, "usage", None)  # (duck-typed: importing the client imports openai)
+                if spent is not None:
+                    self._spent(rec, tracker, spent)
+                raise
+            self._spent(rec, tracker, usage)
             for name, value in outputs_from_answer(node.role, answer, node.outputs).items():
                 rec.artifacts.append(write_artifact(root, run_id, node.id, name, node.outputs[name], value))
             tracker.check_outputs(dict.fromkeys(node.outputs))
@@ -227,6 +230,15 @@ class Supervisor:
             if state:
                 rec.reads, rec.read_tokens = state["used"]["reads"], state["used"]["tokens"]
                 rec.refused_reads = state["refused"]
+
+    @staticmethod
+    def _spent(rec: NodeRun, tracker: BudgetTracker, usage: Any) -> None:
+        """Count one answered model request of node ``rec`` (``usage``: a :class:`libraryfs.llm.client.Usage`,
+        tokens) and charge the run's budget."""
+        rec.calls += 1
+        rec.prompt_tokens += usage.prompt_tokens
+        rec.completion_tokens += usage.completion_tokens
+        tracker.call_tool("model", tokens=usage.prompt_tokens + usage.completion_tokens)
 
     def _read_code(self, root: str, node: PlanNode, rec: NodeRun) -> list[dict]:
         """Read the node's focus files through the mount, most relevant first. A file whose size (``stat``,
