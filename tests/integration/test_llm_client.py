@@ -23,7 +23,9 @@ def client(url: str, **over) -> ChatClient:
         {
             "base_url": url,
             "model": "test-model",
-            "timeout_s": 0.5,
+            # long: a loaded machine's slow loopback answer must not become a transport retry (the tests count
+            # requests); the timeout tests pass their own
+            "timeout_s": 30,
             "max_backoff_s": 0.05,
             "transport_attempts": 3,
             **over,
@@ -69,7 +71,7 @@ def test_happy_path_sends_schema_and_reads_usage(srv):
         Truncated(),  # connection closed mid-body
         Close(),  # connection closed before any response
         Hang(),  # never answers: the client's timeout ends it
-        Delay(2.0, Reply(GOOD)),  # answers, but after the timeout
+        Delay(8.0, Reply(GOOD)),  # answers, but after the timeout
     ],
     ids=[
         "500",
@@ -86,7 +88,7 @@ def test_happy_path_sends_schema_and_reads_usage(srv):
 )
 def test_transport_fault_then_recovery(srv, fault):
     srv.script(fault)
-    c = client(srv.base_url)
+    c = client(srv.base_url, timeout_s=2.0)  # ends "hang" and "slow"; the answer after it comes in time
     obj, _ = ask(c)
     assert obj == GOOD
     assert len(srv.chat_requests()) == 2

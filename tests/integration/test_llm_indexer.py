@@ -60,7 +60,7 @@ def overrides(url: str, **kw) -> dict:
     return {
         "base_url": url,
         "model": "idx-model",
-        "timeout_s": 0.5,
+        "timeout_s": 30,  # no test here is about a timeout (a slow loopback answer must not be retried)
         "max_backoff_s": 0.02,
         "transport_attempts": 2,
         **kw,
