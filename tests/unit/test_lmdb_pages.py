@@ -176,10 +176,9 @@ def test_damage_on_a_changed_path_is_found_by_the_incremental_walk(filled, tmp_p
         lmdb_pages.verify_since(store, record, settle_s=3600)
 
 
-def test_damage_under_unchanged_pages_is_left_to_a_full_walk(filled, tmp_path):
-    """The documented limit (docs/reliability.md): a leaf overwritten while every page above it is
-    byte-identical to the ledger's is not read by the incremental walk; ``verify`` (check, mount, every
-    read-write open) finds it, and so does ``verify_since`` once the ledger is gone."""
+def _ledger_and_a_damaged_leaf(filled, tmp_path) -> tuple[str, str, int]:
+    """A store with a ledger, then the first leaf of its inodes table given impossible bounds behind
+    LMDB's back (every page above it unchanged): (store, record, leaf)."""
     store, record = os.path.join(filled, "store"), str(tmp_path / "verified.json")
     write_files(filled, [f"big/f{i}.md" for i in range(400)])
     lmdb_pages.verify_since(store, record, settle_s=3600)
@@ -187,6 +186,15 @@ def test_damage_under_unchanged_pages_is_left_to_a_full_walk(filled, tmp_path):
     with open(lmdb_pages.data_path(store), "r+b") as f:
         f.seek(leaf * 4096 + 12)
         f.write(b"\xff\xff\x10\x00")
+    return store, record, leaf
+
+
+def test_damage_under_unchanged_pages_is_not_read_by_the_incremental_walk(filled, tmp_path, monkeypatch):
+    """The limit of the incremental walk alone (the scrub turned off): a leaf overwritten while every page
+    above it is byte-identical to the ledger's is not read; ``verify`` (check, mount, every read-write
+    open) finds it, and so does ``verify_since`` once the ledger is gone."""
+    monkeypatch.setattr(lmdb_pages, "SCRUB_PAGES", 0)
+    store, record, leaf = _ledger_and_a_damaged_leaf(filled, tmp_path)
     report = lmdb_pages.verify_since(store, record, settle_s=3600)
     assert report is not None and report.clean and report.incremental  # not seen: the limit
     with pytest.raises(Damaged, match=rf"page {leaf} \(inodes\)"):
@@ -194,6 +202,25 @@ def test_damage_under_unchanged_pages_is_left_to_a_full_walk(filled, tmp_path):
     os.unlink(pages_of(record))
     with pytest.raises(Damaged, match=rf"page {leaf} \(inodes\)"):
         lmdb_pages.verify_since(store, record, settle_s=3600)
+
+
+def test_damage_under_unchanged_pages_is_found_by_the_rotating_scrub(filled, tmp_path, monkeypatch):
+    """Each incremental walk re-reads the next ``SCRUB_PAGES`` pages of the ledger: the same damage is
+    found within one rotation of the ledger (here 16 pages a call), with the full walk's line."""
+    monkeypatch.setattr(lmdb_pages, "SCRUB_PAGES", 16)
+    store, record, leaf = _ledger_and_a_damaged_leaf(filled, tmp_path)
+    st = os.stat(lmdb_pages.data_path(store))
+    ledger = lmdb_pages.Ledger.load(pages_of(record), st.st_dev, st.st_ino, 4096)
+    assert ledger is not None and ledger.digests[leaf] and len(ledger.digests) > 64
+    ledger.cursor = leaf + 1  # the scrub starts just past the leaf: it must go round the ledger
+    ledger.save(pages_of(record))
+    calls = []
+    with pytest.raises(Damaged, match=rf"page {leaf} \(inodes\)"):
+        while len(calls) <= len(ledger.digests) // 16 + 1:
+            report = lmdb_pages.verify_since(store, record, settle_s=3600)
+            assert report is not None and report.incremental and report.scrubbed <= 16
+            calls.append(report.scrubbed)
+    assert len(calls) > 1 and sum(calls) > 16, calls  # the rotation, not the first call, reached it
 
 
 def test_a_ledger_whose_counts_disagree_is_not_trusted(filled, tmp_path):
