@@ -343,6 +343,7 @@ def _free_pages(report: WalkReport) -> Visit:
     an ``MDB_IDL``: a u64 count, then that many u64 page numbers (a short record gives what it holds)."""
 
     def visit(_table: str, _key: bytes, value: bytes) -> None:
+        """Add the page numbers of one free-list record to ``report.free``."""
         if len(value) < 8:
             return
         n = min(struct.unpack_from("<Q", value, 0)[0], len(value) // 8 - 1)
