@@ -352,7 +352,9 @@ def _free_pages(report: WalkReport) -> Visit:
     return visit
 
 
-def walk(store_dir: str, visit: Visit | None = None, *, slot: int | None = None) -> WalkReport:
+def walk(
+    store_dir: str, visit: Visit | None = None, *, slot: int | None = None, ledger: Ledger | None = None
+) -> WalkReport:
     """See :func:`_walk_once`, made safe beside a writer.
 
     LMDB keeps the last two committed snapshots intact: a write transaction only reuses pages freed before
@@ -360,11 +362,14 @@ def walk(store_dir: str, visit: Visit | None = None, *, slot: int | None = None)
     count only when a second walk finds them too and was not overtaken by more commits than that (the first
     may have read a meta page half-written, or pages since reused); 3 walks at most. If the problems were
     never confirmed, the report is ``unsettled``: they are not evidence. ``visit`` and ``slot`` walks (a
-    salvage, with the library unmounted) are walked once.
+    salvage, with the library unmounted) are walked once. ``ledger`` (emptied before each walk) receives
+    the pages of the last one (:func:`verify_since`).
     """
     report = WalkReport()
     for attempt in range(3):
-        report = _walk_once(store_dir, visit, slot=slot)
+        if ledger is not None:
+            ledger.clear()
+        report = _walk_once(store_dir, visit, slot=slot, ledger=ledger)
         if report.clean or report.meta is None or visit is not None or slot is not None:
             return report
         try:
@@ -452,11 +457,11 @@ def _walk_once(
     return report
 
 
-def verify(store_dir: str) -> WalkReport:
+def verify(store_dir: str, *, ledger: Ledger | None = None) -> WalkReport:
     """:func:`walk` without visiting; raises :class:`~libraryfs.errors.Damaged` naming the first problem
     and how many there are (what ``mount`` does before serving). Returns the report (clean, or unsettled
-    by a writer's commits: then nothing is claimed)."""
-    report = walk(store_dir)
+    by a writer's commits: then nothing is claimed). ``ledger``: see :func:`walk`."""
+    report = walk(store_dir, ledger=ledger)
     if report.problems and not report.unsettled:  # a store written faster than it is walked: LMDB decides
         more = f" (and {len(report.problems) - 1} more problem(s))" if len(report.problems) > 1 else ""
         raise Damaged(
@@ -520,6 +525,12 @@ class Ledger:
         if pgno < len(self.digests) and self.digests[pgno] == digest:
             return self.records[pgno]
         return None
+
+    def clear(self) -> None:
+        """Forget every page (the scrub cursor too)."""
+        self.digests = array.array("Q")
+        self.records = array.array("Q")
+        self.cursor = 0
 
     def reserve(self, npages: int) -> None:
         """Room for pages 0 .. ``npages`` - 1 (new ones hold nothing)."""
@@ -695,10 +706,7 @@ def verify_since(
                 report = None  # a page changed under unchanged parents: every page decides
     if report is None:
         ledger = Ledger(dev, ino, psize)
-        report = _walk_once(store_dir, ledger=ledger)
-        if not report.clean:
-            ledger = None
-            report = verify(store_dir)  # confirmed problems raise; unsettled ones claim nothing
+        report = verify(store_dir, ledger=ledger)  # confirmed problems raise; unsettled ones claim nothing
     if report.clean and ledger is not None and _settled(store_dir, report):
         with contextlib.suppress(OSError):  # a read-only state directory: a full walk every time
             ledger.save(ledger_path)
