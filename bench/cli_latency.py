@@ -10,6 +10,12 @@ renumbered) built by the deterministic episode builder. Then every command runs 
 * ``libraryfs --version`` (the CLI's import cost), ``libraryfs find LIB TERM``, ``libraryfs status LIB``,
   ``libraryfs recall EP Q --library LIB``, ``libraryfs answer EP Q --library LIB --reader rules``.
 
+With ``--after-write``, ``find`` and ``status`` are also timed "after a write" (after the rounds above, in
+rounds of their own): before each such run the harness writes one small file (~40 bytes, a new name each
+time) through the store API (:class:`~libraryfs.fs.tree.StoreTree` over a :class:`~libraryfs.fs.store.Store`
+it keeps open), so the data file has changed since the last command's page check, as in an agent's loop
+of "write a note, then find". The write is not timed (it runs in this process, not in the command's).
+
 Each run records wall time and the CPU time (user + sys) of the command's process and its children (the
 forked reader of ``run_isolated``): on a loaded machine CPU is the steadier figure. After building, one
 indexing pass runs (``libraryfs index``, skip with ``--no-index``) so that ``find`` answers from the term
@@ -23,7 +29,7 @@ cumulative µs of that module (median of ``--runs``), and for each command path 
 imports of ``python -X importtime -m libraryfs.cli.main <command>`` (the forked child's included) with its
 costliest modules. The load average before and after is recorded.
 
-Run: ``python bench/cli_latency.py [--entries 100000] [--steps 10000] [--runs 15] [--out FILE]``. Prints a
+Run: ``python bench/cli_latency.py [--entries 100000] [--steps 10000] [--runs 15] [--after-write] [--out FILE]``. Prints a
 table and writes JSON (default ``bench/results/cli_latency.json``).
 """
 
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 QUESTION = "where did I last drink water?"
@@ -187,14 +194,18 @@ def _p(xs: list[float], q: float) -> float:
     return round(xs[min(len(xs) - 1, int(q * len(xs)))], 1)
 
 
-def time_commands(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) -> dict[str, dict]:
+def time_commands(
+    cmds: dict[str, list[str]], runs: int, env: dict[str, str], before: Callable[[], None] | None = None
+) -> dict[str, dict]:
     """Wall and CPU (user + sys, children included) ms per command (fresh subprocess each), the commands
-    interleaved over ``runs`` rounds."""
+    interleaved over ``runs`` rounds; ``before()`` (untimed) runs before each command."""
     wall: dict[str, list[float]] = {k: [] for k in cmds}
     cpu: dict[str, list[float]] = {k: [] for k in cmds}
     codes: dict[str, set[int]] = {k: set() for k in cmds}
     for _ in range(runs):
         for name, argv in cmds.items():
+            if before is not None:
+                before()
             c0, t0 = _children_cpu_s(), time.perf_counter()
             r = subprocess.run(argv, capture_output=True, env=env, cwd=NEUTRAL_CWD)
             wall[name].append((time.perf_counter() - t0) * 1000)
@@ -213,6 +224,33 @@ def time_commands(cmds: dict[str, list[str]], runs: int, env: dict[str, str]) ->
             "exit_codes": sorted(codes[name]),
         }
     return out
+
+
+class Writer:
+    """Writes one small new file per call into a library through the store API (one read-write
+    :class:`~libraryfs.fs.store.Store`, opened once: its open walks every page)."""
+
+    def __init__(self, libdir: str) -> None:
+        from libraryfs.fs.store import Store
+        from libraryfs.fs.tree import StoreTree
+
+        self.store = Store(libdir)
+        self.tree = StoreTree(self.store)
+        self.n = 0
+
+    def __call__(self) -> None:
+        self.n += 1
+        self.tree.write_bytes(
+            f"notes/bench-writes/w{os.getpid()}-{self.n}.md", b"# a note\n\nwritten by the bench\n"
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def after_write_commands(cmds: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``find`` and ``status`` (and their baselines) of ``cmds``, named "... after a write"."""
+    return {f"{k} after a write": v for k, v in cmds.items() if k.split()[-1] in ("find", "status")}
 
 
 def command_env(scratch: str, bytecode_cache: bool) -> dict[str, str]:
@@ -271,6 +309,11 @@ def main() -> None:
         help="a second interpreter whose libraryfs (e.g. main's checkout) is timed in the same rounds, "
         "its commands prefixed 'baseline '",
     )
+    ap.add_argument(
+        "--after-write",
+        action="store_true",
+        help="also time find and status each after writing one file through the store API",
+    )
     ap.add_argument("--out", default=os.path.join(HERE, "results", "cli_latency.json"))
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cli-latency-")
@@ -292,6 +335,14 @@ def main() -> None:
         if args.baseline_python:
             imports["baseline"] = import_us(args.runs, args.baseline_python)
         results = time_commands(cmds, args.runs, env)
+        if args.after_write:
+            writer = Writer(libdir)
+            try:
+                aw = after_write_commands(cmds)
+                time_commands(aw, 1, env, before=writer)  # untimed: the first walk builds the ledger
+                results.update(time_commands(aw, args.runs, env, before=writer))
+            finally:
+                writer.close()
         command_imports = command_imports_us(cmds, max(3, args.runs // 3), env)
         load_after = os.getloadavg()
     finally:
@@ -306,6 +357,7 @@ def main() -> None:
         "bytecode_cache": not args.no_bytecode_cache,
         "import": imports,
         "commands": results,
+        "after_write": args.after_write,
         "command_imports": command_imports,
         "python": sys.version.split()[0],
         "libraryfs_command": args.libraryfs or " ".join(_libraryfs()),

@@ -185,11 +185,13 @@ def write_json(path: str | None, obj: Any) -> None:
 
 
 def verify_pages(libdir: str) -> None:
-    """Walk every page of the library's LMDB store unless the data file is unchanged since the last clean walk
-    (:func:`libraryfs.fs.lmdb_pages.verify_since`); the commands that read the store read-only (``status``,
-    ``find``, ``recall``, ``answer``) call it before opening it. Raises :class:`~libraryfs.errors.Damaged`
-    for a damaged store. A missing or empty data file, or an etcd store, is left to :class:`Store` (it says
-    what is wrong)."""
+    """Check the library's LMDB store with plain reads before the caller opens it
+    (:func:`libraryfs.fs.lmdb_pages.verify_since`): the meta pages always; nothing more while the data file
+    is unchanged since the last clean walk; after a change, only the pages that changed since (its
+    ledger), every page when there is no ledger or that walk finds anything. The commands that read the
+    store read-only (``status``, ``find``, ``recall``, ``answer``) call it in their forked reader. Raises
+    :class:`~libraryfs.errors.Damaged` for a damaged store (what it does not see: docs/reliability.md). A
+    missing or empty data file, or an etcd store, is left to :class:`Store` (it says what is wrong)."""
     from libraryfs.fs.backends import is_library
     from libraryfs.fs.lmdb_backend import store_path
     from libraryfs.fs.lmdb_pages import verify_since

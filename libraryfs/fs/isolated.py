@@ -2,9 +2,12 @@
 crash of the caller.
 
 LMDB trusts its file: a damaged page can end the reading process with SIGABRT (``mdb_cassert``), SIGSEGV or
-SIGBUS, which Python cannot catch. The CLI's reads (``status``, ``find``, ``check``) therefore run in a
-forked child (:func:`run_isolated`); the child sends its result back through a pipe, and a child killed by
-a signal becomes :class:`~libraryfs.errors.Damaged` in the parent. A fork costs a few ms here.
+SIGBUS, which Python cannot catch. The CLI's reads (``status``, ``find``, ``check``, ``recall``, ``answer``)
+therefore run in a forked child (:func:`run_isolated`); the child sends its result back through a pipe, and
+a child killed by a signal becomes :class:`~libraryfs.errors.Damaged` in the parent. A fork costs a few ms
+here. What it isolates is crashes only: a damaged page LMDB reads without crashing can still give the
+child a wrong answer (missing records), which it returns as any other; it sets no time limit. That is why
+the commands also check the pages first (``cli/common.py verify_pages``; docs/reliability.md).
 
 Call it before the calling process opens the store: py-lmdb refuses an environment inherited over fork
 (ARCHITECTURE §7), so the child opens its own. Only for single-threaded callers (the CLI).
