@@ -50,11 +50,22 @@ def socket_address(value: str | None = None) -> str | bytes | None:
     return None
 
 
-def notify(state: str, *, unset_environment: bool = False) -> bool:
+#: Seconds a notification waits for room in the supervisor's queue before it is dropped (``WATCHDOG=1``: 0)
+FULL_QUEUE_WAIT_S = 1.0
+_full_queue = threading.Event()  # a notification was dropped and no send has succeeded since (log once)
+
+
+def notify(state: str, *, unset_environment: bool = False, wait_s: float | None = None) -> bool:
     """Send one notification ``state`` (e.g. ``"READY=1\\nSTATUS=mounted"``) to systemd.
 
     Returns True if a datagram was sent, False when ``NOTIFY_SOCKET`` is unset or the send failed (a
     failed send is logged, never raised: the service must not die because its supervisor went away).
+    Never blocks for long: a datagram socket's ``sendto`` waits while the receiver's queue is full (on
+    Linux ``net.unix.max_dgram_qlen``, 10 unread datagrams), so a supervisor that stops reading — a
+    stalled systemd, a test's listener done with its checks — would stop the caller for good (an indexer's
+    exit hung on its next ``STATUS=``). The send is non-blocking (``MSG_DONTWAIT``) and retried for
+    ``wait_s`` seconds (default :data:`FULL_QUEUE_WAIT_S`; ``WATCHDOG=1`` pings pass 0), then the
+    notification is dropped (logged once until a send succeeds again).
     ``unset_environment`` removes ``NOTIFY_SOCKET`` afterwards, so children do not inherit it.
     """
     addr = socket_address()
@@ -62,9 +73,24 @@ def notify(state: str, *, unset_environment: bool = False) -> bool:
         os.environ.pop("NOTIFY_SOCKET", None)
     if addr is None:
         return False
+    deadline = time.monotonic() + (FULL_QUEUE_WAIT_S if wait_s is None else wait_s)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
-            s.sendto(state.encode(), addr)
+            while True:
+                try:
+                    s.sendto(state.encode(), socket.MSG_DONTWAIT, addr)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        if not _full_queue.is_set():
+                            _full_queue.set()
+                            log.warning(
+                                "sd_notify %r dropped: the supervisor's queue is full (it is not reading)",
+                                state.split("\n", 1)[0],
+                            )
+                        return False
+                    time.sleep(0.01)
+        _full_queue.clear()
         return True
     except OSError as e:
         log.warning("sd_notify %r failed: %s", state.split("\n", 1)[0], e)
@@ -141,7 +167,7 @@ class Watchdog(threading.Thread):
                 log.error("watchdog liveness check raised %s", e)
                 ok = False
             if ok:
-                if notify("WATCHDOG=1"):
+                if notify("WATCHDOG=1", wait_s=0):  # the next ping comes soon: never wait for room
                     self.pings += 1
                 if stalled:
                     log.warning("liveness check passes again; watchdog pings resumed")

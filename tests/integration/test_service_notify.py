@@ -151,3 +151,30 @@ def test_under_journal_needs_matching_stream(monkeypatch):
     assert not notify.under_journal()
     monkeypatch.delenv("JOURNAL_STREAM")
     assert not notify.under_journal()
+
+
+@pytest.mark.expect_log(r"sd_notify .* dropped: the supervisor's queue is full")
+def test_a_supervisor_that_stops_reading_never_blocks_the_sender(notify_socket, monkeypatch):
+    """A datagram ``sendto`` waits while the receiver's queue is full (Linux: 10 unread datagrams): an
+    indexer's exit once hung on its next ``STATUS=`` after the test's listener stopped reading while the
+    watchdog pinged. Past the queue, each notification waits ``FULL_QUEUE_WAIT_S`` at most and returns
+    False; the first one the supervisor can take again is sent."""
+    monkeypatch.setattr(notify, "FULL_QUEUE_WAIT_S", 0.2)
+    sent = [notify.notify("WATCHDOG=1", wait_s=0) for _ in range(40)]
+    assert sent[0] is True and sent[-1] is False  # the queue filled up and the pings were dropped
+    done = threading.Event()
+    results: list[bool] = []
+    t = threading.Thread(target=lambda: (results.append(notify.status("still here")), done.set()))
+    t.start()
+    assert done.wait(30), "notify blocked on a full queue"
+    t.join()
+    assert results == [False]
+    notify_socket.setblocking(False)
+    while True:  # the supervisor reads again: the next notification goes through
+        try:
+            notify_socket.recv(4096)
+        except BlockingIOError:
+            break
+    notify_socket.settimeout(10)
+    assert notify.stopping("bye") is True
+    assert notify_socket.recv(4096) == b"STOPPING=1\nSTATUS=bye"
