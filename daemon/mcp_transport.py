@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import uvicorn
 
-from libraryfs.daemon.mcpd import Served, ServerOptions, start_indexer_if_needed, stop_indexer
+from libraryfs.daemon.mcpd import IndexerKeeper, Served, ServerOptions
 from libraryfs.errors import InvalidArgument
 
 log = logging.getLogger("libraryfs.mcp")
@@ -174,7 +174,7 @@ def run_process(
         inline_tools=stdio,
     )
     served = Served(libdir, opts)
-    child = start_indexer_if_needed(served.libdir, opts, served.store)
+    keeper = served.keeper = IndexerKeeper(served.libdir, opts, served.store)
     try:
         # SIGTERM ends the server like a closed stdin: the finally below runs (its indexer stopped, the store
         # closed). Over HTTP uvicorn takes SIGTERM while it serves, shuts down, then raises it again under the
@@ -186,7 +186,7 @@ def run_process(
             body = 2 * opts.max_write_bytes + (1 << 20)  # JSON escaping can double a content's size
             serve_http(served, m["host"], m["port"], token=token, max_body_bytes=body)
     finally:
-        stop_indexer(child)
+        keeper.stop()
         served.close()
     return 0
 

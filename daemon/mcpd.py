@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import signal
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,6 +272,7 @@ class Served:
         self._resources()
         self.legacy = LegacySubscriptions()
         self.legacy.install(self.server)
+        self.keeper: IndexerKeeper | None = None  #: the indexer this server started (set by its transport)
 
     def _mountpoint(self) -> str | None:
         info = mount_info(self.libdir, self.store)
@@ -308,6 +310,8 @@ class Served:
         runs until cancelled, once per process (beside the transport, not per session)."""
         watcher = TocWatcher(self.store)
         while True:
+            if self.keeper is not None:
+                self.keeper.check()
             try:
                 with self.ops.lock:
                     paths = watcher.poll()
@@ -368,3 +372,73 @@ def stop_indexer(child: IndexerChild | None) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGTERM)
         os.close(child.tie_fd)
+
+
+def child_exit(pid: int) -> str | None:
+    """How child process ``pid`` ended (``"exit status N"``, ``"killed by SIGKILL"``, ``"exited"`` when
+    someone else reaped it), or None while it runs. Reaps it (``waitpid(WNOHANG)``)."""
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # reaped already (subprocess reaps the Popen objects it dropped)
+        return "exited"
+    if got == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+class IndexerKeeper:
+    """The indexer an MCP server started, kept running: :meth:`check` (each TOC poll) notices that it
+    exited — killed, crashed, stopped by a lost lease — says so in the server's log with the last line of
+    ``logs/indexer.log``, and starts another (unless an indexer of someone else runs by then, e.g. a
+    mount's). At most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds; then it gives up,
+    logged once (``status`` shows no indexer). Without it, TOCs silently stopped following writes."""
+
+    RESTARTS = 5
+    RESTART_WINDOW_S = 60.0
+
+    def __init__(self, libdir: str, opts: ServerOptions, store: Store) -> None:
+        self.libdir, self.opts, self.store = libdir, opts, store
+        self.child = start_indexer_if_needed(libdir, opts, store)
+        self.restarts: list[float] = []  # monotonic times of the restarts in the window
+        self.stopped = False
+
+    def check(self) -> None:
+        """Restart the indexer if it exited (see the class doc); cheap while it runs (one ``waitpid``)."""
+        child = self.child
+        if child is None or self.stopped:
+            return
+        how = child_exit(child.pid)
+        if how is None:
+            return
+        os.close(child.tie_fd)
+        self.child = None
+        from libraryfs.layout import log_path
+        from libraryfs.probes import last_log_line
+
+        last = last_log_line(log_path(self.libdir, "indexer")) or "(no log line)"
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW_S]
+        if len(self.restarts) >= self.RESTARTS:
+            log.error(
+                "the indexer (pid %d) %s: %s; not restarted (%d restarts in %.0f s): TOCs no longer follow"
+                " writes until an indexer runs (`libraryfs mount` or restart this server)",
+                child.pid, how, last, len(self.restarts), self.RESTART_WINDOW_S,
+            )  # fmt: skip
+            return
+        self.restarts.append(now)
+        self.child = start_indexer_if_needed(self.libdir, self.opts, self.store)
+        log.warning(
+            "the indexer (pid %d) %s: %s; %s",
+            child.pid,
+            how,
+            last,
+            f"started another (pid {self.child.pid})" if self.child else "another indexer runs now",
+        )
+
+    def stop(self) -> None:
+        """Stop the indexer (:func:`stop_indexer`) and restart none after this."""
+        self.stopped = True
+        stop_indexer(self.child)
+        self.child = None

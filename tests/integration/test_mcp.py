@@ -249,6 +249,28 @@ def test_legacy_resources_subscribe_hears_the_indexer_rewrite_a_toc(libdir):
     anyio.run(main)
 
 
+def test_an_indexer_that_dies_is_restarted_and_the_tocs_follow_writes_again(libdir):
+    """kill -9 of the indexer the server started: the server notices at its next TOC poll, logs how it ended,
+    starts another, and a file written afterwards reaches its INDEX.md (before, the TOCs silently stopped)."""
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+            await _section(c, libdir)
+            first = (await _call(c, "status", {})).structured_content["indexer_pid"]
+            assert first
+            os.kill(first, signal.SIGKILL)
+            await _call(c, "write_file", {"path": "notes/after.md", "content": "# Written after the kill\n"})
+
+            async def listed():  # its summary (the title): an indexer read it (a pending entry has none)
+                return await _has(c, "read_index", {"path": "notes"}, "Written after the kill")
+
+            await wait_for(listed, libdir=libdir)
+            second = (await _call(c, "status", {})).structured_content["indexer_pid"]
+            assert second and second != first
+
+    anyio.run(main)
+
+
 async def _section(c, libdir) -> str:
     """Create ``notes/``, wait until the indexer has given it a TOC, return the TOC's URI."""
     await _call(c, "create_directory", {"path": "notes"})
