@@ -287,13 +287,15 @@ sys.stdin.read()
 """  #: a process holding the library's indexer lock marked ``<pid> stopping`` until its stdin closes
 
 
-def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path):
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path, transport):
     """The restart of a dead indexer waits (up to 10 s) for one still shutting down before it starts another;
     it does so off the event loop: a ``status`` issued meanwhile answers at once (it stalled until the restart
     was over). Deterministic, no timing: a real process holds ``indexer.lock`` marked ``<pid> stopping``
     (taken while the server is SIGSTOPped, so its restart cannot slip in first), so the restart cannot
     complete until the test lets that process go; the server's log says when the restart began and when it
-    ended. The one bound: the restart gives up waiting after 10 s, and ``status`` must answer before that."""
+    ended. The one bound: the restart gives up waiting after 10 s, and ``status`` must answer before that.
+    Over HTTP the tools run in worker threads, but the requests are read on the event loop: they stalled too."""
     from libraryfs.layout import indexer_pid, pid_alive, wait_exit
 
     err_path = tmp_path / "mcp.err"
@@ -302,9 +304,9 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
     def log() -> str:
         return err_path.read_text(errors="replace")
 
-    async def main(err):
+    async def main(target):
         nonlocal holder
-        async with Client(stdio_client(stdio_params(str(libdir)), errlog=err)) as c:
+        async with Client(target) as c:
             first = await _indexer_pid(c, libdir)
             server = int(
                 pathlib.Path(f"/proc/{first}/stat").read_text().rsplit(")", 1)[1].split()[1]
@@ -339,8 +341,8 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
             print(f"status answered in {answered_s:.3f} s; the restart took {restart_s:.3f} s")
 
     try:
-        with open(err_path, "w") as err:
-            anyio.run(main, err)
+        with open(err_path, "w") as err, _logged_server(transport, str(libdir), err, err_path) as target:
+            anyio.run(main, target)
     finally:
         if holder is not None:
             if holder.stdin and not holder.stdin.closed:
@@ -348,6 +350,36 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
             holder.wait(30)
             holder.stdout.close()
     assert wait_exit(indexer_pid(str(libdir)), 60)
+
+
+@contextlib.contextmanager
+def _logged_server(transport: str, libdir: str, err, err_path):
+    """``libraryfs mcp LIBDIR`` with its stderr (its log) in the open file ``err`` at ``err_path``: the MCP
+    client's target (over stdio the client starts it; over HTTP a subprocess on a port the OS picks, stopped
+    with SIGTERM on exit)."""
+    if transport == "stdio":
+        yield stdio_client(stdio_params(libdir), errlog=err)
+        return
+    from helpers.wait import wait_until
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "mcp", libdir, "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+    )  # fmt: skip
+    try:
+        line = wait_until(
+            lambda: server.poll() is None and re.search(r"serving (http://\S+)", err_path.read_text()),
+            60,
+            "the MCP server to listen",
+        )
+        yield line.group(1)
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def test_a_server_shut_down_while_restarting_its_indexer_exits_and_starts_none(libdir, tmp_path):
