@@ -23,6 +23,7 @@ from libraryfs.cli.options import (
     tree_options,
 )
 from libraryfs.errors import LibraryError
+from libraryfs.words import count
 
 if TYPE_CHECKING:
     from libraryfs.fs.tree import Tree
@@ -221,8 +222,8 @@ def code_run(task, repo, library_dir, budget_spec, monolithic, plan_only, as_jso
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:
         t = result.totals()
-        click.echo(f"run {result.run_id}: {plan.topology}{' ' + plan.shape if plan.shape else ''}, {t['agents']} agent(s), "
-                   f"{t['calls']} model calls, {t['tokens']} tokens, {t['messages']} messages, {t['read_tokens']} tokens read "
+        click.echo(f"run {result.run_id}: {plan.topology}{' ' + plan.shape if plan.shape else ''}, {count(t['agents'], 'agent')}, "
+                   f"{count(t['calls'], 'model call')}, {count(t['tokens'], 'token')}, {count(t['messages'], 'message')}, {t['read_tokens']} tokens read "
                    f"through the mount; result {result.final_path or '(none)'}")  # fmt: skip
         for n in result.nodes:
             click.echo(f"  {n.id:14s} {n.status:7s} calls {n.calls} tokens {n.prompt_tokens}+{n.completion_tokens} "
@@ -317,7 +318,7 @@ def budget_verify(plan: str, as_json: bool) -> None:
         for v in r.violations:
             click.echo(str(v))
     if not r.ok:
-        raise click.ClickException(f"plan rejected: {len(r.violations)} violation(s)")
+        raise click.ClickException(f"plan rejected: {count(len(r.violations), 'violation')}")
 
 
 commands: list = [code_group, budget_group]

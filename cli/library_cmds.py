@@ -431,10 +431,11 @@ def _print_status(out: dict) -> None:
         f"builder {(idx.get('builder') or {}).get('builder', 'deterministic')}"
     )
     last = idx.get("last_pass") or {}
+    previous = _previous_run(out)
     if last:
         click.echo(
             f"last pass   {count(last.get('records', 0), 'record')}, {count(last.get('summarized', 0), 'summary')}, "
-            f"{count(last.get('dirs_rendered', 0), 'TOC')} in {last.get('seconds', 0)} s"
+            f"{count(last.get('dirs_rendered', 0), 'TOC')} in {last.get('seconds', 0)} s{previous}"
         )
     llm_error = (idx.get("builder") or {}).get("last_error")
     llm_line = (
@@ -443,7 +444,8 @@ def _print_status(out: dict) -> None:
         if llm_error
         else ""
     )
-    click.echo(f"last error  {idx.get('last_error') or llm_line or 'none'}")
+    error = idx.get("last_error") or llm_line
+    click.echo(f"last error  {error or 'none'}{previous if error else ''}")
     if idx.get("last_error") and llm_line:
         click.echo(f"LLM error   {llm_line}")
     _print_llm(idx.get("builder") or {})
@@ -459,6 +461,16 @@ def _print_status(out: dict) -> None:
         f"store       {count(out['inodes'], 'inode')}, {out['map']['used_bytes'] / 2**20:.1f} MiB used, "
         f"clean shutdown flag: {'set' if out['clean_shutdown'] else 'not set (mounted or crashed)'}"
     )
+
+
+def _previous_run(out: dict) -> str:
+    """`` (the previous indexer's, pid N; pid M has not finished a pass yet)`` while a new indexer is
+    starting (:func:`indexer_state`): the published record — its last pass, its last error — is still the
+    one of the indexer before it (restarted by an MCP server or systemd, or a remount); else ``""``."""
+    if out.get("indexer_state") != "starting":
+        return ""
+    old = (out.get("indexer") or {}).get("pid")
+    return f" (the previous indexer's, pid {old}; pid {out['indexer_pid']} has not finished a pass yet)"
 
 
 def _print_cluster(out: dict) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from libraryfs.cli.common import handle_errors
+from libraryfs.words import noun
 
 UNITS = ("libraryfs@.service", "libraryfs-indexer@.service")
 ENV_EXAMPLE = "libraryfs.env.example"
@@ -80,7 +81,9 @@ def render(template: str, libraryfs_exe: str, kill_exe: str) -> str:
     text = template.replace("@LIBRARYFS@", libraryfs_exe).replace("@KILL@", kill_exe)
     left = sorted(set(re.findall(r"@[A-Z_]+@", text)))
     if left:
-        raise click.ClickException(f"unfilled placeholder(s) {', '.join(left)} in a unit template")
+        raise click.ClickException(
+            f"unfilled {noun(len(left), 'placeholder')} {', '.join(left)} in a unit template"
+        )
     return text
 
 

@@ -47,6 +47,7 @@ from libraryfs.layout import (
     wait_untied,
 )
 from libraryfs.settings import PROCESS_TABLES, configure_logging, load_settings
+from libraryfs.words import count
 
 log = logging.getLogger("libraryfs.indexer")
 
@@ -339,8 +340,8 @@ class IndexerProcess:
         with store.read() as t:
             gen, pending = t.cfg_int(S.CFG_TOC_GEN), max(0, t.journal_tail() - t.cfg_int(S.CFG_CURSOR))
         notify.status(
-            f"idle: TOC generation {gen}, {pending} record(s) pending; last pass {rep.records} "
-            f"record(s), {rep.dirs_rendered} TOC(s) in {rep.seconds:.2f} s"
+            f"idle: TOC generation {gen}, {count(pending, 'record')} pending; last pass "
+            f"{count(rep.records, 'record')}, {count(rep.dirs_rendered, 'TOC')} in {rep.seconds:.2f} s"
             + (f"; last error: {idx.last_error}" if idx.last_error else "")
         )
 

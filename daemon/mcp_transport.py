@@ -174,7 +174,7 @@ def run_process(
         inline_tools=stdio,
     )
     served = Served(libdir, opts)
-    keeper = served.keeper = IndexerKeeper(served.libdir, opts, served.store)
+    keeper = served.keeper = IndexerKeeper(served.libdir, opts, served.store, served.ops.lock)
     try:
         # SIGTERM ends the server like a closed stdin: the finally below runs (its indexer stopped, the store
         # closed). Over HTTP uvicorn takes SIGTERM while it serves, shuts down, then raises it again under the

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -311,7 +312,7 @@ class Served:
         watcher = TocWatcher(self.store)
         while True:
             if self.keeper is not None:
-                self.keeper.check()
+                await self.keeper.check()
             try:
                 with self.ops.lock:
                     paths = watcher.poll()
@@ -341,14 +342,18 @@ class IndexerChild:
     tie_fd: int
 
 
-def start_indexer_if_needed(libdir: str, opts: ServerOptions, store: Store) -> IndexerChild | None:
+def start_indexer_if_needed(
+    libdir: str, opts: ServerOptions, store: Store, wait_s: float = 10.0
+) -> IndexerChild | None:
     """Start an indexer for ``libdir`` when none runs (to stop on exit: :func:`stop_indexer`), else None. One
-    shutting down (its lock says ``<pid> stopping``) is waited for (up to 10 s), then replaced."""
+    shutting down (its lock says ``<pid> stopping``) is waited for (up to ``wait_s`` seconds), then replaced
+    if it is gone by then. Blocks that long: not for an event loop (:class:`IndexerKeeper` runs it in a
+    thread)."""
     if opts.read_only or not opts.indexer:
         return None
     dying = lock_stopping(libdir, INDEXER_LOCK)
-    if dying:
-        wait_exit(dying, 10.0)
+    if dying and wait_s > 0:
+        wait_exit(dying, wait_s)
     if indexer_pid(libdir):
         return None
     from libraryfs.daemon.launcher import start_indexer
@@ -393,28 +398,57 @@ class IndexerKeeper:
     exited — killed, crashed, stopped by a lost lease — says so in the server's log with the last line of
     ``logs/indexer.log``, and starts another (unless an indexer of someone else runs by then, e.g. a
     mount's). At most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds; then it gives up,
-    logged once (``status`` shows no indexer). Without it, TOCs silently stopped following writes."""
+    logged once (``status`` shows no indexer). Without it, TOCs silently stopped following writes.
+
+    A restart may wait up to :data:`DYING_WAIT_S` seconds for an indexer that is shutting down (its lock
+    says ``<pid> stopping``) before starting one, so it runs in a worker thread: on the event loop it
+    stalled every MCP request meanwhile. :attr:`lock` orders a restart against :meth:`stop` (the
+    server's shutdown, on another thread): once :meth:`stop` has run, no indexer is started, and one
+    started just before is the one it stops. ``store_lock`` is held while the store is read (the
+    mountpoint the new indexer files through): the server's :attr:`LibraryOps.lock`."""
 
     RESTARTS = 5
     RESTART_WINDOW_S = 60.0
+    DYING_WAIT_S = 10.0
 
-    def __init__(self, libdir: str, opts: ServerOptions, store: Store) -> None:
+    def __init__(
+        self,
+        libdir: str,
+        opts: ServerOptions,
+        store: Store,
+        store_lock: contextlib.AbstractContextManager[Any] | None = None,
+    ) -> None:
         self.libdir, self.opts, self.store = libdir, opts, store
+        self.store_lock = store_lock if store_lock is not None else threading.RLock()
+        self.lock = threading.Lock()  #: held while :attr:`child` changes (restart, stop)
+        self.stopping = threading.Event()  #: set by :meth:`stop`: start nothing after it
         self.child = start_indexer_if_needed(libdir, opts, store)
         self.restarts: list[float] = []  # monotonic times of the restarts in the window
-        self.stopped = False
 
-    def check(self) -> None:
-        """Restart the indexer if it exited (see the class doc); cheap while it runs (one ``waitpid``)."""
+    async def check(self) -> None:
+        """Restart the indexer if it exited (see the class doc). Cheap while it runs (one ``waitpid`` on the
+        event loop); the restart itself runs in a worker thread (:meth:`restart`), awaited: the next TOC poll
+        waits for it, MCP requests do not. Cancelling the caller abandons that thread to finish on its own
+        (it starts nothing once :meth:`stop` has run)."""
         child = self.child
-        if child is None or self.stopped:
+        if child is None or self.stopping.is_set():
             return
-        how = child_exit(child.pid)
+        how = child_exit(child.pid)  # reaps it: its pid is free for reuse from now on, so forget it now
         if how is None:
             return
+        with self.lock:  # held only briefly by anyone (never across the restart's wait)
+            if self.child is not child:
+                return
+            self.child = None
         os.close(child.tie_fd)
-        self.child = None
-        from libraryfs.layout import log_path
+        await anyio.to_thread.run_sync(self.restart, child, how, abandon_on_cancel=True)
+
+    def restart(self, child: IndexerChild, how: str) -> None:
+        """Replace ``child``, which exited (``how``: :func:`child_exit`'s words) and which :meth:`check` has
+        forgotten: log it, wait for an indexer that is shutting down (up to :data:`DYING_WAIT_S` s, cut
+        short by :meth:`stop`), start another unless :meth:`stop` ran meanwhile. Blocks: call it from a
+        worker thread."""
+        from libraryfs.layout import log_path, pid_alive
         from libraryfs.probes import last_log_line
 
         last = last_log_line(log_path(self.libdir, "indexer")) or "(no log line)"
@@ -428,17 +462,27 @@ class IndexerKeeper:
             )  # fmt: skip
             return
         self.restarts.append(now)
-        self.child = start_indexer_if_needed(self.libdir, self.opts, self.store)
-        log.warning(
-            "the indexer (pid %d) %s: %s; %s",
-            child.pid,
-            how,
-            last,
-            f"started another (pid {self.child.pid})" if self.child else "another indexer runs now",
-        )
+        log.warning("the indexer (pid %d) %s: %s; starting another", child.pid, how, last)
+        dying = lock_stopping(self.libdir, INDEXER_LOCK)
+        deadline = time.monotonic() + self.DYING_WAIT_S
+        while dying and pid_alive(dying) and time.monotonic() < deadline:
+            if self.stopping.wait(0.05):
+                return
+        with self.lock:
+            if self.stopping.is_set():
+                return
+            with self.store_lock:
+                self.child = start_indexer_if_needed(self.libdir, self.opts, self.store, wait_s=0)
+            new = self.child
+        if new:
+            log.info("started another indexer (pid %d) for pid %d", new.pid, child.pid)
+        else:
+            log.warning("did not start another indexer for pid %d: another indexer runs now", child.pid)
 
     def stop(self) -> None:
-        """Stop the indexer (:func:`stop_indexer`) and restart none after this."""
-        self.stopped = True
-        stop_indexer(self.child)
-        self.child = None
+        """Stop the indexer (:func:`stop_indexer`) and start none after this, even from a restart under way
+        in its thread (which gives up its wait within 0.05 s). Waits for a restart's start, not its wait."""
+        self.stopping.set()
+        with self.lock:
+            child, self.child = self.child, None
+        stop_indexer(child)

@@ -30,6 +30,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
 from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_record_key, mount_state, wait_until_mounted
+from libraryfs.words import count
 
 log = logging.getLogger("libraryfs.mount")
 RECOVERY_WAIT_S = 60.0  #: how long a starting mount waits for the recovery lease before mounting without it
@@ -166,11 +167,11 @@ def recover(store: Store, *, check_on_unclean: bool, read_only: bool) -> str:
     notify_mod().status("checking the store after an unclean stop")
     report = check(store, repair=True)
     log.warning(
-        "unclean shutdown detected: check found %d problem(s), repaired %d",
-        len(report.problems),
+        "unclean shutdown detected: check found %s, repaired %d",
+        count(len(report.problems), "problem"),
         report.repaired,
     )
-    return f" after an unclean stop (check: {len(report.problems)} problem(s), {report.repaired} repaired)"
+    return f" after an unclean stop (check: {count(len(report.problems), 'problem')}, {report.repaired} repaired)"
 
 
 def _set_mounted(store: Store, key: bytes, status: dict | None, *, alone: bool = True) -> None:
@@ -226,8 +227,9 @@ def _alone(store: Store, libdir: str, read_only: bool, lifecycle: Lifecycle | No
         others = other_mounts(store.backend, libdir)
         if others:
             log.info(
-                "%d other read-write mount(s) serve this library (%s): no check or orphan purge at this mount",
-                len(others),
+                "%s serve%s this library (%s): no check or orphan purge at this mount",
+                count(len(others), "other read-write mount"),
+                "s" if len(others) == 1 else "",
                 ", ".join(describe_holder(f) for f in others),
             )
         yield guard is not None and not others
@@ -298,7 +300,7 @@ def run(
             if alone:
                 n = view.purge_orphans()
                 if n:
-                    log.info("removed %d orphaned inode(s) left by a crash", n)
+                    log.info("removed %s left by a crash", count(n, "orphaned inode"))
             if not read_only:
                 _set_mounted(store, key, status(), alone=alone)
         try:

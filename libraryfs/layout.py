@@ -43,6 +43,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library
 from libraryfs.fs.store import Store
 from libraryfs.probes import process_state, real_path_untouched, stopped_how
+from libraryfs.words import count
 
 CONFIG_FILE = "config.toml"
 LOGS_DIR = "logs"
@@ -584,7 +585,7 @@ def wait_until_idle(
             if time.monotonic() - t0 >= timeout_s:
                 raise TimeoutError(
                     f"the indexer of {libdir} did not become idle within {timeout_s:g} s "
-                    f"({b['pending_records']} record(s) pending, state {b['state']}"
+                    f"({count(b['pending_records'], 'record')} pending, state {b['state']}"
                     f"{', inbox not empty' if inbox and b['inbox_entries'] else ''})"
                 )
             time.sleep(poll_s)

@@ -20,6 +20,12 @@ def plural(word: str) -> str:
     return head + sep + _IRREGULAR.get(last, last + "s")
 
 
+def noun(n: int, word: str) -> str:
+    """``word`` agreeing with ``n``, without the number: ``noun(1, "placeholder")`` → ``"placeholder"``,
+    ``noun(2, "placeholder")`` → ``"placeholders"`` (for "unknown placeholders: @A@, @B@")."""
+    return word if n == 1 else plural(word)
+
+
 def count(n: int, word: str, many: str | None = None) -> str:
     """``n`` and ``word`` agreeing in number: ``count(1, "file")`` → ``"1 file"``, ``count(2, "entry")`` →
     ``"2 entries"``, ``count(0, "record")`` → ``"0 records"``, ``count(1200, "inbox entry")`` → ``"1200

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from libraryfs.errors import QuotaExceeded
 from libraryfs.fs.generated import BUDGET_FILE, CTL_DIRNAME
+from libraryfs.words import noun
 
 READ_DIMENSIONS = ("reads", "tokens")
 
@@ -55,7 +56,7 @@ class ReadBudget:
     def __init__(self, limits: Mapping[str, int], parent: ReadBudget | None = None) -> None:
         bad = set(limits) - set(READ_DIMENSIONS)
         if bad:
-            raise ValueError(f"unknown read budget dimension(s): {', '.join(sorted(bad))}")
+            raise ValueError(f"unknown {noun(len(bad), 'read budget dimension')}: {', '.join(sorted(bad))}")
         self.limits = {k: int(v) for k, v in limits.items()}
         self.used = {d: 0 for d in READ_DIMENSIONS}
         self.refused = 0

@@ -29,6 +29,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend
 from libraryfs.fs.backends import create_remote, require_new_libdir, store_url, write_store_url
 from libraryfs.fs.store import Store, Txn
+from libraryfs.words import count
 
 BATCH_RECORDS = 100  #: records per write transaction (etcd: 128 operations per txn by default)
 BATCH_BYTES = 512 << 10  #: key + value bytes per write transaction (etcd: 1.5 MiB per request, base64)
@@ -50,11 +51,12 @@ class CopyReport:
 
     def line(self) -> str:
         """One line for the CLI."""
+        checked = f"found {count(len(self.check_problems), 'problem')}" if self.check_problems else "clean"
         return (
-            f"copied {sum(self.records.values())} records in {len(self.records)} tables "
+            f"copied {count(sum(self.records.values()), 'record')} in {count(len(self.records), 'table')} "
             f"({self.bytes / 2**20:.1f} MiB) from {self.src_backend} {self.src} to {self.dst_backend} {self.dst} "
             f"in {self.seconds:.1f} s; verified: every table's records equal, "
-            f"check {f'found {len(self.check_problems)} problem(s)' if self.check_problems else 'clean'}, "
+            f"check {checked}, "
             f"{self.files_hashed} files' content hashes equal"
         )
 

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from libraryfs import __version__
 from libraryfs.errors import Corrupt, SchemaMismatch
 from libraryfs.fs import schema as S
+from libraryfs.words import count
 
 if TYPE_CHECKING:
     from libraryfs.fs.store import Store, Txn
@@ -206,11 +207,11 @@ def migrate(
         while done is None:
             done = store.run_write(partial(_run_batch, m=m, batch=batch))
         log.warning(
-            "%s: schema %d → %d done: %d record(s) changed in %.2f s",
+            "%s: schema %d → %d done: %s changed in %.2f s",
             store.libdir,
             m.source,
             m.source + 1,
-            done,
+            count(done, "record"),
             time.monotonic() - t0,
         )
     return max(version, target)

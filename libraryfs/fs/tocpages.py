@@ -20,6 +20,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.meta import SectionMeta
 from libraryfs.fs.store import Store, Txn
 from libraryfs.layout import indexer_running
+from libraryfs.words import count
 
 INDEXER_CHECK_S = 1.0  #: how long (seconds) one answer to "is the indexer running?" is reused
 PENDING_NAMES_MAX = 40  #: names listed by the pending placeholder of ``INDEX.md``
@@ -111,7 +112,8 @@ class TocPages:
             return b""
         libdir = shlex.quote(os.fsdecode(self.store.libdir))
         return (
-            f"> **Stale index**: the indexer is not running; {pending} change(s) are not reflected here "
+            f"> **Stale index**: the indexer is not running; {count(pending, 'change')} "
+            f"{'is' if pending == 1 else 'are'} not reflected here "
             f"(run `libraryfs index {libdir}`).\n"
         ).encode("utf-8", "surrogateescape")
 

@@ -8,9 +8,12 @@ import contextlib
 import http.client
 import json
 import os
+import pathlib
+import re
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,6 +23,7 @@ import anyio
 import pytest
 from helpers.mcp_server import http_server, stdio_params, wait_for
 from mcp import Client
+from mcp.client.stdio import stdio_client
 from mcp.types import ResourceUpdatedNotification
 
 from libraryfs.fs.check import check
@@ -259,8 +263,7 @@ def test_an_indexer_that_dies_is_restarted_and_the_tocs_follow_writes_again(libd
     async def main():
         async with Client(stdio_params(str(libdir))) as c:
             await _section(c, libdir)
-            first = (await _call(c, "status", {})).structured_content["indexer_pid"]
-            assert first
+            first = await _indexer_pid(c, libdir)
             os.kill(first, signal.SIGKILL)
             await _call(c, "write_file", {"path": "notes/after.md", "content": "# Written after the kill\n"})
 
@@ -272,6 +275,184 @@ def test_an_indexer_that_dies_is_restarted_and_the_tocs_follow_writes_again(libd
             assert second and second != first
 
     anyio.run(main)
+
+
+HOLD_STOPPING = """
+import sys
+from libraryfs.layout import INDEXER_LOCK, acquire_lock, mark_lock_stopping
+fd = acquire_lock(sys.argv[1], INDEXER_LOCK)
+mark_lock_stopping(fd)
+print("held", flush=True)
+sys.stdin.read()
+"""  #: a process holding the library's indexer lock marked ``<pid> stopping`` until its stdin closes
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path, transport):
+    """The restart of a dead indexer waits (up to 10 s) for one still shutting down before it starts another;
+    it does so off the event loop: a ``status`` issued meanwhile answers at once (it stalled until the restart
+    was over). Deterministic, no timing: a real process holds ``indexer.lock`` marked ``<pid> stopping``
+    (taken while the server is SIGSTOPped, so its restart cannot slip in first), so the restart cannot
+    complete until the test lets that process go; the server's log says when the restart began and when it
+    ended. The one bound: the restart gives up waiting after 10 s, and ``status`` must answer before that.
+    Over HTTP the tools run in worker threads, but the requests are read on the event loop: they stalled too."""
+    from libraryfs.layout import indexer_pid, pid_alive, wait_exit
+
+    err_path = tmp_path / "mcp.err"
+    holder = None
+
+    def log() -> str:
+        return err_path.read_text(errors="replace")
+
+    async def main(target):
+        nonlocal holder
+        async with Client(target) as c:
+            first = await _indexer_pid(c, libdir)
+            server = int(
+                pathlib.Path(f"/proc/{first}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            )  # its parent
+            os.kill(server, signal.SIGSTOP)  # no TOC poll (so no restart) until SIGCONT
+            try:
+                os.kill(first, signal.SIGKILL)
+                await wait_for(
+                    _async(lambda: indexer_pid(str(libdir)) is None)
+                )  # the kernel released its lock
+                holder = subprocess.Popen(
+                    [sys.executable, "-c", HOLD_STOPPING, str(libdir)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                assert holder.stdout.readline() == "held\n"
+            finally:
+                os.kill(server, signal.SIGCONT)
+            await wait_for(_async(lambda: f"the indexer (pid {first}) killed by SIGKILL" in log()))
+            t0 = time.monotonic()
+            st = (await _call(c, "status", {})).structured_content
+            answered_s = time.monotonic() - t0
+            assert st["indexer_pid"] == holder.pid  # the lock's holder, marked stopping
+            assert pid_alive(holder.pid)
+            assert "another indexer" not in log(), f"status answered only once the restart was over:\n{log()}"
+            holder.stdin.close()  # the "stopping" indexer exits: the restart goes on and starts one
+            started = await wait_for(
+                _async(lambda: re.search(r"started another indexer \(pid (\d+)\)", log()))
+            )
+            second = int(started.group(1))
+            restart_s = time.monotonic() - t0
+            assert await _indexer_pid(c, libdir) == second != first
+            print(f"status answered in {answered_s:.3f} s; the restart took {restart_s:.3f} s")
+
+    try:
+        with open(err_path, "w") as err, _logged_server(transport, str(libdir), err, err_path) as target:
+            anyio.run(main, target)
+    finally:
+        if holder is not None:
+            if holder.stdin and not holder.stdin.closed:
+                holder.stdin.close()
+            holder.wait(30)
+            holder.stdout.close()
+    assert wait_exit(indexer_pid(str(libdir)), 60)
+
+
+@contextlib.contextmanager
+def _logged_server(transport: str, libdir: str, err, err_path):
+    """``libraryfs mcp LIBDIR`` with its stderr (its log) in the open file ``err`` at ``err_path``: the MCP
+    client's target (over stdio the client starts it; over HTTP a subprocess on a port the OS picks, stopped
+    with SIGTERM on exit)."""
+    if transport == "stdio":
+        yield stdio_client(stdio_params(libdir), errlog=err)
+        return
+    from helpers.wait import wait_until
+
+    server = subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "mcp", libdir, "--transport", "http", "--port", "0"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+    )  # fmt: skip
+    try:
+        line = wait_until(
+            lambda: server.poll() is None and re.search(r"serving (http://\S+)", err_path.read_text()),
+            60,
+            "the MCP server to listen",
+        )
+        yield line.group(1)
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def test_a_server_shut_down_while_restarting_its_indexer_exits_and_starts_none(libdir, tmp_path):
+    """End of stdin while the restart waits for an indexer still shutting down (as above): the server exits
+    (status 0) without waiting for it and starts no indexer after it stopped (IndexerKeeper.stop and the
+    restart's thread share one lock and a stop flag). The bound: the exit comes before half the restart's
+    own 10 s wait (a restart that ignored the stop kept the process until that wait ended)."""
+    from helpers.wait import wait_until
+
+    from libraryfs.daemon.mcpd import IndexerKeeper
+    from libraryfs.layout import indexer_pid, pid_alive
+
+    err_path = tmp_path / "mcp.err"
+    with open(err_path, "wb") as err:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "libraryfs.cli.main", "mcp", str(libdir)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    holder = None
+    try:
+        first = wait_until(lambda: indexer_pid(str(libdir)), 60, "the MCP server's indexer to hold its lock")
+        server.send_signal(signal.SIGSTOP)
+        try:
+            os.kill(first, signal.SIGKILL)
+            wait_until(lambda: indexer_pid(str(libdir)) is None, 60, "the killed indexer's lock to be free")
+            holder = subprocess.Popen(
+                [sys.executable, "-c", HOLD_STOPPING, str(libdir)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert holder.stdout.readline() == "held\n"
+        finally:
+            server.send_signal(signal.SIGCONT)
+        wait_until(lambda: "starting another" in err_path.read_text(), 60, "the restart to begin")
+        t0 = time.monotonic()
+        server.stdin.close()
+        status = server.wait(IndexerKeeper.DYING_WAIT_S / 2)
+        exit_s = time.monotonic() - t0
+        log = err_path.read_text()
+        assert status == 0, log[-3000:]
+        assert pid_alive(holder.pid)  # the server did not wait for it
+        assert "another indexer" not in log and "Traceback" not in log, log[-3000:]
+        print(f"the server exited {exit_s:.3f} s after the end of its stdin")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if not server.stdin.closed:
+            server.stdin.close()
+        if holder is not None:
+            holder.stdin.close()
+            holder.wait(30)
+            holder.stdout.close()
+    assert indexer_pid(str(libdir)) is None  # the holder's lock is gone and the server started none
+    _check_store(libdir)
+
+
+async def _indexer_pid(c, libdir) -> int:
+    """The pid of the indexer once it holds its lock (``status``): under load the server answers, and even
+    serves a pending TOC page, before the indexer it started has imported its modules and taken the lock."""
+
+    async def held():
+        return (await _call(c, "status", {})).structured_content["indexer_pid"]
+
+    return await wait_for(held, libdir=libdir)
+
+
+def _async(predicate):
+    """``predicate`` as the coroutine function :func:`wait_for` awaits."""
+
+    async def check():
+        return predicate()
+
+    return check
 
 
 async def _section(c, libdir) -> str:

@@ -77,7 +77,8 @@ def test_status_says_a_sigstopped_indexer_is_stopped_and_how_to_continue_it(moun
 def test_status_of_a_new_indexer_is_not_the_last_ones_stopped(libdir, tmp_path, run_cli):
     """After an unmount the published record says ``stopped`` (pid of the indexer that exited); a new
     indexer holds its lock before it publishes its own record: that one is "starting", not
-    "running (stopped, pid N)". The new indexer here is a process holding the lock, as a starting one does."""
+    "running (stopped, pid N)", and the record's last pass is labelled the previous indexer's (it was shown
+    as the new one's). The new indexer here is a process holding the lock, as a starting one does."""
     with mount(libdir, tmp_path / "mnt") as m:
         m.wait_indexed()
         old = m.indexer_pid
@@ -96,6 +97,12 @@ def _status_beside(p: subprocess.Popen, old: int, libdir: str, run_cli) -> None:
     try:
         assert p.stdout.readline() == "held\n" and lock_holder(libdir, INDEXER_LOCK) == p.pid
         assert status_line(run_cli, libdir, "indexer") == f"running (starting, pid {p.pid})"
+        last = status_line(run_cli, libdir, "last pass")
+        assert re.fullmatch(
+            rf"\d+ records?, \d+ summar(y|ies), \d+ TOCs? in [\d.]+ s \(the previous indexer's, pid {old}; "
+            rf"pid {p.pid} has not finished a pass yet\)",
+            last,
+        ), last
         st = status_json(run_cli, libdir)
         assert st["indexer"]["state"] == "stopped" and st["indexer"]["pid"] == old, st["indexer"]
         assert st["indexer_state"] == "starting", st

@@ -235,6 +235,46 @@ def test_an_answer_cut_at_the_token_limit_fails_its_agent_and_is_charged(code_li
     assert not result.ok and result.totals()["tokens"] == 2 * 130
 
 
+def test_only_a_bad_answer_is_charged_not_any_error_carrying_usage(code_library):
+    """The model refuses the editors' requests (HTTP 400: the client's ``Rejected``), and the client in front
+    of it (the supervisor takes anything with ``complete_json``) tags what it passes on with a ``usage`` of
+    its own shape: the agents fail with the model's error, charged nothing (no call, no tokens). Charged from
+    any exception with a ``usage``, the dict raised AttributeError in the handler, which replaced the model's
+    error in the record, and the request counted as a call."""
+    from helpers.llm_server import Status
+
+    from libraryfs.llm.client import Rejected
+
+    scripted = CodeAgentModel()
+
+    def answer(req):
+        if req.payload.get("task") == "code.editor":
+            return Status(400, "model refuses this job")
+        return scripted(req)
+
+    class Tagging:
+        """The real client, its errors tagged with a usage dict (as an SDK's error body may hold one)."""
+
+        def __init__(self, inner):
+            self.inner = inner
+
+        def complete_json(self, job, user, max_output_tokens):
+            try:
+                return self.inner.complete_json(job, user, max_output_tokens)
+            except Rejected as e:
+                e.usage = {"prompt_tokens": 90, "completion_tokens": 0}
+                raise
+
+    plan = build_plan("Make save return a copy of the record", "demo", "MULTIAGENT", FILES[:2], shape="swarm")
+    with LLMServer(default=answer) as srv:
+        result = Supervisor(Tagging(_client(srv)), _sessions(code_library, [])).run(plan, run_id="r-tagged")
+    editors = result.nodes[:2]
+    for n in editors:
+        assert n.status == "failed" and n.error.startswith("Rejected: HTTP 400"), n.error
+        assert (n.calls, n.prompt_tokens, n.completion_tokens) == (0, 0, 0)
+    assert result.totals()["tokens"] == 0
+
+
 @pytest.mark.slow
 @pytest.mark.llm_local
 def test_a_swarm_runs_with_the_real_local_model(code_library, local_llm):

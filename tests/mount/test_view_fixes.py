@@ -166,7 +166,7 @@ def test_toc_pages_say_stale_while_the_indexer_is_stopped_and_changes_are_pendin
     lines = page.split(b"\n")
     assert lines[0].startswith(b"<!--") and lines[1].startswith(STALE)
     assert lines[1] == (
-        b"> **Stale index**: the indexer is not running; 3 change(s) are not reflected here "
+        b"> **Stale index**: the indexer is not running; 3 changes are not reflected here "
         b"(run `libraryfs index " + os.fsencode(store.libdir) + b"`)."
     )
     assert page.count(STALE) == 1 and v.getattr(b"/d/INDEX.md")["st_size"] == len(page)
@@ -178,14 +178,14 @@ def test_toc_pages_say_stale_while_the_indexer_is_stopped_and_changes_are_pendin
         stored = t.toc_page(d, 0)
     v2 = LibraryView(store)
     assert cat(v2, b"/d/INDEX.md") == stored and STALE not in stored
-    # one more file (create + write: 2 records): "2 change(s)" in every page, page 0 and .index/0001.md, sizes matching the bytes
+    # one more file (create + write: 2 records): "2 changes" in every page, page 0 and .index/0001.md, sizes matching the bytes
     two = [stored, b"<!-- libraryfs toc: page=1/2 -->\n# d \xe2\x80\x94 more\n\n- b.md\n"]
     store.run_write(lambda t: t.put_toc_pages(d, two))
     mkfile(v2, b"/d/b.md", b"# B\n")
     for path, raw in ((b"/d/INDEX.md", two[0]), (b"/d/.index/0001.md", two[1])):
         got = cat(v2, path)
         head, rest = raw.split(b"\n", 1)
-        marker = b"> **Stale index**: the indexer is not running; 2 change(s)"
+        marker = b"> **Stale index**: the indexer is not running; 2 changes are"
         assert got.startswith(head + b"\n" + marker) and got.endswith(b"`).\n" + rest), got
         assert v2.getattr(path)["st_size"] == len(got)
         fh, _ = v2.open(path, os.O_RDONLY)  # fstat of the open handle: its snapshot

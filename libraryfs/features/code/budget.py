@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from libraryfs.words import noun
+
 DIMENSIONS = ("iterations", "calls", "tokens", "seconds", "retries", "handoffs")
 _DIM_INDEX = {d: i for i, d in enumerate(DIMENSIONS)}
 _SECONDS = _DIM_INDEX["seconds"]
@@ -82,7 +84,8 @@ class Budget(NamedTuple):
         bad = set(m) - _DIM_INDEX.keys()
         if bad:
             raise ValueError(
-                f"unknown budget dimension(s): {', '.join(sorted(bad))} (known: {', '.join(DIMENSIONS)})"
+                f"unknown {noun(len(bad), 'budget dimension')}: {', '.join(sorted(bad))} "
+                f"(known: {', '.join(DIMENSIONS)})"
             )
         vals = []
         for d in DIMENSIONS:

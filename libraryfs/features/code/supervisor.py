@@ -206,10 +206,8 @@ class Supervisor:
                                      tracker.limits[2], node.id)  # fmt: skip
             try:
                 answer, usage = self.client.complete_json(job, user, self.sizes.output_tokens)
-            except Exception as e:  # a BadAnswer (answered, not usable) carries what its request spent
-                spent = getattr(e, "usage", None)  # (duck-typed: importing the client imports openai)
-                if spent is not None:
-                    self._spent(rec, tracker, spent)
+            except Exception as e:
+                self._charge_bad_answer(rec, tracker, e)
                 raise
             self._spent(rec, tracker, usage)
             for name, value in outputs_from_answer(node.role, answer, node.outputs).items():
@@ -230,6 +228,22 @@ class Supervisor:
             if state:
                 rec.reads, rec.read_tokens = state["used"]["reads"], state["used"]["tokens"]
                 rec.refused_reads = state["refused"]
+
+    @classmethod
+    def _charge_bad_answer(cls, rec: NodeRun, tracker: BudgetTracker, e: Exception) -> None:
+        """Charge node ``rec`` what a failed model request spent when ``e`` says so — only a
+        :class:`libraryfs.llm.client.BadAnswer` does: the server answered (prompt read, tokens generated)
+        but the answer was not usable, and the client set its ``usage`` (a
+        :class:`~libraryfs.llm.client.Usage` it measured for that very request). Any other error is not charged, whatever it carries: a
+        ``usage`` attribute on an arbitrary exception (an SDK's error, another client's) has no such
+        contract — its shape is unknown (a ``dict`` here once raised ``AttributeError`` inside this handler
+        and replaced the model's error in the node's record) and it need not be this request's spend.
+        Imported here, on the error path: at module level it would import ``openai`` for every user of the
+        supervisor (``libraryfs.llm.client`` is loaded already whenever the real client raised)."""
+        from libraryfs.llm.client import BadAnswer
+
+        if isinstance(e, BadAnswer) and e.usage is not None:
+            cls._spent(rec, tracker, e.usage)
 
     @staticmethod
     def _spent(rec: NodeRun, tracker: BudgetTracker, usage: Any) -> None:
