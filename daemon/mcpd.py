@@ -405,7 +405,9 @@ class IndexerKeeper:
     stalled every MCP request meanwhile. :attr:`lock` orders a restart against :meth:`stop` (the
     server's shutdown, on another thread): once :meth:`stop` has run, no indexer is started, and one
     started just before is the one it stops. ``store_lock`` is held while the store is read (the
-    mountpoint the new indexer files through): the server's :attr:`LibraryOps.lock`."""
+    mountpoint the new indexer files through): the server's :attr:`LibraryOps.lock`. A restart that cannot
+    spawn (``OSError``: fork/exec, the indexer's log cannot be opened) is logged and tried again at the next
+    TOC poll (within the same restart count); the server keeps serving meanwhile."""
 
     RESTARTS = 5
     RESTART_WINDOW_S = 60.0
@@ -424,14 +426,21 @@ class IndexerKeeper:
         self.stopping = threading.Event()  #: set by :meth:`stop`: start nothing after it
         self.child = start_indexer_if_needed(libdir, opts, store)
         self.restarts: list[float] = []  # monotonic times of the restarts in the window
+        self.failed: tuple[IndexerChild, str] | None = None  #: the exited child whose restart failed to spawn
 
     async def check(self) -> None:
         """Restart the indexer if it exited (see the class doc). Cheap while it runs (one ``waitpid`` on the
         event loop); the restart itself runs in a worker thread (:meth:`restart`), awaited: the next TOC poll
         waits for it, MCP requests do not. Cancelling the caller abandons that thread to finish on its own
         (it starts nothing once :meth:`stop` has run)."""
+        if self.stopping.is_set():
+            return
+        failed, self.failed = self.failed, None
+        if failed is not None:  # the last restart could not spawn: try again (counted in the window)
+            await anyio.to_thread.run_sync(self.restart, *failed, abandon_on_cancel=True)
+            return
         child = self.child
-        if child is None or self.stopping.is_set():
+        if child is None:
             return
         how = child_exit(child.pid)  # reaps it: its pid is free for reuse from now on, so forget it now
         if how is None:
@@ -471,8 +480,15 @@ class IndexerKeeper:
         with self.lock:
             if self.stopping.is_set():
                 return
-            with self.store_lock:
-                self.child = start_indexer_if_needed(self.libdir, self.opts, self.store, wait_s=0)
+            try:
+                with self.store_lock:
+                    self.child = start_indexer_if_needed(self.libdir, self.opts, self.store, wait_s=0)
+            except (OSError, LibraryError) as e:  # fork/exec failed, store unreadable: keep serving
+                log.error("could not start another indexer for pid %d: %s (the next TOC poll retries)",
+                          child.pid, e)  # fmt: skip
+                self.child = None
+                self.failed = (child, how)
+                return
             new = self.child
         if new:
             log.info("started another indexer (pid %d) for pid %d", new.pid, child.pid)

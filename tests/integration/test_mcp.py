@@ -352,6 +352,46 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
     assert wait_exit(indexer_pid(str(libdir)), 60)
 
 
+def test_a_restart_that_cannot_start_an_indexer_is_logged_and_retried(libdir, tmp_path):
+    """The indexer dies and the replacement cannot be spawned (its log, ``logs/indexer.log``, is a directory:
+    ``open`` fails with EISDIR): the server logs it, keeps answering, and retries at the next TOC poll; once
+    the log is a file again an indexer starts and a write reaches its INDEX.md (before, the spawn's OSError
+    ended the TOC notifier and the server)."""
+    from libraryfs.layout import log_path
+
+    err_path = tmp_path / "mcp.err"
+    indexer_log = pathlib.Path(log_path(str(libdir), "indexer"))
+
+    def log() -> str:
+        return err_path.read_text(errors="replace")
+
+    async def main(target):
+        async with Client(target) as c:
+            await _section(c, libdir)
+            first = await _indexer_pid(c, libdir)
+            indexer_log.rename(indexer_log.with_suffix(".aside"))
+            indexer_log.mkdir()
+            os.kill(first, signal.SIGKILL)
+            await wait_for(_async(lambda: "could not start another indexer" in log()))
+            assert "Is a directory" in log(), log()
+            st = (await _call(c, "status", {})).structured_content  # the server still answers
+            assert st["indexer_pid"] is None, st
+            indexer_log.rmdir()
+            started = await wait_for(
+                _async(lambda: re.search(r"started another indexer \(pid (\d+)\)", log()))
+            )
+            assert int(started.group(1)) != first
+            await _call(
+                c, "write_file", {"path": "notes/later.md", "content": "# After the failed restart\n"}
+            )
+            await wait_for(
+                lambda: _has(c, "read_index", {"path": "notes"}, "After the failed restart"), libdir=libdir
+            )
+
+    with open(err_path, "w") as err, _logged_server("stdio", str(libdir), err, err_path) as target:
+        anyio.run(main, target)
+
+
 @contextlib.contextmanager
 def _logged_server(transport: str, libdir: str, err, err_path):
     """``libraryfs mcp LIBDIR`` with its stderr (its log) in the open file ``err`` at ``err_path``: the MCP
