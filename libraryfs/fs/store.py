@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -610,6 +609,8 @@ def _undo_new_store(libdir: str | os.PathLike[str]) -> Callable[[], None]:
 
     def undo() -> None:
         """Remove what was made (errors ignored: the original error is the one to report)."""
+        import shutil  # here: the commands that only read the store need not import it
+
         if new_dir:
             shutil.rmtree(libdir, ignore_errors=True)
         elif new_store:

@@ -19,7 +19,6 @@ import hashlib
 import marshal
 import os
 import sys
-import tempfile
 import zlib
 
 FORMAT = 1
@@ -89,6 +88,8 @@ def load(path: str) -> tuple[str, dict] | None:
 def save(path: str, key: str, state: dict) -> bool:
     """Write the index (atomically: a temporary file renamed over ``path``); False when the directory cannot
     be written (the next call rebuilds it again, nothing else changes)."""
+    import tempfile  # here: loading (every other recall) needs neither it nor the shutil it imports
+
     payload = marshal.dumps({"format": FORMAT, "key": key, "state": state})
     data = MAGIC + len(payload).to_bytes(8, "big") + zlib.crc32(payload).to_bytes(4, "big") + payload
     try:
