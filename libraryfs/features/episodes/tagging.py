@@ -80,6 +80,9 @@ class _Text:
         starts = [m.start() for m in re.finditer(r"(?<![\w§])[\w§]", self.s)]
         found = []
         for i, (pat, info) in enumerate(patterns):
+            need = _needles(pat)
+            if need is not None and not any(n in self.s for n in need):
+                continue  # cannot match anywhere: not compiled (most of a question's cost, issue 18)
             rx = _compiled(pat)
             for st in starts:
                 m = rx.match(self.s, st)
@@ -100,6 +103,131 @@ class _Text:
 @functools.lru_cache(maxsize=4096)
 def _compiled(pat: str) -> re.Pattern:
     return re.compile(pat + _E)
+
+
+_META = frozenset(".^$*+?{}[]()|\\")
+
+
+@functools.lru_cache(maxsize=4096)
+def _needles(pat: str) -> tuple[str, ...] | None:
+    """Literal strings of which every match of regular expression ``pat`` contains at least one (each
+    top-level alternative's literal prefix), or None when ``pat`` is not of the simple form read here
+    (alternatives of escaped literals, a non-capturing group of them, anything after the prefix). Checking
+    them is a substring test; compiling ``pat`` costs ~0.5 ms (the ~100 vocabulary patterns of a question
+    were most of ``parse_question``'s time in a fresh process)."""
+    out: list[str] = []
+    for alt in _split_top(pat):
+        if alt is None:
+            return None
+        if alt.startswith("(?:"):
+            end = _group_end(alt, 0)
+            if end is None or alt[end + 1 : end + 2] in ("?", "*", "{"):
+                return None  # an optional group: its literals need not occur
+            inner = _needles(alt[3:end])
+            if inner is None:
+                return None
+            out += inner
+            continue
+        lit = _literal_prefix(alt)
+        if not lit:
+            return None
+        out.append(lit)
+    return tuple(out) if out else None
+
+
+def _split_top(pat: str) -> list[str | None]:
+    """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
+    brackets do not balance."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(pat):
+        c = pat[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = _class_end(pat, i)
+            if j is None:
+                return [None]
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return [None]
+        elif c == "|" and depth == 0:
+            parts.append(pat[start:i])
+            start = i + 1
+        i += 1
+    if depth:
+        return [None]
+    parts.append(pat[start:])
+    return list(parts)
+
+
+def _class_end(pat: str, i: int) -> int | None:
+    """Index of the ``]`` closing the character class opened at ``pat[i]``, or None."""
+    j = i + 1
+    if j < len(pat) and pat[j] == "^":
+        j += 1
+    if j < len(pat) and pat[j] == "]":
+        j += 1
+    while j < len(pat):
+        if pat[j] == "\\":
+            j += 2
+            continue
+        if pat[j] == "]":
+            return j
+        j += 1
+    return None
+
+
+def _group_end(pat: str, i: int) -> int | None:
+    """Index of the ``)`` closing the group opened at ``pat[i]``, or None."""
+    depth, j = 0, i
+    while j < len(pat):
+        c = pat[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            k = _class_end(pat, j)
+            if k is None:
+                return None
+            j = k + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return None
+
+
+def _literal_prefix(alt: str) -> str:
+    """The characters every match of ``alt`` begins with: its leading literals (``\\`` + punctuation is a
+    literal; a class, group, anchor or ``\\w``-like escape ends it; a literal made optional by the
+    quantifier after it is dropped)."""
+    out: list[str] = []
+    i = 0
+    while i < len(alt):
+        c = alt[i]
+        if c == "\\":
+            if i + 1 >= len(alt) or alt[i + 1].isalnum() or alt[i + 1] == "_":
+                break
+            out.append(alt[i + 1])
+            i += 2
+        elif c in _META:
+            if c in "?*{" and out:
+                out.pop()
+            break
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _prenormalise(q: str) -> str:
