@@ -455,8 +455,6 @@ class Store:
 
     def _open_schema(self) -> int:
         """The store's schema version after the open's migrations (:mod:`libraryfs.fs.migrations`)."""
-        from libraryfs.fs import migrations
-
         try:
             with self.read() as t:
                 raw = t.cfg(S.CFG_SCHEMA_VERSION)
@@ -467,7 +465,12 @@ class Store:
                 f"run `libraryfs check` or restore it from a backup"
             ) from e
         try:
-            return migrations.on_open(self, None if raw is None else S.from_u64(raw))
+            version = None if raw is None else S.from_u64(raw)
+            if version == S.SCHEMA_VERSION:  # what migrations.on_open returns for a current store
+                return version
+            from libraryfs.fs import migrations  # here: a current store's open (every command) needs none
+
+            return migrations.on_open(self, version)
         except BaseException:
             self.backend.close()
             raise

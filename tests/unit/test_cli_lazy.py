@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -116,6 +117,7 @@ def test_help_imports_no_command_module_and_shows_the_commands_own_help():
 #: the store's read path no longer imports (socket, subprocess, shutil: a few ms each in every process).
 _NOT_FOR_QUERIES = (
     "libraryfs.settings",
+    "libraryfs.fs.migrations",
     "tomllib",
     "socket",
     "subprocess",
@@ -129,22 +131,42 @@ _NOT_FOR_QUERIES = (
 )
 
 _RUN_CODE = """
-import json, sys
+import json, os, sys
+import libraryfs.fs.isolated as iso
 from libraryfs.cli.main import cli
+names = sys.argv[1].split(",")
+child_out = os.environ["CHILD_OUT"]
+run_child = iso._child
+def _child(fn, wfd):  # the forked reader also says what it imported (it opens the store)
+    def fn_then_report():
+        try:
+            return fn()
+        finally:
+            with open(child_out, "a") as f:
+                f.write(json.dumps(sorted(m for m in sys.modules if m in names)) + "\\n")
+    run_child(fn_then_report, wfd)
+iso._child = _child
 try:
     cli(sys.argv[2:], prog_name="libraryfs")
 except SystemExit as e:
     code = e.code
-print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m in sys.argv[1].split(","))}))
+loaded = set(m for m in sys.modules if m in names)
+if os.path.exists(child_out):
+    with open(child_out) as f:
+        for line in f:
+            loaded |= set(json.loads(line))
+print(json.dumps({"code": code, "loaded": sorted(loaded)}))
 """
 
 
-def _loaded_by(*argv: str) -> dict:
+def _loaded_by(*argv: str, child_out: str) -> dict:
+    """What a query command imported that it must not, in its process or its forked reader."""
     r = subprocess.run(
         [sys.executable, "-c", _RUN_CODE, ",".join(_NOT_FOR_QUERIES), *argv],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "CHILD_OUT": child_out},
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -171,8 +193,10 @@ def test_query_commands_do_not_import_numpy_the_tokenizer_package_or_the_outline
         (["recall", "e1", q, "--library", libdir], []),  # loads it
         (["answer", "e1", q, "--library", libdir, "--reader", "rules"], []),
     ):
-        out = _loaded_by(*argv)
+        child_out = str(tmp_path / f"child-{len(os.listdir(tmp_path))}.jsonl")
+        out = _loaded_by(*argv, child_out=child_out)
         assert out["code"] in (0, 1, 7, None), (argv, out)
+        assert os.path.exists(child_out), argv  # the reader ran (and reported)
         assert set(out["loaded"]) <= set(allowed), (argv, out)
 
 
