@@ -181,6 +181,7 @@ def _episode_index(episode: str, libdir: str):
     from libraryfs.fs.isolated import run_isolated
 
     _check_ep(episode)
+    indexcache.code_key()  # before the fork: it imports the deriving modules (the reader inherits them)
     path = indexcache.path_for(libdir, episode)
     saved = indexcache.load(path)
     known = saved[0] if saved else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -357,8 +358,11 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
     Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
     printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
     bytes. Exit status 1: no match."""
+    from libraryfs.index.find import find_ranked  # before the fork: the reader inherits it, and the Found it
+    # returns unpickles here without importing the term index (and SQLite) a second time
+
     libdir = resolve_libdir(libdir)
-    found = run_isolated(lambda: _find(libdir, term, limit))  # a damaged store is a report, never a crash
+    found = run_isolated(lambda: _find(libdir, term, limit, find_ranked))  # a damaged store: a report
     prefix = os.fsencode(_mountpoint_for_paths(libdir))
     if as_json:
         echo_json(_found_json(found, term, prefix))
@@ -389,12 +393,11 @@ def _mountpoint_for_paths(libdir: str) -> str:
     return minfo["mountpoint"] if minfo else ""
 
 
-def _find(libdir: str, term: str, limit: int) -> Found:
-    """:func:`~libraryfs.index.find.find_ranked` over the library's term index, read-only (the store's
-    fallback order when the library has none yet or SQLite cannot read it), after :func:`verify_pages`:
-    raises :class:`~libraryfs.errors.Damaged` for a damaged store, as ``status`` does."""
+def _find(libdir: str, term: str, limit: int, find_ranked: Callable[..., Found]) -> Found:
+    """``find_ranked`` (:func:`~libraryfs.index.find.find_ranked`) over the library's term index, read-only
+    (the store's fallback order when the library has none yet or SQLite cannot read it), after
+    :func:`verify_pages`: raises :class:`~libraryfs.errors.Damaged` for a damaged store, as ``status`` does."""
     from libraryfs.index import termindex
-    from libraryfs.index.find import find_ranked
 
     verify_pages(libdir)  # the term index names inodes a damaged page would silently drop from the answer
     reader = termindex.Reader(term_index_path(libdir))

@@ -33,11 +33,11 @@ def records_digest(records: list[bytes]) -> str:
     for r in records:
         h.update(len(r).to_bytes(8, "big"))
         h.update(r)
-    return f"{_code_key()}:{h.hexdigest()}"
+    return f"{code_key()}:{h.hexdigest()}"
 
 
 @functools.cache
-def _code_key() -> str:
+def code_key() -> str:
     """Digest of the source of the modules that derive the index, and the Python version: a change of
     either makes every saved index stale."""
     from libraryfs.features.episodes import bm25, index, units
