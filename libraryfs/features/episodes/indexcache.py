@@ -24,6 +24,7 @@ import zlib
 FORMAT = 1
 MAGIC = b"libraryfs recall index\n"
 DIR_NAME = "recall-index"
+KEY_SUFFIX = ".key"  #: the side file holding the key of the saved index (:func:`load_key`)
 _DIGEST_BYTES = 32
 
 
@@ -104,4 +105,34 @@ def save(path: str, key: str, state: dict) -> bool:
             raise
     except OSError:
         return False
+    return save_key(path, key)
+
+
+def save_key(path: str, key: str) -> bool:
+    """Write the side file of :func:`load_key` (atomically); False when it cannot be written."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(key.encode())
+            os.replace(tmp, path + KEY_SUFFIX)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
     return True
+
+
+def load_key(path: str) -> str | None:
+    """The key the index at ``path`` was last saved under, from its small side file (``path`` +
+    :data:`KEY_SUFFIX`, written after it), or None. A hint only — it lets the forked reader leave the
+    records out when they are current while this process reads the index itself; the index is used only
+    when its own key matches."""
+    try:
+        with open(path + KEY_SUFFIX, "rb") as f:
+            return f.read(4096).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
