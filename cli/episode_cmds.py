@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 
 import click
 
@@ -170,23 +171,34 @@ def _unit_records(episode: str, libdir: str, known: str | None) -> tuple[str, li
     return digest, (None if digest == known else records)
 
 
-def _episode_index(episode: str, libdir: str):
+def _episode_index(episode: str, libdir: str, meanwhile: Callable[[], object] | None = None):
     """The unit index of an episode: the saved one when it is current
     (:mod:`~libraryfs.features.episodes.indexcache`), else built from the units and saved. The store is read
     in a forked child: LMDB crashing on a damaged page is a one-line report (a writable open would walk
-    every page first: seconds at 10⁵ entries)."""
+    every page first: seconds at 10⁵ entries). While the child reads and hashes the units, this process
+    loads the saved index and runs ``meanwhile()`` (two CPUs: the wall time of the slower, not the sum)."""
     from libraryfs.features.episodes import indexcache
     from libraryfs.features.episodes.index import EpisodeIndex
     from libraryfs.features.episodes.unitdb import parse_units
-    from libraryfs.fs.isolated import run_isolated
+    from libraryfs.fs.isolated import run_isolated, start_isolated
 
     _check_ep(episode)
+    indexcache.code_key()  # before the fork: it imports the deriving modules (the reader inherits them)
     path = indexcache.path_for(libdir, episode)
-    saved = indexcache.load(path)
-    known = saved[0] if saved else None
-    digest, records = run_isolated(lambda: _unit_records(episode, libdir, known))  # errors: one line
-    if records is None and saved is not None:
+    hint = indexcache.load_key(path)  # the records stay in the child when this is their digest
+    wait = start_isolated(lambda: _unit_records(episode, libdir, hint))
+    try:
+        saved = indexcache.load(path)
+        if meanwhile is not None:
+            meanwhile()
+    finally:
+        digest, records = wait()  # errors: one line
+    if saved is not None and saved[0] == digest:
+        if hint != digest:  # saved by a release without the side file, or the side file was lost
+            indexcache.save_key(path, digest)
         return EpisodeIndex.from_state(saved[1])
+    if records is None:  # the side file named a key the index does not hold (replaced meanwhile): read again
+        digest, records = run_isolated(lambda: _unit_records(episode, libdir, None))
     units = parse_units(records or [])
     if not units:
         raise click.ClickException(
@@ -195,6 +207,14 @@ def _episode_index(episode: str, libdir: str):
     idx = EpisodeIndex(units)
     indexcache.save(path, digest, idx.state({u.t: r for u, r in zip(units, records or [], strict=True)}))
     return idx
+
+
+def _tokens_warm() -> Callable[[], None]:
+    """The tokenizer's build (:func:`libraryfs.index.tokens.warm`), for :func:`_episode_index` to run while
+    the reader reads: recall counts the tokens of what it packs."""
+    from libraryfs.index.tokens import warm
+
+    return warm
 
 
 def _budget_option(f):
@@ -220,7 +240,9 @@ def recall_cmd(
 
     if budget_tokens < 0:
         raise click.ClickException("--budget must be ≥ 0")
-    r = recall(_episode_index(episode, libdir), question, budget_tokens, use_anchors=not no_anchors)
+    r = recall(
+        _episode_index(episode, libdir, _tokens_warm()), question, budget_tokens, use_anchors=not no_anchors
+    )
     if as_json:
         echo_json(r.to_json())
     else:
@@ -256,7 +278,7 @@ def answer_cmd(
 
     if budget_tokens < 0:
         raise click.ClickException("--budget must be ≥ 0")
-    idx = _episode_index(episode, libdir)
+    idx = _episode_index(episode, libdir, _tokens_warm())
     llm = _llm_reader(libdir) if reader in ("auto", "llm") else None
     if reader == "llm" and llm is None:
         raise click.ClickException(

@@ -25,9 +25,9 @@ _BUILTINS: dict[str, tuple[str, str]] = {
         "Create a new, empty library in LIBDIR: a new or empty directory (made mode 0700).",
     ),
     "check": ("library_cmds", "Verify the store's pages, then every invariant (fsck)."),
-    "status": ("library_cmds", "Is it mounted, what is the indexer doing, what went wrong last."),
+    "status": ("query_cmds", "Is it mounted, what is the indexer doing, what went wrong last."),
     "find": (
-        "library_cmds",
+        "query_cmds",
         "Resolve TERM to entries and directories without the model, best first: exact file names, names the "
         "entries define (``json.dumps``, ``lru_cache``), then BM25 over names, defined names and content.",
     ),

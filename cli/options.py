@@ -22,7 +22,8 @@ from typing import Any
 
 import click
 
-from libraryfs.settings import SPEC, SettingsError, coerce, env_var, parse_timeouts
+# libraryfs.settings (the settings table, tomllib, the layout module) is imported where a setting flag is
+# built or read: ``find``/``status``/``recall`` take none, and a fresh process of theirs need not load it.
 
 F = Callable[..., Any]
 _PREFIX = "setting__"  #: parameter names of setting flags: setting__<table>__<name>[__alias<k>]
@@ -90,6 +91,8 @@ def setting_options(*keys: str) -> Callable[[F], F]:
     def deco(f: F) -> F:
         """Add the click options of ``keys`` to command function ``f`` (in order in ``--help``); raises
         ``ValueError`` for a key without a flag."""
+        from libraryfs.settings import SPEC, env_var
+
         for key in reversed(keys):
             spec = SPEC[key]
             if spec.flag is None:
@@ -116,6 +119,8 @@ def _checked(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
 
     def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
         """Raise ``click.BadParameter`` unless ``value`` is a valid value of setting ``key``."""
+        from libraryfs.settings import SPEC, SettingsError, coerce
+
         if value is not None and key in SPEC:
             try:
                 coerce(key, value, "flag")
@@ -129,6 +134,8 @@ def _checked(key: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
 def _checked_timeouts(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Click callback of ``--timeouts``: :func:`~libraryfs.settings.parse_timeouts` as the command line is
     parsed; a bad value is ``click.BadParameter`` (exit status 2)."""
+    from libraryfs.settings import SettingsError, parse_timeouts
+
     try:
         parse_timeouts(value)
     except SettingsError as e:
@@ -167,6 +174,8 @@ def setting_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``{dotted key: value}`` of the setting flags given in a command's ``kwargs`` (their parameters are
     popped). An older spelling counts when the new one is absent and prints a deprecation line. Raises
     :class:`~libraryfs.settings.SettingsError` on a bad ``--timeouts``."""
+    from libraryfs.settings import SPEC, parse_timeouts
+
     out: dict[str, Any] = {}
     for param in sorted(p for p in kwargs if p.startswith(_PREFIX)):
         value = kwargs.pop(param)
@@ -191,7 +200,11 @@ def setting_overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-LLM_FLAG_KEYS = tuple(k for k in SPEC if k.startswith("llm.") and SPEC[k].flag)
+def llm_flag_keys() -> tuple[str, ...]:
+    """The dotted keys of the ``llm.*`` settings that have a flag, in the settings table's order."""
+    from libraryfs.settings import SPEC
+
+    return tuple(k for k in SPEC if k.startswith("llm.") and SPEC[k].flag)
 
 
 def api_key_option(f: F) -> F:
@@ -204,7 +217,7 @@ def llm_options(f: F) -> F:
     """The LLM endpoint flags: ``--llm-base-url``, ``--llm-model``, ``--llm-timeout-s``,
     ``--llm-max-concurrency``, ``--llm-max-requests-per-hour``, ``--llm-max-tokens-per-hour``,
     ``--llm-batch-size``; hidden older spellings ``--base-url``, ``--model`` and ``--api-key``."""
-    return setting_options(*LLM_FLAG_KEYS)(api_key_option(f))
+    return setting_options(*llm_flag_keys())(api_key_option(f))
 
 
 def llm_switch(f: F) -> F:

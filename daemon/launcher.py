@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from libraryfs.errors import Busy, Damaged, IndexerStopping, LibraryError, LibraryMissing, ServerStopped
+from libraryfs.errors import Busy, Damaged, IndexerStopping, LibraryError, LibraryMissing
 from libraryfs.fs.backends import is_library
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -42,6 +42,7 @@ from libraryfs.layout import (
     mountpoint_of,
     pid_alive,
     read_run,
+    refuse_if_stopped,
     remove_run,
     stopped_server,
     wait_exit,
@@ -80,28 +81,6 @@ def clear_stale(mountpoint: str) -> bool:
         if mount_state(mountpoint) == "none":
             return True
     raise LaunchError(f"stale mount at {mountpoint} could not be cleared (try: {fm} -uz {mountpoint})")
-
-
-def refuse_if_stopped(libdir: str, command: str) -> None:
-    """Raise :class:`~libraryfs.errors.ServerStopped` (exit status 9) when the mount server of ``libdir`` is
-    stopped (:func:`libraryfs.layout.stopped_server`): every request to its mount, even ``statvfs``, would
-    wait until it runs again. Reads only the lock file and ``/proc``; touches no mount."""
-    found = stopped_server(libdir)
-    if not found:
-        return
-    pid, how = found
-    go_on = f"continue it with `kill -CONT {pid}`" if "SIGSTOP" in how else "let its debugger continue it"
-    mp = mountpoint_of(libdir)
-    if mp is None:  # detached already (`umount --lazy`): it still holds the library's lock
-        raise ServerStopped(
-            f"mount server PID {pid} of {libdir} is {how} and still holds the library (its mount is "
-            f"detached); {go_on}: it then exits"
-        )
-    raise ServerStopped(
-        f"mount server PID {pid} of {libdir} is {how}: its mount {mp} answers nothing until it runs again, "
-        f"so `libraryfs {command}` did not touch it; {go_on}, or detach the mount with "
-        f"`libraryfs umount --lazy {mp}`"
-    )
 
 
 def _within(child: str, parent: str) -> bool:

@@ -28,17 +28,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import re
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 
-from libraryfs.errors import Busy, LibraryError
+from libraryfs.errors import Busy, LibraryError, ServerStopped
 from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library
 from libraryfs.fs.store import Store
@@ -70,6 +66,9 @@ def state_dir(libdir: str) -> str:
     libdir = os.path.abspath(libdir)
     if os.access(libdir, os.W_OK) or not os.path.isdir(libdir):
         return libdir
+    import hashlib
+    import tempfile
+
     base = os.environ.get("XDG_RUNTIME_DIR") or os.path.join(
         tempfile.gettempdir(), f"libraryfs-{os.getuid()}"
     )
@@ -409,6 +408,8 @@ def wait_until_mounted(
 def _answers_from_child(mountpoint: str, deadline: float) -> bool:
     """Whether ``/proc/mounts`` lists a FUSE mount at real path ``mountpoint`` and ``stat -f`` run in a
     child process gets an answer from it before ``deadline`` (``time.monotonic()`` seconds)."""
+    import subprocess
+
     m = proc_mount(mountpoint, resolve=False)
     if m is None or not m[1].startswith("fuse"):
         return False
@@ -430,6 +431,8 @@ def mount_record_key(libdir: str, backend) -> bytes:
     mounts across hosts) one key per mount, :data:`~schema.CFG_MOUNTS` + ``host:libdir``."""
     if not hasattr(backend, "acquire_lease"):
         return S.CFG_MOUNT_STATUS
+    import socket
+
     return S.CFG_MOUNTS + f"{socket.gethostname()}:{os.path.abspath(libdir)}".encode()
 
 
@@ -511,6 +514,28 @@ def stopped_server(libdir: str) -> tuple[int, str] | None:
         return None
     how = stopped_how(pid)
     return (pid, how) if pid and how else None
+
+
+def refuse_if_stopped(libdir: str, command: str) -> None:
+    """Raise :class:`~libraryfs.errors.ServerStopped` (exit status 9) when the mount server of ``libdir`` is
+    stopped (:func:`libraryfs.layout.stopped_server`): every request to its mount, even ``statvfs``, would
+    wait until it runs again. Reads only the lock file and ``/proc``; touches no mount."""
+    found = stopped_server(libdir)
+    if not found:
+        return
+    pid, how = found
+    go_on = f"continue it with `kill -CONT {pid}`" if "SIGSTOP" in how else "let its debugger continue it"
+    mp = mountpoint_of(libdir)
+    if mp is None:  # detached already (`umount --lazy`): it still holds the library's lock
+        raise ServerStopped(
+            f"mount server PID {pid} of {libdir} is {how} and still holds the library (its mount is "
+            f"detached); {go_on}: it then exits"
+        )
+    raise ServerStopped(
+        f"mount server PID {pid} of {libdir} is {how}: its mount {mp} answers nothing until it runs again, "
+        f"so `libraryfs {command}` did not touch it; {go_on}, or detach the mount with "
+        f"`libraryfs umount --lazy {mp}`"
+    )
 
 
 def wait_exit(pid: int | None, timeout_s: float, poll_s: float = 0.05) -> bool:

@@ -28,17 +28,22 @@ STORE_TIMEOUT_ENV = "LIBRARYFS_STORE_TIMEOUT_S"
 
 def _store_table(libdir: str | os.PathLike[str]) -> tuple[str, dict | None]:
     """(path of ``<libdir>/config.toml``, its ``[store]`` table or None). Raises InvalidArgument."""
-    import tomllib
-
     from libraryfs.layout import config_path  # layout imports this module: a late import
 
     path = config_path(os.fspath(libdir))
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
+            raw = f.read()
+    except FileNotFoundError:  # most libraries: no TOML parser imported (every command opens the store)
         return path, None
-    except (OSError, tomllib.TOMLDecodeError) as e:
+    except OSError as e:
+        raise InvalidArgument(f"{path}: {e}") from None
+    import tomllib
+
+    text = raw.decode()  # as tomllib.load does
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
         raise InvalidArgument(f"{path}: {e}") from None
     return path, data.get(STORE_TABLE)
 

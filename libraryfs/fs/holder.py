@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -44,10 +43,17 @@ MOUNT_LEASE_PREFIX = "mount/"  #: the leases of read-write mounts: ``mount/<host
 RECOVERY_LEASE = "mount-recovery"  #: held while a starting mount checks the store and purges orphans
 
 
+def _hostname() -> str:
+    """This host's name (``socket.gethostname()``; socket imported here: ``status`` on LMDB never asks)."""
+    import socket
+
+    return socket.gethostname()
+
+
 def mount_lease_name(libdir: str) -> str:
     """The lease name of this host's read-write mount of ``libdir`` (absolute path; one per directory: the
     directory's ``mount.lock`` flock excludes a second one on this host)."""
-    return f"{MOUNT_LEASE_PREFIX}{socket.gethostname()}:{os.path.abspath(libdir)}"
+    return f"{MOUNT_LEASE_PREFIX}{_hostname()}:{os.path.abspath(libdir)}"
 
 
 def mount_holders(backend) -> list[dict]:
@@ -65,7 +71,7 @@ def other_mounts(backend, libdir: str) -> list[dict]:
     get = getattr(backend, "lease_holders", None)
     if get is None:
         return []
-    me, host = mount_lease_name(libdir), socket.gethostname()
+    me, host = mount_lease_name(libdir), _hostname()
     out = [_facts(raw) for name, raw in sorted(get(MOUNT_LEASE_PREFIX).items()) if name != me]
     return [f for f in out if f.get("host") != host or pid_alive(int(f.get("pid") or 0))]
 
@@ -120,7 +126,7 @@ class Holder:
         acquire = getattr(backend, "acquire_lease", None)
         if acquire is None:
             return None
-        me = {"host": socket.gethostname(), "pid": os.getpid(), **facts}
+        me = {"host": _hostname(), "pid": os.getpid(), **facts}
         deadline = time.monotonic() + ttl_s + 2
         while True:
             lease = acquire(name, ttl_s, json.dumps(me).encode())
@@ -152,7 +158,7 @@ class Holder:
         acquire = getattr(backend, "acquire_lease", None)
         if acquire is None:
             return None
-        value = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), **facts}).encode()
+        value = json.dumps({"host": _hostname(), "pid": os.getpid(), **facts}).encode()
         told = False
         while not stop.is_set():
             try:

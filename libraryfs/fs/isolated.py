@@ -54,24 +54,37 @@ def run_isolated(fn: Callable[[], T], what: str = "reading the library's store")
     `libraryfs check```) when the child dies of a signal or exits without an answer. ``fn``'s result and
     exceptions must pickle (an exception that does not comes back as a ``LibraryError`` with its message).
     """
+    return start_isolated(fn, what)()
+
+
+def start_isolated(fn: Callable[[], T], what: str = "reading the library's store") -> Callable[[], T]:
+    """Fork the child of :func:`run_isolated` now and return its ``wait()``: this process works on while the
+    child reads (on a second CPU), then ``wait()`` returns the child's result or raises as
+    :func:`run_isolated` does. Call ``wait()`` exactly once, before forking another child or opening the
+    store in this process."""
     rfd, wfd = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child (its coverage is the parent's result)
         os.close(rfd)
         _child(fn, wfd)
     os.close(wfd)
-    with os.fdopen(rfd, "rb") as r:
-        data = r.read()
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        sig = signal.Signals(os.WTERMSIG(status)).name
-        raise Damaged(f"{what} crashed ({sig}): the library's store is damaged; run `libraryfs check`")
-    if not data:
-        raise Damaged(f"{what} ended without an answer (exit status {os.waitstatus_to_exitcode(status)})")
-    kind, value = pickle.loads(data)
-    if kind == "ok":
-        return value
-    if kind == "err":
-        raise value
-    is_domain, name, message = value
-    raise (LibraryError if is_domain else RuntimeError)(f"{name}: {message}")
+
+    def wait() -> T:
+        """The child's result (its exception re-raised; :class:`~libraryfs.errors.Damaged` for a crash)."""
+        with os.fdopen(rfd, "rb") as r:
+            data = r.read()
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            sig = signal.Signals(os.WTERMSIG(status)).name
+            raise Damaged(f"{what} crashed ({sig}): the library's store is damaged; run `libraryfs check`")
+        if not data:
+            raise Damaged(f"{what} ended without an answer (exit status {os.waitstatus_to_exitcode(status)})")
+        kind, value = pickle.loads(data)
+        if kind == "ok":
+            return value
+        if kind == "err":
+            raise value
+        is_domain, name, message = value
+        raise (LibraryError if is_domain else RuntimeError)(f"{name}: {message}")
+
+    return wait

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +46,14 @@ DATA_FILE = "data.mdb"
 ENGINE_ERRORS: tuple[type[Exception], ...] = (lmdb.Error,)
 #: What LMDB raises at open for a file that is not a sound LMDB data file (→ Damaged, not LibraryMissing).
 _DAMAGE_ERRORS = (lmdb.CorruptedError, lmdb.InvalidError, lmdb.VersionMismatchError, lmdb.PageNotFoundError)
+
+
+def _free_bytes(path: str) -> int:
+    """Bytes free to an unprivileged user on the filesystem holding ``path`` (``shutil.disk_usage(path).free``,
+    read the same way: ``statvfs(2)`` ``f_bavail * f_frsize``, without importing ``shutil`` and its
+    compression modules into every command that reads the store). Raises ``OSError``."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
 
 
 def store_path(libdir: str | os.PathLike[str]) -> str:
@@ -316,7 +323,7 @@ class LmdbBackend:
             raise FileExistsError(f"{libdir} already holds a library")
         make_libdir(libdir)
         os.makedirs(store_path(libdir), mode=0o700, exist_ok=True)
-        if shutil.disk_usage(store_path(libdir)).free < MIN_FREE_TO_CREATE:
+        if _free_bytes(store_path(libdir)) < MIN_FREE_TO_CREATE:
             # LMDB maps its new lock file and dies of SIGBUS touching it on a full disk
             raise NoSpace(f"no space left on the disk holding {libdir}")
         return cls(libdir, map_size=map_size, _create=True, **kw)
@@ -417,7 +424,7 @@ class LmdbBackend:
     def _disk_nearly_full(self) -> bool:
         """Whether the disk holding the store has less than :data:`MIN_FREE_AFTER_GROW` bytes free."""
         try:
-            return shutil.disk_usage(self.path).free < MIN_FREE_AFTER_GROW
+            return _free_bytes(self.path) < MIN_FREE_AFTER_GROW
         except OSError:
             return False
 
@@ -464,7 +471,7 @@ class LmdbBackend:
         """Double the map size, bounded by the free space of the disk; :class:`NoSpace` if impossible."""
         cur = self.env.info()["map_size"]
         used = os.path.getsize(os.path.join(self.path, DATA_FILE))
-        free = shutil.disk_usage(self.path).free
+        free = _free_bytes(self.path)
         limit = used + max(0, free - min(MIN_FREE_AFTER_GROW, free // 16))
         new = min(cur * 2, limit)
         if new <= cur:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -456,8 +455,6 @@ class Store:
 
     def _open_schema(self) -> int:
         """The store's schema version after the open's migrations (:mod:`libraryfs.fs.migrations`)."""
-        from libraryfs.fs import migrations
-
         try:
             with self.read() as t:
                 raw = t.cfg(S.CFG_SCHEMA_VERSION)
@@ -468,7 +465,12 @@ class Store:
                 f"run `libraryfs check` or restore it from a backup"
             ) from e
         try:
-            return migrations.on_open(self, None if raw is None else S.from_u64(raw))
+            version = None if raw is None else S.from_u64(raw)
+            if version == S.SCHEMA_VERSION:  # what migrations.on_open returns for a current store
+                return version
+            from libraryfs.fs import migrations  # here: a current store's open (every command) needs none
+
+            return migrations.on_open(self, version)
         except BaseException:
             self.backend.close()
             raise
@@ -610,6 +612,8 @@ def _undo_new_store(libdir: str | os.PathLike[str]) -> Callable[[], None]:
 
     def undo() -> None:
         """Remove what was made (errors ignored: the original error is the one to report)."""
+        import shutil  # here: the commands that only read the store need not import it
+
         if new_dir:
             shutil.rmtree(libdir, ignore_errors=True)
         elif new_store:

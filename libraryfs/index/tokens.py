@@ -72,6 +72,12 @@ def _tokenizer():
     return _load_bindings().tokenizer_for_encoding(ENCODING)
 
 
+def warm() -> None:
+    """Build the tokenizer now (~50 ms of CPU, once per process) rather than at the first count: a caller
+    with a forked reader running does it while waiting (``recall``/``answer``)."""
+    _tokenizer()
+
+
 @functools.lru_cache(maxsize=1)
 def _rank_bytes() -> tuple[bytes, ...]:
     """Token id → its bytes, from o200k's data file in the package (``<base64 bytes> <rank>`` per line,

@@ -20,7 +20,7 @@ from helpers.llm_server import IndexModel, LLMServer, Reply, Status
 from helpers.view import mkfile
 from helpers.wait import wait_until
 
-from libraryfs.cli.library_cmds import endpoint_lines
+from libraryfs.cli.query_cmds import endpoint_lines
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store

@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -16,22 +17,51 @@ def test_the_command_map_names_every_command_of_every_module():
     assert defined == COMMANDS
 
 
-def test_find_does_not_import_the_other_command_modules(tmp_path):
+#: The ``libraryfs.cli`` modules a query command's process imports: the root group, the shared plumbing and
+#: the command's own module — no other command's module (``library_cmds``' ``index`` and ``init`` build their
+#: setting flags from the settings table at import).
+_QUERY_MODULES = {
+    "find": "query_cmds",
+    "status": "query_cmds",
+    "recall": "episode_cmds",
+    "answer": "episode_cmds",
+}
+
+
+def _cli_modules_after(argv: list[str]) -> list[str]:
     code = (
         "import sys\n"
         "from libraryfs.cli.main import cli\n"
         "try:\n"
-        f"    cli(['find', {str(tmp_path / 'nolib')!r}, 'x'], prog_name='libraryfs')\n"
+        f"    cli({argv!r}, prog_name='libraryfs')\n"
         "except SystemExit:\n"
         "    pass\n"
         "print(sorted(m for m in sys.modules if m.startswith('libraryfs.cli.')))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    loaded = eval(r.stdout.strip().splitlines()[-1])  # noqa: S307 - our own subprocess's repr of a list
-    assert "libraryfs.cli.library_cmds" in loaded
-    assert not {"libraryfs.cli.mount_cmds", "libraryfs.cli.demo_cmd", "libraryfs.cli.cards_cmds"} & set(
-        loaded
-    )
+    return eval(r.stdout.strip().splitlines()[-1])  # noqa: S307 - our own subprocess's repr of a list
+
+
+def test_query_commands_import_only_their_own_command_module(tmp_path):
+    """``find``/``status``/``recall``/``answer`` (run, and their ``--help``) import their own module and no
+    other command's (on a missing library: the modules are imported before the library is looked at)."""
+    nolib = str(tmp_path / "nolib")
+    for name, module in _QUERY_MODULES.items():
+        own = {
+            "libraryfs.cli.main",
+            "libraryfs.cli.common",
+            "libraryfs.cli.options",
+            f"libraryfs.cli.{module}",
+        }
+        args = (
+            [nolib, "x"]
+            if name == "find"
+            else [nolib]
+            if name == "status"
+            else ["e1", "q", "--library", nolib]
+        )
+        for argv in ([name, *args], [name, "--help"]):
+            assert set(_cli_modules_after(argv)) == own, argv
 
 
 def test_help_lists_every_command():
@@ -83,7 +113,15 @@ def test_help_imports_no_command_module_and_shows_the_commands_own_help():
 #: Modules no query command may import: numpy (through rank_bm25), the bpe_openai package's __init__ (it
 #: decodes three vocabularies: only its extension module is loaded), the outline's parsers, the LLM package,
 #: importlib.metadata (reading every distribution's entry points: ~50 ms of CPU).
+#: Nor the settings table and its TOML parser (only commands taking setting flags need them), nor the modules
+#: the store's read path no longer imports (socket, subprocess, shutil: a few ms each in every process).
 _NOT_FOR_QUERIES = (
+    "libraryfs.settings",
+    "libraryfs.fs.migrations",
+    "tomllib",
+    "socket",
+    "subprocess",
+    "shutil",
     "numpy",
     "rank_bm25",
     "bpe_openai",
@@ -93,22 +131,42 @@ _NOT_FOR_QUERIES = (
 )
 
 _RUN_CODE = """
-import json, sys
+import json, os, sys
+import libraryfs.fs.isolated as iso
 from libraryfs.cli.main import cli
+names = sys.argv[1].split(",")
+child_out = os.environ["CHILD_OUT"]
+run_child = iso._child
+def _child(fn, wfd):  # the forked reader also says what it imported (it opens the store)
+    def fn_then_report():
+        try:
+            return fn()
+        finally:
+            with open(child_out, "a") as f:
+                f.write(json.dumps(sorted(m for m in sys.modules if m in names)) + "\\n")
+    run_child(fn_then_report, wfd)
+iso._child = _child
 try:
     cli(sys.argv[2:], prog_name="libraryfs")
 except SystemExit as e:
     code = e.code
-print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m in sys.argv[1].split(","))}))
+loaded = set(m for m in sys.modules if m in names)
+if os.path.exists(child_out):
+    with open(child_out) as f:
+        for line in f:
+            loaded |= set(json.loads(line))
+print(json.dumps({"code": code, "loaded": sorted(loaded)}))
 """
 
 
-def _loaded_by(*argv: str) -> dict:
+def _loaded_by(*argv: str, child_out: str) -> dict:
+    """What a query command imported that it must not, in its process or its forked reader."""
     r = subprocess.run(
         [sys.executable, "-c", _RUN_CODE, ",".join(_NOT_FOR_QUERIES), *argv],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "CHILD_OUT": child_out},
     )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -128,16 +186,18 @@ def test_query_commands_do_not_import_numpy_the_tokenizer_package_or_the_outline
     finally:
         st.close()
     q = "where did I last drink water?"
-    for argv in (
-        ["find", libdir, "water"],
-        ["status", libdir],
-        ["recall", "e1", q, "--library", libdir],  # builds the saved index
-        ["recall", "e1", q, "--library", libdir],  # loads it
-        ["answer", "e1", q, "--library", libdir, "--reader", "rules"],
+    for argv, allowed in (
+        (["find", libdir, "water"], []),
+        (["status", libdir], []),
+        (["recall", "e1", q, "--library", libdir], ["shutil"]),  # builds the saved index (tempfile: shutil)
+        (["recall", "e1", q, "--library", libdir], []),  # loads it
+        (["answer", "e1", q, "--library", libdir, "--reader", "rules"], []),
     ):
-        out = _loaded_by(*argv)
+        child_out = str(tmp_path / f"child-{len(os.listdir(tmp_path))}.jsonl")
+        out = _loaded_by(*argv, child_out=child_out)
         assert out["code"] in (0, 1, 7, None), (argv, out)
-        assert out["loaded"] == [], (argv, out)
+        assert os.path.exists(child_out), argv  # the reader ran (and reported)
+        assert set(out["loaded"]) <= set(allowed), (argv, out)
 
 
 def _command_paths(cmd, path=()):

@@ -136,3 +136,16 @@ def test_the_recall_command_builds_loads_and_rebuilds_the_saved_index(episode, t
     assert got != recall(EpisodeIndex(units), q2, 200).to_json()  # what the stale index would answer
     assert got["items"][0]["t"] == changed[-1].t  # the only step with those words ranks first
     assert Path(path).read_bytes() not in (saved, resaved)
+    # the side file is a hint only: naming a key the index does not hold (or missing), the answer is the
+    # store's and the side file is put right
+    current = indexcache.load(path)[0]
+    assert indexcache.load_key(path) == current
+    Path(path).write_bytes(saved)  # stale (the first units' index) while the side file names the current key:
+    assert _recall_cli(libdir, q2) == got  # the reader left the records out; read again, rebuilt
+    assert indexcache.load(path)[0] == current
+    Path(path + indexcache.KEY_SUFFIX).write_text("not a key")
+    assert _recall_cli(libdir, q2) == got  # a wrong side file: the records come back, the index is current
+    assert indexcache.load_key(path) == indexcache.load(path)[0]
+    os.unlink(path + indexcache.KEY_SUFFIX)
+    assert _recall_cli(libdir, q2) == got  # current index, no side file: loaded, and the side file written
+    assert indexcache.load_key(path) == indexcache.load(path)[0]

@@ -243,3 +243,46 @@ def test_casual_and_terse_phrasings(q, want):
     got = p(q)
     flat = {**got, **(got["ref"] or {}), **(got["count"] or {})}
     assert {k: flat.get(k) for k in want} == want, got
+
+
+def test_the_needle_prefilter_changes_no_tagging(episode, monkeypatch):
+    """``_Text.longest`` skips compiling a pattern none of whose literal needles (``tagging._needles``) occurs
+    in the text (issue 18: compiling the ~100 vocabulary patterns was most of a fresh process's parse). Over
+    every generated question and the terse phrasings: the tagging is the same without the prefilter, and
+    every pattern that matches a text contains one of its needles."""
+    import re
+
+    from libraryfs.features.episodes import tagging
+
+    recs, idx = episode
+    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="needle-test")
+    texts = [q.text for q in qs] + [
+        "times i drank water between 100 and 400",
+        "When did I walk out of zone-1-2 for the 2nd time?",
+        "food at the 2nd decrease of wood",
+        "where did I last drink water?",
+        "how many wooden pickaxes did I craft after the lake shore?",
+    ]
+    seen: dict[str, tuple[str, ...] | None] = {}
+    needles = tagging._needles
+
+    def recording(pat: str):
+        seen[pat] = needles(pat)
+        return seen[pat]
+
+    monkeypatch.setattr(tagging, "_needles", recording)
+    with_filter = [tagging.tag(t, idx.vocab) for t in texts]
+    monkeypatch.setattr(tagging, "_needles", lambda pat: None)
+    without = [tagging.tag(t, idx.vocab) for t in texts]
+    assert with_filter == without
+    assert len(seen) > 80 and sum(v is not None for v in seen.values()) > 0.8 * len(seen)
+    normalised = [tagging._prenormalise(t) for t in texts] + [
+        " " + w + " " for w in idx.vocab.get("labels", [])
+    ]
+    for pat, need in seen.items():
+        if need is None:
+            continue
+        rx = re.compile(pat)
+        for s in normalised:
+            if rx.search(s):
+                assert any(n in s for n in need), (pat, need, s)

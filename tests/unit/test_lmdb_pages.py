@@ -11,7 +11,7 @@ from libraryfs.errors import Damaged, NotFound
 from libraryfs.fs import lmdb_pages
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
-from libraryfs.fs.isolated import run_isolated
+from libraryfs.fs.isolated import run_isolated, start_isolated
 from libraryfs.fs.salvage import salvage
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
@@ -77,6 +77,11 @@ def test_a_crashing_reader_is_a_report_not_a_crash():
     assert run_isolated(lambda: {"answer": 42}) == {"answer": 42}
     with pytest.raises(NotFound, match="gone"):
         run_isolated(lambda: (_ for _ in ()).throw(NotFound("gone")))
+    wait = start_isolated(lambda: os.getpid())  # the child runs while this process goes on
+    assert wait() not in (os.getpid(), None)
+    wait = start_isolated(os.abort)
+    with pytest.raises(Damaged, match="SIGABRT"):
+        wait()
 
 
 def remembered(store: str, record: str) -> None:

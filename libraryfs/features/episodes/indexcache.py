@@ -19,12 +19,12 @@ import hashlib
 import marshal
 import os
 import sys
-import tempfile
 import zlib
 
 FORMAT = 1
 MAGIC = b"libraryfs recall index\n"
 DIR_NAME = "recall-index"
+KEY_SUFFIX = ".key"  #: the side file holding the key of the saved index (:func:`load_key`)
 _DIGEST_BYTES = 32
 
 
@@ -34,11 +34,11 @@ def records_digest(records: list[bytes]) -> str:
     for r in records:
         h.update(len(r).to_bytes(8, "big"))
         h.update(r)
-    return f"{_code_key()}:{h.hexdigest()}"
+    return f"{code_key()}:{h.hexdigest()}"
 
 
 @functools.cache
-def _code_key() -> str:
+def code_key() -> str:
     """Digest of the source of the modules that derive the index, and the Python version: a change of
     either makes every saved index stale."""
     from libraryfs.features.episodes import bm25, index, units
@@ -89,6 +89,8 @@ def load(path: str) -> tuple[str, dict] | None:
 def save(path: str, key: str, state: dict) -> bool:
     """Write the index (atomically: a temporary file renamed over ``path``); False when the directory cannot
     be written (the next call rebuilds it again, nothing else changes)."""
+    import tempfile  # here: loading (every other recall) needs neither it nor the shutil it imports
+
     payload = marshal.dumps({"format": FORMAT, "key": key, "state": state})
     data = MAGIC + len(payload).to_bytes(8, "big") + zlib.crc32(payload).to_bytes(4, "big") + payload
     try:
@@ -103,4 +105,34 @@ def save(path: str, key: str, state: dict) -> bool:
             raise
     except OSError:
         return False
+    return save_key(path, key)
+
+
+def save_key(path: str, key: str) -> bool:
+    """Write the side file of :func:`load_key` (atomically); False when it cannot be written."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(key.encode())
+            os.replace(tmp, path + KEY_SUFFIX)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:
+        return False
     return True
+
+
+def load_key(path: str) -> str | None:
+    """The key the index at ``path`` was last saved under, from its small side file (``path`` +
+    :data:`KEY_SUFFIX`, written after it), or None. A hint only — it lets the forked reader leave the
+    records out when they are current while this process reads the index itself; the index is used only
+    when its own key matches."""
+    try:
+        with open(path + KEY_SUFFIX, "rb") as f:
+            return f.read(4096).decode("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None

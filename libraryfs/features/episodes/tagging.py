@@ -71,7 +71,7 @@ class _Text:
             info = fn(m)
             return m.group(0) if info is None else self.put(tag, info)
 
-        self.s = re.sub(pattern, rep, self.s)
+        self.s = _sub(pattern, rep, self.s)
 
     def longest(self, patterns: list[tuple[str, Any]], tag: str) -> None:
         """Replace the longest non-overlapping matches among ``(pattern, meaning)`` pairs — every pattern is
@@ -80,6 +80,9 @@ class _Text:
         starts = [m.start() for m in re.finditer(r"(?<![\w§])[\w§]", self.s)]
         found = []
         for i, (pat, info) in enumerate(patterns):
+            need = _needles(pat)
+            if need is not None and not any(n in self.s for n in need):
+                continue  # cannot match anywhere: not compiled (most of a question's cost, issue 18)
             rx = _compiled(pat)
             for st in starts:
                 m = rx.match(self.s, st)
@@ -102,45 +105,198 @@ def _compiled(pat: str) -> re.Pattern:
     return re.compile(pat + _E)
 
 
+_META = frozenset(".^$*+?{}[]()|\\")
+
+
+@functools.lru_cache(maxsize=4096)
+def _needles(pat: str) -> tuple[str, ...] | None:
+    """Literal strings of which every match of regular expression ``pat`` contains at least one (each
+    top-level alternative's literal prefix), or None when ``pat`` is not of the simple form read here
+    (alternatives of escaped literals, a non-capturing group of them, anything after the prefix). Checking
+    them is a substring test; compiling ``pat`` costs ~0.5 ms (the ~100 vocabulary patterns of a question
+    were most of ``parse_question``'s time in a fresh process)."""
+    out: list[str] = []
+    for alt in _split_top(pat):
+        alt = _skip_zero_width(alt)
+        if alt is None:
+            return None
+        if alt.startswith("(?:") or (alt.startswith("(") and not alt.startswith("(?")):
+            end = _group_end(alt, 0)
+            if end is None or alt[end + 1 : end + 2] in ("?", "*", "{"):
+                return None  # an optional group: its literals need not occur
+            inner = _needles(alt[3 if alt.startswith("(?:") else 1 : end])
+            if inner is None:
+                return None
+            out += inner
+            continue
+        lit = _literal_prefix(alt)
+        if not lit:
+            return None
+        out.append(lit)
+    return tuple(out) if out else None
+
+
+def _sub(pattern: str, repl: Any, s: str) -> str:
+    """``re.sub(pattern, repl, s)``, without compiling ``pattern`` when none of its :func:`_needles` occurs
+    in ``s`` (then it cannot match, and ``re.sub`` would return ``s`` unchanged)."""
+    need = _needles(pattern)
+    if need is not None and not any(n in s for n in need):
+        return s
+    return re.sub(pattern, repl, s)
+
+
+def _skip_zero_width(alt: str | None) -> str | None:
+    """``alt`` without its leading zero-width assertions (``\\b``, ``^``, lookarounds: what follows them
+    still has to match), or None for an unbalanced lookaround."""
+    while alt:
+        if alt.startswith(("\\b", "\\B", "\\A")):
+            alt = alt[2:]
+        elif alt.startswith("^"):
+            alt = alt[1:]
+        elif alt.startswith(("(?=", "(?!", "(?<=", "(?<!")):
+            end = _group_end(alt, 0)
+            if end is None:
+                return None
+            alt = alt[end + 1 :]
+        else:
+            break
+    return alt
+
+
+def _split_top(pat: str) -> list[str | None]:
+    """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
+    brackets do not balance."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(pat):
+        c = pat[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = _class_end(pat, i)
+            if j is None:
+                return [None]
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return [None]
+        elif c == "|" and depth == 0:
+            parts.append(pat[start:i])
+            start = i + 1
+        i += 1
+    if depth:
+        return [None]
+    parts.append(pat[start:])
+    return list(parts)
+
+
+def _class_end(pat: str, i: int) -> int | None:
+    """Index of the ``]`` closing the character class opened at ``pat[i]``, or None."""
+    j = i + 1
+    if j < len(pat) and pat[j] == "^":
+        j += 1
+    if j < len(pat) and pat[j] == "]":
+        j += 1
+    while j < len(pat):
+        if pat[j] == "\\":
+            j += 2
+            continue
+        if pat[j] == "]":
+            return j
+        j += 1
+    return None
+
+
+def _group_end(pat: str, i: int) -> int | None:
+    """Index of the ``)`` closing the group opened at ``pat[i]``, or None."""
+    depth, j = 0, i
+    while j < len(pat):
+        c = pat[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            k = _class_end(pat, j)
+            if k is None:
+                return None
+            j = k + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return None
+
+
+def _literal_prefix(alt: str) -> str:
+    """The characters every match of ``alt`` begins with: its leading literals (``\\`` + punctuation is a
+    literal; a class, group, anchor or ``\\w``-like escape ends it; a literal made optional by the
+    quantifier after it is dropped)."""
+    out: list[str] = []
+    i = 0
+    while i < len(alt):
+        c = alt[i]
+        if c == "\\":
+            if i + 1 >= len(alt) or alt[i + 1].isalnum() or alt[i + 1] == "_":
+                break
+            out.append(alt[i + 1])
+            i += 2
+        elif c in _META:
+            if c in "?*{" and out:
+                out.pop()
+            break
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
 def _prenormalise(q: str) -> str:
     s = " " + q.lower() + " "
     s = s.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
-    s = re.sub(r"[\u2013\u2014]", " - ", s)
-    s = re.sub(r"(\d),(\d{3})\b", r"\1\2", s)
-    s = re.sub(r"\bt\s*=\s*(\d+)", r" step \1 ", s)
-    s = re.sub(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]", r" \1 to \2 ", s)
-    s = re.sub(
+    s = _sub(r"[\u2013\u2014]", " - ", s)
+    s = _sub(r"(\d),(\d{3})\b", r"\1\2", s)
+    s = _sub(r"\bt\s*=\s*(\d+)", r" step \1 ", s)
+    s = _sub(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]", r" \1 to \2 ", s)
+    s = _sub(
         rf"\bthe ({_ORD_WORDS}) (?=(?:time ?step|timestep|step|turn) (?:after|before|following|prior|preceding)\b)",
         lambda m: f"the {L.ORDINAL_WORDS[m.group(1)]}th ",
         s,
     )
-    s = re.sub(
+    s = _sub(
         r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn) (after|before|following|prior to|preceding)\b",
         r" \1 steps \2 ",
         s,
     )
-    s = re.sub(
+    s = _sub(
         r"\bthe (\d+)(?:st|nd|rd|th) and (?:the )?(\d+)(?:st|nd|rd|th) (?:time ?steps?|timesteps?|steps?|turns?)\b",
         r" step \1 and step \2 ",
         s,
     )
-    s = re.sub(r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn)\b", r" step \1 ", s)
-    s = re.sub(r"\b(?:time|timestep|time step|step|steps)\s*#\s*(\d+)", r" step \1 ", s)
-    s = re.sub(r"#\s*of\b", " number of ", s)
-    s = re.sub(r"#\s*(\d+)", r" number \1 ", s)
-    s = re.sub(r"(?<![\w-])(\d+)\s*-\s*(\d+)(?![\w-])", r"\1 to \2", s)
-    s = re.sub(r"[?!()\[\]{}\"*]|\.(?!\d)", " ", s).replace(";", " , ")
-    s = re.sub(r"\s+-\s+|\s+-$|^-\s+", " , ", s)
+    s = _sub(r"\bthe (\d+)(?:st|nd|rd|th) (?:time ?step|timestep|step|turn)\b", r" step \1 ", s)
+    s = _sub(r"\b(?:time|timestep|time step|step|steps)\s*#\s*(\d+)", r" step \1 ", s)
+    s = _sub(r"#\s*of\b", " number of ", s)
+    s = _sub(r"#\s*(\d+)", r" number \1 ", s)
+    s = _sub(r"(?<![\w-])(\d+)\s*-\s*(\d+)(?![\w-])", r"\1 to \2", s)
+    s = _sub(r"[?!()\[\]{}\"*]|\.(?!\d)", " ", s).replace(";", " , ")
+    s = _sub(r"\s+-\s+|\s+-$|^-\s+", " , ", s)
     s = s.replace(",", " , ").replace(":", " , ")
-    s = re.sub(
+    s = _sub(
         rf"\b({_NUM_WORDS})(?=\s+(?:more\s+)?(?:time ?steps?|timesteps?|steps?|times?|visits?|turns?)\b)",
         lambda m: str(L.NUMBER_WORDS[m.group(1)]),
         s,
     )
-    s = re.sub(r"\ba (?:single )?step\b", "1 step", s)
-    s = re.sub(r"\btwice\b", "2 times", s)
-    s = re.sub(r"\bend(?:ed|s)? up (?:at|in)\b", " arrive at ", s)
-    return re.sub(r"\s+", " ", s)
+    s = _sub(r"\ba (?:single )?step\b", "1 step", s)
+    s = _sub(r"\btwice\b", "2 times", s)
+    s = _sub(r"\bend(?:ed|s)? up (?:at|in)\b", " arrive at ", s)
+    return _sub(r"\s+", " ", s)
 
 
 def _label_patterns(labels: list[str]) -> list[tuple[str, Any]]:
@@ -251,7 +407,7 @@ def _cues(t: _Text) -> bool | str:
         r"happened )?(?:later|last)\b(?! (?:time|§))"
     )
     if re.search(later, t.s):
-        t.s = re.sub(later, " §order ", t.s)
+        t.s = _sub(later, " §order ", t.s)
         order = "later"
     pats = [
         r"\b(?:came|come|comes|happened|happen|happens|occurred|occur|occurs|was|were|took place)"
@@ -266,42 +422,40 @@ def _cues(t: _Text) -> bool | str:
     for p in pats:
         if re.search(p, t.s):
             order = order or True
-            t.s = re.sub(p, " §order ", t.s)
-    t.s = re.sub(r"\b(?:vs|versus)\b", " or ", t.s)
-    t.s = re.sub(
+            t.s = _sub(p, " §order ", t.s)
+    t.s = _sub(r"\b(?:vs|versus)\b", " or ", t.s)
+    t.s = _sub(
         r"\b(?:the )?(?:very )?(?:last|final|ending|closing) (?:step|one|moment|point)"
         r"(?=s? (?:of|at|in|inside|i|there|before|when|during|on)\b)",
         " §endstep ",
         t.s,
     )
-    t.s = re.sub(
+    t.s = _sub(
         r"\b(?:the )?(?:very )?(?:first|opening|starting|start) (?:step|one|moment|point)(?= (?:of|at|in|inside|on)\b)",
         " §beginstep ",
         t.s,
     )
-    t.s = re.sub(r"\b(?:the )?start of\b", " §beginstep ", t.s)
-    t.s = re.sub(r"\b(?:the )?end of\b", " §endstep ", t.s)
+    t.s = _sub(r"\b(?:the )?start of\b", " §beginstep ", t.s)
+    t.s = _sub(r"\b(?:the )?end of\b", " §endstep ", t.s)
     return order
 
 
 def _ordinals(t: _Text) -> None:
-    t.s = re.sub(r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: f" §o{int(m.group(1))} ", t.s)
-    t.s = re.sub(
-        r"\b(?:most recent(?:ly)?|very last|latest|last(?:ly)?|final(?:ly)?|previous)\b", " §oL ", t.s
-    )
-    t.s = re.sub(r"\b(?:very first|initial(?:ly)?|earliest)\b", " §o1 ", t.s)
-    t.s = re.sub(rf"\b({_ORD_WORDS})\b", lambda m: f" §o{L.ORDINAL_WORDS[m.group(1)]} ", t.s)
-    t.s = re.sub(r"\bsubsequent(?:ly)? to\b", " after ", t.s)
-    t.s = re.sub(r"\b(?:next|subsequent)\b", " §oN ", t.s)
-    t.s = re.sub(
+    t.s = _sub(r"\b(\d+)(?:st|nd|rd|th)\b", lambda m: f" §o{int(m.group(1))} ", t.s)
+    t.s = _sub(r"\b(?:most recent(?:ly)?|very last|latest|last(?:ly)?|final(?:ly)?|previous)\b", " §oL ", t.s)
+    t.s = _sub(r"\b(?:very first|initial(?:ly)?|earliest)\b", " §o1 ", t.s)
+    t.s = _sub(rf"\b({_ORD_WORDS})\b", lambda m: f" §o{L.ORDINAL_WORDS[m.group(1)]} ", t.s)
+    t.s = _sub(r"\bsubsequent(?:ly)? to\b", " after ", t.s)
+    t.s = _sub(r"\b(?:next|subsequent)\b", " §oN ", t.s)
+    t.s = _sub(
         r"\b(visit|stay|trip)(?: number)? (\d+)\b(?! steps?)", lambda m: f" {m.group(1)} §o{m.group(2)} ", t.s
     )
-    t.s = re.sub(r"\bthe (?:following|subsequent) (?=§[ec])", " the §oN ", t.s)
-    t.s = re.sub(r"(§[ecl]\d+)\s+(?:number|no)\s+(\d+)\b", lambda m: f"{m.group(1)} §o{m.group(2)} ", t.s)
+    t.s = _sub(r"\bthe (?:following|subsequent) (?=§[ec])", " the §oN ", t.s)
+    t.s = _sub(r"(§[ecl]\d+)\s+(?:number|no)\s+(\d+)\b", lambda m: f"{m.group(1)} §o{m.group(2)} ", t.s)
 
 
 def _directions(t: _Text) -> None:
-    t.s = re.sub(r"\b(went|go|goes|gone|going|came|come|comes|got|get|gets) back (up|down)\b", r"\1 \2", t.s)
+    t.s = _sub(r"\b(went|go|goes|gone|going|came|come|comes|got|get|gets) back (up|down)\b", r"\1 \2", t.s)
     for words, tag in (
         (L.UP_VERBS, "§up"),
         (L.DOWN_VERBS, "§down"),
@@ -309,13 +463,13 @@ def _directions(t: _Text) -> None:
         (L.DOWN_NOUNS, "§down"),
     ):
         pat = _B + L._alts(list(words)) + _E
-        t.s = re.sub(pat, f" {tag} ", t.s)
+        t.s = _sub(pat, f" {tag} ", t.s)
 
 
 def tag(question: str, vocab: dict[str, list[str]]) -> Tagged:
     """The tagged form of ``question`` given the episode's ``vocab`` (see :class:`Tagged`)."""
     t = _Text(_prenormalise(question))
-    t.s = re.sub(
+    t.s = _sub(
         r"\b(?:(?:get|got|gotten|getting|came|come|comes|coming|went|go|goes|going|made it|make it|return|returned"
         r"|returning|returns|wandered|headed|head|travelled|traveled|showed up|show up|shows up|turned up)"
         r"(?: back)?(?: to| into| inside| in| at)|(?:set foot|sets foot|setting foot) (?:in|into|on|at)"
@@ -334,8 +488,8 @@ def tag(question: str, vocab: dict[str, list[str]]) -> Tagged:
     order = _cues(t)
     _ordinals(t)
     t.longest([(L._alts(L.item_words(i)), i) for i in items_all], "i")
-    t.s = re.sub(r"(§[ic]\d+)\s+(?:count|total|number)\b", r"\1 amount", t.s)
-    t.s = re.sub(r"\b(?:inv|inventory|item) count\b", "inventory amount", t.s)
+    t.s = _sub(r"(§[ic]\d+)\s+(?:count|total|number)\b", r"\1 amount", t.s)
+    t.s = _sub(r"\b(?:inv|inventory|item) count\b", "inventory amount", t.s)
     vitals = sorted(set(vocab.get("vitals", [])) | set(L.VITAL_NAMES))
     vpats: list[tuple[str, Any]] = [
         (L._alts([v]) + "(?: level| meter| stat| value| bar| points)?", (v, False)) for v in vitals
