@@ -132,9 +132,10 @@ _NOT_FOR_QUERIES = (
 
 _RUN_CODE = """
 import json, os, sys
+before_ours = set(sys.modules)  # the interpreter's start (site, .pth files: a sandbox's imports certifi, shutil)
 import libraryfs.fs.isolated as iso
 from libraryfs.cli.main import cli
-names = sys.argv[1].split(",")
+names = [n for n in sys.argv[1].split(",") if n not in before_ours]  # what our code imported
 child_out = os.environ["CHILD_OUT"]
 run_child = iso._child
 def _child(fn, wfd):  # the forked reader also says what it imported (it opens the store)
