@@ -170,7 +170,7 @@ def _with_store(libdir, fn) -> None:
 def test_wait_until_idle_waits_for_the_indexer_and_names_what_is_pending(libdir):
     lib = str(libdir)
     _with_store(lib, lambda st: StoreTree(st).write_bytes("a/b.md", b"# B\n"))
-    with pytest.raises(TimeoutError, match=r"record\(s\) pending, state None"):
+    with pytest.raises(TimeoutError, match=r"3 records pending, state None"):
         wait_until_idle(lib, timeout_s=0.2)  # no indexer: a timeout saying why
     _with_store(lib, lambda st: Indexer(lib, store=st).run_once(full=True))
     assert wait_until_idle(lib, timeout_s=5) < 5
