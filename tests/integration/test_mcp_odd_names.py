@@ -35,7 +35,7 @@ def test_a_non_utf8_name_is_escaped_and_the_server_stays_up(libdir):
             r = await c.call_tool("list_directory", {"path": "notes"})
             assert [e["name"] for e in r.structured_content["entries"] if not e["generated"]] == [SHOWN]
             r = await c.call_tool("directory_tree", {"path": "/", "depth": 2})
-            (notes,) = [n for n in r.structured_content["tree"] if n["name"] == "notes"]
+            notes = next(n for n in r.structured_content["tree"] if n["name"] == "notes")
             assert [n["name"] for n in notes["children"]] == [SHOWN]
             r = await c.call_tool("search_files", {"path": "/", "pattern": "*.md"})
             assert r.structured_content["matches"] == ["/notes/" + SHOWN]
