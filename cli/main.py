@@ -244,7 +244,26 @@ def _bench_missing() -> None:
     )
 
 
-@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]})
+#: The exit statuses of README "Exit status", shown by ``libraryfs --help`` (literal: ``--help`` imports no command
+#: module; tests/unit/test_cli_exit_help.py checks the numbers against the constants the commands use).
+EXIT_STATUS_HELP = """Exit status (README "Exit status"):
+
+\b
+   0  done (check: clean, or every problem repaired)
+   1  an error, said in one line on stderr (check: problems remain)
+   2  a usage error: a bad option or value, refused before anything starts
+   3  a feature command whose pip extra is not installed (the line says which)
+   4  the library's store is damaged (run `libraryfs check --repair`)
+   5  code run: its plan was refused by a gate; nothing ran
+   6  code run: an agent failed
+   7  answer: unknown, the evidence does not determine the answer
+   8  the library's store cannot be reached (etcd without quorum or not answering)
+   9  status, umount, mount, index: the mount server is stopped (SIGSTOP)
+  10  umount, mount: the indexer has not exited --timeout seconds after SIGTERM
+"""
+
+
+@click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
 @click.version_option(__version__, prog_name="libraryfs")
 def cli() -> None:
     """libraryfs: agent memory as a mounted directory, indexed by INDEX.md files."""

@@ -83,8 +83,10 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
 
 
 def show(path: bytes) -> str:
-    """A library path as text for messages and results (``/notes/a.md``; non-UTF-8 bytes escaped)."""
-    return os.fsdecode(path)
+    """A library path (or name) as text for messages and results: ``/notes/a.md``; bytes that are not UTF-8
+    escaped as ``\\xNN``, as the TOC pages and ``libraryfs find`` show them. Never ``os.fsdecode``: its lone
+    surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server."""
+    return path.decode("utf-8", "backslashreplace")
 
 
 def is_dir(st: dict) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -251,7 +250,7 @@ class FsTools:
                 size = self.ops.stat(real + b"/" + name)["st_size"]
             except LibraryError:  # removed by another process since the listing
                 size = None
-            n = os.fsdecode(name)
+            n = show(name)
             lines.append(f"{tag[kind]} {n}{' (generated)' if gen else ''}")
             entries.append({"name": n, "type": kind, "size_bytes": size, "generated": gen})
         text, shown = self.budget.fit_lines(lines)
@@ -300,7 +299,7 @@ class FsTools:
             if count[0] >= max_entries:
                 return False
             count[0] += 1
-            node: dict[str, Any] = {"name": os.fsdecode(name), "type": self._kind(st)}
+            node: dict[str, Any] = {"name": show(name), "type": self._kind(st)}
             if is_dir(st):
                 node["children"] = nodes.setdefault(parent.rstrip(b"/") + b"/" + name, [])
             nodes[parent.rstrip(b"/") or b"/"].append(node)
@@ -335,7 +334,7 @@ class FsTools:
             """Keep ``name`` when its name or relative path matches the glob (case-insensitive); False for an
             excluded entry (not entered) or once ``limit`` matches are found."""
             full = parent.rstrip(b"/") + b"/" + name
-            rel, n = os.fsdecode(full[base:]).lower(), os.fsdecode(name).lower()
+            rel, n = show(full[base:]).lower(), show(name).lower()
             if any(fnmatch.fnmatchcase(rel, x) or fnmatch.fnmatchcase(n, x) for x in excl):
                 return False
             if len(found) < limit and (fnmatch.fnmatchcase(n, pat) or fnmatch.fnmatchcase(rel, pat)):

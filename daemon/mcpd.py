@@ -44,7 +44,7 @@ from libraryfs import __version__
 from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, show
 from libraryfs.daemon.mcp_registry import MARKER, READ, Budget, ToolRegistry, at_path, result
 from libraryfs.daemon.mcp_tools import FsTools
-from libraryfs.errors import LibraryError
+from libraryfs.errors import Busy, LibraryError
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIR, page_name
 from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
@@ -54,6 +54,7 @@ from libraryfs.index.find import find_ranked, finder_for
 from libraryfs.index.toc import links
 from libraryfs.layout import (
     INDEXER_LOCK,
+    acquire_lock,
     index_backlog,
     indexer_pid,
     lock_stopping,
@@ -348,7 +349,11 @@ def start_indexer_if_needed(
     """Start an indexer for ``libdir`` when none runs (to stop on exit: :func:`stop_indexer`), else None. One
     shutting down (its lock says ``<pid> stopping``) is waited for (up to ``wait_s`` seconds), then replaced
     if it is gone by then. Blocks that long: not for an event loop (:class:`IndexerKeeper` runs it in a
-    thread)."""
+    thread).
+
+    ``indexer.lock`` is taken here and handed to the indexer (:func:`~libraryfs.layout.adopt_lock`), as
+    ``libraryfs mount`` does: from the first read on, no TOC says "the indexer is not running" while the
+    indexer process starts up. A lock another process took meanwhile (``libraryfs index``) is left to it."""
     if opts.read_only or not opts.indexer:
         return None
     dying = lock_stopping(libdir, INDEXER_LOCK)
@@ -356,17 +361,25 @@ def start_indexer_if_needed(
         wait_exit(dying, wait_s)
     if indexer_pid(libdir):
         return None
+    try:
+        lock_fd = acquire_lock(libdir, INDEXER_LOCK)
+    except Busy:
+        return None
+    # the file names no holder until the indexer's pid is known (hand_over_lock): this server's pid there
+    # would be read as the indexer's (`status`, a stop that kills it) while the indexer is being spawned
+    os.ftruncate(lock_fd, 0)
     from libraryfs.daemon.launcher import start_indexer
 
     info = mount_info(libdir, store)
     read_fd, write_fd = tie_pipe()
     try:
-        pid = start_indexer(libdir, info["mountpoint"] if info else None, tie_fd=read_fd)
+        pid = start_indexer(libdir, info["mountpoint"] if info else None, tie_fd=read_fd, lock_fd=lock_fd)
     except BaseException:
         os.close(write_fd)
         raise
     finally:
         os.close(read_fd)
+        os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     log.info("started the indexer (pid %d)", pid)
     return IndexerChild(pid, write_fd)
 

@@ -41,7 +41,14 @@ _INSTRUCTIONS = re.compile(
     r"\b(?:ignore|disregard|forget|override)\b.{0,40}\b(?:previous|prior|above|earlier|all|any|your)\b.{0,30}"
     r"\b(?:instructions?|prompts?|rules|directions|messages?)\b"
     r"|\b(?:you are now|act as|pretend to be|new instructions|system prompt|jailbreak)\b"
-    r"|\b(?:assistant|agent|ai|llm|model)\s*[:,]\s*(?:please\s+)?(?:ignore|delete|run|execute|send|reveal)\b",
+    r"|\b(?:assistant|agent|ai|llm|model)\s*[:,]\s*(?:please\s+)?(?:ignore|delete|run|execute|send|reveal)\b"
+    # a role prefix addressing the reader ("SYSTEM: You must …"), an order given before the model answers,
+    # a note to "any AI agent", "disregard the user", "ignore the above and …"
+    r"|(?:^|[\n.!?]\s*)(?:system|developer|assistant)\s*:\s*you\b"
+    r"|\bbefore (?:answering|responding|replying)\b\W{0,3}\s*(?:please\s+)?(?:run|execute|send|reveal|call)\b"
+    r"|\b(?:note|message|instructions?) (?:to|for) (?:any|all|every|the)?\s*(?:ai|llm|language model|agents?|assistants?)\b"
+    r"|\bdisregard (?:the|your) (?:user|above|system)\b"
+    r"|\bignore (?:the|everything|all) (?:above|previous|prior|earlier)\b",
     re.I,
 )
 

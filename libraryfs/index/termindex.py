@@ -101,16 +101,26 @@ def connect(path: str, readonly: bool = False) -> sqlite3.Connection:
 
 def _create_whole(path: str) -> None:
     """Create an empty index at ``path`` with its tables in place: built under a temporary name, then
-    renamed, so a reader (``libraryfs check`` beside a running indexer) never opens a file without them."""
+    renamed, so a reader (``libraryfs check`` beside a running indexer) never opens a file without them.
+    Raises ``sqlite3.Error`` (``database or disk is full`` on a full disk) or OSError; the temporary file is
+    removed then, so failed attempts leave nothing in the library directory."""
     tmp = f"{path}.new-{os.getpid()}"
-    fresh = sqlite3.connect(tmp)
     try:
-        fresh.executescript(_SCHEMA)
-        with fresh:
-            fresh.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (str(INDEX_VERSION),))
-    finally:
-        fresh.close()
-    os.replace(tmp, path)
+        fresh = sqlite3.connect(tmp)
+        try:
+            fresh.executescript(_SCHEMA)
+            with fresh:
+                fresh.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (str(INDEX_VERSION),))
+        finally:
+            fresh.close()
+        os.replace(tmp, path)
+    except BaseException:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            try:
+                os.unlink(tmp + suffix)
+            except OSError:  # absent, or the directory cannot be written: the first error is the one to raise
+                pass
+        raise
 
 
 def recreate(path: str, db: sqlite3.Connection | None = None) -> sqlite3.Connection:

@@ -336,3 +336,29 @@ def test_a_reader_never_opens_an_index_without_its_tables(tmp_path):
         stop.set()
         watcher.join()
     assert [s for s in seen if s != "ok"] == []
+
+
+_FULL_DISK = """
+import os, resource, signal, sqlite3, sys
+from libraryfs.index import termindex
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+try:
+    termindex.connect(sys.argv[1])
+except sqlite3.Error as e:
+    print("failed:", e)
+"""
+
+
+def test_an_index_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
+    """A disk that fills while the index is created (a library on a 20 MiB tmpfs): the error reaches the
+    caller and the temporary ``terms.sqlite.new-PID`` is removed (it was left behind, one per attempt)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "terms.sqlite"
+    r = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and r.stdout.startswith("failed:"), (r.stdout, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -1,0 +1,52 @@
+"""``libraryfs mcp`` over stdio with a file whose name is not UTF-8 (``caf\\xe9.md``, as a Latin-1 shell writes
+it through the mount): every tool that names it answers, escaped as the TOC and ``libraryfs find`` escape it
+(``\\xNN``), and the server stays up. Before, the name went out as a lone surrogate (``os.fsdecode``), the
+SDK's stdout writer could not encode the response, and the whole server exited on the first such answer."""
+
+from __future__ import annotations
+
+import anyio
+from helpers.mcp_server import stdio_params, wait_for
+from mcp import Client
+
+from libraryfs.daemon.mcpd import Served, ServerOptions
+
+NAME = b"caf\xe9.md"  #: Latin-1 "café.md": not UTF-8
+SHOWN = "caf\\xe9.md"  #: how every answer names it
+
+
+def test_a_non_utf8_name_is_escaped_and_the_server_stays_up(libdir):
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.makedirs(b"/notes")
+        s.ops.write(b"/notes/" + NAME, b"# Zebra crossing notes\n")
+    finally:
+        s.close()
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+
+            async def indexed():  # the server's indexer summarised it into notes/INDEX.md
+                r = await c.call_tool("read_index", {"path": "notes"})
+                return not r.is_error and "Zebra crossing" in r.content[0].text and r
+
+            r = await wait_for(indexed, libdir=libdir)
+            assert {"path": "/notes/" + SHOWN, "kind": "entry"} in r.structured_content["links"]
+            r = await c.call_tool("list_directory", {"path": "notes"})
+            assert [e["name"] for e in r.structured_content["entries"] if not e["generated"]] == [SHOWN]
+            r = await c.call_tool("directory_tree", {"path": "/", "depth": 2})
+            notes = next(n for n in r.structured_content["tree"] if n["name"] == "notes")
+            assert [n["name"] for n in notes["children"]] == [SHOWN]
+            r = await c.call_tool("search_files", {"path": "/", "pattern": "*.md"})
+            assert r.structured_content["matches"] == ["/notes/" + SHOWN]
+
+            async def found():
+                r = await c.call_tool("find", {"term": "zebra"})
+                return not r.is_error and [m["path"] for m in r.structured_content["matches"]]
+
+            assert "/notes/" + SHOWN in await wait_for(found, libdir=libdir)
+            # still serving after all of them
+            r = await c.call_tool("read_index", {"path": "/"})
+            assert not r.is_error
+
+    anyio.run(main)
