@@ -296,7 +296,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
         touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
         if not self._stopping():  # stopping: the next process reconciles both at its first pass
-            self._refresh_terms(touched, full)
+            # every directory the records name, rendered or not: a directory without a TOC (a dot-directory,
+            # an ignored path) has its row too (termindex.wanted), and no render would bring it in line
+            self._refresh_terms(touched | dirty_dirs, full)
             self._refresh_subjects(touched, full, rep, upto, rendered)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
