@@ -25,7 +25,12 @@ def config_group() -> None:
 @llm_options
 @handle_errors
 def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
-    """Show the effective settings and where each came from (flag > env > config.toml > default)."""
+    """Show the effective settings and where each came from (flag > env > config.toml > default). A
+    ``--library`` that is not a library (nor its mountpoint) is an error (exit 3), not a silent "defaults"."""
+    if libdir is not None:
+        from libraryfs.cli.common import resolve_libdir
+
+        libdir = resolve_libdir(libdir)
     overrides = setting_overrides(kwargs)
     cfg = load_config(libdir, llm_field_overrides(overrides))
     process = load_settings(libdir)

@@ -63,6 +63,19 @@ def test_bad_into_and_empty_find_term(tmp_path, run_cli):
     assert not (tmp_path / "m").exists()  # a failed mount leaves no mountpoint it created
 
 
+def test_config_show_of_a_missing_library_is_an_error(tmp_path, run_cli):
+    """``config show --library X`` (or $LIBRARYFS_LIBRARY) where X is no library: one line, exit 1 — it
+    printed the defaults with exit 0, as if X had no config.toml (found by the new-user trial)."""
+    for args, env in (
+        (("--library", str(tmp_path / "nowhere")), None),
+        ((), {"LIBRARYFS_LIBRARY": str(tmp_path)}),  # a directory, not a library
+    ):
+        one_line_error(run_cli("config", "show", *args, env=env), "neither a libraryfs library")
+    run_cli("init", str(tmp_path / "lib"), check_rc=True)
+    r = run_cli("config", "show", "--library", str(tmp_path / "lib"), check_rc=True)
+    assert "LLM builder: disabled" in r.stdout
+
+
 def usage_error(r, needle):
     """A bad value is a usage error (README "Exit status": 2): click's usage lines and one ``Error:`` line
     naming the option, no traceback."""
