@@ -26,11 +26,12 @@ def config_group() -> None:
 @handle_errors
 def show(libdir: str | None, as_json: bool, **kwargs: Any) -> None:
     """Show the effective settings and where each came from (flag > env > config.toml > default). A
-    ``--library`` that is not a library (nor its mountpoint) is an error (exit 3), not a silent "defaults"."""
-    if libdir is not None:
+    ``--library`` that is neither a library (or its mountpoint) nor a directory holding a config.toml is a
+    one-line error (exit 1), not a silent list of defaults."""
+    if libdir is not None and not os.path.isfile(os.path.join(libdir, CONFIG_FILE)):
         from libraryfs.cli.common import resolve_libdir
 
-        libdir = resolve_libdir(libdir)
+        libdir = resolve_libdir(libdir)  # LibraryMissing (one line) unless it is a library or a mountpoint
     overrides = setting_overrides(kwargs)
     cfg = load_config(libdir, llm_field_overrides(overrides))
     process = load_settings(libdir)

@@ -64,8 +64,9 @@ def test_bad_into_and_empty_find_term(tmp_path, run_cli):
 
 
 def test_config_show_of_a_missing_library_is_an_error(tmp_path, run_cli):
-    """``config show --library X`` (or $LIBRARYFS_LIBRARY) where X is no library: one line, exit 1 — it
-    printed the defaults with exit 0, as if X had no config.toml (found by the new-user trial)."""
+    """``config show --library X`` (or $LIBRARYFS_LIBRARY) where X is no library and holds no config.toml:
+    one line, exit 1 — it printed the defaults with exit 0, as if X were a library without a config.toml
+    (found by the new-user trial). A directory with a config.toml is still read (tests/unit/test_llm_config)."""
     for args, env in (
         (("--library", str(tmp_path / "nowhere")), None),
         ((), {"LIBRARYFS_LIBRARY": str(tmp_path)}),  # a directory, not a library
