@@ -423,22 +423,29 @@ def _find(libdir: str, term: str, limit: int, find_ranked: Callable[..., Found])
 
 def _found_json(found: Found, term: str, prefix: bytes) -> dict:
     """``--json`` of ``libraryfs find``: the term, ``total``, ``shown``, ``cut`` and the matches (rank
-    from 1, path, kind, how it matched, bm25 score)."""
+    from 1, path, kind, how it matched, bm25 score). Text is valid Unicode: bytes that are not UTF-8 are
+    escaped ``\\xNN`` (as the TOCs show them), and such a match also carries its exact bytes as
+    ``path_hex`` (``os.fsdecode``'s lone surrogates are rejected by strict JSON parsers)."""
+
+    def match(k: int, m) -> dict:
+        path = prefix + m.path
+        out = {
+            "rank": k,
+            "path": path.decode("utf-8", "backslashreplace"),
+            "kind": m.kind,
+            "match": m.match,
+            "score": round(m.score, 4),
+        }
+        if out["path"].encode("utf-8") != path:
+            out["path_hex"] = path.hex()
+        return out
+
     return {
-        "term": term,
+        "term": os.fsencode(term).decode("utf-8", "backslashreplace"),
         "total": found.total,
         "shown": len(found.matches),
         "cut": found.cut,
-        "matches": [
-            {
-                "rank": k,
-                "path": os.fsdecode(prefix + m.path),
-                "kind": m.kind,
-                "match": m.match,
-                "score": round(m.score, 4),
-            }
-            for k, m in enumerate(found.matches, start=1)
-        ],
+        "matches": [match(k, m) for k, m in enumerate(found.matches, start=1)],
     }
 
 

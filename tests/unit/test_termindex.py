@@ -306,6 +306,23 @@ def test_undecodable_names_are_indexed_and_searchable(tmp_path):
     st.close()
 
 
+def test_cli_find_json_of_an_undecodable_name_is_valid_unicode(tmp_path, run_cli):
+    """``find --json`` of a name that is not UTF-8: the path is ``\\xNN``-escaped text (as the plain output and
+    the TOCs show it) with its exact bytes in ``path_hex``; before, it was ``os.fsdecode``'s lone surrogate
+    (``"\\udce9"``), which strict JSON parsers (Go, Rust's serde) reject. Found by the new-user trial."""
+    d, st, tree = library(tmp_path)
+    tree.write_bytes(os.fsdecode(b"kitchen/caf\xe9-menu.md"), b"# Menu\n\nEspresso.\n")
+    Indexer(str(d), store=st).run_once(full=True)
+    st.close()
+    r = run_cli("find", str(d), "espresso", "--json", check_rc=True)
+    m = json.loads(r.stdout)["matches"][0]
+    m["path"].encode("utf-8")  # strict: a lone surrogate raises UnicodeEncodeError
+    assert m["path"] == "/kitchen/caf\\xe9-menu.md"
+    assert bytes.fromhex(m["path_hex"]) == b"/kitchen/caf\xe9-menu.md"
+    r = run_cli("find", str(d), "json.dumps", "--json", check_rc=True)
+    assert "path_hex" not in json.loads(r.stdout)["matches"][0]  # only where the text is not the bytes
+
+
 def test_an_indexer_reopening_the_index_leaves_no_write_lock(tmp_path):
     """The first pass of a second indexer process checks the index (FTS5 integrity-check, an INSERT); it
     must not keep the write transaction that begins, or every other writer meets "database is locked"."""
