@@ -39,9 +39,11 @@ class UntouchedPath(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         """``value`` unchecked when it names a mountpoint (found without touching it), else ``click.Path``'s
-        check; raises what ``click.Path`` raises (a usage error, exit status 2)."""
+        check; raises what ``click.Path`` raises (a usage error, exit status 2), also for an empty path."""
         from libraryfs.layout import proc_mount
 
+        if value == "":  # os.path.abspath("") is the working directory: never what an empty $VAR meant
+            self.fail("the path is empty", param, ctx)
         if isinstance(value, str) and proc_mount(value) is not None:
             return value
         return super().convert(value, param, ctx)

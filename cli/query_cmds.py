@@ -382,7 +382,8 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
             raise SystemExit(1)
         return
     if not found.matches:
-        raise click.ClickException(f"no match for {term!r}")
+        shown = term if len(term) <= TERM_SHOWN_MAX else term[: TERM_SHOWN_MAX - 1] + "…"
+        raise click.ClickException(f"no match for {shown!r}")
     if null:
         out = click.get_binary_stream("stdout")
         for m in found.matches:
@@ -392,6 +393,9 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
             click.echo(display_path(prefix + m.path) + ("/" if m.kind == "dir" else ""))
     if found.cut:
         click.echo(f"({len(found.matches)} of {found.total} matches shown; --limit N shows more)", err=True)
+
+
+TERM_SHOWN_MAX = 80  #: characters of a search term an error message repeats
 
 
 def _mountpoint_for_paths(libdir: str) -> str:

@@ -77,6 +77,18 @@ def test_config_show_of_a_missing_library_is_an_error(tmp_path, run_cli):
     assert "LLM builder: disabled" in r.stdout
 
 
+def test_an_empty_libdir_and_a_huge_find_term(tmp_path, run_cli):
+    """``init ""`` made the library in the working directory (``abspath("")``), ``status ""`` read it: an
+    empty LIBDIR is a usage error. A 5,000-character term that matches nothing is not echoed whole in the
+    one error line (new-user trial)."""
+    usage_error(run_cli("init", ""), "empty")
+    usage_error(run_cli("status", ""), "empty")
+    run_cli("init", str(tmp_path / "lib"), check_rc=True)
+    r = run_cli("find", str(tmp_path / "lib"), "q" * 5000)
+    one_line_error(r, "no match for 'qqq")
+    assert len(r.stderr) < 200, len(r.stderr)
+
+
 def usage_error(r, needle):
     """A bad value is a usage error (README "Exit status": 2): click's usage lines and one ``Error:`` line
     naming the option, no traceback."""
