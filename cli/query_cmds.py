@@ -432,6 +432,7 @@ def _found_json(found: Found, term: str, prefix: bytes) -> dict:
     ``path_hex`` (``os.fsdecode``'s lone surrogates are rejected by strict JSON parsers)."""
 
     def match(k: int, m) -> dict:
+        """One match's JSON (rank ``k`` from 1)."""
         path = prefix + m.path
         out = {
             "rank": k,
