@@ -78,9 +78,13 @@ class Deferred:
     # -- the indexer's side -----------------------------------------------------------------------------
     def submit(self, unit: Unit) -> list[int]:
         """Queue ``unit``'s items that are neither queued, arrived nor given up; returns the positions of
-        ``unit.items`` that are now waiting for the model (queued before or now)."""
+        ``unit.items`` that are now waiting for the model (queued before or now) or whose answer has arrived
+        but was not taken yet: the worker may bring it between the caller's :meth:`take_arrived` and this
+        call, and such an item must stay provisional — else its line kept the fallback and the answer stayed
+        here unread (no refresh pass looks for it). For those, ``on_answers`` is called again."""
         waiting: list[int] = []
         fresh: list[tuple[str, dict]] = []
+        here = False
         now = time.time()
         with self._cond:
             old = self._units.pop(unit.tag, None)
@@ -89,7 +93,11 @@ class Deferred:
                     self._queued.pop((old.prompt_version, old_key), None)
             for i, (key, item) in enumerate(unit.items):
                 k = (unit.prompt_version, key)
-                if now - self._gave_up.get(k, -GIVE_UP_S) < GIVE_UP_S or k in self._arrived:
+                if k in self._arrived:
+                    waiting.append(i)
+                    here = True
+                    continue
+                if now - self._gave_up.get(k, -GIVE_UP_S) < GIVE_UP_S:
                     continue
                 waiting.append(i)
                 if k not in self._queued:
@@ -100,6 +108,8 @@ class Deferred:
                 for key in unit.keys:
                     self._queued[(unit.prompt_version, key)] = unit.tag
                 self._cond.notify_all()
+        if here:
+            self.on_answers()  # the refresh pass that takes them (the first call may have found none)
         return waiting
 
     def take_arrived(self, prompt_version: str, keys: list[str]) -> dict[int, Any]:

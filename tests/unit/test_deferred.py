@@ -41,3 +41,30 @@ def test_given_up_items_are_asked_again_after_the_window_and_then_forgotten(monk
         assert len(q._gave_up) <= 11, sorted(q._gave_up)
     finally:
         q.close()
+
+
+def test_an_answer_that_arrived_before_submit_keeps_its_item_waiting():
+    """The worker can bring an item's answer between the builder's ``take_arrived`` and its ``submit`` of the
+    same item (the indexer summarises a file again while the first request is answered): ``submit`` must count
+    it as waiting (its line stays provisional) and wake the indexer, whose refresh pass then takes it. Before,
+    it was neither waiting nor taken: the line kept its deterministic fallback for good, the answer stayed in
+    memory (seen in CI: ``test_a_new_file_is_listed_without_waiting_for_a_slow_model``, "arrived": 7)."""
+    wakes: list[float] = []
+
+    def ask(items):
+        return {i: f"answer for {k}" for i, (k, _item) in enumerate(items)}
+
+    q = Deferred(lambda: 0.0, on_answers=lambda: wakes.append(time.monotonic()))
+    try:
+        first = Unit("summarize", "v1", [("k1", {"name": "a"})], ask, ("s", 1), ("batch",))
+        assert q.submit(first) == [0]
+        wait_until(lambda: q.status()["arrived"] == 1, 10, "the answer to arrive")
+        woken = len(wakes)
+        again = Unit(
+            "summarize", "v1", [("k1", {"name": "a"}), ("k2", {"name": "b"})], ask, ("s", 2), ("batch",)
+        )
+        assert q.submit(again) == [0, 1]  # k1: arrived, not taken; k2: queued now
+        assert len(wakes) > woken  # the indexer is told again: a refresh pass will take k1
+        assert q.take_arrived("v1", ["k1"]) == {0: "answer for k1"}
+    finally:
+        q.close()
