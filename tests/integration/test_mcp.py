@@ -287,6 +287,28 @@ sys.stdin.read()
 """  #: a process holding the library's indexer lock marked ``<pid> stopping`` until its stdin closes
 
 
+def _kill_and_hold_stopping(server: int, indexer: int, libdir: str) -> subprocess.Popen:
+    """With the MCP server ``server`` SIGSTOPped (no TOC poll, so no restart, until SIGCONT): kill -9 its
+    ``indexer``, wait until the kernel released the lock, and start a process that holds ``indexer.lock``
+    marked ``<pid> stopping`` (:data:`HOLD_STOPPING`; it exits when its stdin closes). Returns that process."""
+    from helpers.wait import wait_until
+
+    from libraryfs.layout import indexer_pid
+
+    os.kill(server, signal.SIGSTOP)
+    try:
+        os.kill(indexer, signal.SIGKILL)
+        wait_until(lambda: indexer_pid(libdir) is None, 60, "the killed indexer's lock to be free")
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_STOPPING, libdir],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert holder.stdout.readline() == "held\n"
+        return holder
+    finally:
+        os.kill(server, signal.SIGCONT)
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path, transport):
     """The restart of a dead indexer waits (up to 10 s) for one still shutting down before it starts another;
@@ -311,19 +333,7 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
             server = int(
                 pathlib.Path(f"/proc/{first}/stat").read_text().rsplit(")", 1)[1].split()[1]
             )  # its parent
-            os.kill(server, signal.SIGSTOP)  # no TOC poll (so no restart) until SIGCONT
-            try:
-                os.kill(first, signal.SIGKILL)
-                await wait_for(
-                    _async(lambda: indexer_pid(str(libdir)) is None)
-                )  # the kernel released its lock
-                holder = subprocess.Popen(
-                    [sys.executable, "-c", HOLD_STOPPING, str(libdir)],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                )  # fmt: skip
-                assert holder.stdout.readline() == "held\n"
-            finally:
-                os.kill(server, signal.SIGCONT)
+            holder = _kill_and_hold_stopping(server, first, str(libdir))
             await wait_for(_async(lambda: f"the indexer (pid {first}) killed by SIGKILL" in log()))
             t0 = time.monotonic()
             st = (await _call(c, "status", {})).structured_content
@@ -441,17 +451,7 @@ def test_a_server_shut_down_while_restarting_its_indexer_exits_and_starts_none(l
     holder = None
     try:
         first = wait_until(lambda: indexer_pid(str(libdir)), 60, "the MCP server's indexer to hold its lock")
-        server.send_signal(signal.SIGSTOP)
-        try:
-            os.kill(first, signal.SIGKILL)
-            wait_until(lambda: indexer_pid(str(libdir)) is None, 60, "the killed indexer's lock to be free")
-            holder = subprocess.Popen(
-                [sys.executable, "-c", HOLD_STOPPING, str(libdir)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            assert holder.stdout.readline() == "held\n"
-        finally:
-            server.send_signal(signal.SIGCONT)
+        holder = _kill_and_hold_stopping(server.pid, first, str(libdir))
         wait_until(lambda: "starting another" in err_path.read_text(), 60, "the restart to begin")
         t0 = time.monotonic()
         server.stdin.close()
