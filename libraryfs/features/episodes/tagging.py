@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,10 +164,10 @@ def _skip_zero_width(alt: str | None) -> str | None:
     return alt
 
 
-def _split_top(pat: str) -> list[str | None]:
-    """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
-    brackets do not balance."""
-    parts, depth, start, i = [], 0, 0, 0
+def _structure(pat: str, i: int = 0) -> Iterator[tuple[int, str | None]]:
+    """``(index, character)`` of ``pat``'s characters from ``i`` that are neither escaped nor inside a
+    character class — the ones that give it structure (``(``, ``)``, ``|``); ``(index, None)`` last when a
+    class does not close."""
     while i < len(pat):
         c = pat[i]
         if c == "\\":
@@ -175,9 +176,21 @@ def _split_top(pat: str) -> list[str | None]:
         if c == "[":
             j = _class_end(pat, i)
             if j is None:
-                return [None]
+                yield i, None
+                return
             i = j + 1
             continue
+        yield i, c
+        i += 1
+
+
+def _split_top(pat: str) -> list[str | None]:
+    """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
+    brackets do not balance."""
+    parts, depth, start = [], 0, 0
+    for i, c in _structure(pat):
+        if c is None:
+            return [None]
         if c == "(":
             depth += 1
         elif c == ")":
@@ -187,7 +200,6 @@ def _split_top(pat: str) -> list[str | None]:
         elif c == "|" and depth == 0:
             parts.append(pat[start:i])
             start = i + 1
-        i += 1
     if depth:
         return [None]
     parts.append(pat[start:])
@@ -213,25 +225,16 @@ def _class_end(pat: str, i: int) -> int | None:
 
 def _group_end(pat: str, i: int) -> int | None:
     """Index of the ``)`` closing the group opened at ``pat[i]``, or None."""
-    depth, j = 0, i
-    while j < len(pat):
-        c = pat[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "[":
-            k = _class_end(pat, j)
-            if k is None:
-                return None
-            j = k + 1
-            continue
+    depth = 0
+    for j, c in _structure(pat, i):
         if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
             if depth == 0:
                 return j
-        j += 1
+        elif c is None:
+            return None
     return None
 
 
