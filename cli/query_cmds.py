@@ -222,7 +222,7 @@ def _print_status(out: dict) -> None:
         if llm_error
         else ""
     )
-    error = idx.get("last_error") or llm_line
+    error = (idx.get("last_error") and idx["last_error"] + _error_age(idx)) or llm_line
     click.echo(f"last error  {error or 'none'}{previous if error else ''}")
     if idx.get("last_error") and llm_line:
         click.echo(f"LLM error   {llm_line}")
@@ -331,6 +331,16 @@ def endpoint_lines(builder: dict, now: float | None = None) -> list[str]:
             "(their TOC lines stay deterministic)"
         )
     return lines
+
+
+def _error_age(idx: dict) -> str:
+    """`` (5m 2s ago; 3 passes committed since)`` for the indexer record's last error: an error later passes
+    got past (a full disk, then freed) is told from a current one; ``""`` for a record without the time."""
+    at, since = idx.get("last_error_time"), idx.get("passes_since_error")
+    if at is None:
+        return ""
+    later = f"; {count(since, 'pass')} committed since" if since else "; no pass committed since"
+    return f" ({_duration(max(0.0, time.time() - at))} ago{later})"
 
 
 def _duration(seconds: float) -> str:

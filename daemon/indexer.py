@@ -126,7 +126,10 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.settle_s = settle_s
         self.batch = batch
         self.passes = 0
-        self.last_error: str | None = None
+        self._last_error: str | None = None
+        self.last_error_time: float | None = None  # time.time() when :attr:`last_error` was recorded
+        self.passes_since_error = 0  # passes begun after it that committed
+        self._pass_began = 0.0  # time.time() at the start of the pass in progress
         self.last_report: PassReport | None = None
         self.state = "starting"
         self.hooks = list(hooks or [])
@@ -145,6 +148,21 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
         self.stop_event: threading.Event | None = None  # set: end the pass in progress (run_forever sets it)
+
+    @property
+    def last_error(self) -> str | None:
+        """The last error of a pass, a hook or derived-data upkeep (one line), or None; shown by ``status``
+        with its age (:attr:`last_error_time`) and the passes begun after it that committed
+        (:attr:`passes_since_error`), so an error that later passes got past (a disk that was full, then
+        freed) does not read as a current one."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, message: str | None) -> None:
+        """Record ``message`` (None clears it) with the time; no pass has got past it yet."""
+        self._last_error = message
+        self.last_error_time = None if message is None else time.time()
+        self.passes_since_error = 0
 
     def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
@@ -253,7 +271,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         ``settle`` (the daemon's passes beside a live mount): a directory never indexed is rendered only
         once nothing in it changed for ``settle_s`` seconds (daemon/tocs.py); a one-shot pass renders all."""
         self._settle = settle
-        t0 = time.monotonic()
+        t0, self._pass_began = time.monotonic(), time.time()
         if self.state != "indexing":  # `status` says so while a long pass runs (not "starting" or "idle")
             self.state = "indexing"
             self._write_status()
@@ -313,6 +331,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         except BaseException:
             (self.passes, self.last_report), self.state = before, "indexing"
             raise
+        if self.last_error_time is not None and self._pass_began > self.last_error_time:
+            self.passes_since_error += 1
         if rep.records or rep.dirs_rendered or rep.filed:
             log.info(
                 "pass: %d records, %d summaries, %d TOCs, %d filed in %.3f s",
@@ -551,6 +571,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             "passes": self.passes,
             "last_pass": rep.to_json() if rep else None,
             "last_error": self.last_error,
+            "last_error_time": self.last_error_time,
+            "passes_since_error": self.passes_since_error,
             "builder": builder_status,
             "llm_refresh": self.refresh.status(),
             "toc_max_tokens": self.max_tokens,

@@ -10,6 +10,7 @@ _IRREGULAR = {
     "directory": "directories",
     "index": "indexes",
     "match": "matches",
+    "pass": "passes",
 }
 
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 from helpers.checklogs import assert_logs
 
+from libraryfs.cli.query_cmds import _error_age
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
@@ -178,11 +181,16 @@ def test_a_full_disk_is_one_warning_and_the_rows_are_written_at_a_later_pass(tmp
     lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == 1 and "\n" not in lines[0], lines  # one line: no traceback for an expected condition
     assert "disk is full" in (idx.last_error or "")
+    assert json.loads(idx._status_json())["passes_since_error"] == 0
     assert ranked(st, "zanzibar_fn").paths == []
     idx._terms.execute("PRAGMA max_page_count = 1073741823")  # space freed
     tree.write_bytes("kitchen/recipe00.md", b"# Recipe 0\n\nTomato soup again.\n")  # a later pass
     idx.run_once()
     assert ranked(st, "zanzibar_fn").paths[0] == b"/docs/library/big.rst.txt"
+    # status tells the error the later pass got past from a current one
+    record = json.loads(idx._status_json())
+    assert record["passes_since_error"] == 1 and record["last_error_time"] <= time.time(), record
+    assert re.fullmatch(r" \(\d+s ago; 1 pass committed since\)", _error_age(record)), _error_age(record)
     db = termindex.connect(term_index_path(str(d)))
     assert termindex.drift(st, db).total == 0
     db.close()
