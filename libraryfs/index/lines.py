@@ -214,8 +214,15 @@ def _append_list(head: str, label: str, items: list[str], max_chars: int) -> str
     return prefix + ", ".join(shown) + (f" (+{rest})" if rest else "")
 
 
+#: the line of a section whose entries hold no word to describe it by (empty files, binary data, names of
+#: one or two letters): said in words, never left blank (a count alone would be taken for the line's facts)
+NO_TERMS = "no words to describe it by (empty, binary or very short entries)"
+
+
 def section_summary(terms: list[str], names: list[str], n_entries: int) -> str:
-    """A section's line among its siblings: its distinctive terms, then a few names defined below it."""
+    """A section's line among its siblings: its distinctive terms, then a few names defined below it;
+    ``"empty section"`` without entries, ``""`` when its entries give neither (its parent's TOC then says
+    :data:`NO_TERMS`: :func:`libraryfs.index.sections.apply_children`)."""
     parts = []
     if terms:
         parts.append(", ".join(terms))

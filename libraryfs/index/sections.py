@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from libraryfs.index.lines import SECTION_NAMES, SECTION_TERMS, section_summary
+from libraryfs.index.lines import NO_TERMS, SECTION_NAMES, SECTION_TERMS, neutralise_toc_markup, section_summary
 from libraryfs.index.terms import distinctive, merge_profiles, name_words, words
 
 SECTION_NAMES_KEPT = 24  #: names stored per section record
@@ -157,5 +157,8 @@ def apply_children(
             if line:
                 it.summary = line
     for it, c in zip(items, children, strict=False):
+        if c.is_dir and not neutralise_toc_markup(it.summary or "").strip():  # blank, or facts alone
+            # ("2 entries", which the renderer strips): a blank line would read as the line's facts alone
+            it.summary = NO_TERMS
         it.terms, it.names = c.terms, c.names[:1] if not c.is_dir else c.names[:2]
     return profile_of(children), names_of(children)

@@ -31,6 +31,7 @@ from libraryfs.index.tocplan import Leaf as _Leaf
 from libraryfs.index.tocplan import Levels as _Levels
 from libraryfs.index.tocplan import Plan as _Plan
 from libraryfs.index.tocplan import cheapest_plan
+from libraryfs.words import noun
 
 _CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
@@ -299,7 +300,7 @@ class _Head:
                 lines.append(self.desc)
             said = [
                 f"{count_text(self.n, self.in_all)}",
-                f"{self.total_tokens:,} tokens",
+                f"{self.total_tokens:,} {noun(self.total_tokens, 'token')}",
                 self.size_note,
                 note,
             ]

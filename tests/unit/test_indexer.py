@@ -1,6 +1,7 @@
 """Indexer passes over a real store (no mount): caching, incremental TOCs, filing, paging."""
 
 import os
+import re
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
@@ -117,3 +118,19 @@ def test_a_sections_counts_agree_on_its_page_and_its_parents(libdir):
     assert "(3 entries, 5 in all, " in root_line, root_line
     deep_line = next(ln for ln in toc(st, "proj").decode().splitlines() if ln.startswith("- [deep/]"))
     assert "(3 entries, " in deep_line and "in all" not in deep_line, deep_line
+
+
+def test_a_section_of_wordless_entries_gets_a_line_in_words_and_counts_agree(libdir):
+    """A section whose entries give no word to describe it by (an empty file, binary data) gets a line that
+    says so — never a blank ``—  (2 entries, 1 tok)`` — and one token is "1 token" on its page."""
+    st, tree, idx = make(libdir)
+    tree.write_bytes("blobs/a.txt", b"")
+    tree.write_bytes("blobs/b.bin", b"\x00\x01\x02")
+    tree.write_bytes("notes/plan.md", b"# Plan\n\nbuy milk\n")
+    idx.run_once()
+    root = toc(st, "").decode()
+    line = next(x for x in root.splitlines() if x.startswith("- [blobs/]"))
+    assert re.fullmatch(
+        r"- \[blobs/\]\(blobs/INDEX\.md\) — no words to describe it by \(.+\) \(2 entries, 1 tok\)", line
+    )
+    assert "\n2 entries · 1 token\n" in toc(st, "blobs").decode()
