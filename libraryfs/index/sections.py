@@ -21,7 +21,13 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from libraryfs.index.lines import NO_TERMS, SECTION_NAMES, SECTION_TERMS, neutralise_toc_markup, section_summary
+from libraryfs.index.lines import (
+    NO_TERMS,
+    SECTION_NAMES,
+    SECTION_TERMS,
+    neutralise_toc_markup,
+    section_summary,
+)
 from libraryfs.index.terms import distinctive, merge_profiles, name_words, words
 
 SECTION_NAMES_KEPT = 24  #: names stored per section record
