@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Container
@@ -80,6 +81,16 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
         if len(p) > NAME_MAX:
             raise NameTooLong(f"a name of {len(p)} bytes (NAME_MAX is {NAME_MAX})")
     return b"/" + b"/".join(parts)
+
+
+_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F])")
+
+
+def unescape_shown(path: bytes) -> bytes:
+    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (only such bytes are escaped: they
+    are the ones that are not UTF-8) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``. Other text is
+    kept as it is."""
+    return _ESCAPED_BYTE.sub(lambda m: bytes([int(m.group(1), 16)]), path)
 
 
 def show(path: bytes) -> str:

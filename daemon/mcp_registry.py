@@ -26,7 +26,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 
-from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, show
+from libraryfs.daemon.mcp_ops import LibraryOps, clean_path, show, unescape_shown
 from libraryfs.errors import LibraryError, to_errno
 from libraryfs.fs.tree import DirTree, StoreTree, Tree
 from libraryfs.index.tokens import count_tokens, decode_bytes, encode
@@ -132,8 +132,18 @@ class ToolRegistry:
         self._tree: StoreTree | None = None
 
     def path(self, p: str) -> bytes:
-        """An agent's path confined to the library (:func:`~libraryfs.daemon.mcp_ops.clean_path`)."""
-        return clean_path(p, self.ops.mountpoint)
+        """An agent's path confined to the library (:func:`~libraryfs.daemon.mcp_ops.clean_path`). A name
+        that is not UTF-8 reaches the agent escaped (``caf\\xe9.txt``: :func:`~libraryfs.daemon.mcp_ops.show`)
+        and comes back so: ``\\xNN`` (NN ≥ 80) is taken as byte NN unless the path exists as typed (a name
+        holding a literal backslash)."""
+        raw = clean_path(p, self.ops.mountpoint)
+        alt = unescape_shown(raw) if b"\\x" in raw else raw
+        if alt != raw:
+            try:
+                self.ops.stat(raw)
+            except LibraryError:
+                return alt
+        return raw
 
     result = staticmethod(result)
     #: the annotation presets, for features (which do not import this module)

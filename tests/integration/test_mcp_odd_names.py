@@ -45,8 +45,47 @@ def test_a_non_utf8_name_is_escaped_and_the_server_stays_up(libdir):
                 return not r.is_error and [m["path"] for m in r.structured_content["matches"]]
 
             assert "/notes/" + SHOWN in await wait_for(found, libdir=libdir)
+            # the name as shown opens the file: read, edit, info, move
+            r = await c.call_tool("read_text_file", {"path": "notes/" + SHOWN})
+            assert not r.is_error and "Zebra crossing" in r.content[0].text, r
+            r = await c.call_tool(
+                "edit_file", {"path": "notes/" + SHOWN, "edits": [{"oldText": "Zebra", "newText": "Pelican"}]}
+            )
+            assert not r.is_error, r
+            r = await c.call_tool("get_file_info", {"path": "/notes/" + SHOWN})
+            assert not r.is_error, r
+            r = await c.call_tool(
+                "move_file", {"source": "notes/" + SHOWN, "destination": "notes/old-" + SHOWN}
+            )
+            assert not r.is_error, r
             # still serving after all of them
             r = await c.call_tool("read_index", {"path": "/"})
             assert not r.is_error
+
+    anyio.run(main)
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:  # the escaped names were taken as the bytes they stand for
+        assert s.ops.read(b"/notes/old-" + NAME) == b"# Pelican crossing notes\n"
+        names = [n for n, _st in s.ops.listdir(b"/notes", stat=False)]
+        assert b"old-" + NAME in names and NAME not in names, names
+    finally:
+        s.close()
+
+
+def test_a_literal_backslash_name_is_taken_as_typed(libdir):
+    """A name that holds ``\\xe9`` as four characters (not a byte that is not UTF-8) is found as typed."""
+    literal = b"caf\\xe9.md"
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.write(b"/" + literal, b"literal\n")
+    finally:
+        s.close()
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+            r = await c.call_tool("read_text_file", {"path": literal.decode()})
+            assert not r.is_error and "literal" in r.content[0].text, r
+
+    anyio.run(main)
 
     anyio.run(main)
