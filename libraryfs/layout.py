@@ -150,9 +150,18 @@ LOCK_FD_ENV = "LIBRARYFS_LOCK_FD"
 
 def hand_over_lock(fd: int, pid: int) -> None:
     """Record ``pid`` as the holder of the lock ``fd`` (taken by :func:`acquire_lock`, inherited by ``pid``
-    through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy."""
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{pid}\n".encode(), 0)
+    through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy.
+
+    A reader (:func:`lock_holder`) may look at any moment, so the file never reads as naming no holder: the
+    new pid is written over the old words (padded with blanks to their length) and the file is cut to size
+    only after; the old ``truncate, then write`` left a window in which a held lock named nobody, and
+    ``indexer_pid`` said None for an indexer that was running. Writing the pid already there is a no-op."""
+    new = f"{pid}\n".encode()
+    old = os.pread(fd, 64, 0)
+    if old == new:
+        return
+    os.pwrite(fd, new.ljust(len(old), b" "), 0)
+    os.ftruncate(fd, len(new))
 
 
 def mark_lock_stopping(fd: int) -> None:

@@ -20,10 +20,12 @@ from libraryfs.layout import (
     INDEXER_LOCK,
     MOUNT_LOCK,
     acquire_lock,
+    hand_over_lock,
     index_backlog,
     indexer_pid,
     indexer_running,
     lock_holder,
+    lock_path,
     lock_stopping,
     mark_lock_stopping,
     pid_alive,
@@ -83,6 +85,47 @@ def test_a_holder_shutting_down_says_so_in_its_lock(tmp_path):
     finally:
         os.close(fd)
     assert lock_stopping(lib, INDEXER_LOCK) is None and lock_holder(lib, INDEXER_LOCK) is None
+
+
+def test_a_lock_handed_over_always_names_a_holder(tmp_path):
+    """The launcher takes ``indexer.lock``, hands it to the indexer it spawns, and the indexer writes its own
+    pid again (``hand_over_lock`` three times). A reader looking meanwhile (``mount`` returned; the test, or
+    ``status``, asks ``indexer_pid``) must see a pid every time. Before: each handover truncated the file and
+    then wrote, and a reader between the two saw no pid — the CI failure of
+    test_umount_during_a_long_pass_then_mount_again_indexes_new_files (``indexer_pid`` None just after
+    ``mount``). The reader runs in a thread on its own file description (flock is per description)."""
+    lib = str(tmp_path)
+    fd = acquire_lock(lib, INDEXER_LOCK)
+    seen: list[int | None] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(lock_holder(lib, INDEXER_LOCK))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for i in range(20000):
+            hand_over_lock(fd, 10 + i % 2 * 1_000_000)  # a short pid over a long one and back
+            if i % 1000 == 999:
+                mark_lock_stopping(fd)  # a longer text, then the handover over it
+    finally:
+        stop.set()
+        reader.join()
+        os.close(fd)
+    assert len(seen) > 100, "the reader hardly ran"
+    bad = [p for p in seen if p not in (10, 1_000_010, os.getpid())]
+    assert not bad, f"{len(bad)} of {len(seen)} reads named no holder: {sorted(set(map(str, bad)))}"
+    # writing the pid already there writes nothing (the indexer re-claims what its launcher handed it)
+    fd = acquire_lock(lib, INDEXER_LOCK)
+    try:
+        before = os.stat(lock_path(lib, INDEXER_LOCK)).st_mtime_ns
+        hand_over_lock(fd, os.getpid())
+        assert os.stat(lock_path(lib, INDEXER_LOCK)).st_mtime_ns == before
+        assert os.pread(fd, 64, 0) == f"{os.getpid()}\n".encode()
+    finally:
+        os.close(fd)
 
 
 def test_a_derived_view_has_one_writer(tmp_path):
