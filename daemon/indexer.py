@@ -137,6 +137,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
         self._terms = None  # the term index (sqlite3 connection), opened at the first pass
         self._terms_retry: set[int] = set()  # inodes whose term-index rows a failed pass did not write
+        self._terms_behind = False  # a pass began and its term-index rows are not written yet
         self._subjects = subjects.Upkeep()  # when the subject index is rebuilt (amortised)
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
@@ -245,7 +246,19 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.publish_stopped()
 
     def publish_stopped(self) -> None:
-        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed)."""
+        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed). When a
+        pass left term-index rows unwritten (a stop inside it, or a failed write), note it in the index
+        (:func:`libraryfs.index.termindex.mark_behind`): ``check`` then leaves that drift to the next
+        process's first pass, which reconciles it."""
+        if self._terms_behind or self._terms_retry:
+            path = term_index_path(self.libdir)
+            try:
+                if self._terms is None and os.path.exists(path):  # stopped inside this process's first pass
+                    self._terms = termindex.connect(path)
+                if self._terms is not None:
+                    termindex.mark_behind(self._terms)
+            except Exception as e:  # a full disk: check reports the drift (T2) instead
+                log.warning("term index: cannot note that it trails the store (%s)", e)
         self.state = "stopped"
         self._write_status()
 
@@ -277,6 +290,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             self._write_status()
         rep = PassReport()
         self.beat()
+        self._terms_behind = True  # until _refresh_terms: a stop from here on may leave rows behind
         self._excluded.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
@@ -471,6 +485,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 self.store, term_index_path(self.libdir), self._terms, pending, full
             )
             self._terms_retry = set()
+            self._terms_behind = False
             if fixed:
                 log.info("term index: %d rows out of line fixed", fixed)
         except Exception as e:
