@@ -393,7 +393,7 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
         return
     if not found.matches:
         shown = term if len(term) <= TERM_SHOWN_MAX else term[: TERM_SHOWN_MAX - 1] + "…"
-        raise click.ClickException(f"no match for {shown!r}")
+        raise click.ClickException(f"no match for '{display_path(os.fsencode(shown))}'")  # bytes as \xNN
     if null:
         out = click.get_binary_stream("stdout")
         for m in found.matches:

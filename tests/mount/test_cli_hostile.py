@@ -90,6 +90,14 @@ def test_an_empty_libdir_and_a_huge_find_term(tmp_path, run_cli):
     assert len(r.stderr) < 200, len(r.stderr)
 
 
+def test_a_find_term_that_is_not_utf8_is_shown_escaped_when_nothing_matches(tmp_path, run_cli):
+    """The one line of a term that matched nothing shows undecodable bytes as ``\\xNN``, as ``find`` shows
+    paths and its ``--json`` the term; it showed Python's surrogate escapes (``'\\udcff'``, new-user trial)."""
+    run_cli("init", str(tmp_path / "lib"), check_rc=True)
+    r = run_cli("find", str(tmp_path / "lib"), os.fsdecode(b"caf\xe9\x01"))
+    one_line_error(r, "no match for 'caf\\xe9\\x01'")
+
+
 def usage_error(r, needle):
     """A bad value is a usage error (README "Exit status": 2): one ``Error:`` line naming the option, no
     traceback."""
