@@ -137,6 +137,19 @@ def test_ingest_into_a_pipe_draws_no_bar_and_counts_one_file(libdir, tmp_path, r
     assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 1 (1 symlink)\n", r.stdout
 
 
+def test_ingest_counts_a_symlink_to_a_directory_as_skipped(libdir, tmp_path, run_cli):
+    """A symlink to a directory (``os.walk`` lists it among the directories, and does not follow it) was
+    skipped without being counted: "skipped 1 (1 symlink)" for two symlinks (new-user trial)."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.md").write_text("a\n")
+    os.symlink("/etc/passwd", src / "link")
+    os.symlink("..", src / "sub" / "loop")
+    os.symlink("/nonexistent", src / ".hidden")  # hidden first: counted once, as hidden
+    r = run_cli("ingest", str(libdir), str(src), "--into", "docs", check_rc=True)
+    assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 3 (1 hidden, 2 symlinks)\n", r.stdout
+
+
 def test_second_mount_of_a_mounted_library_names_its_mountpoint(mounted, tmp_path, run_cli):
     other = tmp_path / "other"
     r = run_cli("mount", mounted.libdir, str(other))
