@@ -150,6 +150,20 @@ def test_ingest_counts_a_symlink_to_a_directory_as_skipped(libdir, tmp_path, run
     assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 3 (1 hidden, 2 symlinks)\n", r.stdout
 
 
+def test_find_in_a_library_not_mounted_says_where_its_paths_are(libdir, tmp_path, run_cli):
+    """Unmounted, ``find`` prints paths from the library's root (``/notes/plan.md``): with nothing else said
+    they read as paths of this machine's root (new-user trial: ``cat /caf\\xe9.md`` fails). A note on stderr
+    says so; mounted, there is none."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "plan.md").write_text("# Plan\n\nShip the espresso index.\n")
+    run_cli("ingest", str(libdir), str(src), "--into", "notes", check_rc=True)
+    run_cli("index", str(libdir), check_rc=True)
+    r = run_cli("find", str(libdir), "espresso", check_rc=True)
+    assert "/notes/plan.md" in r.stdout.splitlines(), r.stdout
+    assert r.stderr.count("\n") == 1 and "not mounted" in r.stderr and "libraryfs mount" in r.stderr, r.stderr
+
+
 def test_second_mount_of_a_mounted_library_names_its_mountpoint(mounted, tmp_path, run_cli):
     other = tmp_path / "other"
     r = run_cli("mount", mounted.libdir, str(other))
