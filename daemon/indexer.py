@@ -49,7 +49,7 @@ from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError, is_disk_full
 from libraryfs.fs import schema as S
-from libraryfs.fs.exclude import TocExclusion
+from libraryfs.fs.exclude import Chain, TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.tocwatch import record_rendered
 from libraryfs.hooks import IndexerHook
@@ -145,7 +145,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._catalogue = catalogue.Settle()  # when an idle pass re-plans the name catalogue (amortised)
         self._catalogue_unsettled = False  # its pages changed incrementally since its last bulk plan
         self.exclusion = TocExclusion()
-        self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
+        self._chains: dict[int, Chain | None] = {}  # directory ino → what its ancestors say, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
         self.stop_event: threading.Event | None = None  # set: end the pass in progress (run_forever sets it)
@@ -167,10 +167,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
     def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
-        v = self._excluded.get(dir_ino)
-        if v is None:
-            v = self._excluded[dir_ino] = self.exclusion.excluded(t, dir_ino)
-        return v
+        ch = self.exclusion.chain(t, dir_ino, self._chains)
+        return ch is not None and ch.place.excluded
 
     # ------------------------------------------------------------------------------------------------
     def ask_in_background(self) -> bool:
@@ -291,7 +289,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rep = PassReport()
         self.beat()
         self._terms_behind = True  # until _refresh_terms: a stop from here on may leave rows behind
-        self._excluded.clear()
+        self._chains.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
