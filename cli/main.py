@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Sequence
 
 import click
@@ -155,12 +156,72 @@ def plain_help(cmd: click.Command) -> click.Command:
     return cmd
 
 
+class UsageLine(click.UsageError):
+    """A usage error (exit status 2, README "Exit status") told like every other error: one line on stderr,
+    ``Error: <message> (`<command> --help` shows the usage)``, control characters escaped; when the command
+    line asked for ``--json``, also ``{"error", "exit_code"}`` on stdout (:func:`libraryfs.cli.common.handle_errors`
+    does the same for the errors of status 1 and above). click's own :meth:`~click.UsageError.show` prints the
+    usage, a "Try" line and a blank line before the error."""
+
+    def __init__(self, e: click.UsageError, as_json: bool) -> None:
+        super().__init__(e.format_message(), e.ctx)
+        self.as_json = as_json
+
+    def show(self, file=None) -> None:
+        """Print the line (and the JSON object); ``file`` is ignored: the line goes to stderr."""
+        message = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in self.message)
+        if self.as_json:
+            from libraryfs.cli.common import echo_json  # only on this path: --help imports no command module
+
+            echo_json({"error": message, "exit_code": self.exit_code})
+        where = self.ctx.command_path if self.ctx is not None else "libraryfs"
+        click.echo(f"Error: {message} (`{where} --help` shows the usage)", err=True)
+
+
+#: click ≥ 8.2's error for a group run without a subcommand (it prints the group's help); none before
+_NO_ARGS_HELP: tuple[type, ...] = tuple(
+    c for c in [getattr(click.exceptions, "NoArgsIsHelpError", None)] if c
+)
+
+
+def _one_line(e: click.UsageError, argv: Sequence[str]) -> click.UsageError:
+    """``e`` as a :class:`UsageLine`, asking for JSON when the command line ``argv`` holds ``--json`` as an
+    option (before any ``--``); ``e`` itself when it is one already, or when it asks for the help (a group
+    run without a subcommand: click's ``NoArgsIsHelpError`` prints the help, exit status 2)."""
+    if isinstance(e, (UsageLine, *_NO_ARGS_HELP)):
+        return e
+    return UsageLine(e, "--json" in (argv[: argv.index("--")] if "--" in argv else argv))
+
+
 class _Cli(click.Group):
     """The root group: a built-in command's module and the plugins are imported on first use (keeps start-up
-    cheap for ``find``/``status``; ``--help`` imports none of them)."""
+    cheap for ``find``/``status``; ``--help`` imports none of them). Every usage error, of the root or of a
+    subcommand at any depth, is shown as one line (:class:`UsageLine`)."""
 
     _plugins_loaded = False
     context_class = PlainContext  # --help shows no RST markup (every command gets it: get_command)
+
+    _argv: list[str] = []  # the command line of this run (main)
+
+    def main(self, args: Sequence[str] | None = None, *a, **k):
+        """click's, remembering the command line (for :class:`UsageLine`'s ``--json``)."""
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().main(args, *a, **k)
+
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        """click's, with a usage error of the root's own options as a :class:`UsageLine`."""
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise _one_line(e, self._argv) from None
+
+    def invoke(self, ctx: click.Context):
+        """click's, with a usage error of a subcommand (parsing its arguments, or raised by its body) as a
+        :class:`UsageLine`."""
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            raise _one_line(e, self._argv) from None
 
     def _load_plugins(self) -> None:
         if self._plugins_loaded:

@@ -379,7 +379,8 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
 
     Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
     printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
-    bytes. Exit status 1: no match."""
+    bytes. A library that is not mounted has its paths from its own root (``/notes/a.md``), and a note on
+    stderr says so. Exit status 1: no match."""
     from libraryfs.index.find import find_ranked  # before the fork: the reader inherits it, and the Found it
     # returns unpickles here without importing the term index (and SQLite) a second time
 
@@ -393,7 +394,7 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
         return
     if not found.matches:
         shown = term if len(term) <= TERM_SHOWN_MAX else term[: TERM_SHOWN_MAX - 1] + "…"
-        raise click.ClickException(f"no match for {shown!r}")
+        raise click.ClickException(f"no match for '{display_path(os.fsencode(shown))}'")  # bytes as \xNN
     if null:
         out = click.get_binary_stream("stdout")
         for m in found.matches:
@@ -403,6 +404,11 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
             click.echo(display_path(prefix + m.path) + ("/" if m.kind == "dir" else ""))
     if found.cut:
         click.echo(f"({len(found.matches)} of {found.total} matches shown; --limit N shows more)", err=True)
+    if not prefix:  # "/notes/a.md" reads as a path of this machine's root
+        click.echo(
+            f"(not mounted: the paths are inside the library; `libraryfs mount {libdir} DIR` opens them)",
+            err=True,
+        )
 
 
 TERM_SHOWN_MAX = 80  #: characters of a search term an error message repeats

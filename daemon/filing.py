@@ -4,7 +4,9 @@ An entry is *settled* once it has not been written for ``settle_s`` seconds. The
 section for each settled entry (an existing section, or a new name made safe by
 :func:`libraryfs.index.jobs.safe_section_name`; ``unsorted`` otherwise); the move is a real rename — through the
 mount when the library is mounted, so the kernel sees it — and journaled like any rename, so the next pass
-re-renders the TOCs of both directories. Name clashes get ``-2``, ``-3`` … before the extension.
+re-renders the TOCs of both directories. Name clashes get ``-2``, ``-3`` … before the extension; the
+generated ``INDEX.md`` is a clash too (filed under that name, an entry would become the section's own
+``INDEX.md`` and move its TOC to ``.index/INDEX.md``, docs/posix.md).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.generated import INDEX_NAME
 from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
@@ -131,7 +134,7 @@ class InboxFiler:
         return SectionDoc(path=path, entries=entries, description=_line(t.meta(ino)))
 
     def _move(self, src_rel: bytes, section: bytes, name: bytes) -> bytes:
-        """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes."""
+        """Move ``inbox/<name>`` into ``section`` (created if needed), avoiding name clashes and ``INDEX.md``."""
         from libraryfs.fs.view import LibraryView
 
         mounted = self.mountpoint and is_live(self.mountpoint)
@@ -145,7 +148,9 @@ class InboxFiler:
             stem, dot, ext = name.rpartition(b".")
             if not dot or not stem:
                 stem, ext = name, b""
-            while ino and t.lookup(ino, final) is not None:
+            while final == INDEX_NAME or (
+                ino and t.lookup(ino, final) is not None
+            ):  # the TOC's name is taken
                 final = stem + b"-%d" % k + (b"." + ext if ext else b"")
                 k += 1
         if mounted:

@@ -49,7 +49,7 @@ from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError, is_disk_full
 from libraryfs.fs import schema as S
-from libraryfs.fs.exclude import TocExclusion
+from libraryfs.fs.exclude import Chain, TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.tocwatch import record_rendered
 from libraryfs.hooks import IndexerHook
@@ -137,6 +137,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._hooks_again = False  # a hook has work left (e.g. its view's writer lock was busy)
         self._terms = None  # the term index (sqlite3 connection), opened at the first pass
         self._terms_retry: set[int] = set()  # inodes whose term-index rows a failed pass did not write
+        self._terms_behind = False  # a pass began and its term-index rows are not written yet
         self._subjects = subjects.Upkeep()  # when the subject index is rebuilt (amortised)
         self.refresh = Refresh()  # provisional lines while the model's answers are on their way
         self.call_deferred: set[int] = set()
@@ -144,7 +145,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._catalogue = catalogue.Settle()  # when an idle pass re-plans the name catalogue (amortised)
         self._catalogue_unsettled = False  # its pages changed incrementally since its last bulk plan
         self.exclusion = TocExclusion()
-        self._excluded: dict[int, bool] = {}  # directory ino → excluded, for one pass
+        self._chains: dict[int, Chain | None] = {}  # directory ino → what its ancestors say, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
         self.stop_event: threading.Event | None = None  # set: end the pass in progress (run_forever sets it)
@@ -166,10 +167,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
     def _is_excluded(self, t: Txn, dir_ino: int) -> bool:
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
-        v = self._excluded.get(dir_ino)
-        if v is None:
-            v = self._excluded[dir_ino] = self.exclusion.excluded(t, dir_ino)
-        return v
+        ch = self.exclusion.chain(t, dir_ino, self._chains)
+        return ch is not None and ch.place.excluded
 
     # ------------------------------------------------------------------------------------------------
     def ask_in_background(self) -> bool:
@@ -245,7 +244,19 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self.publish_stopped()
 
     def publish_stopped(self) -> None:
-        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed)."""
+        """Publish the state ``stopped`` (the loop ended; a pass stopped inside is not committed). When a
+        pass left term-index rows unwritten (a stop inside it, or a failed write), note it in the index
+        (:func:`libraryfs.index.termindex.mark_behind`): ``check`` then leaves that drift to the next
+        process's first pass, which reconciles it."""
+        if self._terms_behind or self._terms_retry:
+            path = term_index_path(self.libdir)
+            try:
+                if self._terms is None and os.path.exists(path):  # stopped inside this process's first pass
+                    self._terms = termindex.connect(path)
+                if self._terms is not None:
+                    termindex.mark_behind(self._terms)
+            except Exception as e:  # a full disk: check reports the drift (T2) instead
+                log.warning("term index: cannot note that it trails the store (%s)", e)
         self.state = "stopped"
         self._write_status()
 
@@ -277,7 +288,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             self._write_status()
         rep = PassReport()
         self.beat()
-        self._excluded.clear()
+        self._terms_behind = True  # until _refresh_terms: a stop from here on may leave rows behind
+        self._chains.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
             records = t.journal_since(cursor, 100_000)
@@ -471,6 +483,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 self.store, term_index_path(self.libdir), self._terms, pending, full
             )
             self._terms_retry = set()
+            self._terms_behind = False
             if fixed:
                 log.info("term index: %d rows out of line fixed", fixed)
         except Exception as e:

@@ -54,13 +54,17 @@ def plan(source: str, include_hidden: bool = False) -> tuple[list[tuple[str, str
     files: list[tuple[str, str]] = []
     skipped: dict[str, int] = {}
     for root, dirs, names in os.walk(source, followlinks=False):
-        if not include_hidden:
-            hidden = [d for d in dirs if d.startswith(".")]
-            for _d in hidden:
-                skipped["hidden"] = skipped.get("hidden", 0) + 1
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        else:
-            dirs.sort()
+        keep = []
+        for d in sorted(dirs):
+            if not include_hidden and d.startswith("."):
+                reason = "hidden"
+            elif os.path.islink(os.path.join(root, d)):  # a link to a directory: listed here, not followed
+                reason = "symlink"
+            else:
+                keep.append(d)
+                continue
+            skipped[reason] = skipped.get(reason, 0) + 1
+        dirs[:] = keep
         for n in sorted(names):
             p = os.path.join(root, n)
             if not include_hidden and n.startswith("."):

@@ -39,8 +39,10 @@ class TocWriter:
 
     Uses the indexer's ``store``, ``builder``, ``max_tokens`` (the page bound C, tokens), ``_call`` (a
     builder job with its deterministic fallback), ``call_deferred``, ``refresh`` (a description or grouping
-    still on its way makes the section's lines provisional), ``_update_entries`` and ``exclusion`` (entries
-    an ignore file matches are left out). When ``INDEX.md`` is the user's (claimed, or a git work tree), page
+    still on its way makes the section's lines provisional), ``_update_entries``, ``exclusion`` (entries
+    an ignore file matches are left out) and ``_chains`` (the pass's :meth:`~libraryfs.fs.exclude.TocExclusion.chain`
+    memo: a directory's path and placement from its parent's, so re-rendering the d ancestors of a change costs
+    O(d) reads, not O(d²)). When ``INDEX.md`` is the user's (claimed, or a git work tree), page
     0 is rendered for ``.index/INDEX.md`` (:func:`libraryfs.fs.virtual.page0_moved`), and a section's line in
     its parent links there. A directory never indexed is rendered only once it has settled
     (:func:`libraryfs.fs.virtual.dir_settled`, ``settle_s``): until then it waits in ``_deferred``, so a
@@ -167,20 +169,21 @@ class TocWriter:
             node = t.inode(ino)
             if node is None or not node.is_dir:
                 return None
-            path = t.path_of(ino)
-            if path is None:
+            chain = self.exclusion.chain(t, ino, self._chains)  # its path and placement, from its parent's
+            if chain is None:
                 return None
+            path = chain.path
             if (
                 self._settle
                 and t.toc_page(ino, 0) is None
                 and not dir_settled(t, ino, now_ns(), self.settle_s)
             ):
                 return "deferred"
-            place = self.exclusion.classify(t, ino, path)
+            place = chain.place
             items: list[Item] = []
             children: list[Child] = []
             missing: dict[int, tuple[int, bytes]] = {}
-            ignored = self.exclusion.child_filter(t, path)
+            ignored = chain.ignored
             for name, child in t.iter_dir(ino):
                 if is_hidden(name):
                     continue

@@ -24,7 +24,9 @@ and ``INDEX.md`` is left to the repository (:attr:`Placement.work_tree`).
 
 Both the view (:class:`libraryfs.fs.virtual.VirtualNamespace`: what a lookup shows) and the indexer (which
 TOCs it computes at all, and where page 0 lives) ask :meth:`TocExclusion.classify`, so the two never
-disagree. Paths are absolute
+disagree; the indexer asks :meth:`TocExclusion.chain`, the same verdicts built from the parent directory's
+for the whole of one pass (a change d levels down re-renders d TOCs: O(d) reads, where walking from the root
+for each was O(d²): ``python bench/deep_tree.py``). Paths are absolute
 bytes; non-UTF-8 names are matched in their ``surrogateescape`` decoding.
 """
 
@@ -56,6 +58,27 @@ class Placement:
 def dot_path(path: bytes) -> bool:
     """Whether a component of the absolute path ``path`` starts with ``.`` (a dot-directory or below)."""
     return any(c.startswith(b".") for c in path.split(b"/") if c)
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """What a directory's ancestors say about it (:meth:`TocExclusion.chain`): its path components from the
+    root, the ignore files of it and of every ancestor as ``(depth of the file's directory, spec)``, whether a
+    component is a dot-name, and its :class:`Placement`."""
+
+    comps: tuple[bytes, ...]
+    specs: tuple[tuple[int, pathspec.GitIgnoreSpec], ...]
+    dot: bool
+    place: Placement
+
+    @property
+    def path(self) -> bytes:
+        """The absolute path (``b"/"`` for the root)."""
+        return b"/" + b"/".join(self.comps)
+
+    def ignored(self, name: bytes, is_dir: bool) -> bool:
+        """:meth:`TocExclusion.child_filter`'s verdict on entry ``name`` of this directory."""
+        return bool(self.specs) and _ignored(list(self.specs), [*self.comps, name], is_dir)
 
 
 class TocExclusion:
@@ -125,6 +148,56 @@ class TocExclusion:
             return bool(specs) and _ignored(specs, [*comps, name], is_dir)
 
         return ignored
+
+    def chain(self, t: Txn, dir_ino: int, memo: dict[int, Chain | None]) -> Chain | None:
+        """:meth:`classify` and :meth:`child_filter` of directory ``dir_ino`` at once, built from its parent's
+        chain and kept in ``memo`` (directory inode → chain; None: not reachable from the root): over the
+        directories of one indexer pass each costs a few reads, where :meth:`classify` reads every ancestor
+        again (a pass re-rendering the d ancestors of a change d levels down cost O(d²) lookups). ``memo``
+        holds one pass's view: the caller drops it when the tree may have changed (the next pass).
+        Raises :class:`~libraryfs.errors.Corrupt` on a ``dirparent`` cycle, as :meth:`Txn.path_of` does."""
+        from libraryfs.errors import Corrupt
+
+        up: list[tuple[int, bytes]] = []  # (directory, its name) from dir_ino up to a known chain
+        ino = dir_ino
+        while ino not in memo:
+            if ino == S.ROOT_INO:
+                spec = self._spec(t, ino)
+                work_tree = t.lookup(ino, GIT_DIR) is not None
+                memo[ino] = Chain(
+                    (), ((0, spec),) if spec is not None else (), False, Placement(False, work_tree)
+                )
+                break
+            link = t.dirparent(ino)
+            if link is None:
+                memo[ino] = None
+                break
+            up.append((ino, link[1]))
+            ino = link[0]
+            if len(up) > 4096:
+                raise Corrupt("dirparent cycle")
+        parent = memo[ino]
+        for child, name in reversed(up):
+            parent = memo[child] = None if parent is None else self._extend(t, parent, child, name)
+        return memo[dir_ino]
+
+    def _extend(self, t: Txn, parent: Chain, ino: int, name: bytes) -> Chain:
+        """The chain of directory ``ino``, named ``name`` in the directory of chain ``parent``; the same
+        verdicts as :meth:`classify` (a dot-path first, then the first excluded ancestor, then the ignore
+        files above)."""
+        comps = (*parent.comps, name)
+        dot = parent.dot or name.startswith(b".")
+        if dot:
+            place = Placement(True, False)
+        elif parent.place.excluded:
+            place = parent.place
+        elif parent.specs and _ignored(list(parent.specs), list(comps)):
+            place = Placement(True, parent.place.work_tree)
+        else:
+            place = Placement(False, parent.place.work_tree or t.lookup(ino, GIT_DIR) is not None)
+        spec = self._spec(t, ino)
+        specs = (*parent.specs, (len(comps), spec)) if spec is not None else parent.specs
+        return Chain(comps, specs, dot, place)
 
     def _spec(self, t: Txn, dir_ino: int) -> pathspec.GitIgnoreSpec | None:
         """The compiled ``.gitignore`` of directory ``dir_ino``, or None (no such regular file, or empty)."""

@@ -289,13 +289,34 @@ def drift(store: Store, db: sqlite3.Connection) -> Drift:
 
 
 def reconcile(store: Store, db: sqlite3.Connection) -> Drift:
-    """Find and fix every drifted row (:func:`drift`, then :func:`sync` of those inodes); returns what it
-    found. Run by the indexer at its first pass (a kill -9 between its two commits) and by
-    ``libraryfs check --repair``."""
+    """Find and fix every drifted row (:func:`drift`, then :func:`sync` of those inodes) and clear the
+    :func:`mark_behind` note; returns what it found. Run by the indexer at its first pass (a kill -9 between
+    its two commits, or a predecessor stopped mid-pass) and by ``libraryfs check --repair``."""
     d = drift(store, db)
     if d.total:
         sync(store, db, d.missing + d.stale + d.orphan)
+    if behind(db):
+        with db:
+            db.execute("DELETE FROM info WHERE k=?", (_BEHIND,))
     return d
+
+
+_BEHIND = "behind"  #: ``info`` key: the rows may trail the store until the next indexer's first pass
+
+
+def mark_behind(db: sqlite3.Connection) -> None:
+    """Note that the rows may trail the store: an indexer stopped (SIGTERM, ``libraryfs umount``) after
+    committing meta or TOCs whose rows it did not write. Its successor's first pass reconciles every row
+    (:func:`upkeep`) and clears the note (:func:`reconcile`); until then ``check`` does not count that
+    drift as a problem (:func:`verify`), as while an indexer runs. A kill -9 leaves no note: ``check``
+    then reports the drift (T2). Raises ``sqlite3.Error`` (a full disk)."""
+    with db:
+        db.execute("INSERT OR REPLACE INTO info VALUES(?, '1')", (_BEHIND,))
+
+
+def behind(db: sqlite3.Connection) -> bool:
+    """Whether the index carries the :func:`mark_behind` note."""
+    return db.execute("SELECT 1 FROM info WHERE k=?", (_BEHIND,)).fetchone() is not None
 
 
 def upkeep(
@@ -456,7 +477,7 @@ class Finding:
 def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True) -> list[Finding]:
     """Check the term index at ``path`` against the store: SQLite's and FTS5's integrity checks pass (:func:`integrity`), and — with ``drift_too``, which
     the caller clears while an indexer runs (its rows trail the store by one pass) — no row is missing,
-    stale or orphaned (:func:`drift`). A missing file is no problem (a library of an earlier release:
+    stale or orphaned (:func:`drift`) unless the index is noted as trailing the store (:func:`mark_behind`). A missing file is no problem (a library of an earlier release:
     the indexer's next start builds it); ``repair`` builds it (T1, repaired). A plain check never changes the file's content; ``repair``
     recreates a damaged file and reconciles (the caller holds the indexer's lock)."""
     with store.read() as t:
@@ -489,7 +510,7 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
         return [f]
     assert db is not None
     try:
-        if not drift_too:
+        if not drift_too or behind(db):  # the next indexer's first pass reconciles it (mark_behind)
             return []
         d = drift(store, db)
         if not d.total:

@@ -44,7 +44,7 @@ class Item:
     summary: str
     tokens: int  #: o200k_base tokens of the entry (for a section: of everything below it)
     is_dir: bool = False
-    entries: int = 0  #: for a section: number of entries below it, in all (recursively)
+    entries: int = 0  #: for a section: the files below it, in all (recursively; sections not counted)
     is_link: bool = False
     approx: bool = False
     terms: dict[str, int] | None = None  #: profile (term → entries holding it) for range lines
@@ -138,8 +138,9 @@ def _fmt_tokens(n: int, approx: bool = False) -> str:
 
 def count_text(direct: int | None, in_all: int) -> str:
     """How a TOC states a directory's (or a range's) size, one meaning per word: ``N entries`` counts its own
-    entries — the lines one level down, files and sections alike — and ``M in all`` every entry below it,
-    recursively, said only when it differs (``12 entries, 497 in all``). ``direct`` None: not known yet
+    entries — the lines one level down, files and sections alike — and ``M in all`` the files below it,
+    recursively (sections not counted: two sections holding one file are ``2 entries, 1 in all``), said only
+    when it differs (``12 entries, 497 in all``). ``direct`` None: not known yet
     (a section rendered by an older release), only ``M in all`` is said."""
     if direct is None:
         return f"{in_all:,} in all"

@@ -1,5 +1,6 @@
 """Problems a new user hit, each kept fixed: one-line errors, adopted indexers, safe unmounts."""
 
+import json
 import os
 import shutil
 import signal
@@ -89,13 +90,53 @@ def test_an_empty_libdir_and_a_huge_find_term(tmp_path, run_cli):
     assert len(r.stderr) < 200, len(r.stderr)
 
 
+def test_a_find_term_that_is_not_utf8_is_shown_escaped_when_nothing_matches(tmp_path, run_cli):
+    """The one line of a term that matched nothing shows undecodable bytes as ``\\xNN``, as ``find`` shows
+    paths and its ``--json`` the term; it showed Python's surrogate escapes (``'\\udcff'``, new-user trial)."""
+    run_cli("init", str(tmp_path / "lib"), check_rc=True)
+    r = run_cli("find", str(tmp_path / "lib"), os.fsdecode(b"caf\xe9\x01"))
+    one_line_error(r, "no match for 'caf\\xe9\\x01'")
+
+
 def usage_error(r, needle):
-    """A bad value is a usage error (README "Exit status": 2): click's usage lines and one ``Error:`` line
-    naming the option, no traceback."""
+    """A bad value is a usage error (README "Exit status": 2): one ``Error:`` line naming the option, no
+    traceback."""
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
     errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and needle in errors[0], r.stderr
+
+
+def test_a_usage_error_is_one_line_and_a_json_object_with_json(tmp_path, run_cli):
+    """Every usage error (README "Exit status" 2: a missing argument, an unknown command or option, a bad
+    value, at any depth of subcommands) is one line on stderr, as every other error is; click printed its
+    usage, a "Try …" line, a blank line and the error. With ``--json`` stdout carries ``{"error",
+    "exit_code"}`` as for any other failure (README: "Every command run with --json prints one JSON object
+    on stdout on a failure too"); it printed nothing (new-user trial)."""
+    lib = str(tmp_path / "lib")
+    run_cli("init", lib, check_rc=True)
+    for args in (
+        ("find",),
+        ("find", lib),
+        ("find", lib, "x", "--limit", "0"),
+        ("find", lib, "x", "--limit", "1\nError: forged"),
+        ("status", lib, "--bogus"),
+        ("bogus",),
+        ("--bogus",),
+        ("config", "nosuch"),
+        ("check",),
+    ):
+        r = run_cli(*args)
+        assert r.returncode == 2 and r.stdout == "", (args, r.returncode, r.stdout)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("Error: "), (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    for args in (("status", lib, "--json", "--bogus"), ("find", lib, "", "--json")):
+        r = run_cli(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (args, r.stderr)
+        out = json.loads(r.stdout)
+        assert out["exit_code"] == 2 and out["error"] in r.stderr, (args, r.stdout, r.stderr)
+    r = run_cli("find", lib, "--", "--json")  # a term, not the flag: no match (exit 1), no JSON
+    assert r.returncode == 1 and r.stdout == "", (r.stdout, r.stderr)
 
 
 def test_bad_values_are_usage_errors_before_anything_starts(tmp_path, run_cli):

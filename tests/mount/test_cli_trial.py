@@ -137,6 +137,33 @@ def test_ingest_into_a_pipe_draws_no_bar_and_counts_one_file(libdir, tmp_path, r
     assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 1 (1 symlink)\n", r.stdout
 
 
+def test_ingest_counts_a_symlink_to_a_directory_as_skipped(libdir, tmp_path, run_cli):
+    """A symlink to a directory (``os.walk`` lists it among the directories, and does not follow it) was
+    skipped without being counted: "skipped 1 (1 symlink)" for two symlinks (new-user trial)."""
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.md").write_text("a\n")
+    os.symlink("/etc/passwd", src / "link")
+    os.symlink("..", src / "sub" / "loop")
+    os.symlink("/nonexistent", src / ".hidden")  # hidden first: counted once, as hidden
+    r = run_cli("ingest", str(libdir), str(src), "--into", "docs", check_rc=True)
+    assert r.stdout == "ingested 1 file (2 bytes) into docs; skipped 3 (1 hidden, 2 symlinks)\n", r.stdout
+
+
+def test_find_in_a_library_not_mounted_says_where_its_paths_are(libdir, tmp_path, run_cli):
+    """Unmounted, ``find`` prints paths from the library's root (``/notes/plan.md``): with nothing else said
+    they read as paths of this machine's root (new-user trial: ``cat /caf\\xe9.md`` fails). A note on stderr
+    says so; mounted, there is none."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "plan.md").write_text("# Plan\n\nShip the espresso index.\n")
+    run_cli("ingest", str(libdir), str(src), "--into", "notes", check_rc=True)
+    run_cli("index", str(libdir), check_rc=True)
+    r = run_cli("find", str(libdir), "espresso", check_rc=True)
+    assert "/notes/plan.md" in r.stdout.splitlines(), r.stdout
+    assert r.stderr.count("\n") == 1 and "not mounted" in r.stderr and "libraryfs mount" in r.stderr, r.stderr
+
+
 def test_second_mount_of_a_mounted_library_names_its_mountpoint(mounted, tmp_path, run_cli):
     other = tmp_path / "other"
     r = run_cli("mount", mounted.libdir, str(other))

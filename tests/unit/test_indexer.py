@@ -78,6 +78,26 @@ def test_inbox_entries_are_filed(libdir):
     assert b"sched.md" in toc(st, "linux")
 
 
+def test_an_inbox_entry_named_like_a_toc_is_filed_under_another_name(libdir):
+    """An ``INDEX.md`` dropped into the inbox was filed under its own name: it became the section's user
+    ``INDEX.md`` (docs/posix.md item 3), so ``cat linux/INDEX.md`` read the dropped file instead of the TOC,
+    and the name stayed the user's for good (new-user trial). The filer now treats the generated name as
+    taken, like any clash (``INDEX-2.md``)."""
+    st, tree, idx = make(libdir)
+    idx.settle_s = 0
+    tree.write_bytes("linux/kernel.md", b"# Kernel\n\nThe Linux kernel schedules processes on CPUs.\n")
+    tree.write_bytes("cooking/pasta.md", b"# Pasta\n\nBoil pasta in salted water.\n")
+    idx.run_once()
+    tree.write_bytes("inbox/INDEX.md", b"# Kernel notes\n\nIgnore the TOC; the kernel schedules processes.\n")
+    rep = idx.run_once()
+    assert rep.filed == [("INDEX.md", "linux/INDEX-2.md")]
+    idx.run_once()
+    assert sorted(tree.listdir("linux")) == ["INDEX-2.md", "kernel.md"]
+    page = toc(st, "linux")
+    assert page.startswith(b"<!-- libraryfs toc:") and b"[INDEX-2.md](INDEX-2.md)" in page
+    assert b"[linux/](linux/INDEX.md)" in toc(st, "")
+
+
 def test_large_directory_pages_are_bounded_and_every_link_opens(libdir):
     st, tree, idx = make(libdir)
     for i in range(600):

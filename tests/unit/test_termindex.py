@@ -15,6 +15,7 @@ import textwrap
 import threading
 import time
 
+import pytest
 from helpers.checklogs import assert_logs
 
 from libraryfs.cli.query_cmds import _error_age
@@ -243,6 +244,41 @@ def test_kill_9_between_the_two_commits_is_reconciled(tmp_path, run_cli):
     assert found[0] == b"/docs/library/json.rst.txt" and set(found[1:]) == {b"/docs/library", b"/docs"}
     st.close()
     assert run_cli("check", str(d)).returncode == 0
+
+
+@pytest.mark.parametrize("stop_after", ["first TOC", "last TOC"])
+def test_check_after_a_stopped_pass_is_clean_and_the_next_start_reconciles(tmp_path, run_cli, stop_after):
+    """``libraryfs umount`` stops the indexer with SIGTERM (its :attr:`~Indexer.stop_event`): a stop after
+    some TOCs were committed ends the pass uncommitted, one after every TOC commits it; either way the term
+    index has not taken in what the store committed, and the next start reconciles it. ``check`` after such
+    a clean unmount said "T2 term index out of line … 2 stale", exit 1 (new-user trial, a deep tree
+    unmounted mid-pass); the stopping indexer now notes that its successor owes the reconcile."""
+    d, st, tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    tree.write_bytes("docs/library/json.rst.txt", JSON_DOC.replace(b"dumps", b"dump_text"))
+    idx = Indexer(str(d), store=st)
+    stop = threading.Event()
+    render = idx._render_dir
+
+    def render_then_stop(ino, *a, **k):  # SIGTERM arrives once this TOC is committed
+        done = render(ino, *a, **k)
+        if stop_after == "first TOC" or ino == 1:
+            stop.set()
+        return done
+
+    idx._render_dir = render_then_stop
+    idx.run_forever(stop, poll_s=0.01, debounce_s=0.01)
+    assert idx.state == "stopped"
+    st.close()
+    r = run_cli("check", str(d))
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "clean", r.stdout
+    st = Store(d)
+    Indexer(str(d), store=st).run_once()  # the next start's first pass reconciles every row
+    assert ranked(st, "json.dump_text").paths[0] == b"/docs/library/json.rst.txt"
+    st.close()
+    db = termindex.connect(term_index_path(str(d)))
+    assert not termindex.behind(db)  # the note is gone with the drift: check judges every row again
+    db.close()
 
 
 def test_check_detects_and_repairs_a_damaged_or_missing_index(tmp_path, run_cli):
