@@ -26,12 +26,22 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from libraryfs.features.episodes.units import CHANGE_KINDS, Unit
+from libraryfs.index.tokens import PieceCounter, count_tokens
 
 OCC_KINDS = ("ev", *CHANGE_KINDS)
 RESERVED_KEYS = frozenset(
     {"t", "act", "face", "near", "inv", "pos", "has", "obs", "visit", "end", *OCC_KINDS, "where", "step"}
 )
 _PLAIN = re.compile(r"^[^\s\",=#:]+$")
+#: texts whose pieces key lines hold and the steps' own lines may not (numbers of 1–3 digits, as o200k
+#: splits them; ``has=``, ``=?``, ``none``): counted when an index is saved (:meth:`EpisodeIndex.state`)
+PIECE_SEEDS = (
+    *(f"{n:0{w}d}" for w in (1, 2, 3) for n in range(10**w)),
+    "has=none=?",
+    " has",
+    " none",
+    "\n",
+)
 
 
 def enc(s: str) -> str:
@@ -96,6 +106,8 @@ class EpisodeIndex:
         self._names: list[frozenset[str]] | None = None
         self._mention_index: dict[str, array] | None = None  #: name → units carrying it (positions)
         self._packed_mentions: dict[str, bytes] = {}
+        #: o200k token count of a text (recall's packing): the tokenizer here; a loaded index counts by pieces
+        self.count_tokens: Callable[[str], int] = count_tokens
 
     @property
     def units(self) -> list[Unit]:
@@ -117,8 +129,26 @@ class EpisodeIndex:
             mentions={n: a.tobytes() for n, a in self._mentions().items()},
             bm25=self._bm25.state(),
             records=[records[t] for t in self.ts],
+            pieces=self._piece_counts(),
         )
         return out
+
+    def _piece_counts(self) -> dict[str, int]:
+        """The token counts of the pre-tokeniser pieces (:func:`libraryfs.index.tokens.piece_counts`) of every
+        line of every step, alone and followed by the newline that joins it to the next, and of
+        :data:`PIECE_SEEDS`: what an index loaded by :meth:`from_state` counts the evidence with."""
+        from libraryfs.index.tokens import piece_counts
+
+        def texts():
+            """Every evidence line of every step, alone and with its newline, then the seeds."""
+            for t in self.ts:
+                for text in (self.line(t), self.state_line(t), self.obs_line(t)):
+                    if text:
+                        yield text
+                        yield text + "\n"
+            yield from PIECE_SEEDS
+
+        return piece_counts(texts())
 
     @classmethod
     def from_state(cls, state: dict) -> EpisodeIndex:
@@ -134,6 +164,7 @@ class EpisodeIndex:
         idx._mention_index = None
         idx._packed_mentions = state["mentions"]
         idx._bm25 = Okapi.from_state(state["bm25"])
+        idx.count_tokens = PieceCounter(state["pieces"])
         return idx
 
     def _visits(self) -> None:
