@@ -215,7 +215,9 @@ def _episode_index(episode: str, libdir: str):
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
         )
     idx = EpisodeIndex(units)
-    indexcache.save(path, key, idx.state({u.t: r for u, r in zip(units, records or [], strict=True)}))
+    recs = records or []
+    reuse = indexcache.reusable_pieces(state, [u.t for u in units], recs) if state is not None else None
+    indexcache.save(path, key, idx.state({u.t: r for u, r in zip(units, recs, strict=True)}, reuse))
     return idx
 
 

@@ -179,10 +179,11 @@ def pieces(text: str) -> list[str] | None:
     return _ASCII_PIECES.findall(text) if text.isascii() else None
 
 
-def piece_counts(texts: Iterable[str]) -> dict[str, int]:
+def piece_counts(texts: Iterable[str], known: dict[str, int] | None = None) -> dict[str, int]:
     """Piece → its o200k_base token count, for every piece of the ASCII ``texts`` (the table of
-    :class:`PieceCounter`)."""
-    table: dict[str, int] = {}
+    :class:`PieceCounter`), added to a copy of ``known`` (a table made before: only pieces it lacks are
+    counted)."""
+    table: dict[str, int] = dict(known or {})
     for text in texts:
         for p in pieces(text) or ():
             if p not in table:

@@ -203,9 +203,15 @@ def test_the_recall_command_builds_loads_and_rebuilds_the_saved_index(episode, t
     resaved = Path(path).read_bytes()
     # a changed unit makes the saved index stale: the answer follows the store
     changed = [*units[:-1], dataclasses.replace(units[-1], observation="I found a golden key by the lake.")]
+    stale = _load(path)[1]
     _store_episode(libdir, changed)
+    # the rebuild reuses the stale file's piece table and renders only the changed step's lines
+    recs = _records(changed)
+    table, steps = indexcache.reusable_pieces(stale, [u.t for u in changed], [recs[u.t] for u in changed])
+    assert steps == {changed[-1].t} and table == stale["pieces"]
     q2 = "where did I find the golden key?"
     got = _both_cli(libdir, q2)
+    assert " golden" in _load(path)[1]["pieces"]
     assert got == _want(changed, q2)
     assert got[0] != _want(units, q2)[0]  # what the stale index would answer
     assert got[0]["items"][0]["t"] == changed[-1].t  # the only step with those words ranks first

@@ -160,6 +160,19 @@ class Saved:
         return state
 
 
+def reusable_pieces(state: dict, ts: list[int], records: list[bytes]) -> tuple[dict[str, int], set[int]]:
+    """For rebuilding over a saved ``state`` that is stale (the units changed since): its piece table (the
+    counts are the tokenizer's, true for any text) and the steps of ``ts`` (with their ``records``) that are
+    new or whose record changed — only their lines need rendering for the new table
+    (:meth:`EpisodeIndex.state <libraryfs.features.episodes.index.EpisodeIndex.state>`). A step whose record
+    is unchanged can still gain a visit-end mark from a new neighbour; a piece that brings and the table
+    lacks is counted by the tokenizer when a query shows it."""
+    old = dict(zip(state.get("ts", []), getattr(state.get("records"), "_crcs", []), strict=False))
+    changed = {t for t, r in zip(ts, records, strict=True) if old.get(t) != zlib.crc32(r)}
+    table = state.get("pieces")
+    return (table if isinstance(table, dict) else {}), changed
+
+
 def open_saved(path: str) -> Saved | None:
     """The saved index at ``path`` with its key read (the rest is read by :meth:`Saved.state` and
     :class:`Records`), or None when there is none or its header is not ours. The file stays open for the
