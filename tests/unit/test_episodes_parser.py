@@ -357,3 +357,52 @@ def test_the_structure_scan_equals_the_character_loop(episode, monkeypatch):
     assert (
         needles("(?:ab){2}c") is None and needles("(?:ab){0,2}c") == ("c",) and needles("(?:the )?") is None
     )
+
+
+def _former_split_top(pat: str):
+    """The former ``tagging._split_top`` (a walk over the structure characters): the reference."""
+    parts, depth, start = [], 0, 0
+    for i, c in _former_structure(pat):
+        if c is None:
+            return [None]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return [None]
+        elif c == "|" and depth == 0:
+            parts.append(pat[start:i])
+            start = i + 1
+    if depth:
+        return [None]
+    parts.append(pat[start:])
+    return parts
+
+
+def test_the_top_level_split_equals_the_former_walk(episode, monkeypatch):
+    """``tagging._split_top`` (escapes, classes and innermost groups blanked out in C) splits every pattern
+    the parser meets, and 5,000 random pattern-like strings, as the former walk over the structure
+    characters did (unbalanced brackets and unclosed classes included)."""
+    import random
+
+    from libraryfs.features.episodes import tagging
+
+    recs, idx = episode
+    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="split-test")
+    seen: set[str] = set()
+    needles = tagging._needles.__wrapped__
+
+    def recording(pat: str):
+        seen.add(pat)
+        return needles(pat)
+
+    monkeypatch.setattr(tagging, "_needles", recording)
+    for q in qs[:40]:
+        parse_question(q.text, idx.vocab)
+    rng = random.Random(11)
+    pats = sorted(seen) + [
+        "".join(rng.choice("ab()|[]^\\\\?*_\\n") for _ in range(rng.randrange(0, 30))) for _ in range(5000)
+    ]
+    for pat in pats:
+        assert tagging._split_top(pat) == _former_split_top(pat), pat

@@ -202,33 +202,45 @@ def _structure(pat: str, i: int = 0) -> Iterator[tuple[int, str | None]]:
     literals between them are skipped in C, which made computing the needles of a question's ~250 patterns
     half of ``parse_question``'s time when it walked the patterns a character at a time.)"""
     for m in _STRUCTURE_STEP.finditer(pat, i):
-        if m.group(1):
+        g = m.lastindex  # None: an escape or a whole class
+        if g == 2:
+            j = m.start()
+            yield j, pat[j]
+        elif g == 1:
             yield m.start(), None
             return
-        if m.group(2):
-            yield m.start(), m.group(2)
+
+
+_ATOM = re.compile(r"\\.|\[\^?+\]?+(?:\\.|[^\]\\])*+\]", re.DOTALL)  #: an escape or a whole class
+_INNERMOST_GROUP = re.compile(r"\([^()]*\)")
+
+
+def _blank(m: re.Match) -> str:
+    """As many ``_`` as ``m`` matched (keeps every index of the pattern where it was)."""
+    return "_" * (m.end() - m.start())
 
 
 def _split_top(pat: str) -> list[str | None]:
     """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
-    brackets do not balance."""
-    parts, depth, start = [], 0, 0
-    for i, c in _structure(pat):
-        if c is None:
-            return [None]
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                return [None]
-        elif c == "|" and depth == 0:
-            parts.append(pat[start:i])
-            start = i + 1
-    if depth:
+    brackets do not balance. (In C: escapes and classes, then innermost groups until none is left, are
+    blanked out of a copy of the same length; the ``|`` left are the top-level ones.)"""
+    masked = _ATOM.sub(_blank, pat)
+    if "[" in masked:  # a class that does not close
         return [None]
+    while "(" in masked:
+        masked, n = _INNERMOST_GROUP.subn(_blank, masked)
+        if not n:
+            return [None]
+    if ")" in masked:
+        return [None]
+    parts, start = [], 0
+    i = masked.find("|")
+    while i >= 0:
+        parts.append(pat[start:i])
+        start = i + 1
+        i = masked.find("|", start)
     parts.append(pat[start:])
-    return list(parts)
+    return parts
 
 
 def _group_end(pat: str, i: int) -> int | None:
