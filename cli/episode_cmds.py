@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
@@ -21,6 +23,8 @@ from libraryfs.errors import LibraryError, NotFound
 
 _library_option = library_option(required=True)
 
+
+T = TypeVar("T")
 
 EXIT_UNKNOWN = 7  #: ``libraryfs answer``: the evidence does not determine the answer
 
@@ -147,36 +151,46 @@ def episode_watch(interval_s: float, once: bool, libdir: str) -> None:
 
 
 def _unit_records(episode: str, libdir: str, known: str | None) -> tuple[str, list[bytes] | None]:
-    """``(digest, records)``: the digest of the episode's stored units
-    (:func:`~libraryfs.features.episodes.indexcache.records_digest`) and their JSON — None instead when the
-    digest is ``known`` (the saved index is current). One read-only transaction (works beside a live mount;
-    pages walked only when the data file changed since the last clean walk, :func:`verify_pages`; the caller
-    runs this in a forked child, :func:`libraryfs.fs.isolated.run_isolated`; bytes
-    cross the pipe far cheaper than objects)."""
-    from libraryfs.features.episodes.indexcache import records_digest
+    """``(key, records)``: the key an index of the episode's stored units has (its generation's,
+    :func:`~libraryfs.features.episodes.indexcache.generation_key`; the digest of the records when it has
+    none) and their JSON — None instead when the key is ``known`` (the saved index is current: then only
+    the episode's meta record is read). One read-only transaction (works beside a live mount; pages walked
+    only when the data file changed since the last clean walk, :func:`verify_pages`; the caller runs this in
+    a forked child, :func:`libraryfs.fs.isolated.run_isolated`; bytes cross the pipe far cheaper than
+    objects)."""
+    from libraryfs.features.episodes import indexcache
     from libraryfs.features.episodes.unitdb import UnitDB
+    from libraryfs.fs.lmdb_backend import store_path
     from libraryfs.fs.store import Store
 
     verify_pages(
         libdir
     )  # a damaged page could silently drop units from the evidence (as it did find's matches)
     store = Store(libdir, readonly=True)
+    store_id = indexcache.store_identity(os.path.join(store_path(libdir), "data.mdb"))
+
+    def need_records(gen: str | None) -> bool:
+        """Whether the records must be read: no generation to key by, or not the ``known`` one."""
+        return gen is None or indexcache.generation_key(store_id, gen) != known
+
     try:
-        records = UnitDB(store).records(episode)
+        gen, records = UnitDB(store).snapshot(episode, need_records)
     except NotFound:  # no episode was ever built: the units table does not exist yet
-        records = []
+        gen, records = None, []
     finally:
         store.close()
-    digest = records_digest(records)
-    return digest, (None if digest == known else records)
+    key = (
+        indexcache.records_digest(records or []) if gen is None else indexcache.generation_key(store_id, gen)
+    )
+    return key, (None if key == known else records)
 
 
-def _episode_index(episode: str, libdir: str, meanwhile: Callable[[], object] | None = None):
+def _episode_index(episode: str, libdir: str):
     """The unit index of an episode: the saved one when it is current
     (:mod:`~libraryfs.features.episodes.indexcache`), else built from the units and saved. The store is read
     in a forked child: LMDB crashing on a damaged page is a one-line report (a writable open would walk
-    every page first: seconds at 10⁵ entries). While the child reads and hashes the units, this process
-    loads the saved index and runs ``meanwhile()`` (two CPUs: the wall time of the slower, not the sum)."""
+    every page first: seconds at 10⁵ entries). While the child reads the episode's generation, this process
+    loads the saved index."""
     from libraryfs.features.episodes import indexcache
     from libraryfs.features.episodes.index import EpisodeIndex
     from libraryfs.features.episodes.unitdb import parse_units
@@ -185,36 +199,39 @@ def _episode_index(episode: str, libdir: str, meanwhile: Callable[[], object] | 
     _check_ep(episode)
     indexcache.code_key()  # before the fork: it imports the deriving modules (the reader inherits them)
     path = indexcache.path_for(libdir, episode)
-    hint = indexcache.load_key(path)  # the records stay in the child when this is their digest
-    wait = start_isolated(lambda: _unit_records(episode, libdir, hint))
+    saved = indexcache.open_saved(path)  # its key only: the records stay in the child when it is current
+    wait = start_isolated(lambda: _unit_records(episode, libdir, saved.key if saved else None))
     try:
-        saved = indexcache.load(path)
-        if meanwhile is not None:
-            meanwhile()
+        state = saved.state() if saved is not None else None
     finally:
-        digest, records = wait()  # errors: one line
-    if saved is not None and saved[0] == digest:
-        if hint != digest:  # saved by a release without the side file, or the side file was lost
-            indexcache.save_key(path, digest)
-        return EpisodeIndex.from_state(saved[1])
-    if records is None:  # the side file named a key the index does not hold (replaced meanwhile): read again
-        digest, records = run_isolated(lambda: _unit_records(episode, libdir, None))
+        key, records = wait()  # errors: one line
+    if state is not None and saved is not None and saved.key == key:
+        return EpisodeIndex.from_state(state)
+    if records is None:  # the saved key is current but its head is damaged: read the records
+        key, records = run_isolated(lambda: _unit_records(episode, libdir, None))
     units = parse_units(records or [])
     if not units:
         raise click.ClickException(
             f"episode {episode!r} has no units (run `libraryfs episode build {episode}`)"
         )
     idx = EpisodeIndex(units)
-    indexcache.save(path, digest, idx.state({u.t: r for u, r in zip(units, records or [], strict=True)}))
+    recs = records or []
+    reuse = indexcache.reusable_pieces(state, [u.t for u in units], recs) if state is not None else None
+    indexcache.save(path, key, idx.state({u.t: r for u, r in zip(units, recs, strict=True)}, reuse))
     return idx
 
 
-def _tokens_warm() -> Callable[[], None]:
-    """The tokenizer's build (:func:`libraryfs.index.tokens.warm`), for :func:`_episode_index` to run while
-    the reader reads: recall counts the tokens of what it packs."""
-    from libraryfs.index.tokens import warm
+def _with_index(episode: str, libdir: str, query: Callable[[Any], T]) -> T:
+    """``query(index)`` over the episode's index (:func:`_episode_index`). When a record of the saved index fails its checksum during the query
+    (:class:`~libraryfs.features.episodes.indexcache.Damaged`), the file is removed and the query runs again
+    over an index rebuilt from the store."""
+    from libraryfs.features.episodes import indexcache
 
-    return warm
+    try:
+        return query(_episode_index(episode, libdir))
+    except indexcache.Damaged:
+        indexcache.discard(indexcache.path_for(libdir, episode))
+        return query(_episode_index(episode, libdir))
 
 
 def _budget_option(f):
@@ -240,8 +257,8 @@ def recall_cmd(
 
     if budget_tokens < 0:
         raise click.ClickException("--budget must be ≥ 0")
-    r = recall(
-        _episode_index(episode, libdir, _tokens_warm()), question, budget_tokens, use_anchors=not no_anchors
+    r = _with_index(
+        episode, libdir, lambda idx: recall(idx, question, budget_tokens, use_anchors=not no_anchors)
     )
     if as_json:
         echo_json(r.to_json())
@@ -278,13 +295,12 @@ def answer_cmd(
 
     if budget_tokens < 0:
         raise click.ClickException("--budget must be ≥ 0")
-    idx = _episode_index(episode, libdir, _tokens_warm())
     llm = _llm_reader(libdir) if reader in ("auto", "llm") else None
     if reader == "llm" and llm is None:
         raise click.ClickException(
             "--reader llm needs an endpoint: set LIBRARYFS_LLM_BASE_URL and LIBRARYFS_LLM_MODEL"
         )
-    a = answer(idx, question, budget_tokens, reader, llm)
+    a = _with_index(episode, libdir, lambda idx: answer(idx, question, budget_tokens, reader, llm))
     if as_json:
         echo_json(a.to_json())
     else:

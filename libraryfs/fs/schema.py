@@ -38,7 +38,7 @@ only checks that they open). Their key/value layout is owned by the module named
 ``llmcache`` :mod:`libraryfs.llm.cache`: ``job + 0x00 + sha256`` → JSON ``{"v": answer, "t": unix s}``;
              ``0x00 + b"spend"`` → JSON spending window
 ``units``    :mod:`libraryfs.features.episodes.unitdb`: ``b"u" + episode + 0x00 + step:u64`` → unit JSON;
-             ``b"m" + episode`` → episode meta JSON
+             ``b"m" + episode`` → episode meta JSON (with the episode's generation: derived data is keyed by it)
 ``catalogue`` :mod:`libraryfs.index.catalogue`: the name catalogue (every name an entry defines → the
              entry, as a B+tree): ``b"n" + casefold(name) + 0x00 + name + 0x00 + ino:u64`` → ``u32`` (how many
              names that entry defines); ``b"p" + page:u32`` → node JSON; ``b"d" + page:u32`` → ``b""`` (a leaf

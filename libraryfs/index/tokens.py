@@ -22,7 +22,9 @@ import functools
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
+from collections.abc import Iterable
 
 ENCODING = "o200k_base"
 _PACKAGE = "bpe_openai"
@@ -70,12 +72,6 @@ def _load_bindings():
 def _tokenizer():
     """The Rust o200k_base tokenizer (``PyTokenizer``: ``encode(str) -> list[int]``), built once."""
     return _load_bindings().tokenizer_for_encoding(ENCODING)
-
-
-def warm() -> None:
-    """Build the tokenizer now (~50 ms of CPU, once per process) rather than at the first count: a caller
-    with a forked reader running does it while waiting (``recall``/``answer``)."""
-    _tokenizer()
 
 
 @functools.lru_cache(maxsize=1)
@@ -158,3 +154,65 @@ def decode_bytes(ids: list[int]) -> bytes:
             raise KeyError(f"token id {i} is not an ordinary {ENCODING} token")
         out.append(b)
     return b"".join(out)
+
+
+#: o200k_base's pre-tokeniser (the ``pat_str`` of ``bpe_openai``'s registry, which is tiktoken's) for ASCII
+#: text: ``\p{L}`` is ``[A-Za-z]``, its upper-case classes ``[A-Z]``, its lower-case ones ``[a-z]``, ``\p{N}``
+#: ``[0-9]`` and ``\s`` (Unicode White_Space) ``[\t\n\v\f\r ]`` — not Python's ``\s``, which also matches
+#: ``\x1c``–``\x1f``. Python's ``re`` picks alternatives leftmost-first with greedy backtracking, as the
+#: pattern's engines do.
+_WS = "\t\n\x0b\x0c\r "
+_ASCII_PIECES = re.compile(
+    r"[^\r\nA-Za-z0-9]?[A-Z]*[a-z]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\nA-Za-z0-9]?[A-Z]+[a-z]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[0-9]{1,3}"
+    rf"| ?[^{_WS}A-Za-z0-9]+[\r\n/]*"
+    rf"|[{_WS}]*[\r\n]+"
+    rf"|[{_WS}]+(?![^{_WS}])"
+    rf"|[{_WS}]+"
+)
+
+
+def pieces(text: str) -> list[str] | None:
+    """The pre-tokeniser's pieces of ``text`` (o200k_base: BPE merges only within a piece, so the token
+    count of a text is the sum of its pieces' counts), or None when ``text`` is not ASCII."""
+    return _ASCII_PIECES.findall(text) if text.isascii() else None
+
+
+def piece_counts(texts: Iterable[str], known: dict[str, int] | None = None) -> dict[str, int]:
+    """Piece → its o200k_base token count, for every piece of the ASCII ``texts`` (the table of
+    :class:`PieceCounter`), added to a copy of ``known`` (a table made before: only pieces it lacks are
+    counted)."""
+    table: dict[str, int] = dict(known or {})
+    for text in texts:
+        for p in pieces(text) or ():
+            if p not in table:
+                table[p] = count_tokens(p)
+    return table
+
+
+class PieceCounter:
+    """:func:`count_tokens` of texts made of known pieces, without the tokenizer: the sum of the counts of
+    their pre-tokeniser pieces (:func:`pieces`) from ``table`` (:func:`piece_counts`). A text that is not
+    ASCII, longer than :func:`count_tokens` counts at once, or with a piece not in the table is counted by
+    :func:`count_tokens` (whose tokenizer is then built: ~50 ms once per process). Equal to
+    :func:`count_tokens` on every text (``tests/unit/test_tokens.py``)."""
+
+    def __init__(self, table: dict[str, int]) -> None:
+        self.table = table
+
+    def __call__(self, text: str) -> int:
+        """The o200k_base token count of ``text``."""
+        if len(text) <= _CHUNK_CHARS:
+            split = pieces(text)
+            if split is not None:
+                get = self.table.get
+                total = 0
+                for p in split:
+                    n = get(p)
+                    if n is None:
+                        break
+                    total += n
+                else:
+                    return total
+        return count_tokens(text)

@@ -286,3 +286,123 @@ def test_the_needle_prefilter_changes_no_tagging(episode, monkeypatch):
         for s in normalised:
             if rx.search(s):
                 assert any(n in s for n in need), (pat, need, s)
+
+
+def _former_structure(pat: str, i: int = 0):
+    """The character-by-character scan ``tagging._structure`` replaced (the reference it must equal)."""
+
+    def class_end(j: int):
+        j += 1
+        if j < len(pat) and pat[j] == "^":
+            j += 1
+        if j < len(pat) and pat[j] == "]":
+            j += 1
+        while j < len(pat):
+            if pat[j] == "\\":
+                j += 2
+                continue
+            if pat[j] == "]":
+                return j
+            j += 1
+        return None
+
+    while i < len(pat):
+        c = pat[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = class_end(i)
+            if j is None:
+                yield i, None
+                return
+            i = j + 1
+            continue
+        yield i, c
+        i += 1
+
+
+def test_the_structure_scan_equals_the_character_loop(episode, monkeypatch):
+    """``tagging._structure`` (one regular-expression step per escape, class or structural character) yields
+    the ``(``, ``)``, ``|`` and unclosed-class marks the former character loop yielded, from every start, on every pattern parsing the generated
+    questions compiles or prefilters, and on random strings of regular-expression characters; and the
+    needles of optional groups (``(?:the )?zone``) are what follows them."""
+    import random
+
+    from libraryfs.features.episodes import tagging
+
+    recs, idx = episode
+    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="structure-test")
+    seen: set[str] = set()
+    needles = tagging._needles.__wrapped__
+
+    def recording(pat: str):
+        seen.add(pat)
+        return needles(pat)
+
+    monkeypatch.setattr(tagging, "_needles", recording)
+    for q in qs[:40]:
+        parse_question(q.text, idx.vocab)
+    rng = random.Random(7)
+    pats = sorted(seen) + [
+        "".join(rng.choice("ab()|[]^\\?*{}0,\n") for _ in range(rng.randrange(0, 30))) for _ in range(3000)
+    ]
+    assert len(seen) > 100
+    for pat in pats:
+        for i in range(0, len(pat) + 1, max(1, len(pat) // 5)):
+            want = [(j, c) for j, c in _former_structure(pat, i) if c is None or c in "()|"]
+            assert list(tagging._structure(pat, i)) == want, (pat, i)
+    assert needles("(?:the )?zone[ _-]?1(?: area)?(?![\\w])") == ("zone",)
+    assert needles(r"\b(?:the )?(?:very )?(?:step|moment) x") == ("step", "moment")
+    assert (
+        needles("(?:ab){2}c") is None and needles("(?:ab){0,2}c") == ("c",) and needles("(?:the )?") is None
+    )
+
+
+def _former_split_top(pat: str):
+    """The former ``tagging._split_top`` (a walk over the structure characters): the reference."""
+    parts, depth, start = [], 0, 0
+    for i, c in _former_structure(pat):
+        if c is None:
+            return [None]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth < 0:
+                return [None]
+        elif c == "|" and depth == 0:
+            parts.append(pat[start:i])
+            start = i + 1
+    if depth:
+        return [None]
+    parts.append(pat[start:])
+    return parts
+
+
+def test_the_top_level_split_equals_the_former_walk(episode, monkeypatch):
+    """``tagging._split_top`` (escapes, classes and innermost groups blanked out in C) splits every pattern
+    the parser meets, and 5,000 random pattern-like strings, as the former walk over the structure
+    characters did (unbalanced brackets and unclosed classes included)."""
+    import random
+
+    from libraryfs.features.episodes import tagging
+
+    recs, idx = episode
+    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="split-test")
+    seen: set[str] = set()
+    needles = tagging._needles.__wrapped__
+
+    def recording(pat: str):
+        seen.add(pat)
+        return needles(pat)
+
+    monkeypatch.setattr(tagging, "_needles", recording)
+    for q in qs[:40]:
+        parse_question(q.text, idx.vocab)
+    rng = random.Random(11)
+    pats = sorted(seen) + [
+        "".join(rng.choice("ab()|[]^\\\\?*_\\n") for _ in range(rng.randrange(0, 30))) for _ in range(5000)
+    ]
+    for pat in pats:
+        assert tagging._split_top(pat) == _former_split_top(pat), pat

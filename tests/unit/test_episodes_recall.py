@@ -127,3 +127,54 @@ def test_without_anchors_loses_chains(episode):
     hard = [q for q in qs if q.family in ("offset", "multihop")]
     got = sum(set(q.gold_steps) <= set(recall(idx, q.text, 200, use_anchors=False).steps()) for q in hard)
     assert got < len(hard) // 2
+
+
+def _former_rank(idx, question, q, pins, use_anchors=True):
+    """The ranking recall used before the single-pass one (a loop with a bisect and ``min`` per unit, sorted
+    with a key function): the reference the current :func:`recall.rank` must equal exactly."""
+    import math
+    from bisect import bisect_left
+
+    from libraryfs.features.episodes import recall as R
+    from libraryfs.features.episodes.index import tokenize
+
+    bm = idx.bm25(tokenize(question))
+    top = max(bm) if bm and max(bm) > 0 else 1.0
+    wanted = set(q.mentions)
+    scored = []
+    counts = idx.mention_counts(wanted) if use_anchors and wanted else None
+    pins_sorted = sorted(set(pins))
+    for i, (t, b) in enumerate(zip(idx.ts, bm, strict=False)):
+        text_sim = b / top
+        if not use_anchors:
+            scored.append((text_sim, t))
+            continue
+        compat = counts.get(i, 0) / len(wanted) if counts is not None else 0.0
+        chain = 0.0
+        if pins_sorted:
+            j = bisect_left(pins_sorted, t)
+            d = min(abs(t - pins_sorted[x]) for x in (j - 1, j) if 0 <= x < len(pins_sorted))
+            chain = math.exp(-d / R.CHAIN_DECAY_STEPS)
+        scored.append((R.W_ANCHOR * compat + R.W_CHAIN * chain + R.W_TEXT * text_sim, t))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    return scored
+
+
+def test_rank_equals_the_former_ranking_exactly(episode):
+    """Scores (bit for bit) and order of every unit, and the best ``limit``, for generated questions, free
+    text, no pins, the resolved pins, random pins and pins outside the episode, with and without anchors."""
+    import random
+
+    from libraryfs.features.episodes import recall as R
+    from libraryfs.features.episodes.anchors import parse_question
+
+    _recs, idx, qs = episode
+    rng = random.Random(5)
+    for text in [q.text for q in qs[:25]] + ["", "hello", "where did I last drink water?"]:
+        q = parse_question(text, idx.vocab)
+        resolved = R.resolve_query(idx, q)["steps"]
+        for pins in ([], resolved, sorted(rng.sample(idx.ts, 7)), [idx.ts[0] - 50, idx.ts[-1] + 50]):
+            for use_anchors in (True, False):
+                want = _former_rank(idx, text, q, pins, use_anchors)
+                assert R.rank(idx, text, q, pins, use_anchors) == want
+                assert R.rank(idx, text, q, pins, use_anchors, 37) == want[:37]

@@ -105,3 +105,29 @@ def test_the_package_imported_after_reuses_the_extension_and_works():
         "print('ok')\n"
     )
     assert out == "ok"
+
+
+def test_the_piece_counter_counts_as_the_tokenizer():
+    """:class:`tokens.PieceCounter` (the sum of the pre-tokeniser pieces' counts) equals ``count_tokens`` on
+    every text: ASCII texts whose pieces are all in its table (this repository's docs, random printable
+    ASCII with every ASCII whitespace, contractions and newline runs), texts with pieces it lacks, and
+    non-ASCII texts (both counted by the tokenizer)."""
+    rng = random.Random(3)
+    alphabet = "abcXYZ019 \t\n\r\x0b\x0c\x1c\x1f.,;:'\"=#-_/?!()sStTdD"
+    ascii_texts = [t for t in _texts() if t.isascii() and len(t) <= tokens._CHUNK_CHARS]
+    ascii_texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60))) for _ in range(3000)]
+    ascii_texts += [
+        "it's I'LL we've x's 'd 'S",
+        "a  \n\n  b",
+        "a\n\tb /\n/c",
+        "t=12 obs: I saw it.\nt=13 act=do",
+    ]
+    counter = tokens.PieceCounter(tokens.piece_counts(ascii_texts))
+    for t in ascii_texts:
+        assert counter(t) == tokens.count_tokens(t), repr(t)
+        assert sum(counter.table[p] for p in tokens.pieces(t)) == counter(t), repr(t)
+    partial = tokens.PieceCounter(tokens.piece_counts(["hello world"]))
+    non_ascii = [t for t in _texts() if not t.isascii()][:20]
+    for t in ["hello world", "hello there", "héllo wörld", "日本語 text", *non_ascii]:
+        assert partial(t) == tokens.count_tokens(t), repr(t[:80])
+    assert tokens.pieces("héllo") is None

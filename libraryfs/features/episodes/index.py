@@ -26,12 +26,22 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from libraryfs.features.episodes.units import CHANGE_KINDS, Unit
+from libraryfs.index.tokens import PieceCounter, count_tokens
 
 OCC_KINDS = ("ev", *CHANGE_KINDS)
 RESERVED_KEYS = frozenset(
     {"t", "act", "face", "near", "inv", "pos", "has", "obs", "visit", "end", *OCC_KINDS, "where", "step"}
 )
 _PLAIN = re.compile(r"^[^\s\",=#:]+$")
+#: texts whose pieces key lines hold and the steps' own lines may not (numbers of 1–3 digits, as o200k
+#: splits them; ``has=``, ``=?``, ``none``): counted when an index is saved (:meth:`EpisodeIndex.state`)
+PIECE_SEEDS = (
+    *(f"{n:0{w}d}" for w in (1, 2, 3) for n in range(10**w)),
+    "has=none=?",
+    " has",
+    " none",
+    "\n",
+)
 
 
 def enc(s: str) -> str:
@@ -96,6 +106,8 @@ class EpisodeIndex:
         self._names: list[frozenset[str]] | None = None
         self._mention_index: dict[str, array] | None = None  #: name → units carrying it (positions)
         self._packed_mentions: dict[str, bytes] = {}
+        #: o200k token count of a text (recall's packing): the tokenizer here; a loaded index counts by pieces
+        self.count_tokens: Callable[[str], int] = count_tokens
 
     @property
     def units(self) -> list[Unit]:
@@ -104,10 +116,13 @@ class EpisodeIndex:
             self._units = [self.by_t[t] for t in self.ts]
         return self._units
 
-    def state(self, records: dict[int, bytes]) -> dict:
+    def state(self, records: dict[int, bytes], pieces: tuple[dict[str, int], set[int]] | None = None) -> dict:
         """Everything recall reads, as plain ``marshal``-able data (``records``: each step's stored unit JSON,
         kept so that :meth:`from_state` parses only the units a query shows); builds the names and the BM25
-        statistics if no query has yet."""
+        statistics if no query has yet. ``pieces``: ``(table, steps)`` — a piece table saved before (its
+        counts hold for any text) and the steps whose lines may hold pieces it lacks: only their lines are
+        rendered for the new table (:meth:`_piece_counts`; a piece still missing is counted by the
+        tokenizer)."""
         from libraryfs.features.episodes.bm25 import Okapi
 
         if self._bm25 is None:
@@ -117,8 +132,27 @@ class EpisodeIndex:
             mentions={n: a.tobytes() for n, a in self._mentions().items()},
             bm25=self._bm25.state(),
             records=[records[t] for t in self.ts],
+            pieces=self._piece_counts(*(pieces or ({}, None))),
         )
         return out
+
+    def _piece_counts(self, known: dict[str, int], steps: set[int] | None = None) -> dict[str, int]:
+        """``known`` and the token counts of the pre-tokeniser pieces (:func:`libraryfs.index.tokens.
+        piece_counts`) of every line of every step (of ``steps`` only, when given) as recall joins them
+        (``"\\n"``; a line's last piece alone too: what it is at the end of the evidence), and of
+        :data:`PIECE_SEEDS`: what an index loaded by :meth:`from_state` counts the evidence with. Lines that
+        are not ASCII are left out (their texts are counted by the tokenizer)."""
+        from libraryfs.index.tokens import piece_counts, pieces
+
+        lines = [
+            text
+            for t in (self.ts if steps is None else sorted(steps & set(self.ts)))
+            for text in (self.line(t), self.state_line(t), self.obs_line(t))
+            if text and text.isascii()
+        ]
+        joined = "\n".join(lines)
+        last = {p.rstrip("\n") for p in pieces(joined) or () if p.endswith("\n")}
+        return piece_counts([joined, *sorted(last), *PIECE_SEEDS], known)
 
     @classmethod
     def from_state(cls, state: dict) -> EpisodeIndex:
@@ -134,6 +168,7 @@ class EpisodeIndex:
         idx._mention_index = None
         idx._packed_mentions = state["mentions"]
         idx._bm25 = Okapi.from_state(state["bm25"])
+        idx.count_tokens = PieceCounter(state["pieces"])
         return idx
 
     def _visits(self) -> None:

@@ -20,8 +20,9 @@
 
 from __future__ import annotations
 
+import heapq
 import math
-from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from libraryfs.features.episodes.anchors import parse_question
@@ -57,6 +58,8 @@ class Recall:
     items: list[Item] = field(default_factory=list)
     text: str = ""
     tokens: int = 0
+    #: the token counter of :meth:`to_json` (the index's: :attr:`EpisodeIndex.count_tokens`)
+    count_tokens: Callable[[str], int] = field(default=count_tokens, repr=False, compare=False)
 
     def steps(self) -> list[int]:
         """Distinct steps with any packed line, in packing order."""
@@ -84,7 +87,7 @@ class Recall:
                     "kind": i.kind,
                     "score": round(i.score, 4),
                     "text": i.text,
-                    "tokens": count_tokens(i.text),
+                    "tokens": self.count_tokens(i.text),
                 }
                 for i in self.items
             ],
@@ -122,29 +125,68 @@ def resolve_query(idx: EpisodeIndex, q: Query) -> dict:
 
 
 def rank(
-    idx: EpisodeIndex, question: str, q: Query, pins: list[int], use_anchors: bool = True
+    idx: EpisodeIndex,
+    question: str,
+    q: Query,
+    pins: list[int],
+    use_anchors: bool = True,
+    limit: int | None = None,
 ) -> list[tuple[float, int]]:
-    """``[(score, t)]`` of every unit, best first (ties by step)."""
+    """``[(score, t)]`` of every unit (the best ``limit`` when given), best first (ties by step).
+
+    One pass over the units with the same floating-point operations in the same order as the formula
+    reads (``W_ANCHOR·compat + W_CHAIN·chain + W_TEXT·text``; the chain weight of each distance computed
+    once), ordered as ``(-score, t)`` tuples (no key function; ``heapq.nsmallest`` for a ``limit``, which
+    equals sorting and slicing)."""
     bm = idx.bm25(tokenize(question))
     top = max(bm) if bm and max(bm) > 0 else 1.0
-    wanted = set(q.mentions)
-    scored = []
-    counts = idx.mention_counts(wanted) if use_anchors and wanted else None
-    pins_sorted = sorted(set(pins))
-    for i, (t, b) in enumerate(zip(idx.ts, bm, strict=False)):
-        text_sim = b / top
-        if not use_anchors:
-            scored.append((text_sim, t))
-            continue
-        compat = counts.get(i, 0) / len(wanted) if counts is not None else 0.0
-        chain = 0.0
-        if pins_sorted:
-            j = bisect_left(pins_sorted, t)
-            d = min(abs(t - pins_sorted[x]) for x in (j - 1, j) if 0 <= x < len(pins_sorted))
-            chain = math.exp(-d / CHAIN_DECAY_STEPS)
-        scored.append((W_ANCHOR * compat + W_CHAIN * chain + W_TEXT * text_sim, t))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    return scored
+    if not use_anchors:
+        neg = [(-(b / top), t) for t, b in zip(idx.ts, bm, strict=False)]
+    else:
+        wanted = set(q.mentions)
+        counts = idx.mention_counts(wanted) if wanted else {}
+        n_wanted = len(wanted)
+        chain = _chain_weights(idx.ts, sorted(set(pins)))
+        neg = [
+            (
+                -(
+                    W_ANCHOR * (counts.get(i, 0) / n_wanted if n_wanted else 0.0)
+                    + W_CHAIN * c
+                    + W_TEXT * (b / top)
+                ),
+                t,
+            )
+            for i, (t, b, c) in enumerate(zip(idx.ts, bm, chain, strict=False))
+        ]
+    if limit is None:
+        neg.sort()
+    else:
+        neg = heapq.nsmallest(limit, neg)
+    return [(-s, t) for s, t in neg]
+
+
+def _chain_weights(ts: list[int], pins: list[int]) -> list[float]:
+    """Per step of ``ts`` (ascending), ``exp(-d / CHAIN_DECAY_STEPS)`` where ``d`` is its distance in steps to
+    the nearest of ``pins`` (ascending); all 0.0 without pins."""
+    if not pins:
+        return [0.0] * len(ts)
+    out: list[float] = []
+    weight: dict[int, float] = {}
+    j, last = 0, len(pins) - 1
+    for t in ts:
+        while j <= last and pins[j] < t:  # j: the first pin ≥ t (bisect_left)
+            j += 1
+        if j == 0:
+            d = pins[0] - t
+        elif j > last:
+            d = t - pins[last]
+        else:
+            d = min(t - pins[j - 1], pins[j] - t)
+        w = weight.get(d)
+        if w is None:
+            w = weight[d] = math.exp(-d / CHAIN_DECAY_STEPS)
+        out.append(w)
+    return out
 
 
 def _key_lines(idx: EpisodeIndex, trace: list[list]) -> list[Item]:
@@ -184,29 +226,35 @@ def order_items(idx: EpisodeIndex, question: str, use_anchors: bool = True) -> t
     for t in resolved["points"]:
         add(t, "obs")
     pins = resolved["steps"]
-    for score, t in rank(idx, question, q, pins, use_anchors)[:MAX_CANDIDATES]:  # 4. candidates
+    for score, t in rank(idx, question, q, pins, use_anchors, MAX_CANDIDATES):  # 4. candidates
         add(t, "candidate", score)
     return q, resolved, items
 
 
-def prefix_tokens(items: list[Item], max_tokens: int) -> list[int]:
-    """Token counts of the joined text of each prefix ``items[:k+1]``, stopping after the first prefix
-    over ``max_tokens`` (so ``pack`` for any budget ≤ ``max_tokens`` is a lookup)."""
+def prefix_tokens(
+    items: list[Item], max_tokens: int, count: Callable[[str], int] = count_tokens
+) -> list[int]:
+    """Token counts (``count``: o200k, :func:`~libraryfs.index.tokens.count_tokens` or a counter equal to
+    it) of the joined text of each prefix ``items[:k+1]``, stopping after the first prefix over
+    ``max_tokens`` (so ``pack`` for any budget ≤ ``max_tokens`` is a lookup)."""
     out: list[int] = []
     text = ""
     for it in items:
         text = f"{text}\n{it.text}" if text else it.text
-        out.append(count_tokens(text))
+        out.append(count(text))
         if out[-1] > max_tokens:
             break
     return out
 
 
-def pack(items: list[Item], budget_tokens: int) -> tuple[list[Item], str, int]:
+def pack(
+    items: list[Item], budget_tokens: int, count: Callable[[str], int] = count_tokens
+) -> tuple[list[Item], str, int]:
     """The longest prefix of ``items`` whose joined text (``"\\n"``) stays within ``budget_tokens``
-    (counted on that exact text): ``(items, text, tokens)``. Stops at the first line that does not fit,
-    so the result for a larger budget always extends the result for a smaller one."""
-    counts = prefix_tokens(items, budget_tokens)
+    (counted on that exact text by ``count``, as :func:`prefix_tokens`): ``(items, text, tokens)``. Stops at
+    the first line that does not fit, so the result for a larger budget always extends the result for a
+    smaller one."""
+    counts = prefix_tokens(items, budget_tokens, count)
     n = 0
     while n < len(counts) and counts[n] <= budget_tokens:
         n += 1
@@ -215,12 +263,13 @@ def pack(items: list[Item], budget_tokens: int) -> tuple[list[Item], str, int]:
 
 
 def recall(idx: EpisodeIndex, question: str, budget_tokens: int, use_anchors: bool = True) -> Recall:
-    """Evidence for ``question`` within ``budget_tokens`` (o200k tokens of :attr:`Recall.text`).
+    """Evidence for ``question`` within ``budget_tokens`` (o200k tokens of :attr:`Recall.text`, counted by
+    :attr:`EpisodeIndex.count_tokens`).
 
     Raises ``ValueError`` for a negative budget.
     """
     if budget_tokens < 0:
         raise ValueError("budget_tokens must be ≥ 0")
     q, resolved, items = order_items(idx, question, use_anchors)
-    packed, text, tokens = pack(items, budget_tokens)
-    return Recall(question, budget_tokens, q, resolved, packed, text, tokens)
+    packed, text, tokens = pack(items, budget_tokens, idx.count_tokens)
+    return Recall(question, budget_tokens, q, resolved, packed, text, tokens, idx.count_tokens)

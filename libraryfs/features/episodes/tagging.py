@@ -147,8 +147,9 @@ def _sub(pattern: str, repl: Any, s: str) -> str:
 
 
 def _skip_zero_width(alt: str | None) -> str | None:
-    """``alt`` without its leading zero-width assertions (``\\b``, ``^``, lookarounds: what follows them
-    still has to match), or None for an unbalanced lookaround."""
+    """``alt`` without what can match the empty string at its start — zero-width assertions (``\\b``, ``^``,
+    lookarounds) and groups quantified by ``?``, ``*`` or ``{0,…}`` (``(?:the )?``): what follows them
+    still has to match —, or None for an unbalanced group."""
     while alt:
         if alt.startswith(("\\b", "\\B", "\\A")):
             alt = alt[2:]
@@ -159,68 +160,87 @@ def _skip_zero_width(alt: str | None) -> str | None:
             if end is None:
                 return None
             alt = alt[end + 1 :]
+        elif alt.startswith("("):
+            end = _group_end(alt, 0)
+            if end is None:
+                return None
+            n = _optional_quantifier(alt, end + 1)
+            if not n:
+                break
+            alt = alt[end + 1 + n :]
         else:
             break
     return alt
 
 
+def _optional_quantifier(pat: str, i: int) -> int:
+    """Length of the quantifier at ``pat[i]`` when it allows zero repetitions (``?``, ``*``, ``{0,…}``,
+    ``{,…}``, with a lazy ``?`` or possessive ``+`` after it), else 0."""
+    if pat[i : i + 1] in ("?", "*"):
+        n = 1
+    elif pat.startswith(("{0", "{,"), i):
+        close = pat.find("}", i)
+        if close < 0:
+            return 0
+        n = close + 1 - i
+    else:
+        return 0
+    return n + 1 if pat[i + n : i + n + 1] in ("?", "+") else n
+
+
+#: one step of :func:`_structure`'s scan: an escape, a whole character class (``[``, an optional ``^``, an
+#: optional literal ``]``, then up to the first unescaped ``]``; possessive: a class that does not close
+#: is not closed earlier by giving the ``]`` back), a ``[`` that never closes (group 1), or a structural
+#: character (group 2); everything else is skipped
+_STRUCTURE_STEP = re.compile(r"\\.|\[\^?+\]?+(?:\\.|[^\]\\])*+\]|(\[)|([()|])", re.DOTALL)
+
+
 def _structure(pat: str, i: int = 0) -> Iterator[tuple[int, str | None]]:
-    """``(index, character)`` of ``pat``'s characters from ``i`` that are neither escaped nor inside a
-    character class — the ones that give it structure (``(``, ``)``, ``|``); ``(index, None)`` last when a
-    class does not close."""
-    while i < len(pat):
-        c = pat[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":
-            j = _class_end(pat, i)
-            if j is None:
-                yield i, None
-                return
-            i = j + 1
-            continue
-        yield i, c
-        i += 1
+    """``(index, character)`` of ``pat``'s characters from ``i`` that give it structure — ``(``, ``)`` and
+    ``|`` neither escaped nor inside a character class; ``(index, None)`` last when a class does not close.
+    (One :data:`_STRUCTURE_STEP` match per escape, class or structural character: the
+    literals between them are skipped in C, which made computing the needles of a question's ~250 patterns
+    half of ``parse_question``'s time when it walked the patterns a character at a time.)"""
+    for m in _STRUCTURE_STEP.finditer(pat, i):
+        g = m.lastindex  # None: an escape or a whole class
+        if g == 2:
+            j = m.start()
+            yield j, pat[j]
+        elif g == 1:
+            yield m.start(), None
+            return
+
+
+_ATOM = re.compile(r"\\.|\[\^?+\]?+(?:\\.|[^\]\\])*+\]", re.DOTALL)  #: an escape or a whole class
+_INNERMOST_GROUP = re.compile(r"\([^()]*\)")
+
+
+def _blank(m: re.Match) -> str:
+    """As many ``_`` as ``m`` matched (keeps every index of the pattern where it was)."""
+    return "_" * (m.end() - m.start())
 
 
 def _split_top(pat: str) -> list[str | None]:
     """``pat`` split at its top-level ``|`` (outside groups and character classes); ``[None]`` when its
-    brackets do not balance."""
-    parts, depth, start = [], 0, 0
-    for i, c in _structure(pat):
-        if c is None:
-            return [None]
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth < 0:
-                return [None]
-        elif c == "|" and depth == 0:
-            parts.append(pat[start:i])
-            start = i + 1
-    if depth:
+    brackets do not balance. (In C: escapes and classes, then innermost groups until none is left, are
+    blanked out of a copy of the same length; the ``|`` left are the top-level ones.)"""
+    masked = _ATOM.sub(_blank, pat)
+    if "[" in masked:  # a class that does not close
         return [None]
+    while "(" in masked:
+        masked, n = _INNERMOST_GROUP.subn(_blank, masked)
+        if not n:
+            return [None]
+    if ")" in masked:
+        return [None]
+    parts, start = [], 0
+    i = masked.find("|")
+    while i >= 0:
+        parts.append(pat[start:i])
+        start = i + 1
+        i = masked.find("|", start)
     parts.append(pat[start:])
-    return list(parts)
-
-
-def _class_end(pat: str, i: int) -> int | None:
-    """Index of the ``]`` closing the character class opened at ``pat[i]``, or None."""
-    j = i + 1
-    if j < len(pat) and pat[j] == "^":
-        j += 1
-    if j < len(pat) and pat[j] == "]":
-        j += 1
-    while j < len(pat):
-        if pat[j] == "\\":
-            j += 2
-            continue
-        if pat[j] == "]":
-            return j
-        j += 1
-    return None
+    return parts
 
 
 def _group_end(pat: str, i: int) -> int | None:
