@@ -7,7 +7,7 @@ store module and the FUSE adapter of libraryfs are imported (``libraryfs.store``
 
 * every FUSE operation of the adapter's ``FuseOps`` class: calls and server time (ns, the op's Python call:
   adapter + view + store, not the binding or the kernel);
-* ``Store.run_write`` / ``Store.read`` / ``Store.sync``: write transactions (and their time, commit
+* ``Store.run_write`` / ``Store.read`` (and ``read_committed``) / ``Store.sync``: write transactions (and their time, commit
   included), read transactions and syncs, each charged to the FUSE op running on that thread (else to the
   thread's name, e.g. the invalidator's periodic sync).
 
@@ -69,6 +69,7 @@ if _OUT:
 
     def _wrap_store(cls) -> None:
         run_write, read, sync = cls.run_write, cls.read, cls.sync
+        read_committed = getattr(cls, "read_committed", None)
 
         def w_run_write(self, fn):
             t = time.perf_counter_ns()
@@ -93,6 +94,13 @@ if _OUT:
                 s["sync_ns"] += time.perf_counter_ns() - t
 
         cls.run_write, cls.read, cls.sync = w_run_write, w_read, w_sync
+        if read_committed is not None:  # a read that does not commit what the thread owes (a create's checks)
+
+            def w_read_committed(self):
+                _slot()["read_txns"] += 1
+                return read_committed(self)
+
+            cls.read_committed = w_read_committed
 
     def _patch(name: str, module) -> None:
         if name.endswith(".store") and hasattr(getattr(module, "Store", None), "run_write"):

@@ -30,6 +30,7 @@ from libraryfs.errors import (
 )
 from libraryfs.fs import schema as S
 from libraryfs.fs.nodes import inode_stat
+from libraryfs.fs.pending import PendingCreates
 from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.store import Store, Txn, now_ns
 
@@ -60,8 +61,18 @@ class AttrOps(ViewService):
     is answered ENODATA without a store lookup.
     """
 
-    def __init__(self, store: Store, resolver: Resolver, *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        resolver: Resolver,
+        *,
+        read_only: bool = False,
+        pending: PendingCreates | None = None,
+    ) -> None:
         super().__init__(store, resolver, read_only=read_only)
+        #: the view's new files not yet in the store (:mod:`libraryfs.fs.pending`): their attributes change
+        #: in memory, committed with the file
+        self.pending = pending
         with store.read() as t:
             self.security_xattrs = t.cfg(S.CFG_SECURITY_XATTRS) == b"1"
 
@@ -92,8 +103,17 @@ class AttrOps(ViewService):
     # ------------------------------------------------------------------------------------------------
     # chmod/chown/utimens
     def _modify(self, path: bytes | None, fh: int | None, change: Callable[[S.Inode], None]) -> None:
-        """Apply ``change`` to the inode of ``path`` or ``fh`` and set its ctime, in one write."""
+        """Apply ``change`` to the inode of ``path`` or ``fh`` and set its ctime, in one write; to a new file
+        not yet in the store (SQLite's ``fchown`` of the journal it just created), in memory: it is stored
+        with the file, by the file's first write or the next request that opens a transaction
+        (:mod:`libraryfs.fs.pending`)."""
         require_writable(self.read_only)
+        if self.pending is not None and self.pending.by_fh:
+            node = self.pending.node_of(path, fh if self.handles.file(fh) is not None else None)
+            if node is not None:
+                change(node)
+                node.ctime_ns = now_ns()
+                return
 
         def fn(t: Txn) -> None:
             """The write transaction: apply ``change`` to the inode and set its ctime (ns); raises as

@@ -85,6 +85,8 @@ class ControlPlane:
             "inodes": t.count(S.DB_INODES),
             "map": self.store.map_info(),
             "mount_started_ns": self.started_ns,
+            # write transactions this process committed since it opened the store (Store.write_seq)
+            "write_transactions": self.store.write_seq,
         }
         if self.status_provider is not None:
             out["mount"] = self.status_provider()

@@ -135,22 +135,32 @@ class FileData(ViewService):
 
     def _create_deferred(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int | None:
         """A handle on a new file held in memory until its first write (:mod:`libraryfs.fs.pending`), or None
-        when the create must be done in a write transaction now: the name exists (or is ``INDEX.md``) or no
-        reserved inode number is left, or the store is shared with other mounts. Raises what :meth:`create`
+        when the create must be done in a write transaction now: the name exists (or is ``INDEX.md``, or a
+        pending create's), no reserved inode number is left, the store is shared with other mounts, or the
+        path does not resolve while other creates are pending. Raises what :meth:`create`
         raises for a new name."""
         if not self.pending.enabled:
             return None
-        with self.store.read() as t:
-            pino, pnode, name = self.resolver.parent_and_name(t, path)
-            if name == INDEX_NAME or t.lookup(pino, name) is not None:
+        # other pending creates are not in this snapshot: they are files, so no parent is among them, and
+        # every other outcome (the name is theirs, or an error: ENOTDIR for a path through one) is left to
+        # create's write transaction (None), which commits them first
+        with self.store.read_committed() as t:
+            try:
+                pino, pnode, name = self.resolver.parent_and_name(t, path)
+            except LibraryError:
+                if self.pending.by_fh:
+                    return None
+                raise
+            if name == INDEX_NAME or t.lookup(pino, name) is not None or self.pending.has_name(pino, name):
                 return None
             check_new_name(t, name, pino, self.virtual)
         ino = self.pending.inos.take()
         if ino is None:
             return None
-        node = new_inode(ino, pnode, S.S_IFREG | (mode & 0o7777), uid, gid, now_ns())
+        now = now_ns()
+        node = new_inode(ino, pnode, S.S_IFREG | (mode & 0o7777), uid, gid, now)
         fh = self.handles.open_file(ino, flags)
-        self.pending.add(PendingCreate(fh, path, pino, name, node))
+        self.pending.add(PendingCreate(fh, path, pino, name, node, now))
         return fh
 
     def _open_real(self, ino: int, flags: int, index_dir: int) -> int:

@@ -9,9 +9,12 @@ record are written by :func:`commit_create` in the transaction of the handle's f
 create + write + close is **one** write transaction.
 
 Until then the new name exists only in the view (:class:`PendingCreate`). Nothing can observe the gap:
-``getattr`` of the new path or handle is answered from memory, and any other request that opens a store
-transaction in the FUSE thread first commits every pending create (``Store.before_txn``), as do
-``release``, ``fsync`` and unmount. Crash contract (docs/reliability.md): every acknowledged ``write`` is
+``getattr`` of the new path or handle is answered from memory, and every other request that opens a store
+transaction in the FUSE thread sees every pending create (``Store.before_txn``): a write transaction —
+whatever the request, e.g. SQLite's ``fchown`` of the journal it just created — writes them first and
+commits them with its own writes (one transaction, not two; if the request fails, they stay pending), and
+a read transaction is preceded by one write transaction committing them. ``release``, ``fsync`` and
+unmount commit them too. Crash contract (docs/reliability.md): every acknowledged ``write`` is
 committed before it returns, as before; a kill -9 of the server after ``open(O_CREAT)`` returned but before
 the file's first write, close or any other request was served loses that still-empty new name.
 """
@@ -36,14 +39,16 @@ INO_BLOCK = 256  #: inode numbers reserved per config write (one eager create pe
 
 @dataclass(slots=True)
 class PendingCreate:
-    """A file created by handle ``fh`` and not yet in the store: ``node`` is its inode as it will be
-    stored, named ``name`` in directory ``pino`` (``path``: the absolute path it was created at)."""
+    """A file created by handle ``fh`` at ``created_ns`` (ns since the epoch) and not yet in the store:
+    ``node`` is its inode as it will be stored (a chmod, chown or utime of the file meanwhile changes it
+    here), named ``name`` in directory ``pino`` (``path``: the absolute path it was created at)."""
 
     fh: int
     path: bytes
     pino: int
     name: bytes
     node: S.Inode
+    created_ns: int
 
 
 class InoPool:
@@ -88,7 +93,7 @@ def commit_create(t: Txn, p: PendingCreate, offset: int = 0, data: bytes = b"") 
     if t.lookup(p.pino, p.name) is not None:
         raise Exists("file exists")
     node = dataclasses.replace(p.node)
-    now = node.ctime_ns
+    now = p.created_ns
     if data:
         node.blocks += t.write_data(node.ino, offset, data, 0)  # a new file: no chunk to read (I5)
         node.size = offset + len(data)
@@ -106,8 +111,11 @@ def commit_create(t: Txn, p: PendingCreate, offset: int = 0, data: bytes = b"") 
 class PendingCreates:
     """The pending creates of one mount, by file handle, and the inode numbers they are given.
 
-    While any is pending, ``store.before_txn`` makes the FUSE thread's next transaction commit them all
-    first (module doc). Not thread-safe: only the FUSE thread creates, writes and releases.
+    While any is pending it is the store's :class:`~libraryfs.fs.store.TxnHook` for the FUSE thread
+    (``store.before_txn``): that thread's next write transaction — whatever request it serves — writes them
+    all first and commits them with its own writes, and its next read transaction is preceded by one write
+    transaction committing them (module doc). Not thread-safe: only the FUSE thread creates, writes and
+    releases.
     """
 
     def __init__(self, store: Store) -> None:
@@ -118,11 +126,14 @@ class PendingCreates:
         #: backend has ``watch_prefix``, :mod:`libraryfs.fs.remote_inval`) another mount could take the name
         #: meanwhile, so O_EXCL must be decided by the create's own transaction
         self.enabled = not hasattr(store.backend, "watch_prefix")
+        #: the last :meth:`in_write`'s outcome: the creates it wrote, and those it could not with their error
+        self._written: list[PendingCreate] = []
+        self._failed: list[tuple[PendingCreate, LibraryError]] = []
 
     def add(self, p: PendingCreate) -> None:
         """Hold ``p`` until its first write (or any other transaction of this thread)."""
         self.by_fh[p.fh] = p
-        self.store.before_txn = (threading.get_ident(), self.commit_all)
+        self.store.before_txn = (threading.get_ident(), self)
 
     def pop(self, fh: int) -> PendingCreate | None:
         """Take the pending create of handle ``fh`` out of the set (None if it has none)."""
@@ -142,25 +153,63 @@ class PendingCreates:
                 return p.node
         return None
 
+    def has_name(self, pino: int, name: bytes) -> bool:
+        """Whether a pending create is named ``name`` in directory ``pino``."""
+        return any(p.pino == pino and p.name == name for p in self.by_fh.values())
+
     def commit(self, p: PendingCreate, offset: int = 0, data: bytes = b"") -> S.Inode:
-        """Commit ``p`` (with its first write's ``data`` at ``offset``) in one write transaction; returns
-        the stored inode. Raises as :func:`commit_create`, and NoSpace."""
+        """Commit ``p`` (taken out of the set: :meth:`pop`; with its first write's ``data`` at ``offset``) in
+        one write transaction, with any other pending create; returns the stored inode. Raises as
+        :func:`commit_create`, and NoSpace."""
         return self.store.run_write(lambda t: commit_create(t, p, offset, data))
 
-    def commit_all(self, raise_errors: bool = False) -> None:
-        """Commit every pending create. A create that cannot be committed any more (another process took
-        its name or removed its directory meanwhile, or the store is full) is logged and dropped — its
-        handle then answers EBADF — or, with ``raise_errors``, its error is raised after the others were
-        committed."""
-        pending = list(self.by_fh.values())
-        self.by_fh.clear()
-        self.store.before_txn = None
-        first: LibraryError | None = None
-        for p in pending:
+    # -- the store's TxnHook ------------------------------------------------------------------------------
+    def in_write(self, t: Txn) -> None:
+        """Write every pending create in ``t`` (before the request's own writes). One whose name another
+        process took, or whose directory it removed, is left out (:meth:`committed` drops it)."""
+        self._written, self._failed = [], []
+        for p in self.by_fh.values():
             try:
-                self.commit(p)
+                commit_create(t, p)  # raises before writing anything
             except LibraryError as e:
-                log.error("could not commit the create of %r: %s", p.path, e)
-                first = first or e
-        if raise_errors and first is not None:
-            raise first
+                self._failed.append((p, e))
+            else:
+                self._written.append(p)
+
+    def committed(self) -> None:
+        """The creates :meth:`in_write` wrote are stored: no longer pending. Those it could not write are
+        logged and dropped (their handles then answer EBADF)."""
+        for p in self._written:
+            self.by_fh.pop(p.fh, None)
+        for p, e in self._failed:
+            self.by_fh.pop(p.fh, None)
+            log.error("could not commit the create of %r: %s", p.path, e)
+        if self.by_fh:  # not reached: in_write took every pending create
+            self.store.before_txn = (threading.get_ident(), self)
+
+    def before_read(self) -> None:
+        """A read transaction of the FUSE thread begins next: commit every pending create first."""
+        self.commit_all()
+
+    def commit_all(self, raise_errors: bool = False) -> None:
+        """Commit every pending create, all in one write transaction. A create that cannot be committed any
+        more (another process took its name or removed its directory meanwhile) is logged and dropped —
+        its handle then answers EBADF — or, with ``raise_errors``, its error is raised after the others were
+        committed. Raises NoSpace (the creates stay pending)."""
+        if not self.by_fh:
+            return
+        owed = self.store.before_txn
+        self.store.before_txn = (threading.get_ident(), self)  # also from another thread (unmount)
+        try:
+            self.store.run_write(_nothing)  # the hook writes them (in_write) and drops them (committed)
+        except BaseException:
+            self.store.before_txn = owed
+            raise
+        failed = self._failed
+        self._failed = []
+        if raise_errors and failed:
+            raise failed[0][1]
+
+
+def _nothing(t: Txn) -> None:
+    """A write transaction's function with no writes of its own (:meth:`PendingCreates.commit_all`)."""

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from libraryfs.errors import Corrupt, Damaged
 from libraryfs.fs import lmdb_backend
@@ -415,6 +415,22 @@ class Txn:
         return self.kv.count(table)
 
 
+class TxnHook(Protocol):
+    """Writes a thread owes the store before its next transaction (:attr:`Store.before_txn`; the view's
+    deferred creates, :class:`libraryfs.fs.pending.PendingCreates`)."""
+
+    def before_read(self) -> None:
+        """Commit what is owed (its own write transaction): a read transaction of the thread begins next."""
+
+    def in_write(self, t: Txn) -> None:
+        """Write what is owed in ``t``, the thread's next write transaction, before its own writes (may run
+        again when the transaction is retried)."""
+
+    def committed(self) -> None:
+        """The transaction that :meth:`in_write` wrote into has committed: nothing of that is owed any more
+        (the hook registers itself again in :attr:`Store.before_txn` if something still is)."""
+
+
 class Store:
     """An open library store: a backend plus the schema check and migrations of an open.
 
@@ -448,9 +464,10 @@ class Store:
         self.write_seq = 0
         self.synced_seq = -1
         self._seq_lock = threading.Lock()
-        #: ``(thread id, fn)``: ``fn()`` runs before any transaction that thread begins (the view's deferred
-        #: create, :mod:`libraryfs.fs.pending`), so every read sees what earlier requests did; None: nothing
-        self.before_txn: tuple[int, Callable[[], None]] | None = None
+        #: ``(thread id, hook)``: work that thread owes the store (the view's deferred creates,
+        #: :mod:`libraryfs.fs.pending`), done before any transaction it begins so that every transaction sees
+        #: what earlier requests did (:class:`TxnHook`); None: nothing owed
+        self.before_txn: tuple[int, TxnHook] | None = None
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
     def _open_schema(self) -> int:
@@ -568,26 +585,51 @@ class Store:
 
         One object per request on top of the backend's: this is on every FUSE request."""
         if self.before_txn is not None:
-            self._before_txn()
+            hook = self._hook_here()
+            if hook is not None:
+                hook.before_read()
         return Txn(self, None, False, self.backend.read())
 
-    def _before_txn(self) -> None:
-        """Run the registered :attr:`before_txn` function if this is its thread (other threads — the
+    def read_committed(self) -> Txn:
+        """:meth:`read` without committing what this thread owes first (:attr:`before_txn`): the snapshot
+        lacks it. For a caller that accounts for what is owed itself (a create's checks look at the pending
+        creates in memory)."""
+        return Txn(self, None, False, self.backend.read())
+
+    def _hook_here(self) -> TxnHook | None:
+        """The registered :attr:`before_txn` hook if this is its thread, else None (other threads — the
         mount's sync and watch threads — see the store as committed)."""
         hook = self.before_txn
-        if hook is not None and hook[0] == threading.get_ident():
-            hook[1]()
+        return hook[1] if hook is not None and hook[0] == threading.get_ident() else None
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.
 
-        ``fn`` may run more than once (the backend retries after growing its map or a conflict), so it must
-        not have side effects outside the transaction. Raises :class:`~libraryfs.errors.NoSpace` when the
-        store cannot grow; any exception from ``fn`` aborts the transaction and propagates.
+        What this thread owes the store (:attr:`before_txn`) is written first in the same transaction and
+        commits with it (an exception from ``fn`` aborts both: it stays owed). ``fn`` may run more than once
+        (the backend retries after growing its map or a conflict), so it must not have side effects outside
+        the transaction. Raises :class:`~libraryfs.errors.NoSpace` when the store cannot grow; any exception
+        from ``fn`` aborts the transaction and propagates.
         """
-        if self.before_txn is not None:
-            self._before_txn()
-        result = self.backend.run_write(lambda kv: fn(Txn(self, kv, True)))
+        owed = self.before_txn
+        hook = self._hook_here() if owed is not None else None
+        if hook is None:
+            result = self.backend.run_write(lambda kv: fn(Txn(self, kv, True)))
+        else:
+
+            def owed_then_fn(kv: Any) -> T:
+                """The hook's writes, then ``fn``'s, in one transaction."""
+                t = Txn(self, kv, True)
+                hook.in_write(t)
+                return fn(t)
+
+            self.before_txn = None  # inside the transaction nothing is owed any more
+            try:
+                result = self.backend.run_write(owed_then_fn)
+            except BaseException:
+                self.before_txn = owed
+                raise
+            hook.committed()
         with self._seq_lock:
             self.write_seq += 1
         return result

@@ -90,7 +90,7 @@ class LibraryView:
         self.files = FileData(store, self.resolver, self.accounting, read_only=read_only)
         self.listing = DirListing(store, self.resolver)
         self.names = NameOps(store, self.resolver, read_only=read_only)
-        self.attrs = AttrOps(store, self.resolver, read_only=read_only)
+        self.attrs = AttrOps(store, self.resolver, read_only=read_only, pending=self.files.pending)
 
     # -- state other layers read ----------------------------------------------------------------------------
     @property

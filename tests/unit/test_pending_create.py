@@ -245,3 +245,80 @@ def test_a_first_write_that_does_not_fit_keeps_the_new_file_as_on_a_local_disk(s
         assert [p for p in check(st).problems if p.code != "I4"] == []
     finally:
         st.close()
+
+
+def test_fchown_chmod_and_utime_of_a_new_file_wait_for_its_first_write(v, store):
+    """SQLite's rollback journal: open(O_CREAT), fchown, then writes. The attribute changes of a file not yet
+    in the store are made to its pending inode and stored with its first write: one write transaction for
+    create + fchown + chmod + write + close (before: three — the chown's transaction committed the create
+    in a transaction of its own, then its own)."""
+    c = Counted(store)
+    fh = v.create(b"/d/journal", 0o644, NEW, UID, GID)
+    created = v.getattr(None, fh)
+    v.chown(None, UID, GID, fh)  # fchown
+    v.chmod(b"/d/journal", 0o600)
+    changed = v.getattr(b"/d/journal")
+    assert c.writes == 0 and fh in v.files.pending.by_fh
+    assert stat.S_IMODE(changed["st_mode"]) == 0o600 and changed["st_ctime"] >= created["st_ctime"]
+    assert changed["st_mtime"] == created["st_mtime"]  # chmod/chown change the ctime only
+    v.utimens(None, 1_000_000_000, 2_000_000_000, fh)
+    assert v.getattr(None, fh)["st_mtime"] == 2_000_000_000 and c.writes == 0
+    v.release(fh)  # closed without a write: stored as it is now
+    assert c.writes == 1
+    st, d = v.getattr(b"/d/journal"), v.getattr(b"/d")
+    assert st["st_ino"] == created["st_ino"] and stat.S_IMODE(st["st_mode"]) == 0o600
+    assert (st["st_atime"], st["st_mtime"]) == (1_000_000_000, 2_000_000_000)
+    assert st["st_ctime"] >= changed["st_ctime"]
+    assert d["st_mtime"] == created["st_ctime"]  # the directory changed when the name was created
+
+    fh = v.create(b"/d/journal2", 0o644, NEW, UID, GID)
+    v.chown(None, UID, GID, fh)
+    before_write = v.getattr(None, fh)
+    v.write(fh, b"header", 0)
+    v.release(fh)
+    assert c.writes == 2  # create + fchown + write + close: one transaction
+    st = v.getattr(b"/d/journal2")
+    assert st["st_size"] == 6 and st["st_mtime"] == st["st_ctime"] >= before_write["st_ctime"]
+    assert journal_ops(store, st["st_ino"]) == [S.OP_CREATE]
+
+
+def test_the_next_write_transaction_commits_a_pending_create_with_its_own_writes(v, store):
+    c = Counted(store)
+    fh = v.create(b"/d/a", 0o644, NEW, UID, GID)
+    v.rename(b"/d/first", b"/d/renamed")  # another name's request: the create goes into its transaction
+    assert c.writes == 1 and not v.files.pending.by_fh
+    v.write(fh, b"x", 0)
+    v.release(fh)
+    assert c.writes == 2 and v.getattr(b"/d/a")["st_size"] == 1
+    assert journal_ops(store, v.getattr(b"/d/a")["st_ino"]) == [S.OP_CREATE, S.OP_WRITE]
+
+
+def test_several_pending_creates_commit_in_one_transaction(v, store):
+    c = Counted(store)
+    fhs = [v.create(b"/d/p%d" % i, 0o644, NEW, UID, GID) for i in range(3)]
+    assert c.writes == 0
+    names = [n for n, *_ in v.readdir(v.opendir(b"/d"), 0)]  # a read: one write transaction first
+    assert {b"p0", b"p1", b"p2"} <= set(names) and c.writes == 1
+    for fh in fhs:
+        v.release(fh)
+    assert c.writes == 1
+    fhs = [v.create(b"/d/q%d" % i, 0o644, NEW, UID, GID) for i in range(3)]
+    v.mkdir(b"/d/sub", 0o755, UID, GID)  # a write: the three creates and the mkdir in one transaction
+    assert c.writes == 2 and not v.files.pending.by_fh
+    for fh in fhs:
+        v.release(fh)
+    assert all(v.getattr(b"/d/q%d" % i)["st_size"] == 0 for i in range(3))
+
+
+def test_a_request_that_fails_leaves_the_creates_pending(v, store):
+    dino = v.getattr(b"/d")["st_ino"]
+    c = Counted(store)
+    fh = v.create(b"/d/x", 0o644, NEW, UID, GID)
+    with pytest.raises(Exists):
+        v.mkdir(b"/d/x", 0o755, UID, GID)  # decided with the pending file in the store, then aborted
+    assert c.writes == 1 and fh in v.files.pending.by_fh  # counted, but nothing committed
+    with store.backend.read() as kv:  # the store itself, without the FUSE thread's hook
+        assert kv.get(S.DB_DIRENTS, S.dirent_key(dino, b"x")) is None
+    v.write(fh, b"ok", 0)
+    v.release(fh)
+    assert v.getattr(b"/d/x")["st_size"] == 2 and c.writes == 2
