@@ -448,9 +448,13 @@ class Store:
         self.write_seq = 0
         self.synced_seq = -1
         self._seq_lock = threading.Lock()
-        #: ``(thread id, fn)``: ``fn()`` runs before any transaction that thread begins (the view's deferred
-        #: create, :mod:`libraryfs.fs.pending`), so every read sees what earlier requests did; None: nothing
-        self.before_txn: tuple[int, Callable[[], None]] | None = None
+        #: a sync is running (:meth:`sync`: the others wait for it instead of starting their own)
+        self._syncing = False
+        self._synced = threading.Condition(self._seq_lock)
+        #: ``(mine, fn)``: ``fn()`` runs before any transaction begun by a thread for which ``mine()`` is True
+        #: (the view's deferred create, :mod:`libraryfs.fs.pending`: the threads serving FUSE requests), so
+        #: every read sees what earlier requests did; None: nothing
+        self.before_txn: tuple[Callable[[], bool], Callable[[], None]] | None = None
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
     def _open_schema(self) -> int:
@@ -545,17 +549,34 @@ class Store:
         self.backend.close()
 
     def sync(self) -> bool:
-        """Force committed transactions to durable storage (LMDB: fsync, not under the store lock).
+        """Force the transactions committed before the call to durable storage (LMDB: fdatasync of the data
+        file, not under the store lock); a group commit (issue 18).
 
-        Skipped when this process has committed nothing since the last sync began (the first call always
-        syncs): LMDB can only sync the whole data file, and a sync with nothing new of ours to flush is a
-        multi-ms fdatasync for nothing (issue 18). Returns whether it synced."""
-        seq = self.write_seq  # commits counted before the sync starts are covered by it
-        if seq == self.synced_seq:
-            return False
-        self.backend.sync()
-        with self._seq_lock:
-            self.synced_seq = max(self.synced_seq, seq)
+        LMDB can only sync the whole data file, so one sync serves every commit made before it began. A call
+        returns without a sync of its own when this process has committed nothing since the last sync began
+        (the first call always syncs: an earlier process may have left unsynced commits), and while a sync is
+        running it waits for it: when that sync began after this call's commits it covers them (return),
+        else one of the waiters starts the next sync, which covers every waiter's commits. So N concurrent
+        ``fsync`` requests cost one or two syncs, not N. Returns whether this call ran a sync. Raises what
+        the backend's sync raises (OSError); the waiters then try again."""
+        seq = self.write_seq  # commits counted before the call; a sync that begins after now covers them
+        with self._synced:
+            while self.synced_seq < seq and self._syncing:
+                self._synced.wait()
+            if self.synced_seq >= seq:
+                return False
+            self._syncing = True
+            seq = self.write_seq  # this sync covers every commit counted until it begins
+        synced = False
+        try:
+            self.backend.sync()
+            synced = True
+        finally:
+            with self._synced:
+                self._syncing = False
+                if synced:
+                    self.synced_seq = max(self.synced_seq, seq)
+                self._synced.notify_all()
         return True
 
     def open_table(self, name: bytes) -> None:
@@ -572,10 +593,10 @@ class Store:
         return Txn(self, None, False, self.backend.read())
 
     def _before_txn(self) -> None:
-        """Run the registered :attr:`before_txn` function if this is its thread (other threads — the
+        """Run the registered :attr:`before_txn` function if this thread is one it is for (other threads — the
         mount's sync and watch threads — see the store as committed)."""
         hook = self.before_txn
-        if hook is not None and hook[0] == threading.get_ident():
+        if hook is not None and hook[0]():
             hook[1]()
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
