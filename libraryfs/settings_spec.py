@@ -67,6 +67,14 @@ SPEC: dict[str, Setting] = {
     "mount.negative_timeout_s": _f(1.0, "kernel negative-lookup cache, seconds"),
     "mount.read_only": Setting("bool", False, "mount read-only", flag="--read-only"),
     "mount.allow_other": Setting("bool", False, "let other users access the mount", flag="--allow-other"),
+    "mount.threads": _i(
+        4,
+        "FUSE worker threads (libfuse's multithreaded loop; 1: the single-threaded loop); the handlers run "
+        "one at a time under the server lock, replies and syncs overlap (docs/architecture.md)",
+        1,
+        high=64,
+        flag="--threads",
+    ),
     "mount.budget": Setting(
         "budget",
         None,

@@ -10,7 +10,8 @@ create + write + close is **one** write transaction.
 
 Until then the new name exists only in the view (:class:`PendingCreate`). Nothing can observe the gap:
 ``getattr`` of the new path or handle is answered from memory, and any other request that opens a store
-transaction in the FUSE thread first commits every pending create (``Store.before_txn``), as do
+transaction (in whichever FUSE thread serves it: :attr:`PendingCreates.serving`) first commits every pending
+create (``Store.before_txn``), as do
 ``release``, ``fsync`` and unmount. Crash contract (docs/reliability.md): every acknowledged ``write`` is
 committed before it returns, as before; a kill -9 of the server after ``open(O_CREAT)`` returned but before
 the file's first write, close or any other request was served loses that still-empty new name.
@@ -22,6 +23,7 @@ import dataclasses
 import logging
 import stat as _stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from libraryfs.errors import Exists, LibraryError, NotADir, NotFound
@@ -106,8 +108,10 @@ def commit_create(t: Txn, p: PendingCreate, offset: int = 0, data: bytes = b"") 
 class PendingCreates:
     """The pending creates of one mount, by file handle, and the inode numbers they are given.
 
-    While any is pending, ``store.before_txn`` makes the FUSE thread's next transaction commit them all
-    first (module doc). Not thread-safe: only the FUSE thread creates, writes and releases.
+    While any is pending, ``store.before_txn`` makes the next transaction of a thread serving FUSE requests
+    commit them all first (module doc). Not thread-safe by itself: the requests that create, write and
+    release run one at a time (the single-threaded loop, or under the multithreaded server's lock,
+    :mod:`libraryfs.fs.serverlock`).
     """
 
     def __init__(self, store: Store) -> None:
@@ -118,11 +122,23 @@ class PendingCreates:
         #: backend has ``watch_prefix``, :mod:`libraryfs.fs.remote_inval`) another mount could take the name
         #: meanwhile, so O_EXCL must be decided by the create's own transaction
         self.enabled = not hasattr(store.backend, "watch_prefix")
+        #: ``serving() -> bool``: whether the calling thread serves FUSE requests (its transactions commit the
+        #: pending creates first); None: the thread that made the create (the single-threaded loop, tests).
+        #: The multithreaded mount sets the server lock's :meth:`~libraryfs.fs.serverlock.ServerLock.held`.
+        self.serving: Callable[[], bool] | None = None
 
     def add(self, p: PendingCreate) -> None:
-        """Hold ``p`` until its first write (or any other transaction of this thread)."""
+        """Hold ``p`` until its first write (or any other transaction of a thread serving requests)."""
         self.by_fh[p.fh] = p
-        self.store.before_txn = (threading.get_ident(), self.commit_all)
+        mine = self.serving
+        if mine is None:
+            ident = threading.get_ident()
+
+            def mine() -> bool:
+                """Whether the calling thread is the one that made the create."""
+                return threading.get_ident() == ident
+
+        self.store.before_txn = (mine, self.commit_all)
 
     def pop(self, fh: int) -> PendingCreate | None:
         """Take the pending create of handle ``fh`` out of the set (None if it has none)."""
