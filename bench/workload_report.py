@@ -21,6 +21,7 @@ ROWS = [  # (label, metrics): the rows of issue 18's table
     ),
     ("{procs} processes × {proc_files:,} creates (own dirs)", ("procs_create",)),
     ("{procs} processes × {proc_files:,} cold reads", ("procs_read",)),
+    ("{procs} processes × {fsync_files:,} creates + fsync (own dirs)", ("procs_fsync",)),
 ]
 COLUMNS = ("tmpfs", "bindfs", "bindfs-mt", "binding", "libraryfs-noidx", "libraryfs")
 HEADS = {"binding": "bare binding", "libraryfs-noidx": "libraryfs, no indexer", "libraryfs": "libraryfs"}
@@ -83,6 +84,7 @@ def _label(label: str, sizes: dict, docs: int) -> str:
         rows=sizes["sqlite_rows"],
         procs=sizes["procs"],
         proc_files=sizes["proc_files"],
+        fsync_files=max(1, sizes["proc_files"] // 10),
     )
 
 

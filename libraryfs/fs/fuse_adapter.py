@@ -629,7 +629,7 @@ def run(
     """
     if threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
-    ops.view.serve_from(ops.server_lock.held)  # any worker commits a pending create first (fs/pending.py)
+    ops.view.serve_from(ops.server_lock.held, threads)  # any worker commits a pending create first
     kwargs = dict(
         foreground=foreground,
         nothreads=threads == 1,

@@ -448,8 +448,9 @@ class Store:
         self.write_seq = 0
         self.synced_seq = -1
         self._seq_lock = threading.Lock()
-        #: a sync is running (:meth:`sync`: the others wait for it instead of starting their own)
-        self._syncing = False
+        #: the ``write_seq`` at which each sync now running began (:meth:`sync`: a call whose commits one of
+        #: them covers waits for it instead of starting its own)
+        self._syncing: list[int] = []
         self._synced = threading.Condition(self._seq_lock)
         #: ``(mine, fn)``: ``fn()`` runs before any transaction begun by a thread for which ``mine()`` is True
         #: (the view's deferred create, :mod:`libraryfs.fs.pending`: the threads serving FUSE requests), so
@@ -552,30 +553,31 @@ class Store:
         """Force the transactions committed before the call to durable storage (LMDB: fdatasync of the data
         file, not under the store lock); a group commit (issue 18).
 
-        LMDB can only sync the whole data file, so one sync serves every commit made before it began. A call
+        LMDB can only sync the whole data file, so one sync covers every commit made before it began. A call
         returns without a sync of its own when this process has committed nothing since the last sync began
-        (the first call always syncs: an earlier process may have left unsynced commits), and while a sync is
-        running it waits for it: when that sync began after this call's commits it covers them (return),
-        else one of the waiters starts the next sync, which covers every waiter's commits. So N concurrent
-        ``fsync`` requests cost one or two syncs, not N. Returns whether this call ran a sync. Raises what
-        the backend's sync raises (OSError); the waiters then try again."""
+        (the first call always syncs: an earlier process may have left unsynced commits), or when a sync
+        already running began after this call's commits: it waits for that one. Otherwise it starts one at
+        once, beside any running sync (the kernel merges concurrent fdatasyncs of one file; waiting for a
+        running sync first would only serialise them). So concurrent ``fsync`` requests share syncs instead of
+        each paying its own. Returns whether this call ran a sync. Raises what the backend's sync raises
+        (OSError); a caller waiting for that sync then tries again."""
         seq = self.write_seq  # commits counted before the call; a sync that begins after now covers them
         with self._synced:
-            while self.synced_seq < seq and self._syncing:
+            while self.synced_seq < seq and self._syncing and max(self._syncing) >= seq:
                 self._synced.wait()
             if self.synced_seq >= seq:
                 return False
-            self._syncing = True
-            seq = self.write_seq  # this sync covers every commit counted until it begins
+            start = self.write_seq  # this sync covers every commit counted until it begins
+            self._syncing.append(start)
         synced = False
         try:
             self.backend.sync()
             synced = True
         finally:
             with self._synced:
-                self._syncing = False
+                self._syncing.remove(start)
                 if synced:
-                    self.synced_seq = max(self.synced_seq, seq)
+                    self.synced_seq = max(self.synced_seq, start)
                 self._synced.notify_all()
         return True
 

@@ -254,11 +254,14 @@ class LibraryView:
         <libraryfs.fs.filedata.FileData.commit_pending>`): what :meth:`fsync` does before the store's sync."""
         self.files.commit_pending()
 
-    def serve_from(self, serving: Callable[[], bool]) -> None:
-        """Requests are served by whichever thread ``serving()`` is True for (the multithreaded mount: the
-        holder of its :class:`~libraryfs.fs.serverlock.ServerLock`), not only by the thread that made a
-        pending create: any of them commits it before its next transaction (:mod:`libraryfs.fs.pending`)."""
+    def serve_from(self, serving: Callable[[], bool], workers: int = 1) -> None:
+        """Requests are served by whichever thread ``serving()`` is True for (the mount: the holder of its
+        :class:`~libraryfs.fs.serverlock.ServerLock`), not only by the thread that made a pending create:
+        any of them commits it before its next transaction (:mod:`libraryfs.fs.pending`). ``workers`` > 1:
+        libfuse serves with several threads, so its hide of a file unlinked while open can come after the
+        last close (:meth:`NameOps._hide <libraryfs.fs.nameops.NameOps._hide>`)."""
         self.files.pending.serving = serving
+        self.names.hide_closed = workers > 1
 
     def purge_orphans(self) -> int:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""

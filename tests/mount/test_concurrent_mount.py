@@ -209,6 +209,34 @@ def test_concurrent_fsyncs_return_with_every_line_in_place(mounted):
         st.close()
 
 
+def _close_while_unlinking(root: str, k: int) -> None:
+    """Round after round: a file written and open, then its ``close`` (another thread) and its ``unlink``
+    (this one) at once — libfuse may hide it as ``.fuse_hidden…`` after its last close was served."""
+    import threading
+
+    for i in range(400):
+        path = os.path.join(root, f"c{k}-{i}")
+        fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(fd, b"x" * 100)
+        go = threading.Barrier(2)
+        closer = threading.Thread(target=lambda fd=fd: (go.wait(), os.close(fd)))
+        closer.start()
+        go.wait()
+        os.unlink(path)
+        closer.join()
+
+
+def test_a_file_closed_while_being_unlinked_leaves_no_hidden_name(libdir, tmp_path):
+    """A close and an unlink of the same file at once, from 8 processes × 400 files: nothing is left in
+    the directory (before, a hide that libfuse issued after the last close became a visible
+    ``.fuse_hidden…`` file, and stayed)."""
+    with mount(libdir, tmp_path / "mnt", indexer=False, overrides={"mount.threads": 8}) as m:
+        root = m.p("race")
+        os.mkdir(root)
+        _run_workers(_close_while_unlinking, lambda k: (root, k))
+        assert os.listdir(root) == []
+
+
 def test_the_threads_setting_is_a_mount_option(libdir, tmp_path):
     """``--threads N`` / ``mount.threads``: 1 serves with the single-threaded loop; 0 is refused, naming the
     flag; ``config show`` lists the setting."""
