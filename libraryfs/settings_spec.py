@@ -68,9 +68,9 @@ SPEC: dict[str, Setting] = {
     "mount.read_only": Setting("bool", False, "mount read-only", flag="--read-only"),
     "mount.allow_other": Setting("bool", False, "let other users access the mount", flag="--allow-other"),
     "mount.threads": _i(
-        4,
-        "FUSE worker threads (libfuse's multithreaded loop; 1: the single-threaded loop); the handlers run "
-        "one at a time under the server lock, replies and syncs overlap (docs/architecture.md)",
+        1,
+        "FUSE worker threads (1: the single-threaded loop, the measured best on 2 cores; N > 1: libfuse's "
+        "multithreaded loop, handlers one at a time under the server lock, replies and syncs overlap)",
         1,
         high=64,
         flag="--threads",

@@ -219,7 +219,7 @@ def _close_while_unlinking(root: str, k: int) -> None:
         fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
         os.write(fd, b"x" * 100)
         go = threading.Barrier(2)
-        closer = threading.Thread(target=lambda fd=fd: (go.wait(), os.close(fd)))
+        closer = threading.Thread(target=lambda fd=fd, go=go: (go.wait(), os.close(fd)))
         closer.start()
         go.wait()
         os.unlink(path)
