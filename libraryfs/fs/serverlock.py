@@ -1,7 +1,7 @@
 """The mount server's one lock around the Python handlers of FUSE requests (issue 18, "many agents at once").
 
 With ``mount.threads`` > 1 the mount serves with libfuse's multithreaded loop (``fuse_loop_mt``, that many
-worker threads; the default 1 is the single-threaded ``fuse_loop``, which takes the lock too, uncontended).
+worker threads; the default 1 is the single-threaded ``fuse_loop``, which needs no lock and takes none).
 What the workers do in parallel is what runs outside Python: reading the
 next request from ``/dev/fuse``, libfuse's own path bookkeeping, and writing the reply to the kernel — about
 41 % of the single-threaded server's busy time, 51–65 % with 8 clients (docs/benchmarks.md "Where
