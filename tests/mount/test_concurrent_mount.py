@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from helpers.mount import mount
@@ -64,7 +65,7 @@ def _churn(root: str, worker: int, rnd: int) -> None:
             os.link(path, alias)
             assert os.stat(alias).st_nlink == 2
             os.chmod(path, 0o600)  # through one name while the other is known to the kernel
-            assert os.stat(alias).st_mode & 0o777 == 0o600
+            _eventually_mode(alias, 0o600)
             os.unlink(path)
             assert os.stat(alias).st_nlink == 1
             os.rename(alias, path)
@@ -78,6 +79,17 @@ def _churn(root: str, worker: int, rnd: int) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
+
+
+def _eventually_mode(path: str, mode: int) -> None:
+    """``path``'s permission bits become ``mode`` at once — or, with several workers, within the mount's
+    background pass: the kernel sends the RELEASE of a just-closed file in the background, a worker may
+    serve the chmod first, and the other name's cached attributes are then dropped by the background
+    thread (≤ 0.2 s; docs/architecture.md "Threading"), never later than the 1 s attribute timeout."""
+    deadline = time.monotonic() + 1.5
+    while os.stat(path).st_mode & 0o777 != mode:
+        assert time.monotonic() < deadline, f"{path}: mode still stale after the attribute timeout"
+        time.sleep(0.02)
 
 
 def _expected(worker: int, rnd: int) -> dict[str, bytes]:
