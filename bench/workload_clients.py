@@ -36,10 +36,12 @@ def files(op: str, d: str, n: int, size_bytes: int) -> float:
     names = [os.path.join(d, x) for x in file_names(n)]
     data = b"x" * size_bytes
     t = time.perf_counter()
-    if op == "create":
+    if op in ("create", "fsync"):  # fsync: each file made durable before its close (an agent saving its work)
         for p in names:
             fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             os.write(fd, data)
+            if op == "fsync":
+                os.fsync(fd)
             os.close(fd)
     elif op == "stat":
         for p in names:
@@ -88,7 +90,7 @@ def sqlite(mode: str, db: str, commits: int, rows: int) -> float:
 
 def worker(op: str, d: str, n: int, size_bytes: int) -> float:
     """A concurrent process: set up, say ``ready``, wait for the start line, run, return seconds."""
-    if op == "create":
+    if op in ("create", "fsync"):
         os.makedirs(d, exist_ok=True)
     print("ready", flush=True)
     sys.stdin.readline()

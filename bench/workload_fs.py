@@ -13,7 +13,10 @@ cost; fsync is then free for all).
   mounted with libraryfs's options (what the binding costs, above bindfs; what libraryfs costs, above it);
 * ``libraryfs`` — ``libraryfs init`` + ``libraryfs mount LIB MNT --timeouts 1,1,1 --no-llm``: the server
   and its indexer daemon (deterministic index, no LLM endpoint);
-* ``libraryfs-noidx`` — the same with ``--no-indexer``.
+* ``libraryfs-noidx`` — the same with ``--no-indexer``;
+* ``libraryfs@LABEL``, ``libraryfs-noidx@LABEL`` — the same through another ``libraryfs`` command and/or
+  with more mount flags, as ``workloads.py --variant LABEL=COMMAND [FLAG…]`` says (e.g. the code of another
+  worktree measured beside this one in the same run, or ``--threads 1``).
 
 Only the public command line of libraryfs is used (``init``, ``mount``, ``umount``, and the control file
 ``.libraryfs/status.json`` to wait until the indexer is idle), so the benchmark survives refactors of the
@@ -270,12 +273,23 @@ class Binding(ServerFs):
 
 
 class Libraryfs(Filesystem):
-    """A library at ``<work>/lib-<name>`` mounted with the ``libraryfs`` command (indexer unless ``-noidx``)."""
+    """A library at ``<work>/lib-<name>`` mounted with the ``libraryfs`` command (indexer unless ``-noidx``);
+    ``cli``: that command (default: :func:`libraryfs_cli`), ``flags``: more ``libraryfs mount`` flags."""
 
-    def __init__(self, name: str, work: str, log_path: str, backing: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        work: str,
+        log_path: str,
+        backing: str | None = None,
+        cli: list[str] | None = None,
+        flags: list[str] | None = None,
+    ) -> None:
         super().__init__(name, work, log_path, backing)
         self.lib = os.path.join(self.backing, "lib-" + name)
-        self.indexer = not name.endswith("-noidx")
+        self.indexer = not name.partition("@")[0].endswith("-noidx")
+        self.cli = cli
+        self.flags = list(flags or [])
         self.server_pid: int | None = None
         self.indexer_pid: int | None = None
         self.extra_env: dict[str, str] = {}  #: added to the server's environment (bench/workload_profile.py)
@@ -283,7 +297,9 @@ class Libraryfs(Filesystem):
     def _cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         env = dict(os.environ, **self.extra_env)
         env.pop("NOTIFY_SOCKET", None)
-        r = subprocess.run(libraryfs_cli() + list(args), capture_output=True, text=True, env=env)
+        r = subprocess.run(
+            (self.cli or libraryfs_cli()) + list(args), capture_output=True, text=True, env=env
+        )
         if check and r.returncode != 0:
             raise FsError(f"{self.name}: libraryfs {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
         return r
@@ -291,7 +307,7 @@ class Libraryfs(Filesystem):
     def mount_args(self) -> list[str]:
         """Arguments of ``libraryfs mount``."""
         extra = ["--no-llm"] if self.indexer else ["--no-indexer"]
-        return ["mount", self.lib, self.mnt, "--timeouts", TIMEOUTS, *extra]
+        return ["mount", self.lib, self.mnt, "--timeouts", TIMEOUTS, *extra, *self.flags]
 
     def setup(self) -> None:
         self._cli("init", self.lib)
@@ -351,7 +367,7 @@ class Libraryfs(Filesystem):
     def describe(self) -> dict:
         return {
             **super().describe(),
-            "command": "libraryfs " + " ".join(self.mount_args()),
+            "command": " ".join(self.cli or ["libraryfs"]) + " " + " ".join(self.mount_args()),
             "indexer": self.indexer,
         }
 
@@ -360,9 +376,16 @@ class Libraryfs(Filesystem):
         shutil.rmtree(self.lib, ignore_errors=True)
 
 
-def make(name: str, work: str, log_path: str, backing: str | None = None) -> Filesystem:
-    """The filesystem called ``name`` (one of :data:`FS_ALL`); its mirrored directory or library goes in
-    ``backing`` (default: ``work``)."""
+def make(
+    name: str, work: str, log_path: str, backing: str | None = None, variants: dict | None = None
+) -> Filesystem:
+    """The filesystem called ``name`` (one of :data:`FS_ALL`, or ``libraryfs[-noidx]@LABEL`` with
+    ``variants[LABEL]`` = ``(command argv or None, extra mount flags)``); its mirrored directory or library
+    goes in ``backing`` (default: ``work``)."""
+    base, _, label = name.partition("@")
+    if label and base in ("libraryfs", "libraryfs-noidx") and label in (variants or {}):
+        cli, flags = variants[label]  # type: ignore[index]
+        return Libraryfs(name, work, log_path, backing, cli=cli, flags=flags)
     if name == "tmpfs":
         return Tmpfs(name, work, log_path)
     if name in ("bindfs", "bindfs-mt"):

@@ -21,6 +21,7 @@ ROWS = [  # (label, metrics): the rows of issue 18's table
     ),
     ("{procs} processes × {proc_files:,} creates (own dirs)", ("procs_create",)),
     ("{procs} processes × {proc_files:,} cold reads", ("procs_read",)),
+    ("{procs} processes × {fsync_files:,} creates + fsync (own dirs)", ("procs_fsync",)),
 ]
 COLUMNS = ("tmpfs", "bindfs", "bindfs-mt", "binding", "libraryfs-noidx", "libraryfs")
 HEADS = {"binding": "bare binding", "libraryfs-noidx": "libraryfs, no indexer", "libraryfs": "libraryfs"}
@@ -83,14 +84,17 @@ def _label(label: str, sizes: dict, docs: int) -> str:
         rows=sizes["sqlite_rows"],
         procs=sizes["procs"],
         proc_files=sizes["proc_files"],
+        fsync_files=max(1, sizes["proc_files"] // 10),
     )
 
 
 def table(summary: dict, sizes: dict, docs: int, key: str = "median_s") -> str:
     """Markdown table in the layout of issue 18: seconds per filesystem, then libraryfs / bindfs."""
-    cols = [c for c in COLUMNS if any(c in summary.get(m, {}) for _, ms in ROWS for m in ms)]
-    lib_cols = [c for c in ("libraryfs", "libraryfs-noidx") if c in cols]
-    head = ["workload"] + [HEADS.get(c, c) for c in cols] + [f"{HEADS[c]} / bindfs" for c in lib_cols]
+    present = [c for _, ms in ROWS for m in ms for c in summary.get(m, {})]
+    cols = [c for c in COLUMNS if c in present]
+    cols += sorted({c for c in present if c not in COLUMNS})  # libraryfs@LABEL variants (workload_fs.make)
+    lib_cols = [c for c in cols if c.startswith("libraryfs")]
+    head = ["workload"] + [HEADS.get(c, c) for c in cols] + [f"{HEADS.get(c, c)} / bindfs" for c in lib_cols]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, metrics in ROWS:
         if not any(m in summary for m in metrics):

@@ -161,8 +161,10 @@ def sqlite_step(mode: str) -> Callable[[str, Inputs], tuple[float, dict]]:
 # -- procs -------------------------------------------------------------------------------------------------------
 def procs(op: str, root: str, inp: Inputs) -> tuple[float, dict]:
     """P worker processes, each on its own directory ``root/procs/pNN``, released at once; returns the wall
-    time from the release to the last worker's end, and each worker's own time."""
+    time from the release to the last worker's end, and each worker's own time. ``fsync``: creates with an
+    ``fsync`` before each close, a tenth as many files per worker, in ``root/procs/pNNs``."""
     base = os.path.join(root, "procs")
+    n = inp.sizes.proc_files if op != "fsync" else max(1, inp.sizes.proc_files // 10)
     os.makedirs(base, exist_ok=True)
     workers = [
         subprocess.Popen(
@@ -171,8 +173,8 @@ def procs(op: str, root: str, inp: Inputs) -> tuple[float, dict]:
                 CLIENT,
                 "worker",
                 op,
-                os.path.join(base, f"p{i:02d}"),
-                str(inp.sizes.proc_files),
+                os.path.join(base, f"p{i:02d}" + ("s" if op == "fsync" else "")),
+                str(n),
                 str(inp.sizes.file_bytes),
             ],
             stdin=subprocess.PIPE,
@@ -235,7 +237,11 @@ WORKLOADS: list[Workload] = [
     ),
     Workload(
         "procs",
-        [Step("procs_create", _procs_step("create")), Step("procs_read", _procs_step("read"), cold=True)],
+        [
+            Step("procs_create", _procs_step("create")),
+            Step("procs_read", _procs_step("read"), cold=True),
+            Step("procs_fsync", _procs_step("fsync")),
+        ],
         lambda root: _rmtree(os.path.join(root, "procs")),
     ),
 ]

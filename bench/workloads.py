@@ -38,6 +38,7 @@ import datetime as dt
 import json
 import os
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -277,14 +278,34 @@ def parse_args(argv: list[str] | None):
     )
     add_input_options(ap)
     ap.add_argument("--out", default=None, help="JSON path [bench/results/workloads-<date>.json]")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=COMMAND [FLAG…]",
+        help="makes libraryfs@LABEL and libraryfs-noidx@LABEL: libraryfs mounted by COMMAND (a libraryfs "
+        "executable, e.g. another worktree's venv; '-' = this one) with FLAGs added to `libraryfs mount`",
+    )
     ap.add_argument("--no-plot", action="store_true")
     ap.add_argument("--verbose", "-v", action="store_true", help="print every cell")
     a = ap.parse_args(argv)
     a.runs = 2 if a.quick else a.runs
     a.fs = [x for x in a.fs.split(",") if x]
     a.workloads = [x for x in a.workloads.split(",") if x]
+    a.variants = {}
+    for v in a.variant:
+        label, eq, rest = v.partition("=")
+        words = shlex.split(rest)
+        if not eq or not label or not words:
+            ap.error(f"--variant {v!r}: want LABEL=COMMAND [FLAG…]")
+        a.variants[label] = (None if words[0] == "-" else [words[0]], words[1:])
     for x in a.fs:
-        if x not in wfs.FS_ALL:
+        base, _, label = x.partition("@")
+        if label and (base not in ("libraryfs", "libraryfs-noidx") or label not in a.variants):
+            ap.error(
+                f"unknown filesystem {x!r}: give --variant {label}=COMMAND for libraryfs[-noidx]@{label}"
+            )
+        if not label and x not in wfs.FS_ALL:
             ap.error(f"unknown filesystem {x!r} (one of {', '.join(wfs.FS_ALL)})")
     for x in a.workloads:
         if x not in ws.WORKLOAD_NAMES:
@@ -323,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["mount", "-t", "tmpfs", "-o", "size=8g,mode=0700", "wl-backing", backing], check=True
             )
         for name in args.fs:
-            fss[name] = wfs.make(name, work, log_path, backing)
+            fss[name] = wfs.make(name, work, log_path, backing, args.variants)
             fss[name].setup()
         print(
             f"# workloads: {args.runs} run(s) × {len(args.workloads)} workloads × {len(fss)} filesystems; "

@@ -28,7 +28,7 @@ from libraryfs.cli.options import (
 from libraryfs.daemon import launcher
 from libraryfs.errors import LibraryError
 
-MOUNT_KEYS = ("mount.read_only", "mount.allow_other", "mount.budget", "log.level")
+MOUNT_KEYS = ("mount.read_only", "mount.allow_other", "mount.budget", "mount.threads", "log.level")
 INDEX_KEYS = ("index.poll_s", "index.toc_max_tokens", "log.level")
 
 

@@ -2,7 +2,7 @@
 
 :func:`run_process` is the whole process; the click command in :mod:`libraryfs.cli.mount_cmds` parses the
 flags and prints its errors. Order: settings (flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml``
-> defaults, :mod:`libraryfs.settings`) → logging → ``nice`` (``index.nice``: the single-threaded mount server
+> defaults, :mod:`libraryfs.settings`) → logging → ``nice`` (``index.nice``: the mount server
 wins the CPU when both want it) → ``indexer.lock`` (:func:`libraryfs.layout.acquire_lock`: one indexer per
 library) → store → builder (the LLM where one is configured) → the features' hooks
 (:func:`libraryfs.hooks.indexer_hooks`) → loop.

@@ -40,8 +40,9 @@ class Lifecycle:
     """Signals of the mount server, handled by one ``sigwait`` thread (never inside the FUSE loop).
 
     SIGTERM/SIGINT → ``STOPPING=1`` at once, then ``fuse_exit`` and a SIGUSR2 to the main thread so its
-    blocking read of /dev/fuse returns EINTR: the single-threaded loop finishes the request in flight, exits,
-    libfuse unmounts (lazily, so open files do not block it) and ``run`` syncs and sets the clean flag.
+    blocking wait returns EINTR (the single-threaded loop's read of /dev/fuse; the multithreaded loop's wait
+    for its workers, which it then stops — a worker finishes the request it is serving first: libfuse lets
+    a worker be cancelled only while it waits for a request): the loop exits, libfuse unmounts (lazily, so open files do not block it) and ``run`` syncs and sets the clean flag.
     SIGHUP → ``on_reload()`` (``RELOADING=1`` … ``READY=1``). The three signals are blocked in every thread
     (libfuse installs its own handlers only over SIG_DFL and would otherwise race ours); call
     :meth:`install` from the main thread before any other thread starts. (s3ql ``mount.py``: ordered
@@ -249,6 +250,7 @@ def run(
     on_ready: Callable[[], None] | None = None,
     check_on_unclean: bool = True,
     lifecycle: Lifecycle | None = None,
+    threads: int | None = None,
 ) -> int:
     """Serve one library until unmounted; returns a process exit status. Raises :class:`Busy` if locked.
 
@@ -256,7 +258,8 @@ def run(
     killed server) → consistency check if the last stop was unclean → purge orphans (both only when no other
     read-write mount serves the library: :func:`_alone`) → register (clean flag off) → serve → (unmount /
     ``lifecycle`` stop) STOPPING=1 → sync → unregister (clean flag on when no other mount is registered).
-    ``lifecycle`` (from :func:`run_process`) turns signals into that stop.
+    ``lifecycle`` (from :func:`run_process`) turns signals into that stop. ``threads``: FUSE worker threads
+    (``mount.threads``; None: its default).
     """
     from libraryfs.fs.mount import serve  # imports mfusepy (libfuse) only in the server
 
@@ -312,6 +315,7 @@ def run(
                 timeouts_s=timeouts_s,
                 on_init=_on_init(libdir, mountpoint, recovered, on_ready, lifecycle),
                 fsname="libraryfs:" + libdir.replace(",", "\\,"),
+                **({} if threads is None else {"threads": threads}),
             )
         finally:
             if lifecycle is not None:
@@ -447,6 +451,7 @@ def run_process(libdir: str, mountpoint: str, overrides: Mapping[str, Any] | Non
             budget=budget,
             on_ready=lambda: notify.ready(f"mounted at {mountpoint}"),
             lifecycle=lifecycle,
+            threads=m["threads"],
         )
     except RuntimeError as e:  # mfusepy: the kernel refused the mount
         raise LibraryError(f"mount failed: {e}") from None

@@ -67,6 +67,14 @@ SPEC: dict[str, Setting] = {
     "mount.negative_timeout_s": _f(1.0, "kernel negative-lookup cache, seconds"),
     "mount.read_only": Setting("bool", False, "mount read-only", flag="--read-only"),
     "mount.allow_other": Setting("bool", False, "let other users access the mount", flag="--allow-other"),
+    "mount.threads": _i(
+        1,
+        "FUSE worker threads (1: the single-threaded loop, the measured best on 2 cores; N > 1: libfuse's "
+        "multithreaded loop, handlers one at a time under the server lock, replies and syncs overlap)",
+        1,
+        high=64,
+        flag="--threads",
+    ),
     "mount.budget": Setting(
         "budget",
         None,

@@ -10,7 +10,8 @@ others (:meth:`FuseOps.invalidate <libraryfs.fs.fuse_adapter.FuseOps.invalidate>
 
 In memory only, bounded (:data:`MAX_NAMES`; past it the registry starts again: a forgotten name is stale
 for at most the attribute timeout, as before). Renames move a noted name; names below a renamed directory
-are not followed (stale ≤ the attribute timeout). Not thread-safe: the FUSE loop is single-threaded.
+are not followed (stale ≤ the attribute timeout). Not thread-safe by itself: the FUSE handlers run one at a
+time (:mod:`libraryfs.fs.serverlock`).
 """
 
 from __future__ import annotations

@@ -484,9 +484,15 @@ class FileData(ViewService):
         """Make every change durable against an OS crash (fsync(2)): commit pending creates, then sync the
         store (LMDB fsync) unless this process committed nothing since the last sync (:meth:`Store.sync`).
         Raises what committing a pending create raises (:meth:`PendingCreates.commit_all`)."""
+        self.commit_pending()
+        self.store.sync()
+
+    def commit_pending(self) -> None:
+        """Commit every pending create (the part of :meth:`fsync` that touches the view's state; the
+        multithreaded mount syncs after it without the server lock). Raises the first create's error that
+        could not be committed (:meth:`PendingCreates.commit_all`)."""
         if self.pending.by_fh:
             self.pending.commit_all(raise_errors=True)
-        self.store.sync()
 
     def purge_orphans(self) -> int:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""

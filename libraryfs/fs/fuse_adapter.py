@@ -18,13 +18,19 @@ looks like (borg's ``hlfuse.py``). Known mfusepy 3.1 traps handled here (../shar
 * any uncaught exception would become EINVAL → every op maps domain errors through
   :func:`libraryfs.errors.to_errno`; anything unknown is logged and becomes EIO.
 
-Threading: single-threaded FUSE loop (``nothreads``; ARCHITECTURE §7: lowest CPU per request, faster with
-concurrent clients). The background work of a mount (TOC cache invalidation through
+Threading: libfuse's single-threaded loop (``nothreads``), or with ``threads`` > 1 (``mount.threads``;
+default :data:`DEFAULT_THREADS` = 1, the measured best on 2 cores) its multithreaded loop, where every
+callback runs under the one :class:`~libraryfs.fs.serverlock.ServerLock` of :attr:`FuseOps.server_lock` (taken in
+:meth:`LibraryFUSE._wrapper`, so also around libfuse-level wrappers and readdir generators): the Python
+handlers run one at a time as in the single-threaded loop, while the workers' reads of ``/dev/fuse`` and
+replies to the kernel overlap them,
+and ``fsync`` waits for the store's group commit without the lock (:meth:`FuseOps.fsync`). Inside a request
+``fuse_get_context`` is the calling worker's. The background work of a mount (TOC cache invalidation through
 :meth:`FuseOps.invalidate`, the periodic sync) is :mod:`libraryfs.fs.mount`'s, which runs this module's
 :func:`run`. Process control that needs libfuse itself (ending the loop from a signal handler thread) goes
 through :func:`current_session` and :func:`exit_session`, so no other module touches mfusepy.
 
-Length: over the ~500-line guideline (≈575) because it is the one module that imports mfusepy — the
+Length: over the ~500-line guideline (≈650) because it is the one module that imports mfusepy — the
 operations (:class:`FuseOps`) and the libfuse-level wrappers (:class:`LibraryFUSE`: READDIRPLUS, getxattr,
 getattr's stat copy) stay together behind that boundary; splitting them in two modules importing mfusepy is
 the next step if it grows.
@@ -37,6 +43,7 @@ import errno
 import functools
 import logging
 import os
+import threading
 from collections import Counter, deque
 from collections.abc import Callable
 
@@ -46,10 +53,15 @@ import mfusepy  # noqa: E402
 
 from libraryfs.errors import LibraryError, to_errno  # noqa: E402
 from libraryfs.fs.attrs import UTIME_NOW, UTIME_OMIT
+from libraryfs.fs.serverlock import ServerLock
 from libraryfs.fs.view import LibraryView
+from libraryfs.settings_spec import SPEC
 
 log = logging.getLogger("libraryfs.fuse")
 
+#: FUSE worker threads of a mount by default (the ``mount.threads`` setting's default; docs/benchmarks.md
+#: "Many agents at once")
+DEFAULT_THREADS: int = SPEC["mount.threads"].default
 _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
 
@@ -152,6 +164,9 @@ class FuseOps(mfusepy.Operations):
         #: requests served per operation name (``readdir_plus``: READDIRPLUS requests), and
         #: ``readdirplus_attrs``: entries handed to the kernel with their attributes (``status.json``)
         self.requests: Counter[str] = Counter()
+        #: held around every callback by :class:`LibraryFUSE` when several workers serve (set by :func:`run`;
+        #: None: the single-threaded loop, no lock — about 0.8 µs per callback saved; module doc)
+        self.server_lock: ServerLock | None = None
 
     # -- lifecycle --------------------------------------------------------------------------------------
     @mfusepy.overrides(mfusepy.Operations)
@@ -298,8 +313,8 @@ class FuseOps(mfusepy.Operations):
 
     @_op
     def fsyncdir(self, path, datasync, fh):
-        """fsync(2) on a directory: sync the store."""
-        self.view.fsync()
+        """fsync(2) on a directory: sync the store (as :meth:`fsync`)."""
+        _sync(self)
         return 0
 
     # -- files -----------------------------------------------------------------------------------------------
@@ -354,8 +369,8 @@ class FuseOps(mfusepy.Operations):
 
     @_op
     def fsync(self, path, datasync, fi):
-        """fsync(2)/fdatasync(2): sync the store (durable against an OS crash)."""
-        self.view.fsync(fi.fh)
+        """fsync(2)/fdatasync(2): sync the store (durable against an OS crash); see :func:`_sync`."""
+        _sync(self)
         return 0
 
     # -- names -------------------------------------------------------------------------------------------------
@@ -430,6 +445,20 @@ class FuseOps(mfusepy.Operations):
         return 0
 
 
+def _sync(ops: FuseOps) -> None:
+    """``fsync``/``fsyncdir``: commit the pending creates, then wait for a store sync that covers every commit
+    so far with the server lock given up (other requests are served meanwhile; concurrent fsyncs share one
+    sync, :meth:`Store.sync <libraryfs.fs.store.Store.sync>`). Without the lock (the single-threaded loop,
+    tests calling the operations directly) the sync runs as it is."""
+    ops.view.commit_pending()
+    lock = ops.server_lock
+    if lock is not None and lock.held():
+        with lock.released():
+            ops.view.store.sync()
+    else:
+        ops.view.store.sync()
+
+
 def fill_stat(st, attrs: dict) -> None:
     """Write a ``stat`` dict (times in ns, as the view returns them) into mfusepy's ``c_stat`` ``st``: the same
     result as ``mfusepy.set_st_attrs(st, attrs, use_ns=True)`` (keys ``struct stat`` does not have are
@@ -454,8 +483,40 @@ def _count_plus(ops: FuseOps, entries, base: bytes | None):
         yield e
 
 
+#: ``threading.get_ident()`` of the threads :func:`_keep_thread_state` has run on
+_KEPT: set[int] = set()
+
+
+def _keep_thread_state() -> None:
+    """Keep the calling thread's Python thread state until the process ends (call with the GIL, once per
+    thread; :meth:`LibraryFUSE._wrapper` does).
+
+    libfuse's worker threads were not started by Python: ctypes runs each callback on such a thread inside
+    ``PyGILState_Ensure``/``PyGILState_Release``, which make a new thread state and delete it again every
+    time — a cost per request, and every ``threading.local`` value (the term index's SQLite connection per
+    thread, the etcd gateway's connections) would be lost after each request. One more ``PyGILState_Ensure``
+    that is never released keeps the state: the callbacks' own pair then only takes and gives back the GIL
+    (CPython ``PyGILState_Ensure(3)``). :func:`run` allows as many idle workers as workers, so libfuse ends
+    none before the loop ends: at most ``threads`` states are kept."""
+    _KEPT.add(threading.get_ident())
+    ctypes.pythonapi.PyGILState_Ensure()
+
+
 class LibraryFUSE(mfusepy.FUSE):
-    """mfusepy's FUSE with the libfuse3 wrappers it gets wrong replaced (see module docstring)."""
+    """mfusepy's FUSE with the libfuse3 wrappers it gets wrong replaced (see module docstring), every
+    callback under the operations' server lock when several workers serve."""
+
+    def _wrapper(self, func, *args, **kwargs):
+        """mfusepy's callback wrapper (errors → errno); with several workers inside
+        ``operations.server_lock`` (module doc: Threading), on a thread whose Python thread state lives as
+        long as the thread (:func:`_keep_thread_state`)."""
+        lock = self.operations.server_lock
+        if lock is None:  # the single-threaded loop
+            return super()._wrapper(func, *args, **kwargs)
+        with lock:
+            if threading.get_ident() not in _KEPT:
+                _keep_thread_state()
+            return super()._wrapper(func, *args, **kwargs)
 
     def rename_fuse_3(self, old: bytes, new: bytes, flags: int) -> int:
         """libfuse3 rename with its ``flags`` passed on (mfusepy drops them)."""
@@ -561,16 +622,31 @@ def run(
     read_only: bool = False,
     debug: bool = False,
     fsname: str = "libraryfs",
+    threads: int = DEFAULT_THREADS,
 ) -> None:
-    """Mount ``ops`` at ``mountpoint`` and run the single-threaded FUSE loop until unmounted (blocks).
+    """Mount ``ops`` at ``mountpoint`` and run the FUSE loop until unmounted (blocks): libfuse's multithreaded
+    loop with at most ``threads`` workers (``-o max_threads,max_idle_threads``), or the single-threaded loop
+    when ``threads`` is 1 (module doc: Threading).
 
     SIGTERM/SIGINT unmount cleanly (libfuse's handlers, unless the caller installed its own). Options:
     ``default_permissions`` (the kernel checks modes), ``allow_other`` only when asked (private to the owner
-    by default), ``ro`` for read-only mounts. Raises ``RuntimeError`` when libfuse cannot mount.
+    by default), ``ro`` for read-only mounts. Raises ``RuntimeError`` when libfuse cannot mount, ValueError
+    for ``threads`` < 1.
     """
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, not {threads}")
+    if threads > 1:
+        ops.server_lock = ServerLock()
+        ops.view.serve_from(ops.server_lock.held, threads)  # any worker commits a pending create first
     kwargs = dict(
-        foreground=foreground, nothreads=True, fsname=fsname, subtype="libraryfs", default_permissions=True
+        foreground=foreground,
+        nothreads=threads == 1,
+        fsname=fsname,
+        subtype="libraryfs",
+        default_permissions=True,
     )
+    if threads > 1:  # never more idle workers than workers: libfuse never ends one (_keep_thread_state)
+        kwargs["max_threads"] = kwargs["max_idle_threads"] = threads
     if allow_other:
         kwargs["allow_other"] = True
     if read_only:

@@ -51,7 +51,8 @@ class DirHandle:
 class HandleTable:
     """File handles, directory handles, open counts per inode, and libfuse's hidden names (module doc).
 
-    Not thread-safe: the FUSE loop is single-threaded (``nothreads``, ARCHITECTURE §7).
+    Not thread-safe by itself: the FUSE handlers run one at a time (the single-threaded loop, or under the
+    multithreaded server's lock, :mod:`libraryfs.fs.serverlock`).
     """
 
     def __init__(self) -> None:

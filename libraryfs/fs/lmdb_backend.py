@@ -2,9 +2,12 @@
 imports ``lmdb``.
 
 Threading policy (ARCHITECTURE §3, measured in §7): every transaction runs under one process-wide lock.
-The mount serves FUSE single-threaded (``nothreads``), so the lock is uncontended except for its two small
-background threads; the lock also makes growing the map safe, because LMDB may only change the map size
-while this process has no live transaction.
+The mount's FUSE handlers run one at a time (the single-threaded loop, or libfuse's multithreaded loop
+under the server lock, :mod:`libraryfs.fs.serverlock`), so the lock is uncontended except for the
+mount's small background threads; the lock also makes growing the map safe, because LMDB may only change
+the map size while this process has no live transaction. :meth:`LmdbBackend.sync` is outside it (and
+outside the server lock: concurrent fsyncs share one sync, :meth:`Store.sync
+<libraryfs.fs.store.Store.sync>`).
 
 Durability: the environment is opened with ``sync=False`` (MDB_NOSYNC). A committed transaction is in the
 OS page cache and survives a crash of any libraryfs process; :meth:`LmdbBackend.sync` (called on ``fsync``,

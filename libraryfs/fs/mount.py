@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from libraryfs.fs.fuse_adapter import FuseOps, run
+from libraryfs.fs.fuse_adapter import DEFAULT_THREADS, FuseOps, run
 from libraryfs.fs.remote_inval import JournalInvalidator
 from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
@@ -123,12 +123,14 @@ def serve(
     on_init: Callable[[], None] | None = None,
     debug: bool = False,
     fsname: str = "libraryfs",
+    threads: int = DEFAULT_THREADS,
 ) -> None:
     """Mount ``view`` at ``mountpoint`` and serve until unmounted (blocks), with its background work.
 
     ``timeouts_s``: the kernel's entry, attribute and negative-lookup cache timeouts in seconds;
-    ``on_init()`` runs inside libfuse's ``init`` (the loop is live). Options as
-    :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when libfuse cannot mount.
+    ``on_init()`` runs inside libfuse's ``init`` (the loop is live); ``threads``: FUSE worker threads (1: the
+    single-threaded loop). Options as :func:`libraryfs.fs.fuse_adapter.run`; raises ``RuntimeError`` when
+    libfuse cannot mount.
     """
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
     view.virtual.control.requests = ops.requests  # status.json's fuse_requests
@@ -151,6 +153,7 @@ def serve(
             read_only=read_only,
             debug=debug,
             fsname=fsname,
+            threads=threads,
         )
     finally:
         if remote is not None:

@@ -140,8 +140,12 @@ class NameOps(ViewService):
 
     State (:class:`~libraryfs.fs.resolve.ViewService`): the handle table says which inodes are open (an
     unlinked inode lives until its last close) and keeps libfuse's hidden names; the generated namespace
-    answers for generated names.
+    answers for generated names. :attr:`hide_closed`: see :meth:`_hide`.
     """
+
+    #: a rename to libfuse's hidden-name pattern of a file no handle has open is an unlink (the mount with
+    #: several FUSE workers: :meth:`_hide`); off, it is an ordinary rename
+    hide_closed = False
 
     # ------------------------------------------------------------------------------------------------
     # directories
@@ -400,26 +404,39 @@ class NameOps(ViewService):
     def _hide(self, old: bytes, new: bytes) -> bool:
         """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
         the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
-        close). Returns False when ``old`` is not an open regular file (then it is an ordinary rename)."""
+        close). Returns False when ``old`` is not a regular file or ``new`` exists, or when no handle has
+        ``old`` open and :attr:`hide_closed` is off (then it is an ordinary rename).
 
-        def fn(t: Txn) -> tuple[int, bytes, int] | None:
-            """The write transaction: unlink ``old`` if it names an open non-directory and ``new`` is free;
-            returns ``(parent ino of new, its name, the inode number)``, or None to rename as usual."""
+        With :attr:`hide_closed` (the multithreaded mount), a file no handle has open any more is unlinked
+        and no hidden name is kept: with several FUSE workers, the last ``release`` can be served between
+        libfuse's "is it open?" check of an ``unlink`` and this rename (libfuse takes no path lock for a
+        release with ``nullpath_ok``), and libfuse then never unlinks the hidden name (its open count is
+        already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
+        ``bench/crash_run.py`` on the multithreaded server). There, a program renaming a closed file to
+        exactly libfuse's pattern removes it."""
+
+        def fn(t: Txn) -> tuple[int, bytes, int, bool] | None:
+            """The write transaction: unlink ``old`` if it names a non-directory and ``new`` is free; returns
+            ``(parent ino of new, its name, the inode number, whether it is open)``, or None to rename as
+            usual."""
             sp, spn, sname = self.resolver.parent_and_name(t, old)
             dp, _dpn, dname = self.resolver.parent_and_name(t, new)
             src = t.lookup(sp, sname)
-            if src is None or not self.handles.open_count(src) or t.lookup(dp, dname) is not None:
+            if src is None or t.lookup(dp, dname) is not None:
+                return None
+            if not self.hide_closed and not self.handles.open_count(src):
                 return None
             node = t.inode(src)
             if node is None or node.is_dir:
                 return None
             self._drop_name(t, sp, spn, sname, node)
-            return dp, dname, src
+            return dp, dname, src, self.handles.open_count(src) > 0
 
         res = self.store.run_write(fn)
         if res is None:
             return False
-        self.handles.hidden[(res[0], res[1])] = res[2]
+        if res[3]:
+            self.handles.hidden[(res[0], res[1])] = res[2]
         self.handles.links.forget(old)
         return True
 
@@ -439,6 +456,7 @@ class NameOps(ViewService):
             not flags
             and last.startswith(HIDDEN_PREFIX)
             and len(last) == len(HIDDEN_PREFIX) + 16
+            and all(c in b"0123456789abcdef" for c in last[len(HIDDEN_PREFIX) :])
             and self._hide(old, new)
         ):
             return

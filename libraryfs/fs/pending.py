@@ -10,11 +10,12 @@ create + write + close is **one** write transaction.
 
 Until then the new name exists only in the view (:class:`PendingCreate`). Nothing can observe the gap:
 ``getattr`` of the new path or handle is answered from memory, and every other request that opens a store
-transaction in the FUSE thread sees every pending create (``Store.before_txn``): a write transaction —
-whatever the request, e.g. SQLite's ``fchown`` of the journal it just created — writes them first and
-commits them with its own writes (one transaction, not two; if the request fails, they stay pending), and
-a read transaction is preceded by one write transaction committing them. ``release``, ``fsync`` and
-unmount commit them too. Crash contract (docs/reliability.md): every acknowledged ``write`` is
+transaction in a thread serving FUSE requests (the single-threaded loop's, or any worker of the
+multithreaded server: :attr:`PendingCreates.serving`) sees every pending create (``Store.before_txn``): a
+write transaction — whatever the request, e.g. SQLite's ``fchown`` of the journal it just created — writes
+them first and commits them with its own writes (one transaction, not two; if the request fails, they stay
+pending), and a read transaction is preceded by one write transaction committing them. ``release``,
+``fsync`` and unmount commit them too. Crash contract (docs/reliability.md): every acknowledged ``write`` is
 committed before it returns, as before; a kill -9 of the server after ``open(O_CREAT)`` returned but before
 the file's first write, close or any other request was served loses that still-empty new name.
 """
@@ -25,6 +26,7 @@ import dataclasses
 import logging
 import stat as _stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from libraryfs.errors import Exists, LibraryError, NotADir, NotFound
@@ -111,11 +113,12 @@ def commit_create(t: Txn, p: PendingCreate, offset: int = 0, data: bytes = b"") 
 class PendingCreates:
     """The pending creates of one mount, by file handle, and the inode numbers they are given.
 
-    While any is pending it is the store's :class:`~libraryfs.fs.store.TxnHook` for the FUSE thread
-    (``store.before_txn``): that thread's next write transaction — whatever request it serves — writes them
-    all first and commits them with its own writes, and its next read transaction is preceded by one write
-    transaction committing them (module doc). Not thread-safe: only the FUSE thread creates, writes and
-    releases.
+    While any is pending it is the store's :class:`~libraryfs.fs.store.TxnHook` for the threads serving FUSE
+    requests (``store.before_txn``): such a thread's next write transaction — whatever request it serves —
+    writes them all first and commits them with its own writes, and its next read transaction is preceded by
+    one write transaction committing them (module doc). Not thread-safe by itself: the requests that create,
+    write and release run one at a time (the single-threaded loop, or under the multithreaded server's lock,
+    :mod:`libraryfs.fs.serverlock`).
     """
 
     def __init__(self, store: Store) -> None:
@@ -129,11 +132,15 @@ class PendingCreates:
         #: the last :meth:`in_write`'s outcome: the creates it wrote, and those it could not with their error
         self._written: list[PendingCreate] = []
         self._failed: list[tuple[PendingCreate, LibraryError]] = []
+        #: ``serving() -> bool``: whether the calling thread serves FUSE requests (its transactions commit the
+        #: pending creates first); None: the thread that made the create (the single-threaded loop, tests).
+        #: The multithreaded mount sets the server lock's :meth:`~libraryfs.fs.serverlock.ServerLock.held`.
+        self.serving: Callable[[], bool] | None = None
 
     def add(self, p: PendingCreate) -> None:
-        """Hold ``p`` until its first write (or any other transaction of this thread)."""
+        """Hold ``p`` until its first write (or any other transaction of a thread serving requests)."""
         self.by_fh[p.fh] = p
-        self.store.before_txn = (threading.get_ident(), self)
+        self.store.before_txn = (self.serving or _thread_is(threading.get_ident()), self)
 
     def pop(self, fh: int) -> PendingCreate | None:
         """Take the pending create of handle ``fh`` out of the set (None if it has none)."""
@@ -185,7 +192,7 @@ class PendingCreates:
             self.by_fh.pop(p.fh, None)
             log.error("could not commit the create of %r: %s", p.path, e)
         if self.by_fh:  # not reached: in_write took every pending create
-            self.store.before_txn = (threading.get_ident(), self)
+            self.store.before_txn = (self.serving or _thread_is(threading.get_ident()), self)
 
     def before_read(self) -> None:
         """A read transaction of the FUSE thread begins next: commit every pending create first."""
@@ -199,7 +206,10 @@ class PendingCreates:
         if not self.by_fh:
             return
         owed = self.store.before_txn
-        self.store.before_txn = (threading.get_ident(), self)  # also from another thread (unmount)
+        self.store.before_txn = (
+            _thread_is(threading.get_ident()),
+            self,
+        )  # also from another thread (unmount)
         try:
             self.store.run_write(_nothing)  # the hook writes them (in_write) and drops them (committed)
         except BaseException:
@@ -209,6 +219,11 @@ class PendingCreates:
         self._failed = []
         if raise_errors and failed:
             raise failed[0][1]
+
+
+def _thread_is(ident: int) -> Callable[[], bool]:
+    """``mine()`` for :attr:`Store.before_txn`: whether the calling thread is the one of ``ident``."""
+    return lambda: threading.get_ident() == ident
 
 
 def _nothing(t: Txn) -> None:

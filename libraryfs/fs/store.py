@@ -464,10 +464,15 @@ class Store:
         self.write_seq = 0
         self.synced_seq = -1
         self._seq_lock = threading.Lock()
-        #: ``(thread id, hook)``: work that thread owes the store (the view's deferred creates,
-        #: :mod:`libraryfs.fs.pending`), done before any transaction it begins so that every transaction sees
-        #: what earlier requests did (:class:`TxnHook`); None: nothing owed
-        self.before_txn: tuple[int, TxnHook] | None = None
+        #: the ``write_seq`` at which each sync now running began (:meth:`sync`: a call whose commits one of
+        #: them covers waits for it instead of starting its own)
+        self._syncing: list[int] = []
+        self._synced = threading.Condition(self._seq_lock)
+        #: ``(mine, hook)``: work owed the store by the threads for which ``mine()`` is True (the view's
+        #: deferred creates, :mod:`libraryfs.fs.pending`: the threads serving FUSE requests), done before any
+        #: transaction such a thread begins so that every transaction sees what earlier requests did
+        #: (:class:`TxnHook`); None: nothing owed
+        self.before_txn: tuple[Callable[[], bool], TxnHook] | None = None
         self.schema_version = S.SCHEMA_VERSION if _new else self._open_schema()
 
     def _open_schema(self) -> int:
@@ -562,17 +567,35 @@ class Store:
         self.backend.close()
 
     def sync(self) -> bool:
-        """Force committed transactions to durable storage (LMDB: fsync, not under the store lock).
+        """Force the transactions committed before the call to durable storage (LMDB: fdatasync of the data
+        file, not under the store lock); a group commit (issue 18).
 
-        Skipped when this process has committed nothing since the last sync began (the first call always
-        syncs): LMDB can only sync the whole data file, and a sync with nothing new of ours to flush is a
-        multi-ms fdatasync for nothing (issue 18). Returns whether it synced."""
-        seq = self.write_seq  # commits counted before the sync starts are covered by it
-        if seq == self.synced_seq:
-            return False
-        self.backend.sync()
-        with self._seq_lock:
-            self.synced_seq = max(self.synced_seq, seq)
+        LMDB can only sync the whole data file, so one sync covers every commit made before it began. A call
+        returns without a sync of its own when this process has committed nothing since the last sync began
+        (the first call always syncs: an earlier process may have left unsynced commits), or when a sync
+        already running began after this call's commits: it waits for that one. Otherwise it starts one at
+        once, beside any running sync (the kernel merges concurrent fdatasyncs of one file; waiting for a
+        running sync first would only serialise them). So concurrent ``fsync`` requests share syncs instead of
+        each paying its own. Returns whether this call ran a sync. Raises what the backend's sync raises
+        (OSError); a caller waiting for that sync then tries again."""
+        seq = self.write_seq  # commits counted before the call; a sync that begins after now covers them
+        with self._synced:
+            while self.synced_seq < seq and self._syncing and max(self._syncing) >= seq:
+                self._synced.wait()
+            if self.synced_seq >= seq:
+                return False
+            start = self.write_seq  # this sync covers every commit counted until it begins
+            self._syncing.append(start)
+        synced = False
+        try:
+            self.backend.sync()
+            synced = True
+        finally:
+            with self._synced:
+                self._syncing.remove(start)
+                if synced:
+                    self.synced_seq = max(self.synced_seq, start)
+                self._synced.notify_all()
         return True
 
     def open_table(self, name: bytes) -> None:
@@ -597,10 +620,10 @@ class Store:
         return Txn(self, None, False, self.backend.read())
 
     def _hook_here(self) -> TxnHook | None:
-        """The registered :attr:`before_txn` hook if this is its thread, else None (other threads — the
-        mount's sync and watch threads — see the store as committed)."""
+        """The registered :attr:`before_txn` hook if this thread is one it is for, else None (other threads —
+        the mount's sync and watch threads — see the store as committed)."""
         hook = self.before_txn
-        return hook[1] if hook is not None and hook[0] == threading.get_ident() else None
+        return hook[1] if hook is not None and hook[0]() else None
 
     def run_write(self, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in one write transaction and commit; returns ``fn``'s result.

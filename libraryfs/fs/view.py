@@ -127,8 +127,9 @@ class LibraryView:
         """The other names of the hard-linked file at ``path`` that the kernel has looked up (their cached
         attributes go stale when this name changes the inode; :mod:`libraryfs.fs.aliases`), and whether
         dropping those caches from inside a request is safe now: no handle is open on the inode, so no read
-        or writeback of it can be waiting for this single-threaded loop (the kernel would block on its
-        page locks). ``([], True)`` for a name that is not noted."""
+        or write of it can be waiting for a reply (the kernel's invalidation would wait for its page locks,
+        and that reply for the request making it: the single-threaded loop, or the multithreaded server's
+        lock, :mod:`libraryfs.fs.serverlock`). ``([], True)`` for a name that is not noted."""
         if path is None:
             return [], True
         ino, others = self.handles.links.others(path)
@@ -247,6 +248,20 @@ class LibraryView:
     def fsync(self, fh: int | None = None) -> None:
         """Make every committed change durable against an OS crash (LMDB fsync)."""
         self.files.fsync(fh)
+
+    def commit_pending(self) -> None:
+        """Commit the pending creates (:meth:`FileData.commit_pending
+        <libraryfs.fs.filedata.FileData.commit_pending>`): what :meth:`fsync` does before the store's sync."""
+        self.files.commit_pending()
+
+    def serve_from(self, serving: Callable[[], bool], workers: int = 1) -> None:
+        """Requests are served by whichever thread ``serving()`` is True for (the mount: the holder of its
+        :class:`~libraryfs.fs.serverlock.ServerLock`), not only by the thread that made a pending create:
+        any of them commits it before its next transaction (:mod:`libraryfs.fs.pending`). ``workers`` > 1:
+        libfuse serves with several threads, so its hide of a file unlinked while open can come after the
+        last close (:meth:`NameOps._hide <libraryfs.fs.nameops.NameOps._hide>`)."""
+        self.files.pending.serving = serving
+        self.names.hide_closed = workers > 1
 
     def purge_orphans(self) -> int:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""

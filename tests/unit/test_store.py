@@ -200,3 +200,58 @@ def test_a_create_refused_on_a_full_disk_leaves_nothing_behind(small_disk):
         st = Store(lib)
         assert check(st).problems == []
         st.close()
+
+
+def test_concurrent_syncs_share_one_sync_that_began_after_their_commits(libdir):
+    """Group commit (issue 18): a sync called while a sync that began after its commits runs waits for that
+    one and returns without its own; callers whose commits came later start one sync at once, which the
+    others of them share. Before, each call ran its own fdatasync of the whole store (4 calls → 4 syncs
+    here, not 2)."""
+    import threading
+
+    st = Store(libdir)
+    real_sync = st.backend.sync
+    entered, release = threading.Semaphore(0), threading.Event()
+    calls = []
+
+    def slow_sync() -> None:
+        """The real sync, held until the test releases it (a disk that takes its time)."""
+        calls.append(st.write_seq)
+        entered.release()
+        release.wait(10)
+        real_sync()
+
+    st.backend.sync = slow_sync  # type: ignore[method-assign]
+    try:
+        view = LibraryView(st)
+        view.mkdir(b"/a", 0o755, 0, 0)
+        results: dict[str, bool] = {}
+
+        def sync(name: str) -> threading.Thread:
+            """``st.sync()`` in a thread, its result kept under ``name``."""
+            th = threading.Thread(target=lambda: results.__setitem__(name, st.sync()))
+            th.start()
+            return th
+
+        first = sync("first")  # syncs the mkdir; held inside the backend
+        assert entered.acquire(timeout=10)
+        covered = sync("covered")  # nothing committed since `first` began: waits for it
+        covered.join(0.3)
+        assert len(calls) == 1, "a sync started although the running one covers its commits"
+        view.mkdir(b"/b", 0o755, 0, 0)  # committed while `first` runs: not covered by it
+        later = [sync("later1"), sync("later2")]
+        assert entered.acquire(timeout=10)  # one of them starts a sync at once, beside `first`
+        for th in later:
+            th.join(0.3)
+        assert len(calls) == 2, "the second later caller did not share the first one's sync"
+        release.set()
+        for th in [first, covered, *later]:
+            th.join(10)
+        assert len(calls) == 2 and calls[1] == st.write_seq
+        assert results["first"] and not results["covered"]
+        assert sorted((results["later1"], results["later2"])) == [False, True]
+        assert st.synced_seq == st.write_seq
+        assert st.sync() is False  # nothing new since
+    finally:
+        release.set()
+        st.close()

@@ -153,6 +153,21 @@ def test_a_hidden_looking_rename_of_a_closed_file_is_a_plain_rename(v):
     assert cat(v, HIDDEN) == b"x"
 
 
+def test_with_several_workers_a_hide_that_comes_after_the_last_close_is_an_unlink(v, store):
+    """libfuse (several workers) checks that a file is open, the last close is served by another worker,
+    then libfuse renames the file to its hidden name and never unlinks that name (its open count is 0):
+    the view must not leave a visible ``.fuse_hidden…`` file (bench/crash_run.py found one)."""
+    v.serve_from(lambda: True, workers=4)
+    mkfile(v, b"/t.md", b"x")
+    ino = v.getattr(b"/t.md")["st_ino"]
+    v.rename(b"/t.md", HIDDEN)  # closed already: the unlink it stands for
+    assert real_names(v, b"/") == [] and v.hidden == {}
+    with pytest.raises(NotFound):
+        v.getattr(HIDDEN)
+    with store.read() as t:
+        assert t.inode(ino) is None
+
+
 def test_mknod_fifo_socket_device_and_regular(v):
     v.mknod(b"/fifo", stat.S_IFIFO | 0o644, 0, UID, GID)
     v.mknod(b"/sock", stat.S_IFSOCK | 0o600, 0, UID, GID)
