@@ -152,22 +152,35 @@ def hand_over_lock(fd: int, pid: int) -> None:
     """Record ``pid`` as the holder of the lock ``fd`` (taken by :func:`acquire_lock`, inherited by ``pid``
     through ``pass_fds`` and ``LIBRARYFS_LOCK_FD``); the caller then closes its own copy.
 
-    A reader (:func:`lock_holder`) may look at any moment, so the file never reads as naming no holder: the
-    new pid is written over the old words (padded with blanks to their length) and the file is cut to size
-    only after; the old ``truncate, then write`` left a window in which a held lock named nobody, and
-    ``indexer_pid`` said None for an indexer that was running. Writing the pid already there is a no-op."""
-    new = f"{pid}\n".encode()
-    old = os.pread(fd, 64, 0)
+    A reader (:func:`lock_holder`) may look at any moment, so the file never reads as naming no holder or a
+    pid nobody wrote: it is one record of :data:`LOCK_RECORD` bytes, written over in place, and its size
+    never changes. (Linux orders a read against neither a truncate nor a write that grows the file: the old
+    ``truncate, then write`` left the file empty for a moment, and a write growing it can show its first
+    bytes before its size — ``10`` growing to ``1000010`` read as ``100``.) Writing the pid already there is
+    a no-op. Raises ``OSError``."""
+    _write_lock_record(fd, f"{pid}\n")
+
+
+#: Bytes of a lock file's record (``<pid>\n`` or ``<pid> stopping\n``, blank-padded): fixed, so that a
+#: rewrite never changes the file's size (:func:`hand_over_lock`)
+LOCK_RECORD = 32
+
+
+def _write_lock_record(fd: int, text: str) -> None:
+    """Write ``text`` as the lock file's record, in place (:func:`hand_over_lock`). Raises ``OSError``."""
+    new = text.encode().ljust(LOCK_RECORD, b" ")
+    old = os.pread(fd, 4096, 0)
     if old == new:
         return
-    os.pwrite(fd, new.ljust(len(old), b" "), 0)
-    os.ftruncate(fd, len(new))
+    os.pwrite(fd, new, 0)
+    if len(old) > LOCK_RECORD:  # a longer file of an older release: cut once
+        os.ftruncate(fd, LOCK_RECORD)
 
 
 def mark_lock_stopping(fd: int) -> None:
     """Record in the held lock ``fd`` that its holder is shutting down (``<pid> stopping``): it still holds
     the lock until it exits, but a launcher must not adopt it (:func:`lock_stopping`). Raises ``OSError``."""
-    os.pwrite(fd, f"{os.getpid()} stopping\n".encode(), 0)
+    _write_lock_record(fd, f"{os.getpid()} stopping\n")
 
 
 def adopt_lock(libdir: str, name: str) -> int:
@@ -247,7 +260,15 @@ def _held_lock_words(libdir: str, name: str) -> list[str] | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return os.pread(fd, 32, 0).decode(errors="replace").split()
+            # a read beside the holder's rewrite of its record (same size, in place) may still be torn in
+            # the middle of the copy, so the words count once two reads in a row agree
+            last = os.pread(fd, LOCK_RECORD, 0)
+            for _ in range(8):
+                now = os.pread(fd, LOCK_RECORD, 0)
+                if now == last:
+                    break
+                last = now
+            return last.decode(errors="replace").split()
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

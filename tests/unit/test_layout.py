@@ -18,6 +18,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.layout import (
     INDEXER_LOCK,
+    LOCK_RECORD,
     MOUNT_LOCK,
     acquire_lock,
     hand_over_lock,
@@ -90,7 +91,7 @@ def test_a_holder_shutting_down_says_so_in_its_lock(tmp_path):
 def test_a_lock_handed_over_always_names_a_holder(tmp_path):
     """The launcher takes ``indexer.lock``, hands it to the indexer it spawns, and the indexer writes its own
     pid again (``hand_over_lock`` three times). A reader looking meanwhile (``mount`` returned; the test, or
-    ``status``, asks ``indexer_pid``) must see a pid every time. Before: each handover truncated the file and
+    ``status``, asks ``indexer_pid``) must see a pid every time, and one that was written. Before: each handover truncated the file and
     then wrote, and a reader between the two saw no pid — the CI failure of
     test_umount_during_a_long_pass_then_mount_again_indexes_new_files (``indexer_pid`` None just after
     ``mount``). The reader runs in a thread on its own file description (flock is per description)."""
@@ -123,7 +124,8 @@ def test_a_lock_handed_over_always_names_a_holder(tmp_path):
         before = os.stat(lock_path(lib, INDEXER_LOCK)).st_mtime_ns
         hand_over_lock(fd, os.getpid())
         assert os.stat(lock_path(lib, INDEXER_LOCK)).st_mtime_ns == before
-        assert os.pread(fd, 64, 0) == f"{os.getpid()}\n".encode()
+        assert os.pread(fd, 64, 0).split() == [str(os.getpid()).encode()]
+        assert os.fstat(fd).st_size == LOCK_RECORD  # one record, rewritten in place: its size never changes
     finally:
         os.close(fd)
 
