@@ -322,17 +322,13 @@ def _former_structure(pat: str, i: int = 0):
         i += 1
 
 
-def test_the_structure_scan_equals_the_character_loop(episode, monkeypatch):
-    """``tagging._structure`` (one regular-expression step per escape, class or structural character) yields
-    the ``(``, ``)``, ``|`` and unclosed-class marks the former character loop yielded, from every start, on every pattern parsing the generated
-    questions compiles or prefilters, and on random strings of regular-expression characters; and the
-    needles of optional groups (``(?:the )?zone``) are what follows them."""
-    import random
-
+def _patterns_parsed(episode, monkeypatch, key: str) -> set[str]:
+    """Every pattern ``tagging._needles`` is asked about while the first 40 generated questions (``key``)
+    are parsed."""
     from libraryfs.features.episodes import tagging
 
     recs, idx = episode
-    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="structure-test")
+    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key=key)
     seen: set[str] = set()
     needles = tagging._needles.__wrapped__
 
@@ -343,6 +339,20 @@ def test_the_structure_scan_equals_the_character_loop(episode, monkeypatch):
     monkeypatch.setattr(tagging, "_needles", recording)
     for q in qs[:40]:
         parse_question(q.text, idx.vocab)
+    return seen
+
+
+def test_the_structure_scan_equals_the_character_loop(episode, monkeypatch):
+    """``tagging._structure`` (one regular-expression step per escape, class or structural character) yields
+    the ``(``, ``)``, ``|`` and unclosed-class marks the former character loop yielded, from every start, on every pattern parsing the generated
+    questions compiles or prefilters, and on random strings of regular-expression characters; and the
+    needles of optional groups (``(?:the )?zone``) are what follows them."""
+    import random
+
+    from libraryfs.features.episodes import tagging
+
+    needles = tagging._needles.__wrapped__
+    seen = _patterns_parsed(episode, monkeypatch, "structure-test")
     rng = random.Random(7)
     pats = sorted(seen) + [
         "".join(rng.choice("ab()|[]^\\?*{}0,\n") for _ in range(rng.randrange(0, 30))) for _ in range(3000)
@@ -388,18 +398,7 @@ def test_the_top_level_split_equals_the_former_walk(episode, monkeypatch):
 
     from libraryfs.features.episodes import tagging
 
-    recs, idx = episode
-    qs, _ = questions.generate(recs, phrasings.load(PHRASINGS), "seed2", key="split-test")
-    seen: set[str] = set()
-    needles = tagging._needles.__wrapped__
-
-    def recording(pat: str):
-        seen.add(pat)
-        return needles(pat)
-
-    monkeypatch.setattr(tagging, "_needles", recording)
-    for q in qs[:40]:
-        parse_question(q.text, idx.vocab)
+    seen = _patterns_parsed(episode, monkeypatch, "split-test")
     rng = random.Random(11)
     pats = sorted(seen) + [
         "".join(rng.choice("ab()|[]^\\\\?*_\\n") for _ in range(rng.randrange(0, 30))) for _ in range(5000)
