@@ -140,6 +140,10 @@ class PendingCreates:
     def add(self, p: PendingCreate) -> None:
         """Hold ``p`` until its first write (or any other transaction of a thread serving requests)."""
         self.by_fh[p.fh] = p
+        self._register()
+
+    def _register(self) -> None:
+        """Be :attr:`Store.before_txn` for the threads serving requests (:attr:`serving`; None: this one)."""
         self.store.before_txn = (self.serving or _thread_is(threading.get_ident()), self)
 
     def pop(self, fh: int) -> PendingCreate | None:
@@ -192,7 +196,7 @@ class PendingCreates:
             self.by_fh.pop(p.fh, None)
             log.error("could not commit the create of %r: %s", p.path, e)
         if self.by_fh:  # not reached: in_write took every pending create
-            self.store.before_txn = (self.serving or _thread_is(threading.get_ident()), self)
+            self._register()
 
     def before_read(self) -> None:
         """A read transaction of the FUSE thread begins next: commit every pending create first."""
