@@ -171,7 +171,7 @@ def _indexer_line(out: dict) -> str:
         return f"running ({state}, pid {pid})"
     if not out["mounted"]:
         return "not running"
-    # e.g. killed: nothing restarts it outside systemd
+    # stopped on purpose (a user's SIGTERM), or killed and the mount gave up restarting it (daemon.indexwatch)
     log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
     last = (last_log_line(log) or "")[:160]
     return (

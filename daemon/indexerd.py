@@ -42,6 +42,7 @@ from libraryfs.layout import (
     INDEXER_LOCK,
     adopt_lock,
     mark_lock_stopping,
+    reset_signal_mask,
     take_tie,
     term_index_path,
     wait_untied,
@@ -386,6 +387,7 @@ def run_process(
     Raises :class:`~libraryfs.errors.LibraryError` when it cannot start (bad setting, another indexer holds
     the lock — :class:`~libraryfs.errors.Busy` names its pid —, no library, ``use_llm`` without an endpoint).
     """
+    reset_signal_mask()  # started by a mount server's thread, it inherits SIGTERM blocked
     proc = IndexerProcess(libdir, mountpoint, overrides or {}, use_llm)
     idx = proc.open(standby=not once)  # the daemon waits for another host's indexer; one pass does not
     if idx is None:

@@ -223,6 +223,7 @@ def start(
             info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
         elif running:
             info["indexer_pid"] = running
+        info["indexer_llm"] = llm  # the server starts a dead indexer again with it (daemon.indexwatch)
     finally:
         if lock_fd is not None:
             os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
@@ -457,7 +458,7 @@ def run_foreground(
     if created:  # stdout: the terminal, or the journal under systemd
         print(f"created mountpoint {mountpoint}", flush=True)
     read_only = bool((overrides or {}).get("mount.read_only"))
-    child = None
+    child = adopted = None
     if indexer and not read_only:
         running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
         try:
@@ -465,12 +466,16 @@ def run_foreground(
         finally:
             if lock_fd is not None:
                 os.close(lock_fd)
-        child = None if running else pid
+        child, adopted = (None, running) if running else (pid, None)
         info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(), "indexer_pid": pid}
-        write_run(libdir, {**info, "started": time.time()})
+        write_run(libdir, {**info, "indexer_llm": llm, "started": time.time()})
     try:
         return mountd.run_process(libdir, mountpoint, overrides)
     finally:
-        if child and pid_alive(child):
-            os.kill(child, signal.SIGTERM)
-            wait_exit(child, 10.0)
+        # ours: the one started above, or one the server started in place of a dead one (run.json names it;
+        # daemon.indexwatch); an indexer this mount adopted was running before it and is left running
+        run = read_run(libdir)
+        current = run.get("indexer_pid") if run.get("server_pid") == os.getpid() else child
+        if current and current != adopted and pid_alive(current):
+            os.kill(current, signal.SIGTERM)
+            wait_exit(current, 10.0)

@@ -29,7 +29,14 @@ from libraryfs.fs.holder import RECOVERY_LEASE, Holder, describe_holder, mount_l
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 from libraryfs.index.find import finder_for
-from libraryfs.layout import MOUNT_LOCK, acquire_lock, mount_record_key, mount_state, wait_until_mounted
+from libraryfs.layout import (
+    MOUNT_LOCK,
+    acquire_lock,
+    mount_record_key,
+    mount_state,
+    reset_signal_mask,
+    wait_until_mounted,
+)
 from libraryfs.words import count
 
 log = logging.getLogger("libraryfs.mount")
@@ -306,6 +313,12 @@ def run(
                     log.info("removed %s left by a crash", count(n, "orphaned inode"))
             if not read_only:
                 _set_mounted(store, key, status(), alone=alone)
+        watch = None
+        if not read_only:  # a killed or crashed indexer of this mount is started again (daemon.indexwatch)
+            from libraryfs.daemon.indexwatch import IndexerWatch
+
+            watch = IndexerWatch(libdir, mountpoint, store)
+            watch.start()
         try:
             serve(
                 view,
@@ -318,6 +331,8 @@ def run(
                 **({} if threads is None else {"threads": threads}),
             )
         finally:
+            if watch is not None:
+                watch.stop()
             if lifecycle is not None:
                 lifecycle.detach()
                 lifecycle.send_stopping("unmounted")  # no-op if a signal already said so
@@ -439,6 +454,7 @@ def run_process(libdir: str, mountpoint: str, overrides: Mapping[str, Any] | Non
         )
         notify.notify(f"READY=1\nSTATUS=mounted at {mountpoint} (settings reloaded)")
 
+    reset_signal_mask()  # whatever the starter had blocked; Lifecycle blocks its own three below
     lifecycle = Lifecycle(on_reload=reload)
     lifecycle.install()
     try:

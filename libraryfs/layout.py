@@ -31,6 +31,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import time
 from collections.abc import Iterator
 
@@ -506,6 +507,16 @@ def mount_info(libdir: str, store: Store | None = None) -> dict | None:
 
 
 # -- processes ---------------------------------------------------------------------------------------------
+def reset_signal_mask() -> None:
+    """Unblock every signal in the calling thread (call it first thing in a daemon's main thread).
+
+    A process inherits the signal mask of the thread that forked it, across ``exec``. The mount server
+    blocks SIGTERM, SIGINT and SIGHUP in all its threads (its ``sigwait`` thread takes them); an indexer it
+    starts from one of them (:mod:`libraryfs.daemon.indexwatch`) began life with those blocked and ignored
+    ``umount``'s SIGTERM. daemon(7): a daemon resets the signal mask it inherited."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether process ``pid`` exists and is not a zombie (a zombie child of ours counts as dead).
 

@@ -125,23 +125,36 @@ class Mounted:
         return self.info.get("indexer_pid")
 
 
-def unmount_and_stop(mnt: str, pids: Iterable[int | None], indexer_pid: int | None = None) -> None:
+def unmount_and_stop(
+    mnt: str, pids: Iterable[int | None], indexer_pid: int | None = None, libdir: str | None = None
+) -> None:
     """Unmount ``mnt`` (``-u``, then ``-uz``), stop the indexer with SIGTERM, wait for the server(s) ``pids``
     and the indexer to exit, and SIGKILL whatever is still alive. Never raises for what is already gone.
+    With ``libdir``, the indexer is also whichever one runs for it now (``indexer.lock``) and the one
+    ``run.json`` names (the server starts another in place of a killed one: daemon.indexwatch).
 
     The indexer is stopped once the mount is detached, while the server is still exiting: the two shut down
     side by side (neither needs the other to stop; each closes its own LMDB environment)."""
+    from libraryfs.layout import indexer_pid as running_indexer
+    from libraryfs.layout import read_run
+
     fm = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount3"
     for args in (["-u"], ["-uz"]):
         if subprocess.run([fm, *args, mnt], capture_output=True).returncode == 0:
             break
-    if pid_alive(indexer_pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(indexer_pid, signal.SIGTERM)  # type: ignore[arg-type]
+    indexers = [indexer_pid]
+    if libdir:
+        indexers += [read_run(libdir).get("indexer_pid"), running_indexer(libdir)]
+    indexers = [p for p in dict.fromkeys(indexers) if p]
+    for pid in indexers:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     for pid in pids:
         wait_exit(pid, 10)
-    wait_exit(indexer_pid, 10)
-    for pid in (*pids, indexer_pid):
+    for pid in indexers:
+        wait_exit(pid, 10)
+    for pid in (*pids, *indexers):
         if pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
@@ -235,7 +248,9 @@ def mount(
                 + _tail(os.path.join(libdir, "logs", "mount.log"))
             )
     finally:
-        unmount_and_stop(mnt, [info.get("server_pid"), m.info.get("server_pid")], m.info.get("indexer_pid"))
+        unmount_and_stop(
+            mnt, [info.get("server_pid"), m.info.get("server_pid")], m.info.get("indexer_pid"), libdir=libdir
+        )
     if check:
         check_store(libdir)
     assert_logs_clean(libdir, since, expected_log)

@@ -149,25 +149,42 @@ def test_find_defined_names_through_the_cli_and_dot_find(mounted, run_cli):
     assert out["cut"] and out["total"] == 56 and out["shown"] == 20
 
 
-def test_status_says_how_to_restart_a_killed_indexer(mounted, run_cli):
-    """A new user killed the indexer and `status` said only "not running": now it says how to start one (and
-    where its log ended)."""
+def test_a_killed_indexer_is_started_again_and_a_stopped_one_is_not(mounted, run_cli):
+    """A new user killed the indexer (``kill -9``) under a live mount and its TOCs silently stopped following
+    writes until someone noticed "not running" in ``status``. Now the mount server starts another
+    (daemon.indexwatch): the mount's log says so, ``status`` names the new pid and a file written afterwards
+    gets its TOC line. An indexer stopped on purpose (SIGTERM, as ``kill PID`` sends) is not restarted, and
+    ``status`` then says how to start one and where its log ended."""
     import signal
 
     from helpers.wait import wait_exit
 
-    pid = mounted.indexer_pid
-    assert (
-        pid
-        and json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)["indexer_running"]
-    )
-    os.kill(pid, signal.SIGKILL)
-    assert wait_exit(pid, 10)
+    def status() -> dict:
+        return json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)
+
+    first = mounted.indexer_pid
+    assert first and status()["indexer_pid"] == first
+    os.kill(first, signal.SIGKILL)
+    assert wait_exit(first, 10)
+    wait_until(lambda: status()["indexer_pid"] not in (None, first), 30, "another indexer")
+    second = status()["indexer_pid"]
+    log = read_file(os.path.join(mounted.libdir, "logs", "mount.log"), errors="replace")
+    assert f"the indexer (pid {first}) exited without stopping" in log and f"(pid {second}," in log, log[
+        -2000:
+    ]
+    with open(f"/proc/{second}/status") as f:  # started by a thread of the server, which blocks SIGTERM
+        assert next(ln for ln in f if ln.startswith("SigBlk:")).split()[1].strip("0") == ""
+    write_file(b"# Written after the kill\n\nThe new indexer files it.\n", mounted.p("later.md"), "wb")
+    wait_for(lambda: "later.md" in read_file(mounted.p("INDEX.md")))
+
+    os.kill(second, signal.SIGTERM)
+    assert wait_exit(second, 30)
     wait_until(
-        lambda: not json.loads(run_cli("status", mounted.libdir, "--json").stdout)["indexer_running"],
-        10,
-        "the killed indexer's lock released",
+        lambda: "stopped when asked" in read_file(os.path.join(mounted.libdir, "logs", "mount.log")),
+        30,
+        "the server to see the indexer's stop",
     )
+    assert not status()["indexer_running"]  # not restarted
     line = next(
         ln
         for ln in run_cli("status", mounted.libdir, check_rc=True).stdout.splitlines()
@@ -176,3 +193,36 @@ def test_status_says_how_to_restart_a_killed_indexer(mounted, run_cli):
     assert "not running" in line, line
     assert f"libraryfs indexer {mounted.libdir} --mountpoint {mounted.mnt}" in line, line
     assert f"libraryfs index {mounted.libdir}" in line, line
+
+
+@pytest.mark.expect_log(r"another could not be started", r"not restarted after \d+ restarts")
+def test_an_indexer_that_cannot_be_started_again_is_given_up_after_five_tries(mounted, run_cli):
+    """The restart budget (daemon.indexwatch): an indexer that dies at every start would otherwise be
+    started every 2 s forever. Here every start fails (the indexer's log file is a directory, so its output
+    cannot be opened): the server tries :data:`RESTARTS` times, then says once that it gives up, and
+    ``status`` shows no indexer."""
+    import signal
+
+    from helpers.wait import wait_exit
+
+    from libraryfs.daemon.indexwatch import RESTARTS
+
+    logs = os.path.join(mounted.libdir, "logs")
+    os.rename(os.path.join(logs, "indexer.log"), os.path.join(logs, "indexer.aside"))
+    os.mkdir(os.path.join(logs, "indexer.log"))
+    first = mounted.indexer_pid
+    os.kill(first, signal.SIGKILL)
+    assert wait_exit(first, 10)
+    wait_until(
+        lambda: "not restarted after" in read_file(os.path.join(logs, "mount.log")),
+        120,
+        "the server giving up",
+    )
+    text = read_file(os.path.join(logs, "mount.log"))
+    assert text.count(f"the indexer (pid {first}) is gone and another could not be started") == RESTARTS, text
+    assert "Is a directory" in text
+    assert not json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)[
+        "indexer_running"
+    ]
+    os.rmdir(os.path.join(logs, "indexer.log"))
+    os.rename(os.path.join(logs, "indexer.aside"), os.path.join(logs, "indexer.log"))

@@ -1,0 +1,171 @@
+"""The mount server keeps its indexer running: a killed or crashed indexer is started again.
+
+``libraryfs mount`` starts the mount server and then the indexer, and records the indexer's pid in
+``run.json`` (:func:`libraryfs.layout.write_run`). Nothing watched it afterwards: after ``kill -9``, an
+out-of-memory kill or a crash, the mount went on serving while its ``INDEX.md`` pages silently stopped
+following writes (``status`` said "not running"). :class:`IndexerWatch` is a thread of the mount server
+that notices and starts another, the way systemd's ``Restart=on-failure`` treats a unit:
+
+* **whose indexer**: only the one ``run.json`` names for *this* server (its ``server_pid`` is this
+  process). A mount started with ``--no-indexer`` or ``--read-only`` has none; an indexer a user started
+  beside it (``libraryfs indexer``) or a one-pass ``libraryfs index`` is not the mount's and is left alone.
+* **gone how**: the indexer holds ``indexer.lock`` while it lives (:func:`~libraryfs.layout.indexer_pid`);
+  once nobody holds it and the named pid is dead, the indexer's last published status record
+  (``CFG_INDEXER_STATUS``) says how it ended. ``stopped`` with its pid: it was asked to stop (SIGTERM from
+  ``umount`` or a user, SIGINT, a lost etcd lease it could not stand by after) — respected, not restarted.
+  Anything else (a state of its own other than ``stopped``, or none yet): it died without stopping —
+  ``kill -9``, a crash, the OOM killer — and another is started through the same lock hand-over as
+  ``libraryfs mount`` (:func:`~libraryfs.daemon.launcher.start_indexer`), with the same ``--llm`` choice
+  (``run.json`` ``indexer_llm``). ``run.json`` then names the new pid (``umount`` stops that one).
+* **how often**: at most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds (an indexer that
+  dies at start would otherwise be restarted forever); then one error line, and no more restarts by this
+  server (``status`` shows "not running" with what to do).
+* **when not**: after the mount's loop ended (unmounted or stopping: :meth:`stop`, under :attr:`lock`, so no
+  indexer is started once the server is on its way out), or when the mountpoint is no longer in
+  ``/proc/mounts``.
+
+Polled every :data:`POLL_S` seconds (a lock probe and, only when the lock is free, one store read): a
+restart follows a death within about that. Every line of it goes to the mount's log (``logs/mount.log`` or
+the journal). The MCP server keeps the indexer *it* started in the same way
+(:class:`libraryfs.daemon.mcpd.IndexerKeeper`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from libraryfs.errors import LibraryError
+from libraryfs.fs import schema as S
+from libraryfs.fs.store import Store
+from libraryfs.layout import (
+    indexer_pid,
+    is_libraryfs_mount,
+    log_path,
+    pid_alive,
+    read_run,
+    write_run,
+)
+from libraryfs.probes import last_log_line
+
+log = logging.getLogger("libraryfs.mount")
+
+POLL_S = 2.0  #: seconds between two looks at the indexer
+RESTARTS = 5  #: restarts allowed within :data:`RESTART_WINDOW_S`
+RESTART_WINDOW_S = 600.0  #: seconds of the restart window
+
+
+def reap(pid: int) -> None:
+    """Collect ``pid``'s exit status if it is a child of this process that has exited (a restarted indexer
+    is one: without this it stays a zombie until the server exits). Anything else is left alone."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
+
+
+class IndexerWatch:
+    """The thread of the module docstring, for the mount of ``libdir`` at ``mountpoint`` served by this
+    process from ``store``. :meth:`start` it once the mount is being served, :meth:`stop` it when the
+    server's loop has ended. :attr:`restarts` holds the monotonic times of the restarts in the window."""
+
+    def __init__(self, libdir: str, mountpoint: str, store: Store, poll_s: float = POLL_S) -> None:
+        self.libdir, self.mountpoint, self.store, self.poll_s = libdir, mountpoint, store, poll_s
+        self.lock = threading.Lock()  #: held while deciding on and starting an indexer, and by :meth:`stop`
+        self.stopping = threading.Event()
+        self.restarts: list[float] = []
+        self.gave_up = False
+        self.settled: int | None = (
+            None  #: a dead indexer found to have stopped when asked (not looked at again)
+        )
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start polling in a daemon thread."""
+        self._thread = threading.Thread(target=self._run, name="libraryfs-indexer-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Start no indexer from now on (waits for a start under way to finish; it is then ``umount``'s to
+        stop, since ``run.json`` names it)."""
+        self.stopping.set()
+        with self.lock:
+            pass
+
+    def _run(self) -> None:
+        """The polling loop: :meth:`check` every :attr:`poll_s` seconds until :meth:`stop`."""
+        while not self.stopping.wait(self.poll_s):
+            try:
+                self.check()
+            except Exception:  # never let the watch take the server down; say what happened
+                log.exception("indexer watch: unexpected error (the mount keeps serving)")
+
+    def check(self) -> int | None:
+        """One look (module docstring); returns the pid of an indexer started now, else None."""
+        run = read_run(self.libdir)
+        pid = run.get("indexer_pid")
+        if (
+            self.gave_up
+            or not isinstance(pid, int)
+            or pid == self.settled
+            or run.get("server_pid") != os.getpid()
+        ):
+            return None
+        reap(pid)
+        if indexer_pid(self.libdir) is not None or pid_alive(pid):
+            return None  # it runs (or another indexer holds the lock now: the mount's TOCs are kept)
+        with self.store.read() as t:
+            last = t.cfg_json(S.CFG_INDEXER_STATUS)
+        if last.get("pid") == pid and last.get("state") == "stopped":
+            self.settled = pid  # asked to stop (umount, a user's SIGTERM): not a failure
+            log.info("the indexer (pid %d) stopped when asked; not restarted", pid)
+            return None
+        with self.lock:
+            if self.stopping.is_set() or not is_libraryfs_mount(self.mountpoint):
+                return None
+            return self._restart(run, pid)
+
+    def _restart(self, run: dict, pid: int) -> int | None:
+        """Start another indexer in place of ``pid`` (dead without stopping), within the restart budget;
+        record it in ``run.json``. Returns its pid, or None (budget spent, or the lock was taken by another
+        indexer meanwhile, or it could not be spawned: logged, tried again at the next poll)."""
+        from libraryfs.daemon.launcher import _claim_indexer, start_indexer
+
+        ended = last_log_line(log_path(self.libdir, "indexer")) or "(no log line)"
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW_S]
+        if len(self.restarts) >= RESTARTS:
+            self.gave_up = True
+            log.error(
+                "the indexer (pid %d) exited without stopping again (its log ends: %s); not restarted after "
+                "%d restarts in %.0f s: TOCs no longer follow writes until an indexer runs "
+                "(`libraryfs indexer %s --mountpoint %s`, or mount again)",
+                pid, ended, len(self.restarts), RESTART_WINDOW_S, self.libdir, self.mountpoint,
+            )  # fmt: skip
+            return None
+        try:
+            running, lock_fd = _claim_indexer(self.libdir, timeout_s=0.0)
+        except LibraryError as e:  # one is shutting down: look again at the next poll
+            log.info("indexer watch: %s", e)
+            return None
+        if running:
+            log.info("the indexer (pid %d) is gone; indexer pid %d runs now", pid, running)
+            write_run(self.libdir, {**run, "indexer_pid": running})
+            return None
+        self.restarts.append(now)
+        try:
+            new = start_indexer(self.libdir, self.mountpoint, llm=run.get("indexer_llm"), lock_fd=lock_fd)
+        except OSError as e:
+            log.error("the indexer (pid %d) is gone and another could not be started: %s", pid, e)
+            return None
+        finally:
+            os.close(lock_fd)  # the new indexer holds it now (or, if it never started, nobody does)
+        write_run(self.libdir, {**run, "indexer_pid": new})
+        log.warning(
+            "the indexer (pid %d) exited without stopping (its log ends: %s); started another (pid %d, "
+            "restart %d of at most %d in %.0f s)",
+            pid, ended, new, len(self.restarts), RESTARTS, RESTART_WINDOW_S,
+        )  # fmt: skip
+        return new
