@@ -189,9 +189,10 @@ def _print_status(out: dict) -> None:
     if out["mounted"]:
         unit = f", unit {m['systemd_unit']}" if m.get("systemd_unit") else ""
         ro = ", read-only" if m.get("read_only") else ""
+        threads = f", {m['threads']} threads" if (m.get("threads") or 1) > 1 else ""
         click.echo(
             f"mounted     yes at {m['mountpoint']} (server pid {m['pid']}, up "
-            f"{_duration(out['uptime_s'])}{ro}{unit})"
+            f"{_duration(out['uptime_s'])}{ro}{threads}{unit})"
         )
     elif out["stale_mount"]:
         sm = out["stale_mount"]

@@ -293,7 +293,11 @@ def run(
             clear_stale(mountpoint)
             log.warning("cleared a stale mount at %s (its server had died)", mountpoint)
         key = mount_record_key(libdir, store.backend)
-        status = _status_provider(mountpoint, read_only, allow_other, timeouts_s)
+        if threads is None:
+            from libraryfs.settings_spec import SPEC
+
+            threads = int(SPEC["mount.threads"].default)
+        status = _status_provider(mountpoint, read_only, allow_other, timeouts_s, threads)
         with _alone(store, libdir, read_only, lifecycle) as alone:  # etcd: no other mount sees the purge
             recovered = recover(store, check_on_unclean=check_on_unclean and alone, read_only=read_only)
             if lifecycle is not None and lifecycle.stop_requested.is_set():
@@ -328,7 +332,7 @@ def run(
                 timeouts_s=timeouts_s,
                 on_init=_on_init(libdir, mountpoint, recovered, on_ready, lifecycle),
                 fsname="libraryfs:" + libdir.replace(",", "\\,"),
-                **({} if threads is None else {"threads": threads}),
+                threads=threads,
             )
         finally:
             if watch is not None:
@@ -349,15 +353,20 @@ def run(
 
 
 def _status_provider(
-    mountpoint: str, read_only: bool, allow_other: bool, timeouts_s: tuple[float, float, float]
+    mountpoint: str,
+    read_only: bool,
+    allow_other: bool,
+    timeouts_s: tuple[float, float, float],
+    threads: int = 1,
 ) -> Callable[[], dict]:
-    """The mount's facts for ``.libraryfs/status.json`` and ``libraryfs status`` (uptime in seconds)."""
+    """The mount's facts for ``.libraryfs/status.json`` and ``libraryfs status`` (uptime in seconds;
+    ``threads``: the server's FUSE worker threads, ``mount.threads``)."""
     started = time.time()
     unit = systemd_unit()
 
     def status() -> dict:
         """The mount's facts now: pid, mountpoint, start time and uptime (seconds), options, kernel cache
-        timeouts (seconds), systemd unit."""
+        timeouts (seconds), FUSE worker threads, systemd unit."""
         return {
             "pid": os.getpid(),
             "mountpoint": mountpoint,
@@ -366,6 +375,7 @@ def _status_provider(
             "read_only": read_only,
             "allow_other": allow_other,
             "timeouts_s": list(timeouts_s),
+            "threads": threads,
             "systemd_unit": unit,
         }
 

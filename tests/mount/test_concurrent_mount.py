@@ -11,6 +11,7 @@ has a deadline). Each test repeats its rounds, so a race has many chances to sho
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
 import subprocess
@@ -189,6 +190,8 @@ def test_a_file_created_by_one_process_is_seen_by_others_whichever_worker_serves
         os.mkdir(root)
         _run_workers(_pending_pair, lambda k: (root, k), n=4)
         assert len(os.listdir(root)) == 4 * 60
+        assert _status(m.libdir)["mount"]["threads"] == 8  # status says how the mount serves
+        assert ", 8 threads" in _status(m.libdir, human=True)
 
 
 def _fsync_loop(path: str, n: int) -> None:
@@ -249,6 +252,17 @@ def test_a_file_closed_while_being_unlinked_leaves_no_hidden_name(libdir, tmp_pa
         assert os.listdir(root) == []
 
 
+def _status(libdir: str, human: bool = False):
+    """``libraryfs status LIBDIR [--json]``: the dict, or the human text when ``human``."""
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "status", libdir, *([] if human else ["--json"])],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout if human else json.loads(r.stdout)
+
+
 def test_the_threads_setting_is_a_mount_option(libdir, tmp_path):
     """``--threads N`` / ``mount.threads``: 1 serves with the single-threaded loop; 0 is refused, naming the
     flag; ``config show`` lists the setting."""
@@ -258,6 +272,7 @@ def test_the_threads_setting_is_a_mount_option(libdir, tmp_path):
         with open(m.p("one"), "wb") as f:
             f.write(b"x")
         assert os.path.getsize(m.p("one")) == 1
+        assert _status(m.libdir)["mount"]["threads"] == 1 and " threads)" not in _status(m.libdir, human=True)
     with pytest.raises(LaunchError, match="--threads"):
         mount(libdir, tmp_path / "mnt", indexer=False, overrides={"mount.threads": 0}).__enter__()
     r = subprocess.run(
