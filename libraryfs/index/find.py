@@ -143,7 +143,36 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
         p = _live_path(t, h.ino, h.kind)
         if p is not None:
             out.append(Match(p, h.kind, h.match, h.score))
-    return Found(out[:limit], max(total, len(out)))
+    return Found(_children_first(out, term)[:limit], max(total, len(out)))
+
+
+def _children_first(out: list[Match], term: str) -> list[Match]:
+    """``out`` with each directory that matched by its section text alone (BM25; not by its own name nor a
+    defined name it lists, which :func:`~libraryfs.index.termindex.search` already puts after the entries
+    defining it) moved to just after its last descendant in the list (a deeper such directory first). A section's text is drawn from its entries' words, and
+    BM25 favours short texts: the section line ``c/ — … cathode …`` outranked the entries that say what a
+    cathode is. A directory whose name holds the term (``tests/`` for ``tests``) keeps its place."""
+    key = term.casefold()
+    rank = {id(m): i for i, m in enumerate(out)}
+    moved = [
+        m
+        for m in out
+        if m.kind == "dir"
+        and m.match in ("all", "prefix", "any")
+        and key not in os.fsdecode(m.path.rsplit(b"/", 1)[-1]).casefold()
+    ]
+    if not moved:
+        return out
+    res = [m for m in out if all(m is not d for d in moved)]
+    for d in sorted(
+        moved, key=lambda m: -m.path.count(b"/")
+    ):  # deeper first: c/ is placed before dictionary/
+        prefix = d.path.rstrip(b"/") + b"/"
+        below = [i for i, m in enumerate(res) if m.path.startswith(prefix)]
+        # none of its entries matched: it keeps its place among the others
+        at = below[-1] + 1 if below else sum(1 for m in res if rank[id(m)] < rank[id(d)])
+        res.insert(at, d)
+    return res
 
 
 def _live_path(t: Txn, ino: int, kind: str) -> bytes | None:

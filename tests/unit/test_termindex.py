@@ -446,3 +446,30 @@ def test_an_index_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
     )
     assert r.returncode == 0 and r.stdout.startswith("failed:"), (r.stdout, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_section_matched_by_its_text_comes_after_its_entries_that_match(tmp_path):
+    """A section's text (its TOC line's terms, drawn from its entries) is short, and BM25 favours short
+    texts: `find cathode` on the demo library listed `dictionary/c/` before the entries that define cathode
+    words. Now such a directory comes after its matching entries; one whose own name holds the
+    term keeps its place (`kitchen` above), and one none of whose entries matched keeps its rank."""
+    d, st, tree = library(tmp_path)
+    tree.makedirs("physics")
+    filler = b" ".join(b"word%d" % k for k in range(150))  # entries are longer than a section's line
+    tree.write_bytes(
+        "physics/cathodograph.md",
+        b"# Cathodograph\n\nA photograph produced by cathode rays in a tube. " + filler + b"\n",
+    )
+    tree.write_bytes("physics/tube.md", b"# Tube\n\nA hollow cylinder. See cathode. " + filler + b"\n")
+    for k in range(6):
+        tree.write_bytes(
+            f"physics/other{k}.md", f"# Other {k}\n\nUnrelated words about levers {k}.\n".encode()
+        )
+    Indexer(str(d), store=st).run_once(full=True)
+    found = ranked(st, "cathode")
+    # its line lists the word: after the entries that hold it
+    assert set(found.paths[:2]) == {b"/physics/cathodograph.md", b"/physics/tube.md"}, found.paths
+    assert found.paths[2] == b"/physics", found.paths
+    kitchen = ranked(st, "kitchen")
+    assert kitchen.matches[0].path == b"/kitchen"
+    st.close()
