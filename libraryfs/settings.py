@@ -67,6 +67,7 @@ from libraryfs.layout import config_path
 # The key table and the value conversion (libraryfs.settings_spec); this module is their public API.
 from libraryfs.settings_spec import FILE_ONLY as FILE_ONLY
 from libraryfs.settings_spec import KEY_ENV_VARS as KEY_ENV_VARS
+from libraryfs.settings_spec import KNOWN_TABLES as KNOWN_TABLES
 from libraryfs.settings_spec import LENIENT_TABLES as LENIENT_TABLES
 from libraryfs.settings_spec import MCP_TABLES as MCP_TABLES
 from libraryfs.settings_spec import PROCESS_TABLES as PROCESS_TABLES
@@ -83,8 +84,10 @@ from libraryfs.settings_spec import parse_levels as parse_levels
 def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[str, Any], list[str]]:
     """The settings of ``tables`` in a TOML file as ``{dotted key: raw value}``, and the ignored keys.
 
-    A missing file gives ``({}, [])``. Raises :class:`SettingsError` on a TOML syntax error, a table that is
-    not a table, an unknown key in a strict table, or an API key stored in ``[llm]``.
+    A missing file gives ``({}, [])``. Raises :class:`SettingsError` (one line naming the file) on a file that
+    cannot be read (a directory, no permission) or is not UTF-8, a TOML syntax error, a top-level name that
+    is not one of :data:`KNOWN_TABLES`, a table that is not a table, an unknown key in a strict table, or an
+    API key stored in ``[llm]``.
     """
     if path is None:
         return {}, []
@@ -93,8 +96,17 @@ def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[
             data = tomllib.load(f)
     except FileNotFoundError:
         return {}, []
+    except OSError as e:
+        raise SettingsError(f"{path}: cannot be read: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SettingsError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: {e}") from None
+    unknown = sorted(k for k in data if k not in KNOWN_TABLES)
+    if unknown:
+        raise SettingsError(
+            f"{path}: unknown table [{unknown[0]}] (known: {', '.join(f'[{t}]' for t in KNOWN_TABLES)})"
+        )
     out: dict[str, Any] = {}
     ignored: list[str] = []
     for table in tables:

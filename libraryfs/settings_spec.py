@@ -18,6 +18,9 @@ PROCESS_TABLES = ("mount", "index", "log")
 TABLES = (*PROCESS_TABLES, "llm", "mcp")
 #: Tables read by ``libraryfs mcp`` (it never calls a model either).
 MCP_TABLES = ("mcp", "log")
+#: Every table a ``config.toml`` may hold (``[store]``: the store backend, read by
+#: :mod:`libraryfs.fs.backends`); any other top-level name is refused.
+KNOWN_TABLES = (*TABLES, "store")
 #: Tables whose unknown keys are ignored (reported) instead of refused.
 LENIENT_TABLES = ("llm",)
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "json_object_schema", "prompt")
@@ -218,6 +221,13 @@ def _as_level(value: Any) -> str:
     return s
 
 
+def _as_str(value: Any) -> str:
+    """A text setting as given: a TOML number or boolean (``base_url = 5``) is refused, not turned into text."""
+    if not isinstance(value, str):
+        raise TypeError(value)
+    return value
+
+
 def _as_budget(value: Any) -> str | None:
     s = str(value).strip()
     if not s:
@@ -232,7 +242,7 @@ _CONVERT = {
     "float": _as_float,
     "int": _as_int,
     "bool": _as_bool,
-    "str": lambda v: str(v).strip() or None,
+    "str": lambda v: _as_str(v).strip() or None,
     "level": _as_level,
     "levels": lambda v: (parse_levels(str(v)), str(v))[1],
     "budget": _as_budget,

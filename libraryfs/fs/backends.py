@@ -37,10 +37,13 @@ def _store_table(libdir: str | os.PathLike[str]) -> tuple[str, dict | None]:
     except FileNotFoundError:  # most libraries: no TOML parser imported (every command opens the store)
         return path, None
     except OSError as e:
-        raise InvalidArgument(f"{path}: {e}") from None
+        raise InvalidArgument(f"{path}: cannot be read: {e.strerror or e}") from None
     import tomllib
 
-    text = raw.decode()  # as tomllib.load does
+    try:
+        text = raw.decode()  # as tomllib.load does
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

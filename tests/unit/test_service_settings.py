@@ -91,15 +91,38 @@ def test_env_var_names():
         ('[log]\nlevel = "LOUD"\n', ["log.level"]),
         ("[mount\n", ["config.toml"]),
         ("mount = 3\n", ["[mount] must be a table"]),
+        ("[bogus]\nx = 1\n", ["unknown table [bogus]", "[store]"]),  # refused like an unknown key
+        ("[llm]\nbase_url = 5\n", ["llm.base_url", "not a valid str"]),  # not turned into "5"
+        ("[mcp]\nhost = true\n", ["mcp.host"]),
     ],
 )
 def test_bad_file_values_name_the_setting_and_file(tmp_path, text, words):
     (tmp_path / "config.toml").write_text(text)
     with pytest.raises(SettingsError) as e:
-        load_settings(str(tmp_path), environ={})
+        load_settings(str(tmp_path), environ={}, tables=TABLES)
     for w in words:
         assert w in str(e.value)
     assert "\n" not in str(e.value).strip() or text == "[mount\n"
+
+
+@pytest.mark.parametrize("what", ["latin-1", "directory"])
+def test_an_unreadable_config_file_is_one_line_naming_it(tmp_path, what, run_cli):
+    """A ``config.toml`` that is not UTF-8, or is a directory: ``config show``, ``status``, ``check`` and
+    ``find`` printed a Python traceback (UnicodeDecodeError); ``mount`` said only the exception's name."""
+    path = tmp_path / "lib" / "config.toml"
+    assert run_cli("init", str(tmp_path / "lib")).returncode == 0
+    if path.exists():
+        path.unlink()
+    if what == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b"\xff\xfe [mount]\nread_only = true\n")
+    with pytest.raises(SettingsError, match="config.toml"):
+        load_settings(str(tmp_path / "lib"), environ={})
+    for args in (["config", "show", "--library"], ["status"], ["check"], ["find"]):
+        r = run_cli(*args, str(tmp_path / "lib"), *(["x"] if args == ["find"] else []))
+        assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr)
+        assert str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
 
 def test_bad_env_and_flag_values_name_their_source(tmp_path):
