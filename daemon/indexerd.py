@@ -139,6 +139,9 @@ class IndexerProcess:
         self.stop = threading.Event()
         self.reload_requested = False
         self.quit_requested = False
+        self.stop_reason: str | None = (
+            None  #: why it stops (``stopping (SIGTERM)``, …): logged on the way out
+        )
         self.lease_lost = False  # set by the lease's renewal thread when the lease expired under us
         self.beat = notify.Heartbeat()
         self.lock_fd: int | None = None
@@ -275,6 +278,12 @@ class IndexerProcess:
         dog = notify.Watchdog(lambda: self.beat.age_s() < self.settings["index"]["stall_s"])
         dog.start()
         idx.ask_in_background()  # a slow model never holds up a TOC (libraryfs.daemon.llm_refresh)
+        log.info(
+            "indexer started (pid %d, builder %s)%s",
+            os.getpid(),
+            idx.builder.name,
+            f", filing through {self.mountpoint}" if self.mountpoint else "",
+        )  # a line of its own: `status` and the mount's restart warnings quote this log's last line
         try:
             notify.ready(f"indexing {idx.libdir}")
             while True:
@@ -299,8 +308,12 @@ class IndexerProcess:
                 if self.quit_requested:  # asked to stop while the old event was being replaced
                     return 0
                 full = self.reload()
+        except BaseException as e:
+            self.stop_reason = self.stop_reason or f"{type(e).__name__}: {e}"
+            raise
         finally:
             dog.stop()
+            log.info("indexer stopped (pid %d): %s", os.getpid(), self.stop_reason or "its loop ended")
 
     def reload(self) -> bool:
         """Re-read the settings and rebuild the builder (SIGHUP); True when the TOC bound changed (every TOC
@@ -350,6 +363,7 @@ class IndexerProcess:
         self._quit(f"stopping ({signal.Signals(signum).name})")
 
     def _quit(self, why: str) -> None:
+        self.stop_reason = self.stop_reason or why
         self.quit_requested = True  # before reading self.stop: serve() checks it after replacing the event
         if self.lock_fd is not None:  # a mount started now must not adopt this indexer: it is on its way out
             try:

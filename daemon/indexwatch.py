@@ -11,15 +11,21 @@ that notices and starts another, the way systemd's ``Restart=on-failure`` treats
   beside it (``libraryfs indexer``) or a one-pass ``libraryfs index`` is not the mount's and is left alone.
 * **gone how**: the indexer holds ``indexer.lock`` while it lives (:func:`~libraryfs.layout.indexer_pid`);
   once nobody holds it and the named pid is dead, the indexer's last published status record
-  (``CFG_INDEXER_STATUS``) says how it ended. ``stopped`` with its pid: it was asked to stop (SIGTERM from
-  ``umount`` or a user, SIGINT, a lost etcd lease it could not stand by after) — respected, not restarted.
-  Anything else (a state of its own other than ``stopped``, or none yet): it died without stopping —
-  ``kill -9``, a crash, the OOM killer — and another is started through the same lock hand-over as
-  ``libraryfs mount`` (:func:`~libraryfs.daemon.launcher.start_indexer`), with the same ``--llm`` choice
-  (``run.json`` ``indexer_llm``). ``run.json`` then names the new pid (``umount`` stops that one).
+  (``CFG_INDEXER_STATUS``) says how it ended, and for a child of this process its exit status too.
+  ``stopped`` with its pid, or a child's clean exit or death by SIGTERM/SIGINT/SIGHUP: it was asked to stop
+  (``umount``, a user's ``kill``) — respected, not restarted. A state of its own other than ``stopped``: it
+  died while running — ``kill -9``, a crash, the OOM killer — and another is started through the same lock
+  hand-over as ``libraryfs mount`` (:func:`~libraryfs.daemon.launcher.start_indexer`), with the same
+  ``--llm`` choice (``run.json`` ``indexer_llm``); ``run.json`` then names the new pid (``umount`` stops
+  that one). No state of its own yet: it ended while starting — a bad setting, or a SIGTERM that came
+  before its handler (an indexer publishes its first state only once its handlers are installed, so a
+  stop signal cannot be told from a crash there) — logged, not restarted.
 * **how often**: at most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds (an indexer that
   dies at start would otherwise be restarted forever); then one error line, and no more restarts by this
   server (``status`` shows "not running" with what to do).
+* **the end of the mount**: however the mount ends (``libraryfs umount``, ``fusermount3 -u``, ``umount``,
+  SIGTERM to the server), the server stops the indexer ``run.json`` names for it (:meth:`stop_indexer`);
+  before, an unmount by the system's tools left it running.
 * **when not**: after the mount's loop ended (unmounted or stopping: :meth:`stop`, under :attr:`lock`, so no
   indexer is started once the server is on its way out), or when the mountpoint is no longer in
   ``/proc/mounts``.
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 
@@ -57,13 +64,25 @@ RESTARTS = 5  #: restarts allowed within :data:`RESTART_WINDOW_S`
 RESTART_WINDOW_S = 600.0  #: seconds of the restart window
 
 
-def reap(pid: int) -> None:
+def reap(pid: int) -> str | None:
     """Collect ``pid``'s exit status if it is a child of this process that has exited (a restarted indexer
-    is one: without this it stays a zombie until the server exits). Anything else is left alone."""
+    is one, and under ``mount --foreground`` the first one too: without this it stays a zombie until the
+    server exits). Returns how it ended (``"exit status N"``, ``"killed by SIGKILL"``), or None (still
+    running, or not a child of ours: nothing to collect)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
+        got, status = os.waitpid(pid, os.WNOHANG)
     except (ChildProcessError, OSError):
-        pass
+        return None
+    if got == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+#: how a child that was asked to stop ends: a clean exit, or the default action of a stop signal that came
+#: before its handler was installed
+ASKED_TO_STOP = ("exit status 0", "killed by SIGTERM", "killed by SIGINT", "killed by SIGHUP")
 
 
 class IndexerWatch:
@@ -77,9 +96,8 @@ class IndexerWatch:
         self.stopping = threading.Event()
         self.restarts: list[float] = []
         self.gave_up = False
-        self.settled: int | None = (
-            None  #: a dead indexer found to have stopped when asked (not looked at again)
-        )
+        self.settled: int | None = None  #: a dead indexer not to restart (not looked at again)
+        self.exits: dict[int, str] = {}  #: how reaped children ended, by pid
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -93,6 +111,24 @@ class IndexerWatch:
         self.stopping.set()
         with self.lock:
             pass
+
+    def stop_indexer(self) -> int | None:
+        """The mount has ended (however: ``libraryfs umount``, ``fusermount3 -u``, ``umount``, SIGTERM to the
+        server): SIGTERM the indexer ``run.json`` names for this server, if it still runs, so that no
+        indexer outlives its mount unasked (only a killed server leaves one, which the next mount adopts).
+        Does not wait for it. Returns its pid, or None."""
+        run = read_run(self.libdir)
+        pid = run.get("indexer_pid")
+        if not isinstance(pid, int) or run.get("server_pid") != os.getpid() or not pid_alive(pid):
+            return None
+        if indexer_pid(self.libdir) != pid:
+            return None  # not holding the lock: not the mount's indexer any more (or already gone)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return None
+        log.info("stopping the mount's indexer (pid %d)", pid)
+        return pid
 
     def _run(self) -> None:
         """The polling loop: :meth:`check` every :attr:`poll_s` seconds until :meth:`stop`."""
@@ -113,14 +149,24 @@ class IndexerWatch:
             or run.get("server_pid") != os.getpid()
         ):
             return None
-        reap(pid)
+        how = self.exits.get(pid) or reap(pid)
+        if how:
+            self.exits[pid] = how
         if indexer_pid(self.libdir) is not None or pid_alive(pid):
             return None  # it runs (or another indexer holds the lock now: the mount's TOCs are kept)
         with self.store.read() as t:
             last = t.cfg_json(S.CFG_INDEXER_STATUS)
-        if last.get("pid") == pid and last.get("state") == "stopped":
+        if (last.get("pid") == pid and last.get("state") == "stopped") or how in ASKED_TO_STOP:
             self.settled = pid  # asked to stop (umount, a user's SIGTERM): not a failure
             log.info("the indexer (pid %d) stopped when asked; not restarted", pid)
+            return None
+        if last.get("pid") != pid:  # it never published a state: it ended while starting
+            self.settled = pid
+            log.warning(
+                "the indexer (pid %d) ended while starting%s (its log ends: %s); not restarted: "
+                "`libraryfs status` says how to start one",
+                pid, f" ({how})" if how else "", last_log_line(log_path(self.libdir, "indexer")) or "-",
+            )  # fmt: skip
             return None
         with self.lock:
             if self.stopping.is_set() or not is_libraryfs_mount(self.mountpoint):

@@ -337,6 +337,7 @@ def run(
         finally:
             if watch is not None:
                 watch.stop()
+                watch.stop_indexer()  # no indexer outlives its mount unasked (daemon.indexwatch)
             if lifecycle is not None:
                 lifecycle.detach()
                 lifecycle.send_stopping("unmounted")  # no-op if a signal already said so

@@ -162,6 +162,9 @@ def test_a_killed_indexer_is_started_again_and_a_stopped_one_is_not(mounted, run
     def status() -> dict:
         return json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)
 
+    # running, so it has published a state of its own (one killed while starting is not restarted:
+    # test_an_indexer_stopped_as_it_starts_is_not_restarted)
+    mounted.wait_indexed()
     first = mounted.indexer_pid
     assert first and status()["indexer_pid"] == first
     os.kill(first, signal.SIGKILL)
@@ -211,6 +214,7 @@ def test_an_indexer_that_cannot_be_started_again_is_given_up_after_five_tries(mo
     logs = os.path.join(mounted.libdir, "logs")
     os.rename(os.path.join(logs, "indexer.log"), os.path.join(logs, "indexer.aside"))
     os.mkdir(os.path.join(logs, "indexer.log"))
+    mounted.wait_indexed()
     first = mounted.indexer_pid
     os.kill(first, signal.SIGKILL)
     assert wait_exit(first, 10)
@@ -227,3 +231,50 @@ def test_an_indexer_that_cannot_be_started_again_is_given_up_after_five_tries(mo
     ]
     os.rmdir(os.path.join(logs, "indexer.log"))
     os.rename(os.path.join(logs, "indexer.aside"), os.path.join(logs, "indexer.log"))
+
+
+def test_an_indexer_stopped_as_it_starts_is_not_restarted(libdir, tmp_path):
+    """SIGTERM to the indexer right after `mount` returned can come before its handler is installed: it
+    then dies by the signal without publishing ``stopped``, which looked like a crash and was restarted. Now
+    an indexer that never published a state of its own is not restarted, whatever ended it."""
+    import signal
+
+    from helpers.mount import mount
+    from helpers.wait import wait_exit
+
+    with mount(libdir, tmp_path / "mnt") as m:
+        first = m.indexer_pid
+        os.kill(first, signal.SIGTERM)
+        assert wait_exit(first, 30)
+        log = os.path.join(m.libdir, "logs", "mount.log")
+        wait_until(
+            lambda: f"the indexer (pid {first}) stopped when asked" in read_file(log)
+            or f"the indexer (pid {first}) ended while starting" in read_file(log),
+            30,
+            "the server to look at the stopped indexer",
+        )
+        assert "started another" not in read_file(log)
+        from libraryfs.layout import indexer_pid
+
+        assert indexer_pid(m.libdir) is None
+
+
+def test_an_unmount_by_the_systems_tools_stops_the_indexer(mounted):
+    """`fusermount3 -u` (or `umount`, or SIGTERM to the server) ended the mount but left its indexer
+    running until someone ran `libraryfs umount`. Now the server stops it on its way out."""
+    import shutil
+
+    from helpers.wait import wait_exit
+
+    from libraryfs.layout import indexer_pid
+
+    mounted.wait_indexed()  # past its start: its SIGTERM handler logs the stop
+    first = mounted.indexer_pid
+    assert first and indexer_pid(mounted.libdir) == first
+    fm = shutil.which("fusermount3") or "fusermount3"
+    assert subprocess.run([fm, "-u", mounted.mnt], capture_output=True).returncode == 0
+    mounted.expect_server_alive = False
+    assert wait_exit(mounted.server_pid, 30)
+    assert wait_exit(first, 30), "the indexer outlived its mount"
+    text = read_file(os.path.join(mounted.libdir, "logs", "indexer.log"))
+    assert f"indexer stopped (pid {first}): stopping (SIGTERM)" in text, text[-1000:]
