@@ -132,7 +132,7 @@ def main() -> int:
         results["add_s"] = time.perf_counter() - t0
         results["add_output"] = r.stdout.strip()
         print(r.stdout.strip())
-        target_rel = "libraryfs/code/budget.py"
+        target_rel = "libraryfs/features/code/budget.py"
         wait_indexed(lib)  # every INDEX.md of the 2,000-odd new files and directories written
         results["add_to_index_s"] = time.perf_counter() - t0
         path = navigate(mnt, "libraryfs", target_rel, "verify_plan")
@@ -176,13 +176,11 @@ def main() -> int:
         edit_files = edit_files[:: max(1, len(edit_files) // a.edits)][: a.edits]
         delays = []
         for k, rel in enumerate(edit_files):
-            with open(os.path.join(src, rel), encoding="utf-8") as f:
-                n_lines = f.read().count("\n")
             name = f"bench_probe_{k}"
             with open(os.path.join(src, rel), "a", encoding="utf-8") as f:
                 f.write(f'\n\ndef {name}():\n    """Probe {k}."""\n    return {k}\n')
             t_edit = time.monotonic()
-            needle = f"{name} — function · {rel}:{n_lines + 3}-{n_lines + 5} · Probe {k}."
+            needle = f"[{name}.py]({name}.py) — function: Probe {k}."  # its line in the file's TOC
             delay = None
             while time.monotonic() - t_edit < a.timeout:
                 if needle in toc_text(mnt, f"code/libraryfs/{rel}"):

@@ -32,6 +32,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import random
 import signal
@@ -637,7 +638,7 @@ def _dist(xs: list[float]) -> dict:
     xs = sorted(xs)
     return {
         "median": round(statistics.median(xs), 3),
-        "p95": round(xs[int(0.95 * (len(xs) - 1))], 3),
+        "p95": round(xs[min(len(xs) - 1, math.ceil(0.95 * len(xs)) - 1)], 3),  # nearest rank
         "max": round(xs[-1], 3),
     }
 
@@ -737,6 +738,7 @@ def sync_cost(args: argparse.Namespace) -> dict:
     n = args.sync_ops
     out: dict[str, float] = {}
     work = tempfile.mkdtemp(prefix="lfs-sync-", dir=args.tmp)
+    tdir: str | None = None  # the local-disk comparison directory
     try:
         for label, kw in (
             ("nosync", dict(sync=False, metasync=False)),
@@ -763,7 +765,7 @@ def sync_cost(args: argparse.Namespace) -> dict:
         launcher.start(libdir, mnt, indexer=False)
         try:
             data = os.urandom(4096)
-            tdir = tempfile.mkdtemp(dir=args.tmp)
+            tdir = tempfile.mkdtemp(dir=args.tmp)  # removed below
             for where, directory in (("mount", mnt), ("local_disk", tdir)):
                 for label, do_sync in (("close", False), ("fsync_close", True)):
                     us = _create_write_us(directory, label, data, n, do_sync)
@@ -774,6 +776,8 @@ def sync_cost(args: argparse.Namespace) -> dict:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
+        if tdir is not None:
+            shutil.rmtree(tdir, ignore_errors=True)
     return {k: round(v, 1) for k, v in out.items()}
 
 

@@ -152,7 +152,9 @@ def run(a: argparse.Namespace) -> dict:
                 finally:
                     st.close()
                 res["llm_requests"] = len(srv.requests) - before
-                res["indexer_last_error"] = (idx.get("last_error") or "")[:120]
+                # the endpoint's faults are the builder's (status.builder.last_error); the indexer's own is rarer
+                err = (idx.get("builder") or {}).get("last_error") or idx.get("last_error") or ""
+                res["indexer_last_error"] = str(err)[:120]
                 out["phases"][phase] = res
                 print(f"{phase:>14}: {res}", flush=True)
         finally:

@@ -34,9 +34,14 @@ def render(r: dict, targets: dict[str, list[str]] | None = None, max_pages: int 
         if where:
             lines.append(f"  - the target's line, on `{where[0]}`: `{where[1][:200]}`")
     for t in r.get("trace", [])[:max_pages]:
-        if "page" in t:
+        if "page" in t and "top" in t:
             lines.append(f"  - read `{t['page']}`; best lines:")
             lines += [f"    - ({s}) `{raw[:160]}`" for s, raw in t["top"][:2]]
+        elif "page" in t:  # a subject-index page (subjectnav): the query words it was read for
+            lines.append(f"  - read subject page `{t['page']}` for {', '.join(t.get('words') or [])}")
+        elif "candidates" in t:
+            shown = ", ".join(f"`{p}` ({s})" for s, p in t["candidates"][:3]) or "none"
+            lines.append(f"  - candidates from the subject index: {shown}")
         else:
             lines.append(f"  - read entry `{t['entry']}` (holds {t['share']:.0%} of the query's terms)")
     return "\n".join(lines)
