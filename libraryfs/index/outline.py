@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from libraryfs.index import codeparse, htmltext, markup
 
 #: version of these rules: entries extracted by an older one are examined again (``EntryMeta.outline``)
-OUTLINE_VERSION = 1
+OUTLINE_VERSION = 2
 SCAN_CHARS = 400_000  #: characters of an entry examined for names and headings
 LINE_CHARS = 2_000  #: longer lines are cut before any pattern sees them
 MAX_NAMES = 400  #: names kept per entry (in document order)
@@ -59,6 +59,8 @@ class Outline:
     lead: str = ""
     detail: str = ""  #: a fact line for kinds without prose (binary type, JSON keys), a symbol's kind
     symbol: bool = False  #: one symbol of a code index (its file holds that symbol only)
+    #: the visible text, for kinds whose source is markup (html): keywords are drawn from it, not from tags
+    text: str = ""
 
 
 _RST_EXT = (".rst", ".rst.txt", ".rest")
@@ -209,7 +211,8 @@ def extract(name: str, data: bytes, size_bytes: int, sample_bytes: int = 8192) -
         return Extracted("", True, data[:64], o, [])
     text = decoded[0]
     o = outline(name, text, size_bytes=size_bytes)
-    kw = keywords(o.title, o.lead, o.headings, o.names, text) if o.kind not in ("empty", "binary") else []
+    body = o.text or text  # html: its visible text (the tags' words are not the entry's: href, div, span)
+    kw = keywords(o.title, o.lead, o.headings, o.names, body) if o.kind not in ("empty", "binary") else []
     sample = data[:sample_bytes]
     sample_text = (
         sample.decode(decoded[1], "replace") if decoded[1] != "utf-16" else text[: sample_bytes // 2]

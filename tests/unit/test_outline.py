@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
+import pytest
+
 from libraryfs.index.codeparse import is_test_case
 from libraryfs.index.outline import decode_text, extract, outline
 
@@ -267,3 +271,57 @@ def test_a_short_lead_is_joined_by_the_next_sentences_until_it_says_something():
         "Parse configuration sections quickly."
     )
     assert outline("n4.md", "Yes. Maybe. Ok. Sure. Fine. Done.\n").lead == "Yes. Maybe. Ok. Sure."
+
+
+PY_HTML = "/usr/share/doc/python3.11/html/library"  #: Debian python3.11-doc (scripts/setup.sh installs it)
+
+
+@pytest.mark.parametrize(
+    "page, title, name",
+    [
+        ("json.html", "json — JSON encoder and decoder", "json.dumps"),
+        ("functools.html", "functools — Higher-order functions and operations on callable objects", "functools.lru_cache"),
+        ("asyncio-task.html", "Coroutines and Tasks", "asyncio.gather"),
+    ],
+)  # fmt: skip
+def test_a_real_sphinx_page_gives_its_own_title_headings_names_and_words(page, title, name):
+    """A user copied python3-doc's HTML into the library (trial, 2026-12-03): its lines said "json — JSON
+    encoder and decoder — Python 3.11.2 documentation … Sections: Table of Contents, This Page, Navigation,
+    json — JSON encoder and decoder ¶", and its section's line "class, code, documentation, href, pre,
+    python" (keywords from the tags). Now: the page's own heading as title (not the site's <title>), no
+    navigation chrome (role="navigation" sidebars and bars), no permalink marks, the API names its
+    definition terms anchor (`find json.dumps` reaches it), keywords from the visible text only."""
+
+    path = os.path.join(PY_HTML, page)
+    if not os.path.exists(path):
+        pytest.skip(f"{path}: python3.11-doc is not installed (scripts/setup.sh installs it)")
+    with open(path, "rb") as f:
+        data = f.read()
+    e = extract(page, data, len(data))
+    o = e.outline
+    assert (o.kind, o.title) == ("html", title)
+    assert name in o.names
+    assert not any(
+        "¶" in h or h in ("Table of Contents", "This Page", "Navigation", "Quick search") for h in o.headings
+    ), o.headings
+    assert "documentation" not in o.lead and o.lead, o.lead
+    assert not {"href", "span", "div", "class", "pre", "reference", "internal"} & set(e.keywords), e.keywords
+
+
+def test_html_chrome_permalinks_and_anchored_names():
+    """Chrome elements (nav, header, footer, aside, role=navigation) are skipped with what they nest; a
+    permalink mark ends no heading; a heading's own "#" stays; a <dt id> that is a dotted identifier is a
+    name, a generated one (``id3``) is not."""
+    text = (
+        "<!DOCTYPE html><html><head><title>Guide — Site</title></head><body>"
+        '<div role="navigation"><h3>Navigation</h3><div><p>Index</p></div><p>Modules</p></div>'
+        "<nav><h2>Menu</h2></nav><header><h1>Site banner</h1></header>"
+        "<h1>Guide¶</h1><p>What the guide covers, from installing the tool to running it on a cluster.</p><h2>Using C#</h2>"
+        '<dl><dt id="pkg.Thing.run">run()</dt><dd>Runs.</dd><dt id="id3">x</dt></dl>'
+        "<footer><p>Copyright</p></footer></body></html>"
+    )
+    o = outline("guide.html", text)
+    assert o.title == "Guide" and o.lead.startswith("What the guide covers, from installing")
+    assert o.headings == ["Using C#"], o.headings
+    assert o.names == ["pkg.Thing.run"]
+    assert "Copyright" not in o.text and "Modules" not in o.text and "Index" not in o.text
