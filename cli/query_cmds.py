@@ -171,11 +171,20 @@ def _indexer_line(out: dict) -> str:
         return f"running ({state}, pid {pid})"
     if not out["mounted"]:
         return "not running"
-    # stopped on purpose (a user's SIGTERM), or killed and the mount gave up restarting it (daemon.indexwatch)
+    # stopped on purpose (a user's SIGTERM), ended while starting, or killed again and again until the mount
+    # gave up restarting it (daemon.indexwatch)
+    run, idx = out.get("run") or {}, out.get("indexer") or {}
+    if run.get("indexer_gave_up"):
+        why = f"; the mount stopped restarting it after {run['indexer_gave_up']}"
+    elif idx.get("state") == "stopped":
+        why = f"; it stopped when asked (pid {idx.get('pid')})"
+    else:
+        why = ""
     log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
     last = (last_log_line(log) or "")[:160]
     return (
         "not running"
+        + why
         + (f" (its log ends: {last})" if last else "")
         + f"; run `libraryfs index {out['library']}` for one pass, or `libraryfs indexer {out['library']}"
         + f" --mountpoint {m['mountpoint']}` to keep one running"

@@ -183,7 +183,11 @@ class IndexerWatch:
         now = time.monotonic()
         self.restarts = [t for t in self.restarts if now - t < RESTART_WINDOW_S]
         if len(self.restarts) >= RESTARTS:
-            self.gave_up = True
+            self.gave_up = True  # `status` says so (run.json indexer_gave_up)
+            write_run(
+                self.libdir,
+                {**run, "indexer_gave_up": f"{len(self.restarts)} restarts in {RESTART_WINDOW_S:.0f} s"},
+            )
             log.error(
                 "the indexer (pid %d) exited without stopping again (its log ends: %s); not restarted after "
                 "%d restarts in %.0f s: TOCs no longer follow writes until an indexer runs "

@@ -194,7 +194,7 @@ def test_a_killed_indexer_is_started_again_and_a_stopped_one_is_not(mounted, run
         for ln in run_cli("status", mounted.libdir, check_rc=True).stdout.splitlines()
         if ln.startswith("indexer ")
     )
-    assert "not running" in line, line
+    assert "not running" in line and f"it stopped when asked (pid {second})" in line, line
     assert f"libraryfs indexer {mounted.libdir} --mountpoint {mounted.mnt}" in line, line
     assert f"libraryfs index {mounted.libdir}" in line, line
 
@@ -229,6 +229,8 @@ def test_an_indexer_that_cannot_be_started_again_is_given_up_after_five_tries(mo
     assert not json.loads(run_cli("status", mounted.libdir, "--json", check_rc=True).stdout)[
         "indexer_running"
     ]
+    human = run_cli("status", mounted.libdir, check_rc=True).stdout
+    assert f"the mount stopped restarting it after {RESTARTS} restarts" in human, human
     os.rmdir(os.path.join(logs, "indexer.log"))
     os.rename(os.path.join(logs, "indexer.aside"), os.path.join(logs, "indexer.log"))
 
