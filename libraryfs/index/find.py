@@ -135,9 +135,11 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
             seen.add(ino)
             out.append(Match(p, "entry", "name"))
     out.sort(key=lambda m: (m.path.count(b"/"), m.path))
-    hits, total = termindex.search(db, term, limit + len(seen))
+    # a wider window than is shown: a section moved after its entries (_children_first) must find them in
+    # it — a chain of directories whose section lines all carry the term outranks the one file holding it
+    hits, total = termindex.search(db, term, 2 * limit + 32 + len(seen))
     for h in hits:
-        if h.ino in seen or len(out) >= limit:
+        if h.ino in seen:
             continue
         seen.add(h.ino)
         p = _live_path(t, h.ino, h.kind)

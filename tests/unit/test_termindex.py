@@ -473,3 +473,22 @@ def test_a_section_matched_by_its_text_comes_after_its_entries_that_match(tmp_pa
     kitchen = ranked(st, "kitchen")
     assert kitchen.matches[0].path == b"/kitchen"
     st.close()
+
+
+def test_one_file_below_a_chain_of_sections_comes_first(tmp_path):
+    """The trial's `find zebras`: eleven directories deep/a/…/j, each section line carrying the one word of
+    the one file below them, were ranks 1–11 and the file 12th — past the 10 shown, so not listed at all (the
+    reordering only saw the first 10 hits). Now the window searched is wider than the one shown."""
+    d = tmp_path / "lib"
+    Store.create(d, {"toc_max_tokens": 2000}).close()
+    st = Store(d)
+    tree = StoreTree(st)
+    tree.makedirs("deep/a/b/c/d/e/f/g/h/i/j")
+    tree.write_bytes(
+        "deep/a/b/c/d/e/f/g/h/i/j/z.txt", b"All about zebras and their stripes. " + b"filler " * 100
+    )
+    Indexer(str(d), store=st).run_once(full=True)
+    found = ranked(st, "zebras", limit=10)
+    assert found.paths[0] == b"/deep/a/b/c/d/e/f/g/h/i/j/z.txt", found.paths
+    assert found.paths[1] == b"/deep/a/b/c/d/e/f/g/h/i/j" and found.cut and found.total == 12
+    st.close()
