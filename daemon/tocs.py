@@ -87,7 +87,9 @@ class TocWriter:
         if ino == S.ROOT_INO:
             with self.store.read() as t:
                 extra = catalogue.master_lines(t) + subjects.master_lines(t)
-        facts = f"generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
+        # dir_generation: this directory's change count (its inode's generation), not the TOC generation
+        # `status` shows (one per indexer commit): the header once said "generation", read as the latter
+        facts = f"dir_generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"
         out = render(
             title,
             description,

@@ -129,7 +129,7 @@ class TocPages:
         """What INDEX.md shows before the indexer has built it: the first names, marked pending."""
         path = t.path_of(dir_ino) or b"/"
         lines = [
-            f"<!-- libraryfs toc: dir={os.fsdecode(path)} page=0 generation=0 stale=yes -->",
+            f"<!-- libraryfs toc: dir={os.fsdecode(path)} page=0 dir_generation=0 stale=yes -->",
             f"# Index of {os.fsdecode(path)}",
             "",
             "_Index pending: the indexer has not summarised this directory yet._",
