@@ -134,7 +134,12 @@ def umount(target: str, lazy: bool, timeout_s: float) -> None:
             )
         )
         return
-    click.echo(f"unmounted {info['mountpoint'] or info['libdir']}")
+    where = info["mountpoint"] or info["libdir"]
+    if info.get("was_mounted", True):
+        click.echo(f"unmounted {where}")
+    else:  # run.json named a mount that was already gone (unmounted by fusermount3 -u, umount)
+        ipid = info.get("indexer_stopped")
+        click.echo(f"{where} was not mounted" + (f"; stopped its indexer (pid {ipid})" if ipid else ""))
 
 
 @click.command()

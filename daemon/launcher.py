@@ -302,9 +302,11 @@ def start_indexer(
 
 def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
     """Unmount a library given its mountpoint or library directory, and stop its indexer; returns
-    ``{"libdir", "mountpoint", "stopped_server", "indexer_waiting"}`` (``(pid, how)`` of a stopped server
-    left stopped, else None; the pid of an indexer still waiting on that server's mount after SIGTERM and
-    :data:`STOPPED_GRACE_S` seconds, else None).
+    ``{"libdir", "mountpoint", "stopped_server", "indexer_waiting", "was_mounted", "indexer_stopped"}``
+    (``(pid, how)`` of a stopped server left stopped, else None; the pid of an indexer still waiting on that
+    server's mount after SIGTERM and :data:`STOPPED_GRACE_S` seconds, else None; whether anything was
+    mounted — a ``run.json`` left by an unmount with the system's tools names a mount that is gone; the
+    pid of the indexer stopped, else None).
 
     A stopped mount server (SIGSTOP, a debugger) would make every request to its mount wait, the
     unmount's included: without ``lazy`` that is :class:`~libraryfs.errors.ServerStopped` before the mount
@@ -338,15 +340,21 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
             raise LaunchError(f"{mountpoint} is not a libraryfs mount")
         _unmount(mountpoint, lazy=lazy or state == "stale")
     elif not info:
-        raise LaunchError(f"nothing is mounted at {target}")
+        what = (
+            f"the library {target} is not mounted"
+            if is_library(target)
+            else f"nothing is mounted at {target}"
+        )
+        raise LaunchError(what)
     # the server exits when unmounted; the indexer is ours to stop (whichever one really runs)
     if libdir:
         info["indexer_pid"] = indexer_pid(libdir) or info.get("indexer_pid")
     ipid = info.get("indexer_pid")
-    exited = True
+    exited, signalled = True, None
     if pid_alive(ipid):
         try:
             os.kill(ipid, signal.SIGTERM)
+            signalled = ipid
         except ProcessLookupError:
             pass
         # beside a stopped server it may be waiting on the mount's answer: it exits once the server runs
@@ -362,7 +370,14 @@ def stop(target: str, *, lazy: bool = False, timeout_s: float = 10.0) -> dict:
             f"unmounted {mountpoint or libdir}, but its indexer (pid {ipid}) is still shutting down after "
             f"{timeout_s:.0f} s; a mount started now waits for it to exit"
         )
-    return {"libdir": libdir, "mountpoint": mountpoint, "stopped_server": stopped, "indexer_waiting": waiting}
+    return {
+        "libdir": libdir,
+        "mountpoint": mountpoint,
+        "stopped_server": stopped,
+        "indexer_waiting": waiting,
+        "was_mounted": bool(stopped) or state in ("live", "stale"),
+        "indexer_stopped": signalled,
+    }
 
 
 def _stop_local_model(pid: int | None, timeout_s: float) -> None:

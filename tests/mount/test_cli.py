@@ -280,3 +280,14 @@ def test_an_unmount_by_the_systems_tools_stops_the_indexer(mounted):
     assert wait_exit(first, 30), "the indexer outlived its mount"
     text = read_file(os.path.join(mounted.libdir, "logs", "indexer.log"))
     assert f"indexer stopped (pid {first}): stopping (SIGTERM)" in text, text[-1000:]
+    # `libraryfs umount` afterwards said "unmounted" although nothing was mounted any more
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "umount", mounted.libdir], capture_output=True, text=True
+    )
+    assert r.returncode == 0 and r.stdout.strip().endswith("was not mounted"), (r.stdout, r.stderr)
+    r = subprocess.run(
+        [sys.executable, "-m", "libraryfs.cli.main", "umount", mounted.libdir], capture_output=True, text=True
+    )
+    assert (
+        r.returncode == 1 and r.stderr.strip() == f"Error: the library {mounted.libdir} is not mounted"
+    ), r.stderr
