@@ -171,6 +171,8 @@ def _indexer_line(out: dict) -> str:
         return f"running ({state}, pid {pid})"
     if not out["mounted"]:
         return "not running"
+    if m.get("read_only"):
+        return "not running (a read-only mount has no indexer)"
     # stopped on purpose (a user's SIGTERM), ended while starting, or killed again and again until the mount
     # gave up restarting it (daemon.indexwatch)
     run, idx = out.get("run") or {}, out.get("indexer") or {}

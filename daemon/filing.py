@@ -107,6 +107,7 @@ class InboxFiler:
             try:
                 final = self._move(b"inbox/" + name, os.fsencode(sect), name)
                 rep.filed.append((os.fsdecode(name), os.fsdecode(final)))
+                log.info("filed inbox/%s as %s", os.fsdecode(name), os.fsdecode(final))
             except (OSError, LibraryError) as e:
                 self.last_error = f"filing {os.fsdecode(name)}: {e}"
                 log.warning("could not file inbox/%s into %s: %s", os.fsdecode(name), sect, e)
