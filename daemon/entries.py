@@ -43,7 +43,8 @@ class EntryUpdater:
     """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the entries part of a pass.
 
     Uses the indexer's ``store``, ``builder``, ``fallback``, ``batch``, ``refresh``, ``last_error``,
-    ``beat`` and ``_stopping``/``_check_stop`` (a stop ends the pass between entries and between builder
+    ``beat``, ``_entry_excluded`` (the TOCs' rule), ``_hid`` (set when an entry indexed before is excluded
+    now) and ``_stopping``/``_check_stop`` (a stop ends the pass between entries and between builder
     batches: :class:`PassStopped`).
     """
 
@@ -108,6 +109,8 @@ class EntryUpdater:
             rep.summarized += len(chunk)
 
         self._write_entries(dead_names, todo, gone)
+        if gone:
+            self._hid = True  # the indexer rebuilds the subject index in this pass
         return parents
 
     def _write_entries(

@@ -150,6 +150,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._catalogue_unsettled = False  # its pages changed incrementally since its last bulk plan
         self.exclusion = TocExclusion()
         self._term_scope = termindex.Scope(self.exclusion)  # what the term index may hold: the TOCs' rule
+        self._hid = False  # this pass excluded what was indexed: the subject index is rebuilt at once
         self._chains: dict[int, Chain | None] = {}  # directory ino → what its ancestors say, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
@@ -249,6 +250,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
 
         if drop:
             self.store.run_write(drop_pages)
+            self._hid = True
         return walked
 
     # ------------------------------------------------------------------------------------------------
@@ -370,6 +372,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rep = PassReport()
         self.beat()
         self._terms_behind = True  # until _refresh_terms: a stop from here on may leave rows behind
+        self._hid = False
         self._chains.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
@@ -412,7 +415,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             # path) loses its row (termindex.wanted), and no render would bring it in line; and every inode
             # below an ignore file or a directory whose path changed (_rescope)
             self._refresh_terms(touched | dirty_dirs | rescoped, full)
-            self._refresh_subjects(touched, full, rep, upto, rendered)
+            # what an ignore file hides now leaves /.subjects/ in this pass, not after the amortised wait
+            self._refresh_subjects(touched, full or self._hid, rep, upto, rendered)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)

@@ -495,6 +495,13 @@ def _hidden_state(st: Store, ino: int) -> dict:
         }
 
 
+def _in_subjects(st: Store, word: bytes) -> bool:
+    """Whether a page of the subject index (``/.subjects/``) holds ``word``."""
+    with st.read() as t:
+        pages = (t.toc_page(S.SUBJECTS_INO, k) for k in range(64))
+        return any(word in p for p in pages if p is not None)
+
+
 def test_an_ignore_file_added_later_hides_what_was_indexed_and_its_removal_brings_it_back(tmp_path):
     """A ``.gitignore`` written after its paths were indexed: the next pass drops their term-index rows,
     names, catalogue rows and meta, as for paths ignored from the start (before, the TOCs left them out at
@@ -514,6 +521,7 @@ def test_an_ignore_file_added_later_hides_what_was_indexed_and_its_removal_bring
     assert ranked(st, "xylophonequartz").paths[0] == b"/gi2/private/t.py"
     assert ranked(st, "t.py").paths == [b"/gi2/private/t.py"]
     assert _hidden_state(st, secret) == {"row": True, "meta": True, "name": True, "catalogue": True}
+    assert _in_subjects(st, b"xylophonequartz")
     db = termindex.connect(term_index_path(str(d)))
 
     tree.write_bytes("gi2/.gitignore", b"private/\n")
@@ -521,6 +529,7 @@ def test_an_ignore_file_added_later_hides_what_was_indexed_and_its_removal_bring
     for term in ("xylophonequartz", "t.py", "secretdef", "private"):
         assert not [p for p in ranked(st, term, 100).paths if b"private" in p], term
     assert _hidden_state(st, secret) == {"row": False, "meta": False, "name": False, "catalogue": False}
+    assert not _in_subjects(st, b"xylophonequartz")  # rebuilt in the same pass
     with st.read() as t:
         assert t.toc_page(private, 0) is None and b"(private/" not in t.toc_page(gi2, 0)
     assert termindex.drift(st, db).total == 0
