@@ -234,7 +234,7 @@ def _walk_pages(libdir: str, repair: bool, as_json: bool):
 def _check_store(libdir: str, repair: bool, drift_too: bool, known: list[int]) -> tuple[Report, int]:
     """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child),
     then the finder's term index (derived data beside the store: ``T1`` missing or damaged, ``T2`` rows out
-    of line with the store when ``drift_too``; :func:`libraryfs.index.termindex.verify`). Returns the report
+    of line with the store and ``T3`` rows of excluded paths when ``drift_too``; :func:`libraryfs.index.termindex.verify`). Returns the report
     and how many of the inodes ``known`` (the term index's, read before a salvage) the store lacks after
     the check (before the term index's repair drops their rows)."""
     from libraryfs.fs.check import Problem

@@ -43,7 +43,8 @@ class EntryUpdater:
     """Mixin of :class:`libraryfs.daemon.indexer.Indexer`: the entries part of a pass.
 
     Uses the indexer's ``store``, ``builder``, ``fallback``, ``batch``, ``refresh``, ``last_error``,
-    ``beat`` and ``_stopping``/``_check_stop`` (a stop ends the pass between entries and between builder
+    ``beat``, ``_entry_excluded`` (the TOCs' rule), ``_hid`` (set when an entry indexed before is excluded
+    now) and ``_stopping``/``_check_stop`` (a stop ends the pass between entries and between builder
     batches: :class:`PassStopped`).
     """
 
@@ -54,8 +55,13 @@ class EntryUpdater:
         rep: PassReport,
         force: bool = False,
     ) -> set[int]:
-        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories."""
+        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories. An
+        entry that is excluded (a hidden name, an excluded directory, a name an ignore file matches) is not
+        examined, and one examined before loses its meta, ``names`` row and catalogue rows (its term-index
+        row goes at the pass's sync): it is then as if it had been excluded from the start, and is examined
+        afresh once it is included again."""
         todo: list[tuple[int, S.EntryMeta, EntryDoc | None]] = []
+        gone: list[tuple[int, S.EntryMeta]] = []
         parents: set[int] = set()
         with self.store.read() as t:
             for ino, (parent, name) in dirty.items():
@@ -63,14 +69,18 @@ class EntryUpdater:
                 node = t.inode(ino)
                 if node is None or node.is_dir:
                     continue
-                meta = t.entry_meta(ino) or S.EntryMeta()
+                known = t.entry_meta(ino)
+                meta = known or S.EntryMeta()
                 if not parent:
                     parent, name = meta.parent, os.fsencode(meta.name)
                     if not parent:
                         continue
                 if t.lookup(parent, name) != ino:
                     continue  # renamed or removed since; a later record covers it
-                if is_hidden(name) or self._is_excluded(t, parent):
+                if is_hidden(name) or self._entry_excluded(t, parent, name):
+                    if known is not None:
+                        gone.append((ino, known))
+                        parents.add(parent)
                     continue
                 rep.entries_seen += 1
                 parents.add(parent)
@@ -98,19 +108,29 @@ class EntryUpdater:
                 self.refresh.entry(i, m.parent, os.fsencode(m.name), j in self.call_deferred)
             rep.summarized += len(chunk)
 
-        self._write_entries(dead_names, todo)
+        self._write_entries(dead_names, todo, gone)
+        if gone:
+            self._hid = True  # the indexer rebuilds the subject index in this pass
         return parents
 
     def _write_entries(
-        self, dead_names: list[tuple[bytes, int]], todo: list[tuple[int, S.EntryMeta, EntryDoc | None]]
+        self,
+        dead_names: list[tuple[bytes, int]],
+        todo: list[tuple[int, S.EntryMeta, EntryDoc | None]],
+        gone: list[tuple[int, S.EntryMeta]] | None = None,
     ) -> None:
-        """Drop the dead names (and the catalogue rows and meta of gone inodes), then store each still-live
-        entry's new meta, catalogue row and name — in transactions of up to :data:`WRITE_CHUNK` items (on a
+        """Drop the dead names (and the catalogue rows and meta of gone inodes) and everything of the
+        ``gone`` entries (excluded now: their meta as read, the name it was indexed under, catalogue rows),
+        then store each still-live entry's new meta, catalogue row and name — in transactions of up to :data:`WRITE_CHUNK` items (on a
         backend with ``max_txn_ops``, etcd's 128 operations per transaction: an eighth of that), a chunk halved
         while the backend refuses it as too large. The items are independent and the journal cursor moves only
         at the pass's end, so a crash between two chunks only makes the next pass write them again. Raises
         FileTooBig for one item over the limit."""
-        items: list = [("dead", x) for x in dead_names] + [("live", x) for x in todo]
+        items: list = (
+            [("dead", x) for x in dead_names]
+            + [("gone", x) for x in gone or []]
+            + [("live", x) for x in todo]
+        )
 
         def write(t: Txn, chunk: list) -> None:
             """The write transaction body of one chunk (see above)."""
@@ -121,6 +141,12 @@ class EntryUpdater:
                     if t.inode(ino) is None:
                         catalogue.forget(t, ino)
                         t.del_meta(ino)
+                    continue
+                if kind == "gone":
+                    ino, old = item
+                    t.del_name(os.fsencode(old.name), ino)
+                    catalogue.forget(t, ino)
+                    t.del_meta(ino)
                     continue
                 ino, m, _d = item
                 if t.inode(ino) is None:

@@ -26,7 +26,11 @@ reconciles them at its first pass) and commits.
 
 Excluded directories (dot-directories such as ``.git/``, paths an ignore file matches:
 :mod:`libraryfs.fs.exclude`, the same decision the view makes) cost nothing: their entries are never hashed
-or summarised and their TOCs never computed; ignored entries are left out of their directory's TOC.
+or summarised and their TOCs never computed; ignored entries are left out of their directory's TOC. Nothing
+derived from an entry (its term-index row, ``names`` row, catalogue rows) outlives its exclusion: an ignore
+file written, edited or removed, or a directory moved, makes the pass walk that subtree and drop what is
+excluded now (meta included, as if excluded from the start) or examine what is included again
+(:meth:`Indexer._rescope`).
 
 It never writes to the journal itself (except by filing inbox entries, which are real moves), so it never
 re-triggers on its own output. Builder (LLM) calls happen outside any transaction. Idle cost: one LMDB read
@@ -44,12 +48,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from libraryfs.daemon.entries import EntryUpdater, PassStopped
-from libraryfs.daemon.filing import InboxFiler
+from libraryfs.daemon.filing import InboxFiler, is_hidden
 from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError, is_disk_full
 from libraryfs.fs import schema as S
-from libraryfs.fs.exclude import Chain, TocExclusion
+from libraryfs.fs.exclude import IGNORE_FILE, Chain, TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.tocwatch import record_rendered
 from libraryfs.hooks import IndexerHook
@@ -145,6 +149,8 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._catalogue = catalogue.Settle()  # when an idle pass re-plans the name catalogue (amortised)
         self._catalogue_unsettled = False  # its pages changed incrementally since its last bulk plan
         self.exclusion = TocExclusion()
+        self._term_scope = termindex.Scope(self.exclusion)  # what the term index may hold: the TOCs' rule
+        self._hid = False  # this pass excluded what was indexed: the subject index is rebuilt at once
         self._chains: dict[int, Chain | None] = {}  # directory ino → what its ancestors say, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
@@ -169,6 +175,83 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         """Whether directory ``dir_ino`` gets no TOC (:mod:`libraryfs.fs.exclude`); cached for one pass."""
         ch = self.exclusion.chain(t, dir_ino, self._chains)
         return ch is not None and ch.place.excluded
+
+    def _entry_excluded(self, t: Txn, parent: int, name: bytes) -> bool:
+        """Whether file ``name`` of directory ``parent`` is left out of its TOC (an excluded directory, a
+        name an ignore file matches: :meth:`TocExclusion.entry_excluded`); cached for one pass."""
+        return self.exclusion.entry_excluded(t, parent, name, False, self._chains)
+
+    def _rescope(
+        self, records: list, dirty_dirs: set[int], dirty_entries: dict[int, tuple[int, bytes]]
+    ) -> set[int]:
+        """Follow the records that can change what is excluded below a directory: an ignore file made,
+        written, renamed or removed (a write to an open one names no directory: its directory is the one
+        :attr:`TocExclusion.files` recorded), or a directory renamed (moved into or out of an ignored or
+        dot path). Walks each such directory's subtree once (O(its inodes) reads; never for other records)
+        and queues what changed side: an entry excluded now that has meta, or included now without a
+        summary, into ``dirty_entries`` (:meth:`_update_entries` then drops or examines it); a directory
+        excluded now that has TOC pages loses them (as if excluded from the start) and its parent is
+        re-rendered; one included now without a TOC into ``dirty_dirs``. Returns every directory and entry
+        walked: the term index syncs them (:mod:`libraryfs.index.termindex` applies the same rule)."""
+        roots: set[int] = set()
+        with self.store.read() as t:
+            for _seq, r in records:
+                if r.name == IGNORE_FILE and r.parent:
+                    roots.add(r.parent)
+                if r.old_name == IGNORE_FILE and r.old_parent:
+                    roots.add(r.old_parent)
+                if r.op == S.OP_WRITE and not r.parent and r.ino in self.exclusion.files:
+                    roots.add(self.exclusion.files[r.ino])
+                if r.op == S.OP_RENAME and (node := t.inode(r.ino)) is not None and node.is_dir:
+                    roots.add(r.ino)
+        if not roots:
+            return set()
+        walked: set[int] = set()
+        drop: list[int] = []
+        with self.store.read() as t:
+            stack = list(roots)
+            while stack:
+                d = stack.pop()
+                node = t.inode(d)
+                if d in walked or node is None or not node.is_dir:
+                    continue
+                chain = self.exclusion.chain(t, d, self._chains)
+                if chain is None:
+                    continue  # detached: nothing to match
+                walked.add(d)
+                if d != S.ROOT_INO:
+                    has_toc = t.toc_page(d, 0) is not None
+                    if chain.place.excluded and has_toc:
+                        drop.append(d)
+                        link = t.dirparent(d)
+                        if link is not None:
+                            dirty_dirs.add(link[0])
+                    elif not chain.place.excluded and not has_toc:
+                        dirty_dirs.add(d)
+                for name, child in t.iter_dir(d):
+                    cn = t.inode(child)
+                    if cn is None:
+                        continue
+                    if cn.is_dir:
+                        stack.append(child)
+                        continue
+                    walked.add(child)
+                    m = t.entry_meta(child)
+                    out = chain.place.excluded or is_hidden(name) or chain.ignored(name, False)
+                    if (m is not None) if out else (m is None or m.summary is None):
+                        dirty_entries[child] = (d, name)
+                self.beat()
+
+        def drop_pages(t: Txn) -> None:
+            """The write transaction body: forget the TOC pages of the directories excluded now."""
+            for d in drop:
+                if t.inode(d) is not None:
+                    t.put_toc_pages(d, [])
+
+        if drop:
+            self.store.run_write(drop_pages)
+            self._hid = True
+        return walked
 
     # ------------------------------------------------------------------------------------------------
     def ask_in_background(self) -> bool:
@@ -289,6 +372,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rep = PassReport()
         self.beat()
         self._terms_behind = True  # until _refresh_terms: a stop from here on may leave rows behind
+        self._hid = False
         self._chains.clear()
         with self.store.read() as t:
             cursor = t.cfg_int(S.CFG_CURSOR)
@@ -300,6 +384,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         dirty_dirs, dirty_entries, dead_names, renamed = _changes(records)
         if full:
             self._add_everything(dirty_dirs, dirty_entries)
+        rescoped = self._rescope(records, dirty_dirs, dirty_entries)  # an ignore file or a path changed
         if refresh:
             entries, sections = self.refresh.take()
             dirty_dirs |= sections
@@ -326,10 +411,12 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
         touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
         if not self._stopping():  # stopping: the next process reconciles both at its first pass
-            # every directory the records name, rendered or not: a directory without a TOC (a dot-directory,
-            # an ignored path) has its row too (termindex.wanted), and no render would bring it in line
-            self._refresh_terms(touched | dirty_dirs, full)
-            self._refresh_subjects(touched, full, rep, upto, rendered)
+            # every directory the records name, rendered or not: one excluded now (a dot-directory, an ignored
+            # path) loses its row (termindex.wanted), and no render would bring it in line; and every inode
+            # below an ignore file or a directory whose path changed (_rescope)
+            self._refresh_terms(touched | dirty_dirs | rescoped, full)
+            # what an ignore file hides now leaves /.subjects/ in this pass, not after the amortised wait
+            self._refresh_subjects(touched, full or self._hid, rep, upto, rendered)
         rep.cursor = upto
         rep.seconds = time.monotonic() - t0
         before = (self.passes, self.last_report)
@@ -480,7 +567,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         pending = self._terms_retry | touched
         try:
             self._terms, fixed = termindex.upkeep(
-                self.store, term_index_path(self.libdir), self._terms, pending, full
+                self.store, term_index_path(self.libdir), self._terms, pending, full, self._term_scope
             )
             self._terms_retry = set()
             self._terms_behind = False

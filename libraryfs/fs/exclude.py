@@ -89,6 +89,9 @@ class TocExclusion:
 
     def __init__(self) -> None:
         self._specs: dict[tuple[int, int, int], pathspec.GitIgnoreSpec | None] = {}
+        #: ignore-file inode → the directory holding it, for every ignore file looked up so far: a write to
+        #: an open ``.gitignore`` is journaled without its name, and the indexer finds its directory here
+        self.files: dict[int, int] = {}
 
     def excluded(self, t: Txn, dir_ino: int, path: bytes | None = None) -> bool:
         """Whether directory ``dir_ino`` (at absolute ``path``, looked up when None) gets no TOC."""
@@ -181,6 +184,19 @@ class TocExclusion:
             parent = memo[child] = None if parent is None else self._extend(t, parent, child, name)
         return memo[dir_ino]
 
+    def entry_excluded(
+        self, t: Txn, parent: int, name: bytes, is_dir: bool, memo: dict[int, Chain | None]
+    ) -> bool:
+        """Whether entry ``name`` of directory ``parent`` (a directory itself when ``is_dir``) is left out of
+        the TOCs, and so of everything derived from the entries (the finder's term index, the ``names``
+        table, the name catalogue): a dot-name, a directory that is excluded, or a name an ignore file
+        matches. A detached ``parent`` (no path) excludes nothing. ``memo`` as for :meth:`chain` (one
+        pass's, or one read transaction's); raises :class:`~libraryfs.errors.Corrupt` as it does."""
+        if name.startswith(b"."):
+            return True
+        ch = self.chain(t, parent, memo)
+        return ch is not None and (ch.place.excluded or ch.ignored(name, is_dir))
+
     def _extend(self, t: Txn, parent: Chain, ino: int, name: bytes) -> Chain:
         """The chain of directory ``ino``, named ``name`` in the directory of chain ``parent``; the same
         verdicts as :meth:`classify` (a dot-path first, then the first excluded ancestor, then the ignore
@@ -204,6 +220,7 @@ class TocExclusion:
         ino = t.lookup(dir_ino, IGNORE_FILE)
         if ino is None:
             return None
+        self.files[ino] = dir_ino
         node = t.inode(ino)
         if node is None or not node.is_reg:
             return None

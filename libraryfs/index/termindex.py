@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from libraryfs.fs import schema as S
+from libraryfs.fs.exclude import Chain, TocExclusion
 from libraryfs.fs.store import Store, Txn
 
 log = logging.getLogger("libraryfs.indexer")
@@ -148,22 +149,53 @@ def _dir_hash(name: str, m: S.SectionMeta | None) -> str:
     return "dir:" + hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def wanted(t: Txn, ino: int) -> tuple[str, str, str] | None:
+class Scope:
+    """Which inodes the index may hold, by the TOCs' rule (:meth:`TocExclusion.entry_excluded`): nothing of
+    an excluded directory (a dot-directory, an ignored path) or of an entry an ignore file matches, so a
+    path hidden with a ``.gitignore`` is not found either. ``exclusion`` (the indexer's, whose ignore-file
+    cache it shares) or a new one; :meth:`read` starts the chains' memo afresh for one read transaction."""
+
+    def __init__(self, exclusion: TocExclusion | None = None) -> None:
+        self.exclusion = exclusion or TocExclusion()
+        self.memo: dict[int, Chain | None] = {}
+
+    def read(self) -> Scope:
+        """Forget the directory chains of an earlier read transaction (the tree may have changed); self."""
+        self.memo = {}
+        return self
+
+    def dir_excluded(self, t: Txn, ino: int) -> bool:
+        """Whether directory ``ino`` is excluded (False when detached: it has no path to match)."""
+        ch = self.exclusion.chain(t, ino, self.memo)
+        return ch is not None and ch.place.excluded
+
+    def entry_excluded(self, t: Txn, parent: int, name: bytes) -> bool:
+        """Whether file or symlink ``name`` of directory ``parent`` is excluded."""
+        return self.exclusion.entry_excluded(t, parent, name, False, self.memo)
+
+
+def wanted(t: Txn, ino: int, scope: Scope | None = None) -> tuple[str, str, str] | None:
     """``(kind, name, hash)`` the index should hold for ``ino`` now, or None when it should hold nothing
-    (a missing inode, the root, an entry the indexer has not examined yet, a symlink)."""
+    (a missing inode, the root, an entry the indexer has not examined yet, a symlink, and — by ``scope``'s
+    rule, a new :class:`Scope` when None — an excluded directory or entry). Raises
+    :class:`~libraryfs.errors.Corrupt` on a ``dirparent`` cycle."""
+    scope = scope or Scope()
     node = t.inode(ino)
     if node is None or ino == S.ROOT_INO:
         return None
     if node.is_dir:
         link = t.dirparent(ino)
-        if link is None:
+        if link is None or scope.dir_excluded(t, ino):
             return None
         name = _text(os.fsdecode(link[1]))
         return "dir", name, _dir_hash(name, t.section_meta(ino))
     from libraryfs.index.outline import OUTLINE_VERSION  # lazy: the outline's parsers are not find's cost
 
     m = t.entry_meta(ino)
-    if m is None or not m.hash or m.link or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
+    if m is None or not m.hash or m.link or not m.parent:
+        return None
+    raw = os.fsencode(m.name)
+    if t.lookup(m.parent, raw) != ino or scope.entry_excluded(t, m.parent, raw):
         return None
     return "entry", _text(m.name), f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
 
@@ -220,18 +252,20 @@ def _write(db: sqlite3.Connection, rows: Iterable[Row], dead: Iterable[int]) -> 
     return n
 
 
-def sync(store: Store, db: sqlite3.Connection, inos: Iterable[int]) -> int:
+def sync(store: Store, db: sqlite3.Connection, inos: Iterable[int], scope: Scope | None = None) -> int:
     """Bring the rows of ``inos`` in line with the store (one LMDB read, one SQLite transaction): rebuild
-    those whose ``hash`` or name differs, delete those that should hold nothing. Returns rows changed."""
+    those whose ``hash`` or name differs, delete those that should hold nothing (:func:`wanted`, by
+    ``scope``'s rule). Returns rows changed."""
     inos = list(dict.fromkeys(inos))
     if not inos:
         return 0
     have = _have(db, inos)
     rows: list[Row] = []
     dead: list[int] = []
+    scope = (scope or Scope()).read()
     with store.read() as t:
         for ino in inos:
-            want = wanted(t, ino)
+            want = wanted(t, ino, scope)
             if want is None:
                 if ino in have:
                     dead.append(ino)
@@ -256,30 +290,46 @@ def _have(db: sqlite3.Connection, inos: list[int] | None = None) -> dict[int, tu
 @dataclass
 class Drift:
     """Differences between the index and the store: rows the index lacks, rows built from another state
-    (stale), rows of inodes that should hold nothing (orphan). Lists of inodes."""
+    (stale), rows of inodes that should hold nothing (orphan), and among those the rows of inodes the TOCs'
+    rule excludes (``excluded``: a directory or entry hidden by a dot-name or an ignore file, which ``find``
+    must not show). Lists of inodes; ``orphan`` and ``excluded`` never share one."""
 
     missing: list[int] = field(default_factory=list)
     stale: list[int] = field(default_factory=list)
     orphan: list[int] = field(default_factory=list)
+    excluded: list[int] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         """Rows out of line."""
-        return len(self.missing) + len(self.stale) + len(self.orphan)
+        return len(self.missing) + len(self.stale) + len(self.orphan) + len(self.excluded)
 
 
-def drift(store: Store, db: sqlite3.Connection) -> Drift:
-    """Compare every row with the store (one LMDB read over all inodes, one scan of ``rows``)."""
+def _excluded(t: Txn, ino: int, scope: Scope) -> bool:
+    """Whether live inode ``ino`` is a directory or an examined entry that ``scope``'s rule excludes."""
+    node = t.inode(ino)
+    if node is None:
+        return False
+    if node.is_dir:
+        return scope.dir_excluded(t, ino)
+    m = t.entry_meta(ino)
+    return m is not None and bool(m.parent) and scope.entry_excluded(t, m.parent, os.fsencode(m.name))
+
+
+def drift(store: Store, db: sqlite3.Connection, scope: Scope | None = None) -> Drift:
+    """Compare every row with the store (one LMDB read over all inodes, one scan of ``rows``); what the
+    index may hold is :func:`wanted` by ``scope``'s rule (a new :class:`Scope` when None)."""
     have = _have(db)
     out = Drift()
+    scope = (scope or Scope()).read()
     with store.read() as t:
         for k, _v in t.kv.range(S.DB_INODES, keys_only=True):
             ino = S.from_u64(k)
-            want = wanted(t, ino)
+            want = wanted(t, ino, scope)
             got = have.pop(ino, None)
             if want is None:
                 if got is not None:
-                    out.orphan.append(ino)
+                    (out.excluded if _excluded(t, ino, scope) else out.orphan).append(ino)
             elif got is None:
                 out.missing.append(ino)
             elif got != want:
@@ -288,13 +338,14 @@ def drift(store: Store, db: sqlite3.Connection) -> Drift:
     return out
 
 
-def reconcile(store: Store, db: sqlite3.Connection) -> Drift:
-    """Find and fix every drifted row (:func:`drift`, then :func:`sync` of those inodes) and clear the
-    :func:`mark_behind` note; returns what it found. Run by the indexer at its first pass (a kill -9 between
-    its two commits, or a predecessor stopped mid-pass) and by ``libraryfs check --repair``."""
-    d = drift(store, db)
+def reconcile(store: Store, db: sqlite3.Connection, scope: Scope | None = None) -> Drift:
+    """Find and fix every drifted row (:func:`drift`, then :func:`sync` of those inodes, by ``scope``'s
+    rule) and clear the :func:`mark_behind` note; returns what it found. Run by the indexer at its first pass
+    (a kill -9 between its two commits, or a predecessor stopped mid-pass) and by ``libraryfs check
+    --repair``."""
+    d = drift(store, db, scope)
     if d.total:
-        sync(store, db, d.missing + d.stale + d.orphan)
+        sync(store, db, d.missing + d.stale + d.orphan + d.excluded, scope)
     if behind(db):
         with db:
             db.execute("DELETE FROM info WHERE k=?", (_BEHIND,))
@@ -320,12 +371,18 @@ def behind(db: sqlite3.Connection) -> bool:
 
 
 def upkeep(
-    store: Store, path: str, db: sqlite3.Connection | None, touched: Iterable[int], full: bool
+    store: Store,
+    path: str,
+    db: sqlite3.Connection | None,
+    touched: Iterable[int],
+    full: bool,
+    scope: Scope | None = None,
 ) -> tuple[sqlite3.Connection, int]:
     """The indexer's step after each pass: :func:`sync` the ``touched`` inodes; when ``db`` is None (this
     process's first pass) open the file, replace it if SQLite cannot read it (:func:`integrity`), and
-    :func:`reconcile` every row, as a ``full`` pass also does. Returns the connection and the rows found
-    out of line (0 after a plain sync)."""
+    :func:`reconcile` every row, as a ``full`` pass also does. ``scope``: what the index may hold (the
+    indexer passes its own, sharing its ignore-file cache). Returns the connection and the rows found out of
+    line (0 after a plain sync)."""
     if db is None:
         opened: sqlite3.Connection | None = None
         try:
@@ -338,8 +395,8 @@ def upkeep(
             opened = recreate(path, opened)
         db, full = opened, True
     if full:
-        return db, reconcile(store, db).total
-    sync(store, db, touched)
+        return db, reconcile(store, db, scope).total
+    sync(store, db, touched, scope)
     return db, 0
 
 
@@ -467,7 +524,8 @@ def known_inodes(path: str) -> list[int]:
 @dataclass
 class Finding:
     """One problem of the term index for ``libraryfs check``: ``code`` ``T1`` (missing, unreadable or
-    damaged file) or ``T2`` (rows out of line with the store), a message, and whether it was repaired."""
+    damaged file), ``T2`` (rows out of line with the store) or ``T3`` (rows of excluded paths: what an
+    ignore file hides would still be found), a message, and whether it was repaired."""
 
     code: str
     message: str
@@ -477,7 +535,7 @@ class Finding:
 def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True) -> list[Finding]:
     """Check the term index at ``path`` against the store: SQLite's and FTS5's integrity checks pass (:func:`integrity`), and — with ``drift_too``, which
     the caller clears while an indexer runs (its rows trail the store by one pass) — no row is missing,
-    stale or orphaned (:func:`drift`) unless the index is noted as trailing the store (:func:`mark_behind`). A missing file is no problem (a library of an earlier release:
+    stale or orphaned (T2) and none is of an excluded path (T3: :func:`drift`, by the TOCs' rule) unless the index is noted as trailing the store (:func:`mark_behind`). A missing file is no problem (a library of an earlier release:
     the indexer's next start builds it); ``repair`` builds it (T1, repaired). A plain check never changes the file's content; ``repair``
     recreates a damaged file and reconciles (the caller holds the indexer's lock)."""
     with store.read() as t:
@@ -515,18 +573,34 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
         d = drift(store, db)
         if not d.total:
             return []
-        first = sorted(d.missing + d.stale + d.orphan)[:8]
-        f = Finding(
-            "T2",
-            f"term index out of line with the store: {len(d.missing)} missing, {len(d.stale)} stale, "
-            f"{len(d.orphan)} orphaned rows (inodes {', '.join(map(str, first))}"
-            f"{' …' if d.total > len(first) else ''})",
-        )
+        found: list[Finding] = []
+        if d.excluded:
+            first = sorted(d.excluded)[:8]
+            found.append(
+                Finding(
+                    "T3",
+                    f"term index holds {len(d.excluded)} rows of excluded paths (an ignore file or a dot-name "
+                    f"hides them; find still shows them) (inodes {', '.join(map(str, first))}"
+                    f"{' …' if len(d.excluded) > len(first) else ''})",
+                )
+            )
+        rest = sorted(d.missing + d.stale + d.orphan)
+        if rest:
+            first = rest[:8]
+            found.append(
+                Finding(
+                    "T2",
+                    f"term index out of line with the store: {len(d.missing)} missing, {len(d.stale)} stale, "
+                    f"{len(d.orphan)} orphaned rows (inodes {', '.join(map(str, first))}"
+                    f"{' …' if len(rest) > len(first) else ''})",
+                )
+            )
         if repair:
             db.close()
             db = connect(path)
             reconcile(store, db)
-            f.repaired = True
-        return [f]
+            for f in found:
+                f.repaired = True
+        return found
     finally:
         db.close()

@@ -192,3 +192,32 @@ def test_mount_says_it_created_a_missing_mountpoint(libdir, tmp_path, run_cli):
         ), r.stdout
     finally:
         run_cli("umount", str(mnt), check_rc=True)
+
+
+def test_an_ignore_file_written_after_indexing_hides_its_paths_from_find(mounted, run_cli):
+    """A ``.gitignore`` added after its directory was indexed took it out of the TOCs at once, but
+    ``libraryfs find`` and ``/.find/`` kept listing the file and the directory, and ``check`` said clean (a
+    user hiding a directory could still find its content). The indexer now drops their term-index rows and
+    names as it does for paths ignored from the start, and brings them back when the ignore file goes."""
+    os.makedirs(mounted.p("gi2/private"))
+    write_file("the token is xylophonequartz\n", mounted.p("gi2/private/t.txt"), "w")
+    mounted.wait_indexed()
+    found = run_cli("find", mounted.libdir, "xylophonequartz", check_rc=True).stdout
+    assert "/gi2/private/t.txt" in found, found
+
+    def shown(term: str) -> list[str]:
+        """What ``libraryfs find`` and ``/.find/TERM/`` show of the private directory."""
+        cli = run_cli("find", mounted.libdir, term).stdout.splitlines()
+        where = mounted.p(f".find/{term}")
+        links = (
+            [os.readlink(os.path.join(where, n)) for n in os.listdir(where)] if os.path.isdir(where) else []
+        )
+        return [p for p in cli + links if "private" in p]
+
+    write_file("private/\n", mounted.p("gi2/.gitignore"), "w")
+    mounted.wait_indexed()
+    for term in ("xylophonequartz", "t.txt", "private"):
+        assert shown(term) == [], term
+    os.unlink(mounted.p("gi2/.gitignore"))
+    mounted.wait_indexed()
+    assert shown("xylophonequartz") and shown("t.txt")

@@ -20,6 +20,7 @@ from helpers.checklogs import assert_logs
 
 from libraryfs.cli.query_cmds import _error_age
 from libraryfs.daemon.indexer import Indexer
+from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
 from libraryfs.index import termindex
@@ -492,3 +493,116 @@ def test_one_file_below_a_chain_of_sections_comes_first(tmp_path):
     assert found.paths[0] == b"/deep/a/b/c/d/e/f/g/h/i/j/z.txt", found.paths
     assert found.paths[1] == b"/deep/a/b/c/d/e/f/g/h/i/j" and found.cut and found.total == 12
     st.close()
+
+
+def _hidden_state(st: Store, ino: int) -> dict:
+    """What the store and the term index keep of entry ``ino`` that ``find`` and ``/.catalogue/`` show."""
+    from libraryfs.index import catalogue
+
+    db = termindex.connect(term_index_path(st.libdir), readonly=True)
+    try:
+        row = db.execute("SELECT 1 FROM rows WHERE ino=?", (ino,)).fetchone() is not None
+    finally:
+        db.close()
+    with st.read() as t:
+        prefix = catalogue.OWNER + S.u64(ino)
+        return {
+            "row": row,
+            "meta": t.entry_meta(ino) is not None,
+            "name": any(i == ino for i, _p, _n in t.iter_names(b"t.py")),
+            "catalogue": any(True for _ in t.kv.prefix(catalogue.TABLE, prefix, keys_only=True)),
+        }
+
+
+def _in_subjects(st: Store, word: bytes) -> bool:
+    """Whether a page of the subject index (``/.subjects/``) holds ``word``."""
+    with st.read() as t:
+        pages = (t.toc_page(S.SUBJECTS_INO, k) for k in range(64))
+        return any(word in p for p in pages if p is not None)
+
+
+def test_an_ignore_file_added_later_hides_what_was_indexed_and_its_removal_brings_it_back(tmp_path):
+    """A ``.gitignore`` written after its paths were indexed: the next pass drops their term-index rows,
+    names, catalogue rows and meta, as for paths ignored from the start (before, the TOCs left them out at
+    once but ``find`` and ``/.find/`` kept returning them and ``check`` said clean: user trial). Removing it,
+    a write to the open ignore file (journaled without its name), moving a directory under an ignored path
+    and renaming one to a dot-name all follow the same rule, with no full pass."""
+    d, st, tree = library(tmp_path)
+    tree.write_bytes("gi2/private/t.py", b'def secretdef():\n    """the token is xylophonequartz"""\n')
+    tree.write_bytes("gi2/open.md", b"# Open\n\nnothing private here\n")
+    tree.write_bytes("elsewhere/moved/m.md", b"# Moved\n\nthe word is marimbaquartz\n")
+    idx = Indexer(str(d), store=st)
+    idx.run_once(full=True)
+    with st.read() as t:
+        gi2 = t.lookup(1, b"gi2")
+        private = t.lookup(gi2, b"private")
+        secret = t.lookup(private, b"t.py")
+    assert ranked(st, "xylophonequartz").paths[0] == b"/gi2/private/t.py"
+    assert ranked(st, "t.py").paths == [b"/gi2/private/t.py"]
+    assert _hidden_state(st, secret) == {"row": True, "meta": True, "name": True, "catalogue": True}
+    assert _in_subjects(st, b"xylophonequartz")
+    db = termindex.connect(term_index_path(str(d)))
+
+    tree.write_bytes("gi2/.gitignore", b"private/\n")
+    idx.run_once()
+    for term in ("xylophonequartz", "t.py", "secretdef", "private"):
+        assert not [p for p in ranked(st, term, 100).paths if b"private" in p], term
+    assert _hidden_state(st, secret) == {"row": False, "meta": False, "name": False, "catalogue": False}
+    assert not _in_subjects(st, b"xylophonequartz")  # rebuilt in the same pass
+    with st.read() as t:
+        assert t.toc_page(private, 0) is None and b"(private/" not in t.toc_page(gi2, 0)
+    assert termindex.drift(st, db).total == 0
+
+    tree.remove("gi2/.gitignore")  # included again: examined afresh, its TOC rendered
+    idx.run_once()
+    assert ranked(st, "xylophonequartz").paths[0] == b"/gi2/private/t.py"
+    assert _hidden_state(st, secret) == {"row": True, "meta": True, "name": True, "catalogue": True}
+    with st.read() as t:
+        assert t.toc_page(private, 0) is not None and b"(private/" in t.toc_page(gi2, 0)
+    assert termindex.drift(st, db).total == 0
+
+    tree.write_bytes("gi2/.gitignore", b"# nothing yet\n")
+    idx.run_once()
+    tree.append_bytes("gi2/.gitignore", b"*.py\n")  # a write naming no directory
+    idx.run_once()
+    assert ranked(st, "xylophonequartz").paths == [] and ranked(st, "secretdef").paths == []
+    assert _hidden_state(st, secret)["meta"] is False
+    assert ranked(st, "nothing private").paths[0] == b"/gi2/open.md"
+    tree.remove("gi2/.gitignore")
+    idx.run_once()
+    assert ranked(st, "secretdef").paths[0] == b"/gi2/private/t.py"
+
+    tree.write_bytes("gi2/.gitignore", b"private/\n")
+    tree.rename("elsewhere/moved", "gi2/private/moved")  # moved under an ignored path
+    idx.run_once()
+    assert ranked(st, "marimbaquartz").paths == []
+    tree.rename("gi2/private/moved", "elsewhere/.moved")  # out of it, to a dot-name
+    idx.run_once()
+    assert ranked(st, "marimbaquartz").paths == []
+    tree.rename("elsewhere/.moved", "elsewhere/moved")
+    idx.run_once()
+    assert ranked(st, "marimbaquartz").paths[0] == b"/elsewhere/moved/m.md"
+    assert termindex.drift(st, db).total == 0
+    db.close()
+    st.close()
+
+
+def test_check_reports_and_repairs_rows_of_excluded_paths(tmp_path, run_cli):
+    """An excluded path that still has term-index rows (the indexer has not taken in a new ignore file, or
+    an earlier release kept them) is ``T3``; ``check --repair`` drops the rows, and so does a full
+    reconcile (the indexer's first pass)."""
+    d, st, tree = library(tmp_path)
+    tree.write_bytes("gi2/private/t.py", b"the token is xylophonequartz\n")
+    Indexer(str(d), store=st).run_once(full=True)
+    tree.write_bytes("gi2/.gitignore", b"private/\n")  # no pass since
+    st.close()
+    r = run_cli("check", str(d), "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    problems = json.loads(r.stdout)["problems"]
+    assert [p["code"] for p in problems] == ["T3"], problems
+    assert "term index holds 2 rows of excluded paths" in problems[0]["message"]
+    r = run_cli("check", str(d), "--repair")
+    assert r.returncode == 0 and "T3" in r.stdout and "(repaired)" in r.stdout, r.stdout + r.stderr
+    assert run_cli("check", str(d)).stdout.splitlines()[-1] == "clean"
+    r = run_cli("find", str(d), "xylophonequartz")
+    assert "private" not in r.stdout, r.stdout  # /gi2 until a pass renders it again (its profile words)
