@@ -406,7 +406,10 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
         return
     if not found.matches:
         shown = term if len(term) <= TERM_SHOWN_MAX else term[: TERM_SHOWN_MAX - 1] + "…"
-        raise click.ClickException(f"no match for '{display_path(os.fsencode(shown))}'")  # bytes as \xNN
+        behind = f" ({_behind_note(found.behind)[1:-1]})" if found.behind else ""
+        raise click.ClickException(
+            f"no match for '{display_path(os.fsencode(shown))}'{behind}"
+        )  # bytes as \xNN
     if null:
         out = click.get_binary_stream("stdout")
         for m in found.matches:
@@ -416,6 +419,8 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
             click.echo(display_path(prefix + m.path) + ("/" if m.kind == "dir" else ""))
     if found.cut:
         click.echo(f"({len(found.matches)} of {found.total} matches shown; --limit N shows more)", err=True)
+    if found.behind:
+        click.echo(_behind_note(found.behind), err=True)
     if not prefix:  # "/notes/a.md" reads as a path of this machine's root
         click.echo(
             f"(not mounted: the paths are inside the library; `libraryfs mount {libdir} DIR` opens them)",
@@ -424,6 +429,14 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
 
 
 TERM_SHOWN_MAX = 80  #: characters of a search term an error message repeats
+
+
+def _behind_note(n: int) -> str:
+    """The note of a search whose term index trails the store by ``n`` entries (its writes failed)."""
+    return (
+        f"(the term index is behind by {count(n, 'entry')}: its last write failed, see `libraryfs status`; "
+        "names and summaries were searched too)"
+    )
 
 
 def _mountpoint_for_paths(libdir: str) -> str:
@@ -454,7 +467,7 @@ def _find(libdir: str, term: str, limit: int, find_ranked: Callable[..., Found])
 
 
 def _found_json(found: Found, term: str, prefix: bytes) -> dict:
-    """``--json`` of ``libraryfs find``: the term, ``total``, ``shown``, ``cut`` and the matches (rank
+    """``--json`` of ``libraryfs find``: the term, ``total``, ``shown``, ``cut``, ``index_behind`` and the matches (rank
     from 1, path, kind, how it matched, bm25 score). Text is valid Unicode: bytes that are not UTF-8 are
     escaped ``\\xNN`` (as the TOCs show them), and such a match also carries its exact bytes as
     ``path_hex`` (``os.fsdecode``'s lone surrogates are rejected by strict JSON parsers)."""
@@ -478,6 +491,7 @@ def _found_json(found: Found, term: str, prefix: bytes) -> dict:
         "total": found.total,
         "shown": len(found.matches),
         "cut": found.cut,
+        "index_behind": found.behind,  # entries the term index trails the store by (0: in line)
         "matches": [match(k, m) for k, m in enumerate(found.matches, start=1)],
     }
 

@@ -673,6 +673,9 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             "last_error": self.last_error,
             "last_error_time": self.last_error_time,
             "passes_since_error": self.passes_since_error,
+            # inodes whose term-index rows a failed write left out (a full disk): the finder adds the store's
+            # own scan while this is not 0 (libraryfs.index.find.find_ranked)
+            "terms_pending": len(self._terms_retry),
             "builder": builder_status,
             "llm_refresh": self.refresh.status(),
             "toc_max_tokens": self.max_tokens,

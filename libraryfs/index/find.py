@@ -96,6 +96,9 @@ class Found:
 
     matches: list[Match] = field(default_factory=list)
     total: int = 0
+    #: entries the term index is behind by (its last write failed, e.g. a full disk; the indexer's status
+    #: record ``terms_pending``): the store's own scan was added, and callers say so
+    behind: int = 0
 
     @property
     def cut(self) -> bool:
@@ -112,17 +115,34 @@ def find_ranked(t: Txn, db: sqlite3.Connection | None, term: bytes | str, limit:
     """Ranked matches of ``term``: exact file names (the ``names`` table), then the term index's hits
     (:func:`libraryfs.index.termindex.search`) whose inode is still where the store says; without ``db``,
     or when SQLite cannot read it (``sqlite3.Error``: a damaged index, which ``libraryfs check`` reports),
-    the fallback order of :func:`find` (its total is what it found). Every caller — ``/.find/``, the CLI,
+    the fallback order of :func:`find` (its total is what it found); while the indexer says the index is
+    behind the store (a write failed: a full disk), the fallback's matches after the index's
+    (:attr:`Found.behind`). Every caller — ``/.find/``, the CLI,
     MCP — gets the same answer for the same store and index."""
     if isinstance(term, bytes):
         term = os.fsdecode(term)
     if db is not None:
         try:
-            return _ranked(t, db, term, limit)
+            found = _ranked(t, db, term, limit)
         except sqlite3.Error:
             pass
+        else:
+            behind = int(t.cfg_json(S.CFG_INDEXER_STATUS).get("terms_pending") or 0)
+            if behind:  # rows the indexer could not write (a full disk): what the store says is added
+                _add_fallback(t, found, term, limit)
+                found.behind = behind
+            return found
     paths = find(t, term, limit + 1)
     return Found([Match(p, "entry", "fallback") for p in paths[:limit]], len(paths))
+
+
+def _add_fallback(t: Txn, found: Found, term: str, limit: int) -> None:
+    """Append to ``found`` the store scan's matches (:func:`find`: names and summaries) it does not list, up
+    to ``limit``, and count them in its total: the term index trails the store."""
+    have = set(found.paths)
+    extra = [p for p in find(t, term, limit + len(have) + 1) if p not in have]
+    found.total += len(extra)
+    found.matches += [Match(p, "entry", "fallback") for p in extra[: max(0, limit - len(found.matches))]]
 
 
 def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
