@@ -99,6 +99,9 @@ def worker(op: str, d: str, n: int, size_bytes: int) -> float:
 
 def main(argv: list[str]) -> int:
     """Dispatch one command (see the module docstring); prints ``{"seconds": …}``."""
+    if len(argv) != 5 or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     cmd, op, path, a, b = argv[0], argv[1], argv[2], int(argv[3]), int(argv[4])
     if cmd == "files":
         s = files(op, path, a, b)

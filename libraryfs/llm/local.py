@@ -159,6 +159,8 @@ class LocalModel:
     log_path: str  #: the server's stdout and stderr
     n_ctx: int
     threads: int
+    #: the log is a temporary file :func:`start` made (no ``log_path`` given): :meth:`stop` removes it
+    owns_log: bool = False
 
     @property
     def pid(self) -> int:
@@ -197,6 +199,9 @@ class LocalModel:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.owns_log:  # a temporary file of ours: nothing else reads it once the server is gone
+            with contextlib.suppress(OSError):
+                os.unlink(self.log_path)
         return self.process.returncode
 
     def log_tail(self, n_lines: int = 20) -> str:
@@ -288,6 +293,7 @@ def start(
     answer within ``ready_timeout_s`` seconds (the message ends with the log's last line).
     """
     gguf = check_installed()
+    owns_log = log_path is None
     if log_path is None:
         fd, log_path = tempfile.mkstemp(prefix="libraryfs-local-llm.", suffix=".log")
         os.close(fd)
@@ -296,6 +302,7 @@ def start(
         p = port or free_port(host)
         proc = _spawn(gguf, host, p, n_ctx, threads, log_path, verbose, detach)
         server = LocalModel(f"http://{host}:{p}/v1", MODEL_NAME, p, proc, log_path, n_ctx, threads)
+        server.owns_log = owns_log and not detach  # a detached server outlives this process: its log stays
         deadline = time.monotonic() + ready_timeout_s
         delay_s = 0.05
         while proc.poll() is None and time.monotonic() < deadline:
@@ -306,6 +313,7 @@ def start(
         tail = server.log_tail(5)
         last = tail.splitlines()[-1] if tail else ""
         if proc.poll() is None:
+            server.owns_log = False  # the message names the log: it stays
             server.stop()
             raise LocalModelError(
                 f"the local model server did not answer within {ready_timeout_s:g} s "

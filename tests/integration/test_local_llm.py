@@ -255,3 +255,23 @@ def test_a_killed_caller_leaves_no_server_behind(tmp_path):
             caller.kill()
             caller.wait()
         caller.stdout.close()
+
+
+def test_a_temporary_log_is_removed_when_the_server_stops(tmp_path):
+    """``local.start()`` without ``log_path`` writes the server's output to a temporary file; it was left in
+    /tmp after every run (the benchmark smoke run found two). :meth:`LocalModel.stop` now removes a log it
+    made; one the caller named stays."""
+    try:
+        local.check_installed()
+    except local.LocalModelError as e:
+        unavailable(str(e))
+    m = local.start(n_ctx=2048)
+    try:
+        assert m.owns_log and os.path.exists(m.log_path)
+    finally:
+        m.stop()
+    assert not os.path.exists(m.log_path)
+    named = tmp_path / "server.log"
+    m = local.start(n_ctx=2048, log_path=str(named))
+    m.stop()
+    assert not m.owns_log and named.exists()

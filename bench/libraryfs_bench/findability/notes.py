@@ -150,9 +150,9 @@ def notes_queries(notes: list[Note]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     """``python -m libraryfs_bench.findability.notes DEST``: write the notes and their queries."""
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
+    if len(args) != 1 or args[0] in ("-h", "--help"):
         print("usage: python -m libraryfs_bench.findability.notes DEST", file=sys.stderr)
-        return 2
+        return 0 if args and args[0] in ("-h", "--help") else 2
     notes = faq_notes()
     write_notes(os.path.join(args[0], SECTION), notes)
     with open(os.path.join(args[0], "queries.jsonl"), "w", encoding="utf-8") as f:

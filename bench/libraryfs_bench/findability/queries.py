@@ -246,6 +246,11 @@ def load_queries(path: str) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     """Regenerate ``data/<corpus>.jsonl`` for the corpora named (default: all)."""
     names = (argv if argv is not None else sys.argv[1:]) or list(BUILDERS)
+    if names[0] in ("-h", "--help") or not set(names) <= set(BUILDERS):
+        print(
+            f"usage: python -m libraryfs_bench.findability.queries [{' | '.join(BUILDERS)} …]\n{main.__doc__}"
+        )
+        return 0 if names[0] in ("-h", "--help") else 2
     os.makedirs(DATA_DIR, exist_ok=True)
     for name in names:
         qs = BUILDERS[name]()

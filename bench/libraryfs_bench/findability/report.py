@@ -188,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     args = argv if argv is not None else sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(main.__doc__)
+        return 0 if args else 2
     with open(args[0]) as f:
         doc = json.load(f)
     for split in args[1:] or ["heldout", "dev"]:
