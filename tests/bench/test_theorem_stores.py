@@ -135,3 +135,13 @@ def test_gcide_sentence():
     )
     assert first_definition_sentence(entry) == "A small species of agouti (Dasyprocta acouchy)."
     assert first_definition_sentence("Xyz, n. [L.]\n  Hi.\n") is None
+
+
+def test_the_side_by_side_table_says_when_a_cell_was_not_run():
+    """A paper cell this run did not measure printed accuracy 0.00 on our side (read as "every trial
+    wrong"); it now prints "—", like its reads."""
+    from libraryfs_bench.theorem.compare import format_side_by_side
+
+    table = format_side_by_side(side_by_side(PAPER, []))
+    rows = table.splitlines()[2:]
+    assert rows and all(row.split("|")[1].split()[:3] == ["—", "—", "—"] for row in rows), rows[:3]

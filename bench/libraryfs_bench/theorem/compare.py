@@ -243,9 +243,10 @@ def format_side_by_side(cells: list[dict]) -> str:
         pr = f"{_fmt(p['reads_median'])} ({p['reads_mean']:.1f})"
         orr = f"{_fmt(o.get('reads_median'))} ({o['reads_mean']:.1f})" if o else "—"
         fe = f"{c['flat_reads_equal'][0]}/{c['flat_reads_equal'][1]}" if c["flat_reads_equal"] else ""
+        acc = f"{o['accuracy']:.2f}" if o.get("accuracy") is not None else "—"  # a cell not run has none
         lines.append(
             f"{c['model']:12} {c['content']:12} {c['condition']:18} {c['n']:>5} {p['trials']:>6}  {pr:>14} "
             f"{p['accuracy']:>5.2f} {_fmt(p['tokens_median']):>9}  |  {orr:>14} "
-            f"{(o.get('accuracy') if o else 0) or 0:>5.2f} {_fmt(o.get('tokens_median')):>9}  {fe:>16}"
+            f"{acc:>5} {_fmt(o.get('tokens_median')):>9}  {fe:>16}"
         )
     return "\n".join(lines)
