@@ -124,7 +124,24 @@ def status_facts(libdir: str) -> dict:
             state = "unknown"
         out["stale_mount"] = {"mountpoint": mp, "pid": last_mount.get("pid"), "state": state}
     out["run"] = read_run(libdir)
+    out["config_error"] = _config_error(libdir)
     return out
+
+
+def _config_error(libdir: str) -> str | None:
+    """What is wrong with ``<libdir>/config.toml`` (every table: a bad value stops the mount or the indexer
+    at their start, which ``status`` should say before then), else None."""
+    from libraryfs.layout import config_path
+
+    if not os.path.lexists(config_path(libdir)):  # most libraries: nothing to check, nothing imported
+        return None
+    from libraryfs.settings import TABLES, SettingsError, load_settings
+
+    try:
+        load_settings(libdir, tables=TABLES)
+    except SettingsError as e:
+        return str(e)
+    return None
 
 
 def indexer_state(out: dict) -> str | None:
@@ -176,10 +193,13 @@ def _indexer_line(out: dict) -> str:
     # stopped on purpose (a user's SIGTERM), ended while starting, or killed again and again until the mount
     # gave up restarting it (daemon.indexwatch)
     run, idx = out.get("run") or {}, out.get("indexer") or {}
+    mine = run.get("indexer_pid")  # the mount's last indexer; the record may be an earlier one's
     if run.get("indexer_gave_up"):
         why = f"; the mount stopped restarting it after {run['indexer_gave_up']}"
-    elif idx.get("state") == "stopped":
+    elif idx.get("state") == "stopped" and (mine is None or idx.get("pid") == mine):
         why = f"; it stopped when asked (pid {idx.get('pid')})"
+    elif mine is not None and idx.get("pid") != mine:
+        why = f"; it (pid {mine}) ended while starting"
     else:
         why = ""
     log = os.path.join(state_dir(out["library"]), LOGS_DIR, "indexer.log")  # log_path would create logs/
@@ -197,6 +217,8 @@ def _print_status(out: dict) -> None:
     """The human-readable ``libraryfs status`` of :func:`status_facts`' dict."""
     m, idx = out["mount"], out["indexer"] or {}
     click.echo(f"library     {out['library']}")
+    if out.get("config_error"):
+        click.echo(f"config      error: {out['config_error']}")
     if out["mounted"]:
         unit = f", unit {m['systemd_unit']}" if m.get("systemd_unit") else ""
         ro = ", read-only" if m.get("read_only") else ""
@@ -351,7 +373,8 @@ def _error_age(idx: dict) -> str:
     at, since = idx.get("last_error_time"), idx.get("passes_since_error")
     if at is None:
         return ""
-    later = f"; {count(since, 'pass')} committed since" if since else "; no pass committed since"
+    # 0: the last pass met it (passes go on committing; a derived index's error recurs at each until fixed)
+    later = f"; {count(since, 'pass')} committed since" if since else "; at the last pass"
     return f" ({_duration(max(0.0, time.time() - at))} ago{later})"
 
 

@@ -208,6 +208,10 @@ def start(
     # inbox through the same mountpoint, which is live again; one shutting down is waited for, then
     # replaced. Otherwise its lock is taken now, before the mount answers, and handed to the indexer: no
     # reader sees "not running" while it starts up.
+    if (
+        indexer and not read_only
+    ):  # the indexer's settings too: a bad one must fail the mount, not the indexer
+        _check_indexer_settings(libdir)  # after `mount` said it was mounted (issue 14: one line, non-zero)
     running, lock_fd = _claim_indexer(libdir, timeout_s) if indexer and not read_only else (None, None)
     try:
         try:
@@ -229,6 +233,15 @@ def start(
             os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     write_run(libdir, info)
     return {**info, "created_mountpoint": created}
+
+
+def _check_indexer_settings(libdir: str) -> None:
+    """Load the settings the indexer will load (``[mount]``, ``[index]``, ``[log]``, ``[llm]``) and raise
+    their :class:`~libraryfs.settings.SettingsError` now: `mount` said "mounted" and the indexer then died
+    on ``[llm] base_url = 5``."""
+    from libraryfs.settings import PROCESS_TABLES, load_settings
+
+    load_settings(libdir, tables=(*PROCESS_TABLES, "llm"))
 
 
 def _claim_indexer(libdir: str, timeout_s: float = 20.0) -> tuple[int | None, int | None]:
@@ -475,6 +488,7 @@ def run_foreground(
     read_only = bool((overrides or {}).get("mount.read_only"))
     child = adopted = None
     if indexer and not read_only:
+        _check_indexer_settings(libdir)
         running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
         try:
             pid = running or start_indexer(libdir, mountpoint, llm=llm, lock_fd=lock_fd)

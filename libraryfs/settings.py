@@ -80,6 +80,25 @@ from libraryfs.settings_spec import coerce as coerce
 from libraryfs.settings_spec import env_var as env_var
 from libraryfs.settings_spec import parse_levels as parse_levels
 
+#: a ``config.toml`` larger than this is refused (a settings file is a few hundred bytes; a symlink to
+#: ``/dev/zero`` or a log file is not one)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _check_config_file(path: str) -> None:
+    """Refuse a ``config.toml`` that is not a regular file (a FIFO would block the reader forever, a device
+    never ends) or is over :data:`MAX_CONFIG_BYTES`: :class:`SettingsError`. ``FileNotFoundError`` when
+    there is none; ``OSError`` when it cannot be looked at."""
+    import stat
+
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "Is a directory", path)
+    if not stat.S_ISREG(st.st_mode):
+        raise SettingsError(f"{path}: not a regular file")
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise SettingsError(f"{path}: {st.st_size:,} bytes is too large for a settings file")
+
 
 def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[str, Any], list[str]]:
     """The settings of ``tables`` in a TOML file as ``{dotted key: raw value}``, and the ignored keys.
@@ -92,6 +111,7 @@ def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[
     if path is None:
         return {}, []
     try:
+        _check_config_file(path)
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:

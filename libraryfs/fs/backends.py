@@ -10,6 +10,7 @@ store on what it returns. The etcd client is imported only for a library that na
 from __future__ import annotations
 
 import os
+import stat
 
 from libraryfs.errors import Exists, InvalidArgument, LibraryMissing
 from libraryfs.fs import lmdb_backend
@@ -32,12 +33,17 @@ def _store_table(libdir: str | os.PathLike[str]) -> tuple[str, dict | None]:
 
     path = config_path(os.fspath(libdir))
     try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO blocks a reader, a device never ends
+            raise InvalidArgument(f"{path}: not a regular file")
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read((1 << 20) + 1)
     except FileNotFoundError:  # most libraries: no TOML parser imported (every command opens the store)
         return path, None
     except OSError as e:
         raise InvalidArgument(f"{path}: cannot be read: {e.strerror or e}") from None
+    if len(raw) > 1 << 20:
+        raise InvalidArgument(f"{path}: over 1 MiB is too large for a settings file")
     import tomllib
 
     try:

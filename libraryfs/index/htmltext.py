@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 #: its "related" bar and its sidebar with ``role="navigation"``)
 _CHROME_TAGS = frozenset({"nav", "header", "footer", "aside"})
 _CHROME_ROLES = frozenset({"navigation", "search", "banner", "contentinfo", "complementary"})
+#: classes of elements that are chrome too: a heading's or definition's permalink (Sphinx ``headerlink``)
+_CHROME_CLASSES = frozenset({"headerlink"})
 #: permalink marks a documentation generator appends to headings (Sphinx ``¶``, MkDocs ``🔗``; not ``#``:
 #: a heading may end with one, "C#")
 _PERMALINK = "¶🔗 \t"
@@ -59,7 +61,12 @@ class _HtmlScan(HTMLParser):
         if self._chrome is not None:
             self._chrome_depth += tag == self._chrome
             return
-        if tag in _CHROME_TAGS or (dict(attrs).get("role") or "").lower() in _CHROME_ROLES:
+        a = dict(attrs)
+        if (
+            tag in _CHROME_TAGS
+            or (a.get("role") or "").lower() in _CHROME_ROLES
+            or not _CHROME_CLASSES.isdisjoint((a.get("class") or "").split())
+        ):
             self._end_text()
             self._chrome, self._chrome_depth = tag, 1
             return

@@ -259,6 +259,14 @@ def test_an_indexer_stopped_as_it_starts_is_not_restarted(libdir, tmp_path):
         from libraryfs.layout import indexer_pid
 
         assert indexer_pid(m.libdir) is None
+        # status names this indexer's end, never an earlier indexer's (the record may be another pid's)
+        r = subprocess.run(
+            [sys.executable, "-m", "libraryfs.cli.main", "status", m.libdir], capture_output=True, text=True
+        )
+        line = next(ln for ln in r.stdout.splitlines() if ln.startswith("indexer "))
+        assert (
+            f"it (pid {first}) ended while starting" in line or f"stopped when asked (pid {first})" in line
+        ), line
 
 
 def test_an_unmount_by_the_systems_tools_stops_the_indexer(mounted):

@@ -113,7 +113,8 @@ def test_help_imports_no_command_module_and_shows_the_commands_own_help():
 #: Modules no query command may import: numpy (through rank_bm25), the bpe_openai package's __init__ (it
 #: decodes three vocabularies: only its extension module is loaded), the outline's parsers, the LLM package,
 #: importlib.metadata (reading every distribution's entry points: ~50 ms of CPU).
-#: Nor the settings table and its TOML parser (only commands taking setting flags need them), nor the modules
+#: Nor the settings table and its TOML parser (only commands taking setting flags need them, and ``status``
+#: when the library has a ``config.toml`` to check), nor the modules
 #: the store's read path no longer imports (socket, subprocess, shutil: a few ms each in every process).
 _NOT_FOR_QUERIES = (
     "libraryfs.settings",

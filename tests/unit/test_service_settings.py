@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 
 import pytest
 
@@ -105,22 +107,27 @@ def test_bad_file_values_name_the_setting_and_file(tmp_path, text, words):
     assert "\n" not in str(e.value).strip() or text == "[mount\n"
 
 
-@pytest.mark.parametrize("what", ["latin-1", "directory"])
+@pytest.mark.parametrize("what", ["latin-1", "directory", "fifo", "device"])
 def test_an_unreadable_config_file_is_one_line_naming_it(tmp_path, what, run_cli):
     """A ``config.toml`` that is not UTF-8, or is a directory: ``config show``, ``status``, ``check`` and
-    ``find`` printed a Python traceback (UnicodeDecodeError); ``mount`` said only the exception's name."""
+    ``find`` printed a Python traceback (UnicodeDecodeError); ``mount`` said only the exception's name. A FIFO
+    there, or a symlink to ``/dev/zero``, made ``status`` and ``config show`` hang."""
     path = tmp_path / "lib" / "config.toml"
     assert run_cli("init", str(tmp_path / "lib")).returncode == 0
     if path.exists():
         path.unlink()
     if what == "directory":
         path.mkdir()
+    elif what == "fifo":  # a reader blocked forever on open()
+        os.mkfifo(path)
+    elif what == "device":  # a read that never ends
+        path.symlink_to("/dev/zero")
     else:
         path.write_bytes(b"\xff\xfe [mount]\nread_only = true\n")
     with pytest.raises(SettingsError, match="config.toml"):
         load_settings(str(tmp_path / "lib"), environ={})
-    for args in (["config", "show", "--library"], ["status"], ["check"], ["find"]):
-        r = run_cli(*args, str(tmp_path / "lib"), *(["x"] if args == ["find"] else []))
+    for args in (["config", "show", "--library"], ["status"], ["check"], ["find"], ["index"]):
+        r = run_cli(*args, str(tmp_path / "lib"), *(["x"] if args == ["find"] else []), timeout=60)
         assert r.returncode != 0 and "Traceback" not in r.stderr, (args, r.stderr)
         assert str(path) in r.stderr and len(r.stderr.strip().splitlines()) == 1, (args, r.stderr)
 
@@ -183,3 +190,22 @@ def test_configure_logging_sets_and_resets_per_logger_levels(tmp_path):
         root.setLevel(saved[0])
         logging.getLogger("libraryfs.test_a").setLevel(logging.NOTSET)
         logging.getLogger("libraryfs.test_b").setLevel(logging.NOTSET)
+
+
+@pytest.mark.parametrize("text", ["[bogus]\nx = 1\n", "[llm]\nbase_url = 5\n", "[mount]\nthreads = -1\n"])
+def test_status_says_what_is_wrong_with_the_config_and_mount_refuses_it(tmp_path, text, run_cli):
+    """A bad value in a table a command does not itself read: ``status`` said nothing about it (rc 0, as if
+    all were well), and ``mount`` said "mounted" while its indexer died on ``[llm] base_url = 5``. Now
+    ``status`` has a ``config`` line (and ``config_error`` in ``--json``) and ``mount`` fails with the one
+    line before mounting anything."""
+    lib = tmp_path / "lib"
+    assert run_cli("init", str(lib)).returncode == 0
+    (lib / "config.toml").write_text(text)
+    st = json.loads(run_cli("status", str(lib), "--json").stdout)
+    assert st["config_error"] and "config.toml" in st["config_error"], st
+    human = run_cli("status", str(lib)).stdout
+    assert "config      error: " in human, human
+    r = run_cli("mount", str(lib), str(tmp_path / "mnt"), timeout=60)
+    assert r.returncode != 0 and "config.toml" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    with open("/proc/mounts") as f:
+        assert "libraryfs:" + str(lib) not in f.read()
