@@ -31,7 +31,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from libraryfs.fs import schema as S
@@ -545,10 +545,16 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
             return []
         f = Finding("T1", f"term index {path} is missing")
         if repair:
-            fresh = connect(path)
-            reconcile(store, fresh)
-            fresh.close()
-            f.repaired = True
+
+            def build() -> None:
+                """Create the missing file and fill it from the store."""
+                fresh = connect(path)
+                try:
+                    reconcile(store, fresh)
+                finally:
+                    fresh.close()
+
+            _repair([f], build)
         return [f]
     db: sqlite3.Connection | None = None
     try:
@@ -560,9 +566,14 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
     if bad:
         f = Finding("T1", f"term index {path} is damaged: {bad}")
         if repair:
-            db = recreate(path, db)
-            reconcile(store, db)
-            f.repaired = True
+
+            def rebuild() -> None:
+                """Recreate the damaged file and fill it from the store."""
+                nonlocal db
+                db = recreate(path, db)
+                reconcile(store, db)
+
+            _repair([f], rebuild)
         if db is not None:
             db.close()
         return [f]
@@ -596,11 +607,29 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
                 )
             )
         if repair:
-            db.close()
-            db = connect(path)
-            reconcile(store, db)
-            for f in found:
-                f.repaired = True
+
+            def fix() -> None:
+                """Reopen the file read-write and bring every row in line with the store."""
+                nonlocal db
+                db.close()
+                db = connect(path)
+                reconcile(store, db)
+
+            _repair(found, fix)
         return found
     finally:
         db.close()
+
+
+def _repair(findings: list[Finding], fn: Callable[[], None]) -> None:
+    """Run the repair ``fn`` of ``findings``: each is then repaired, or — when SQLite cannot write (a full
+    disk: ``database or disk is full``, a read-only file) — says why it was not (``check --repair`` printed a
+    traceback), and the check's exit status says it is not repaired."""
+    try:
+        fn()
+    except sqlite3.Error as e:
+        for f in findings:
+            f.message += f"; not repaired: {e} (free space, then run `libraryfs check --repair` again)"
+        return
+    for f in findings:
+        f.repaired = True

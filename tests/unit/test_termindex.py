@@ -618,3 +618,34 @@ def test_check_reports_and_repairs_rows_of_excluded_paths(tmp_path, run_cli):
     assert run_cli("check", str(d)).stdout.splitlines()[-1] == "clean"
     r = run_cli("find", str(d), "xylophonequartz")
     assert "private" not in r.stdout, r.stdout  # /gi2 until a pass renders it again (its profile words)
+
+
+_REPAIR_FULL = """
+import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
+limit = int(sys.argv[2])  # bytes any file may reach: the new term index cannot be written
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from libraryfs.cli.main import main
+sys.argv = ["libraryfs", "check", "--repair", sys.argv[1]]
+main()
+"""
+
+
+def test_check_repair_on_a_full_disk_says_what_it_could_not_repair(tmp_path):
+    """`check --repair` of a library whose disk is full printed a Python traceback
+    (``sqlite3.OperationalError: database or disk is full``, a user's trial on a 20 MiB tmpfs). Now the
+    finding says it was not repaired and why, and the exit status says a problem remains."""
+    import subprocess
+    import sys
+
+    d, st, _tree = library(tmp_path)
+    Indexer(str(d), store=st).run_once(full=True)
+    st.close()
+    os.unlink(term_index_path(str(d)))  # T1: missing; its repair must write a new file
+    limit = 8192  # two SQLite pages: the new index cannot be written; the clean store needs no write
+    r = subprocess.run(
+        [sys.executable, "-c", _REPAIR_FULL, str(d), str(limit)], capture_output=True, text=True, timeout=120
+    )
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out
+    assert r.returncode != 0 and "T1" in out and "not repaired:" in out, (r.returncode, out)
