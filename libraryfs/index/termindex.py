@@ -611,14 +611,16 @@ def verify(store: Store, path: str, repair: bool = False, drift_too: bool = True
             def fix() -> None:
                 """Reopen the file read-write and bring every row in line with the store."""
                 nonlocal db
-                db.close()
+                if db is not None:
+                    db.close()
                 db = connect(path)
                 reconcile(store, db)
 
             _repair(found, fix)
         return found
     finally:
-        db.close()
+        if db is not None:
+            db.close()
 
 
 def _repair(findings: list[Finding], fn: Callable[[], None]) -> None:
