@@ -139,6 +139,7 @@ class IndexerProcess:
         self.stop = threading.Event()
         self.reload_requested = False
         self.quit_requested = False
+        self._setting_stop = False  #: a handler is inside ``stop.set()`` (:meth:`_set_stop`)
         self.stop_reason: str | None = (
             None  #: why it stops (``stopping (SIGTERM)``, …): logged on the way out
         )
@@ -360,18 +361,35 @@ class IndexerProcess:
         )
 
     def _on_stop(self, signum, _frame) -> None:
+        """SIGTERM/SIGINT: stop. A second one while the first is handled returns at once: CPython runs a
+        handler again between the bytecodes of the one it interrupts, and ``Event.set`` holds a plain
+        (non-reentrant) lock — a handler re-entered inside it deadlocked the indexer for good (``umount``
+        sends SIGTERM a moment after the mount server does: CI saw "still shutting down after 10 s")."""
+        if self.quit_requested:
+            return
         self._quit(f"stopping ({signal.Signals(signum).name})")
 
     def _quit(self, why: str) -> None:
-        self.stop_reason = self.stop_reason or why
-        self.quit_requested = True  # before reading self.stop: serve() checks it after replacing the event
+        self.quit_requested = True  # first (see _on_stop); before reading self.stop: serve() checks it after
+        self.stop_reason = self.stop_reason or why  # replacing the event
         if self.lock_fd is not None:  # a mount started now must not adopt this indexer: it is on its way out
             try:
                 mark_lock_stopping(self.lock_fd)
             except OSError:
                 pass
         notify.stopping(why)
-        self.stop.set()
+        self._set_stop()
+
+    def _set_stop(self) -> None:
+        """Set :attr:`stop`, unless a signal handler that this one interrupted is setting it now (it will:
+        ``Event.set`` holds a non-reentrant lock, so setting it again from inside would wait forever)."""
+        if self._setting_stop:
+            return
+        self._setting_stop = True
+        try:
+            self.stop.set()
+        finally:
+            self._setting_stop = False
 
     def _watch_tie(self, fd: int) -> None:
         """Thread: wait until the process that started this indexer is gone (the tie's EOF), then stop."""
@@ -381,8 +399,12 @@ class IndexerProcess:
             self._quit("stopping (its starter exited)")
 
     def _on_hup(self, _signum, _frame) -> None:
+        """SIGHUP: reload between passes (:meth:`_set_stop`: safe against a stop signal's handler run inside
+        this one)."""
+        if self.reload_requested or self.quit_requested:
+            return
         self.reload_requested = True
-        self.stop.set()
+        self._set_stop()
 
 
 def run_process(
