@@ -48,6 +48,7 @@ from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Store
 from libraryfs.layout import (
+    child_exit,
     indexer_pid,
     is_libraryfs_mount,
     log_path,
@@ -62,22 +63,6 @@ log = logging.getLogger("libraryfs.mount")
 POLL_S = 2.0  #: seconds between two looks at the indexer
 RESTARTS = 5  #: restarts allowed within :data:`RESTART_WINDOW_S`
 RESTART_WINDOW_S = 600.0  #: seconds of the restart window
-
-
-def reap(pid: int) -> str | None:
-    """Collect ``pid``'s exit status if it is a child of this process that has exited (a restarted indexer
-    is one, and under ``mount --foreground`` the first one too: without this it stays a zombie until the
-    server exits). Returns how it ended (``"exit status N"``, ``"killed by SIGKILL"``), or None (still
-    running, or not a child of ours: nothing to collect)."""
-    try:
-        got, status = os.waitpid(pid, os.WNOHANG)
-    except (ChildProcessError, OSError):
-        return None
-    if got == 0:
-        return None
-    if os.WIFSIGNALED(status):
-        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 #: how a child that was asked to stop ends: a clean exit, or the default action of a stop signal that came
@@ -149,7 +134,8 @@ class IndexerWatch:
             or run.get("server_pid") != os.getpid()
         ):
             return None
-        how = self.exits.get(pid) or reap(pid)
+        # reaped if it is a child of ours (a restarted one; under `mount --foreground` the first one too)
+        how = self.exits.get(pid) or child_exit(pid, not_child=None)
         if how:
             self.exits[pid] = how
         if indexer_pid(self.libdir) is not None or pid_alive(pid):

@@ -55,6 +55,7 @@ from libraryfs.index.toc import links
 from libraryfs.layout import (
     INDEXER_LOCK,
     acquire_lock,
+    child_exit,
     index_backlog,
     indexer_pid,
     lock_stopping,
@@ -390,20 +391,6 @@ def stop_indexer(child: IndexerChild | None) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGTERM)
         os.close(child.tie_fd)
-
-
-def child_exit(pid: int) -> str | None:
-    """How child process ``pid`` ended (``"exit status N"``, ``"killed by SIGKILL"``, ``"exited"`` when
-    someone else reaped it), or None while it runs. Reaps it (``waitpid(WNOHANG)``)."""
-    try:
-        got, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # reaped already (subprocess reaps the Popen objects it dropped)
-        return "exited"
-    if got == 0:
-        return None
-    if os.WIFSIGNALED(status):
-        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 class IndexerKeeper:

@@ -517,6 +517,21 @@ def reset_signal_mask() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
 
 
+def child_exit(pid: int, not_child: str | None = "exited") -> str | None:
+    """How child process ``pid`` ended (``"exit status N"``, ``"killed by SIGKILL"``), or None while it runs.
+    Reaps it (``waitpid(WNOHANG)``). A pid that is not a child of this process (or was reaped already:
+    subprocess reaps the Popen objects it dropped) gives ``not_child``."""
+    try:
+        got, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return not_child
+    if got == 0:
+        return None
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
 def pid_alive(pid: int | None) -> bool:
     """Whether process ``pid`` exists and is not a zombie (a zombie child of ours counts as dead).
 

@@ -61,7 +61,7 @@ class _HtmlScan(HTMLParser):
         if self._chrome is not None:
             self._chrome_depth += tag == self._chrome
             return
-        a = dict(attrs)
+        a = dict(attrs)  # once per tag: chrome, anchors and the meta description read it
         if (
             tag in _CHROME_TAGS
             or (a.get("role") or "").lower() in _CHROME_ROLES
@@ -71,11 +71,10 @@ class _HtmlScan(HTMLParser):
             self._chrome, self._chrome_depth = tag, 1
             return
         if tag == "dt" and len(self.names) < 2000:  # a definition term's anchor names what it defines:
-            anchor = dict(attrs).get("id") or ""  # Sphinx writes <dt class="sig …" id="json.dumps">
+            anchor = a.get("id") or ""  # Sphinx writes <dt class="sig …" id="json.dumps">
             if _NAME_ID.fullmatch(anchor):
                 self.names.append(anchor)
         if tag == "meta":
-            a = dict(attrs)
             if (a.get("name") or "").lower() == "description" and a.get("content") and not self.description:
                 self.description = clean(a["content"] or "")
             return

@@ -293,8 +293,7 @@ def test_a_real_sphinx_page_gives_its_own_title_headings_names_and_words(page, t
     definition terms anchor (`find json.dumps` reaches it), keywords from the visible text only."""
 
     path = os.path.join(PY_HTML, page)
-    if not os.path.exists(path):
-        pytest.skip(f"{path}: python3.11-doc is not installed (scripts/setup.sh installs it)")
+    assert os.path.exists(path), f"{path}: python3.11-doc is not installed (scripts/setup.sh installs it)"
     with open(path, "rb") as f:
         data = f.read()
     e = extract(page, data, len(data))
