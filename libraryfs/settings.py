@@ -62,6 +62,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from libraryfs.errors import LibraryError
 from libraryfs.layout import config_path
 
 # The key table and the value conversion (libraryfs.settings_spec); this module is their public API.
@@ -80,25 +81,6 @@ from libraryfs.settings_spec import coerce as coerce
 from libraryfs.settings_spec import env_var as env_var
 from libraryfs.settings_spec import parse_levels as parse_levels
 
-#: a ``config.toml`` larger than this is refused (a settings file is a few hundred bytes; a symlink to
-#: ``/dev/zero`` or a log file is not one)
-MAX_CONFIG_BYTES = 1 << 20
-
-
-def _check_config_file(path: str) -> None:
-    """Refuse a ``config.toml`` that is not a regular file (a FIFO would block the reader forever, a device
-    never ends) or is over :data:`MAX_CONFIG_BYTES`: :class:`SettingsError`. ``FileNotFoundError`` when
-    there is none; ``OSError`` when it cannot be looked at."""
-    import stat
-
-    st = os.stat(path)
-    if stat.S_ISDIR(st.st_mode):
-        raise IsADirectoryError(21, "Is a directory", path)
-    if not stat.S_ISREG(st.st_mode):
-        raise SettingsError(f"{path}: not a regular file")
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise SettingsError(f"{path}: {st.st_size:,} bytes is too large for a settings file")
-
 
 def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[str, Any], list[str]]:
     """The settings of ``tables`` in a TOML file as ``{dotted key: raw value}``, and the ignored keys.
@@ -110,16 +92,16 @@ def read_file(path: str | None, tables: tuple[str, ...] = TABLES) -> tuple[dict[
     """
     if path is None:
         return {}, []
+    from libraryfs.fs.backends import read_config_text  # the one reader of the file (regular, UTF-8, ≤ 1 MiB)
+
     try:
-        _check_config_file(path)
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
+        text = read_config_text(path)
+    except LibraryError as e:
+        raise SettingsError(str(e)) from None
+    if text is None:
         return {}, []
-    except OSError as e:
-        raise SettingsError(f"{path}: cannot be read: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise SettingsError(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SettingsError(f"{path}: {e}") from None
     unknown = sorted(k for k in data if k not in KNOWN_TABLES)

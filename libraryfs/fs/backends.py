@@ -27,29 +27,43 @@ STORE_SCHEMES = ("etcd://",)
 STORE_TIMEOUT_ENV = "LIBRARYFS_STORE_TIMEOUT_S"
 
 
+MAX_CONFIG_BYTES = 1 << 20  #: a larger ``config.toml`` is refused (a settings file is a few hundred bytes)
+
+
+def read_config_text(path: str) -> str | None:
+    """The text of the settings file ``path`` (``<libdir>/config.toml``), None when there is none — the one
+    reader of that file (``[store]`` here, every other table in :mod:`libraryfs.settings`). Raises
+    :class:`InvalidArgument`, one line naming the file, when it is not a regular file (a FIFO would block the
+    reader forever, a device never ends), cannot be read (a directory, no permission), is over
+    :data:`MAX_CONFIG_BYTES` or is not UTF-8 (TOML files are)."""
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            raise InvalidArgument(f"{path}: not a regular file")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise InvalidArgument(f"{path}: cannot be read: {e.strerror or e}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise InvalidArgument(f"{path}: over 1 MiB is too large for a settings file")
+    try:
+        return raw.decode()  # as tomllib.load does
+    except UnicodeDecodeError as e:
+        raise InvalidArgument(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
+
+
 def _store_table(libdir: str | os.PathLike[str]) -> tuple[str, dict | None]:
     """(path of ``<libdir>/config.toml``, its ``[store]`` table or None). Raises InvalidArgument."""
     from libraryfs.layout import config_path  # layout imports this module: a late import
 
     path = config_path(os.fspath(libdir))
-    try:
-        mode = os.stat(path).st_mode
-        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO blocks a reader, a device never ends
-            raise InvalidArgument(f"{path}: not a regular file")
-        with open(path, "rb") as f:
-            raw = f.read((1 << 20) + 1)
-    except FileNotFoundError:  # most libraries: no TOML parser imported (every command opens the store)
+    text = read_config_text(path)
+    if text is None:  # most libraries: no TOML parser imported (every command opens the store)
         return path, None
-    except OSError as e:
-        raise InvalidArgument(f"{path}: cannot be read: {e.strerror or e}") from None
-    if len(raw) > 1 << 20:
-        raise InvalidArgument(f"{path}: over 1 MiB is too large for a settings file")
     import tomllib
 
-    try:
-        text = raw.decode()  # as tomllib.load does
-    except UnicodeDecodeError as e:
-        raise InvalidArgument(f"{path}: not UTF-8 text (byte {e.start}); TOML files are UTF-8") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
