@@ -249,6 +249,9 @@ def _answers(base_url: str, timeout_s: float) -> bool:
         with urllib.request.urlopen(base_url + "/models", timeout=timeout_s) as r:
             data = json.loads(r.read())
         return any(m.get("id") == MODEL_NAME for m in data.get("data", []))
+    except urllib.error.HTTPError as e:  # e.g. 503 while the model loads: it holds the open response
+        e.close()  # (left to the garbage collector, its socket was a ResourceWarning in a later test)
+        return False
     except (OSError, ValueError, urllib.error.URLError):
         return False
 
