@@ -6,6 +6,7 @@ User errors are raised as :class:`click.ClickException` (one line, exit status 1
 
 from __future__ import annotations
 
+import gc
 import importlib
 import re
 import sys
@@ -330,9 +331,25 @@ def cli() -> None:
     """libraryfs: agent memory as a mounted directory, indexed by INDEX.md files."""
 
 
+#: Commands that only read the library and answer within a second (issue 18 item 3: ≤ 150 ms at 10⁵ entries).
+#: They run without the cyclic garbage collector and freeze what they allocated before the interpreter's
+#: shutdown, whose final collections otherwise traverse every object the imports made: ~18 ms of CPU of a
+#: ~160 ms ``find`` (docs/benchmarks.md "CLI latency on a quiet machine"). Only for these: a command that
+#: runs long needs the collector, and one that writes must not leave a file object of a garbage cycle
+#: unflushed at exit (a frozen cycle is never finalised).
+SHORT_READERS = frozenset({"find", "status", "recall", "answer"})
+
+
 def main() -> None:
     """Run the CLI (console script ``libraryfs``)."""
-    cli(prog_name="libraryfs")
+    short = len(sys.argv) > 1 and sys.argv[1] in SHORT_READERS
+    if short:
+        gc.disable()
+    try:
+        cli(prog_name="libraryfs")
+    finally:
+        if short:
+            gc.freeze()
 
 
 if __name__ == "__main__":

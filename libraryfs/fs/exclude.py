@@ -35,11 +35,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
+
+if TYPE_CHECKING:  # imported where a spec is compiled: ~10 ms that `find`, `status` and the mount never pay
+    import pathspec
 
 IGNORE_FILE = b".gitignore"  #: the ignore file read in every directory (gitignore(5) syntax)
 GIT_DIR = b".git"  #: a directory holding this entry (a directory, or a file for worktrees) is a git work tree
@@ -230,7 +232,11 @@ class TocExclusion:
         size = min(node.size, IGNORE_MAX_BYTES)
         text = t.read_data(ino, 0, size, node.size).decode("utf-8", "surrogateescape")
         lines = text.splitlines()
-        spec = pathspec.GitIgnoreSpec.from_lines(lines) if any(ln.strip() for ln in lines) else None
+        spec = None
+        if any(ln.strip() for ln in lines):
+            import pathspec
+
+            spec = pathspec.GitIgnoreSpec.from_lines(lines)
         if len(self._specs) >= _SPECS_MAX:
             self._specs.clear()
         self._specs[key] = spec

@@ -130,6 +130,7 @@ _NOT_FOR_QUERIES = (
     "bpe_openai._bindings",  # the tokenizer itself: a loaded recall index counts tokens by pieces
     "libraryfs.index.outline",
     "openai",
+    "pathspec",  # compiles ignore files: the indexer's work (~10 ms of imports)
 )
 
 _RUN_CODE = """
@@ -232,3 +233,33 @@ def test_no_rst_markup_in_any_commands_help():
         assert "``" not in r.output, (path, r.output)
     out = runner.invoke(cli, ["find", "--help"], prog_name="libraryfs", terminal_width=200).output
     assert "(`json.dumps`, `lru_cache`)" in out and "(`\\xNN`)" in out, out
+
+
+_GC_CODE = """
+import gc, sys
+from libraryfs.cli.main import main
+sys.argv = ["libraryfs", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)
+"""
+
+
+def test_short_read_only_commands_run_without_the_cyclic_collector_and_others_with_it(tmp_path):
+    """``find``/``status``/``recall``/``answer`` disable the cyclic collector and freeze their objects before
+    the interpreter's shutdown (its final collections traverse everything the imports made); every other
+    command keeps the collector (a long ``index``/``check`` needs it; a writer's garbage must be finalised)."""
+    from libraryfs.cli.main import SHORT_READERS
+
+    assert SHORT_READERS <= set(COMMANDS)
+    nolib = str(tmp_path / "nolib")
+    for argv, short in (
+        (["status", nolib], True),
+        (["find", nolib, "x"], True),
+        (["check", nolib], False),
+        (["--version"], False),
+    ):
+        r = subprocess.run([sys.executable, "-c", _GC_CODE, *argv], capture_output=True, text=True, timeout=120)
+        assert r.stderr.strip().splitlines()[-1] == ("False True" if short else "True False"), (argv, r.stderr)
