@@ -400,6 +400,11 @@ class IndexerKeeper:
     mount's). At most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds; then it gives up,
     logged once (``status`` shows no indexer). Without it, TOCs silently stopped following writes.
 
+    An indexer this server did not start — one that ran when it started (a mount's, a user's ``libraryfs
+    indexer``) — is not its to restart, but when it is gone and no other runs (its mount was unmounted,
+    which stops it), :meth:`check` starts one (:meth:`take_over`, counted like a restart): before, the
+    server went on taking writes that no indexer would ever index.
+
     A restart may wait up to :data:`DYING_WAIT_S` seconds for an indexer that is shutting down (its lock
     says ``<pid> stopping``) before starting one, so it runs in a worker thread: on the event loop it
     stalled every MCP request meanwhile. :attr:`lock` orders a restart against :meth:`stop` (the
@@ -427,6 +432,7 @@ class IndexerKeeper:
         self.child = start_indexer_if_needed(libdir, opts, store)
         self.restarts: list[float] = []  # monotonic times of the restarts in the window
         self.failed: tuple[IndexerChild, str] | None = None  #: the exited child whose restart failed to spawn
+        self.gave_up = False  #: too many restarts in the window: start nothing more (logged once)
 
     async def check(self) -> None:
         """Restart the indexer if it exited (see the class doc). Cheap while it runs (one ``waitpid`` on the
@@ -441,6 +447,13 @@ class IndexerKeeper:
             return
         child = self.child
         if child is None:
+            if (
+                not self.gave_up
+                and self.opts.indexer
+                and not self.opts.read_only
+                and not indexer_pid(self.libdir)
+            ):
+                await anyio.to_thread.run_sync(self.take_over, abandon_on_cancel=True)
             return
         how = child_exit(child.pid)  # reaps it: its pid is free for reuse from now on, so forget it now
         if how is None:
@@ -469,6 +482,7 @@ class IndexerKeeper:
                 " writes until an indexer runs (`libraryfs mount` or restart this server)",
                 child.pid, how, last, len(self.restarts), self.RESTART_WINDOW_S,
             )  # fmt: skip
+            self.gave_up = True
             return
         self.restarts.append(now)
         log.warning("the indexer (pid %d) %s: %s; starting another", child.pid, how, last)
@@ -494,6 +508,37 @@ class IndexerKeeper:
             log.info("started another indexer (pid %d) for pid %d", new.pid, child.pid)
         else:
             log.warning("did not start another indexer for pid %d: another indexer runs now", child.pid)
+
+    def take_over(self) -> None:
+        """Start an indexer when this server has none of its own and none runs: the one that ran when it
+        started (not its to restart) is gone — e.g. its mount was unmounted, which stops it. Counted in the
+        restart window like :meth:`restart`; one that is shutting down is left to finish (the next TOC poll
+        looks again). Blocks while spawning: call it from a worker thread."""
+        now = time.monotonic()
+        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW_S]
+        if len(self.restarts) >= self.RESTARTS:
+            log.error(
+                "no indexer runs and %d were started in %.0f s: starting no more; TOCs no longer follow writes"
+                " until an indexer runs (`libraryfs mount` or restart this server)",
+                len(self.restarts), self.RESTART_WINDOW_S,
+            )  # fmt: skip
+            self.gave_up = True
+            return
+        with self.lock:
+            if self.stopping.is_set() or self.child is not None:
+                return
+            try:
+                with self.store_lock:
+                    self.child = start_indexer_if_needed(self.libdir, self.opts, self.store, wait_s=0)
+            except (OSError, LibraryError) as e:  # fork/exec failed, store unreadable: keep serving
+                self.restarts.append(now)
+                log.error("no indexer runs, and starting one failed: %s (the next TOC poll retries)", e)
+                return
+            new = self.child
+        if new:
+            self.restarts.append(now)
+            log.warning("no indexer runs (the one that ran when this server started is gone): started one"
+                        " (pid %d)", new.pid)  # fmt: skip
 
     def stop(self) -> None:
         """Stop the indexer (:func:`stop_indexer`) and start none after this, even from a restart under way

@@ -277,6 +277,46 @@ def test_an_indexer_that_dies_is_restarted_and_the_tocs_follow_writes_again(libd
     anyio.run(main)
 
 
+def test_an_indexer_the_server_found_running_is_replaced_when_it_stops(libdir):
+    """An indexer runs when the server starts (a user's ``libraryfs indexer``, as a mount's would): the server
+    starts none. When that indexer stops (SIGTERM, as ``libraryfs umount`` stops a mount's), the server starts
+    one at its next TOC poll, and a file written afterwards reaches its INDEX.md (before, the server went on
+    taking writes that no indexer indexed)."""
+    from helpers.wait import wait_until
+
+    from libraryfs.layout import indexer_pid
+
+    theirs = subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "indexer", str(libdir)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: indexer_pid(str(libdir)) == theirs.pid, 60, "the user's indexer to hold its lock")
+
+        async def main():
+            async with Client(stdio_params(str(libdir))) as c:
+                await _section(c, libdir)
+                assert await _indexer_pid(c, libdir) == theirs.pid
+                theirs.send_signal(signal.SIGTERM)
+                assert theirs.wait(60) == 0
+                await _call(
+                    c, "write_file", {"path": "notes/after.md", "content": "# Written after the stop\n"}
+                )
+
+                async def listed():  # its summary (the title): an indexer read it
+                    return await _has(c, "read_index", {"path": "notes"}, "Written after the stop")
+
+                await wait_for(listed, libdir=libdir)
+                ours = (await _call(c, "status", {})).structured_content["indexer_pid"]
+                assert ours and ours != theirs.pid
+
+        anyio.run(main)
+    finally:
+        if theirs.poll() is None:
+            theirs.kill()
+            theirs.wait()
+
+
 HOLD_STOPPING = """
 import sys
 from libraryfs.layout import INDEXER_LOCK, acquire_lock, mark_lock_stopping
