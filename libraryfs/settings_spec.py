@@ -56,8 +56,15 @@ class Setting:
     metavar: str | None = None
 
 
+#: the longest duration a ``*_s`` setting takes, seconds (~11.6 days): past ~2.9·10¹¹ s a sleep, a lock wait
+#: or a socket timeout raises OverflowError ("timestamp out of range for platform time_t") — a crash at the
+#: first wait instead of an error at load
+DURATION_MAX_S = 1e6
+
+
 def _f(default: float, doc: str, **kw: Any) -> Setting:
-    return Setting("float", default, doc, low=0, **kw)
+    """A float setting, ≥ 0, at most :data:`DURATION_MAX_S` unless ``high`` says otherwise."""
+    return Setting("float", default, doc, low=0, **{"high": DURATION_MAX_S, **kw})
 
 
 def _i(default: int | None, doc: str, low: int = 0, **kw: Any) -> Setting:
@@ -134,7 +141,7 @@ SPEC: dict[str, Setting] = {
         "plain sentence back; for small models)",
         choices=("json", "text"),
     ),
-    "llm.temperature": _f(0.0, "sampling temperature"),
+    "llm.temperature": _f(0.0, "sampling temperature", high=2.0),  # the OpenAI API's range
     "mcp.transport": Setting(
         "choice",
         "stdio",
@@ -194,7 +201,7 @@ def _as_float(value: Any) -> float:
     v = float(value)
     if not math.isfinite(v):
         raise ValueError
-    return v
+    return v + 0.0  # -0.0 is 0.0 (shown as "-0" otherwise)
 
 
 def _as_int(value: Any) -> int:

@@ -34,6 +34,31 @@ def test_one_error_style_for_every_table(tmp_path):
             load_settings(None, environ={var: "0"}, tables=TABLES)
 
 
+def test_durations_too_long_to_wait_for_are_refused_at_load_and_minus_zero_is_zero(tmp_path):
+    """A finite float too large for the platform's time_t (a sleep, a lock wait or a socket timeout of 1e308 s
+    raises OverflowError) is refused when the settings load, as a setting above its bound; -0.0 reads 0.0."""
+    from libraryfs.settings_spec import DURATION_MAX_S
+
+    for var, key in (
+        ("LIBRARYFS_INDEX_POLL_S", "index.poll_s"),
+        ("LIBRARYFS_LLM_TIMEOUT_S", "llm.timeout_s"),
+    ):
+        for value in ("1e308", str(DURATION_MAX_S * 2)):
+            with pytest.raises(
+                SettingsError, match=rf"^{key} from env:{var}: must be between 0 and 1e\+06, got"
+            ):
+                load_settings(None, environ={var: value}, tables=TABLES)
+    assert (
+        load_settings(None, environ={"LIBRARYFS_INDEX_POLL_S": "86400"}, tables=TABLES)["index"]["poll_s"]
+        == 86400
+    )
+    with pytest.raises(SettingsError, match="llm.temperature .*must be between 0 and 2"):
+        load_settings(None, environ={"LIBRARYFS_LLM_TEMPERATURE": "7"}, tables=TABLES)
+    (tmp_path / "config.toml").write_text("[mount]\nattr_timeout_s = -0.0\n")
+    got = load_settings(str(tmp_path), environ={}, tables=TABLES)["mount"]["attr_timeout_s"]
+    assert got == 0.0 and str(got) == "0.0"
+
+
 def test_the_mount_server_never_reads_llm(tmp_path):
     (tmp_path / "config.toml").write_text('[llm]\ntimeout_s = "soon"\n[mount]\nread_only = true\n')
     s = load_settings(str(tmp_path), environ={})  # the processes' tables: a bad [llm] cannot stop a mount
