@@ -20,6 +20,11 @@ that notices and starts another, the way systemd's ``Restart=on-failure`` treats
   that one). No state of its own yet: it ended while starting — a bad setting, or a SIGTERM that came
   before its handler (an indexer publishes its first state only once its handlers are installed, so a
   stop signal cannot be told from a crash there) — logged, not restarted.
+* **adopted**: an indexer that ran before the mount (an MCP server's, a user's ``libraryfs indexer``, one
+  left by a killed mount: ``run.json`` ``indexer_adopted``) was stopped, if it was, by whoever started it,
+  not by this mount: however it ends, the mount starts its own (counted like a restart). Before, an MCP
+  server's indexer that the mount had adopted stopped with the MCP server and the mount's TOCs stopped
+  following writes ("stopped when asked; not restarted").
 * **how often**: at most :data:`RESTARTS` restarts in :data:`RESTART_WINDOW_S` seconds (an indexer that
   dies at start would otherwise be restarted forever); then one error line, and no more restarts by this
   server (``status`` shows "not running" with what to do).
@@ -140,6 +145,11 @@ class IndexerWatch:
             self.exits[pid] = how
         if indexer_pid(self.libdir) is not None or pid_alive(pid):
             return None  # it runs (or another indexer holds the lock now: the mount's TOCs are kept)
+        if run.get("indexer_adopted") is True:  # not ours: its stop was its owner's, not this mount's
+            with self.lock:
+                if self.stopping.is_set() or not is_libraryfs_mount(self.mountpoint):
+                    return None
+                return self._restart(run, pid)
         with self.store.read() as t:
             last = t.cfg_json(S.CFG_INDEXER_STATUS)
         if (last.get("pid") == pid and last.get("state") == "stopped") or how in ASKED_TO_STOP:
@@ -188,7 +198,7 @@ class IndexerWatch:
             return None
         if running:
             log.info("the indexer (pid %d) is gone; indexer pid %d runs now", pid, running)
-            write_run(self.libdir, {**run, "indexer_pid": running})
+            write_run(self.libdir, {**run, "indexer_pid": running, "indexer_adopted": True})
             return None
         self.restarts.append(now)
         try:
@@ -198,10 +208,12 @@ class IndexerWatch:
             return None
         finally:
             os.close(lock_fd)  # the new indexer holds it now (or, if it never started, nobody does)
-        write_run(self.libdir, {**run, "indexer_pid": new})
+        write_run(self.libdir, {**run, "indexer_pid": new, "indexer_adopted": False})
         log.warning(
-            "the indexer (pid %d) exited without stopping (its log ends: %s); started another (pid %d, "
+            "the indexer (pid %d) %s (its log ends: %s); started another (pid %d, "
             "restart %d of at most %d in %.0f s)",
-            pid, ended, new, len(self.restarts), RESTARTS, RESTART_WINDOW_S,
+            pid,
+            "this mount found running has ended" if run.get("indexer_adopted") is True else "exited without stopping",
+            ended, new, len(self.restarts), RESTARTS, RESTART_WINDOW_S,
         )  # fmt: skip
         return new

@@ -227,6 +227,7 @@ def start(
             info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
         elif running:
             info["indexer_pid"] = running
+            info["indexer_adopted"] = True  # not this mount's: when it stops, the mount starts its own
         info["indexer_llm"] = llm  # the server starts a dead indexer again with it (daemon.indexwatch)
     finally:
         if lock_fd is not None:
@@ -497,7 +498,9 @@ def run_foreground(
                 os.close(lock_fd)
         child, adopted = (None, running) if running else (pid, None)
         info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(), "indexer_pid": pid}
-        write_run(libdir, {**info, "indexer_llm": llm, "started": time.time()})
+        write_run(
+            libdir, {**info, "indexer_llm": llm, "indexer_adopted": bool(running), "started": time.time()}
+        )
     try:
         return mountd.run_process(libdir, mountpoint, overrides)
     finally:

@@ -199,6 +199,50 @@ def test_a_killed_indexer_is_started_again_and_a_stopped_one_is_not(mounted, run
     assert f"libraryfs index {mounted.libdir}" in line, line
 
 
+def test_an_indexer_the_mount_found_running_is_replaced_by_its_own_when_it_stops(libdir, tmp_path, run_cli):
+    """A mount started while another indexer runs (an MCP server's, here a user's ``libraryfs indexer``) adopts
+    it. That indexer's stop is its owner's, not the mount's: when it ends (SIGTERM, as an MCP server's exit
+    stops its own), the mount starts its own and a file written afterwards reaches its INDEX.md. Before, the
+    mount logged "stopped when asked; not restarted" and its TOCs stopped following writes."""
+    import signal
+
+    from helpers.mount import require_fuse
+    from helpers.wait import wait_exit
+
+    from libraryfs.layout import indexer_pid, read_run
+
+    require_fuse()
+    lib, mnt = str(libdir), str(tmp_path / "mnt")
+    theirs = subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "indexer", lib, "--no-llm"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: indexer_pid(lib) == theirs.pid, 60, "the user's indexer to hold its lock")
+        out = run_cli("mount", lib, mnt, "--no-llm", check_rc=True).stdout
+        assert f"indexer pid {theirs.pid}" in out, out
+        assert read_run(lib).get("indexer_adopted") is True
+        theirs.send_signal(signal.SIGTERM)
+        assert wait_exit(theirs.pid, 30)
+        theirs.wait()
+        wait_until(
+            lambda: read_run(lib).get("indexer_pid") not in (None, theirs.pid) and indexer_pid(lib),
+            30,
+            "the mount's own indexer",
+        )
+        ours = read_run(lib)["indexer_pid"]
+        assert read_run(lib).get("indexer_adopted") is False and indexer_pid(lib) == ours
+        log = read_file(os.path.join(lib, "logs", "mount.log"), errors="replace")
+        assert f"the indexer (pid {theirs.pid}) this mount found running has ended" in log, log[-2000:]
+        write_file(b"# Written after their stop\n", os.path.join(mnt, "later.md"), "wb")
+        wait_until(lambda: "later.md" in read_file(os.path.join(mnt, "INDEX.md")), 30, "later.md in INDEX.md")
+    finally:
+        run_cli("umount", mnt)
+        if theirs.poll() is None:
+            theirs.kill()
+            theirs.wait()
+
+
 @pytest.mark.expect_log(r"another could not be started", r"not restarted after \d+ restarts")
 def test_an_indexer_that_cannot_be_started_again_is_given_up_after_five_tries(mounted, run_cli):
     """The restart budget (daemon.indexwatch): an indexer that dies at every start would otherwise be
