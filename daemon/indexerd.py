@@ -2,8 +2,9 @@
 
 :func:`run_process` is the whole process; the click command in :mod:`libraryfs.cli.mount_cmds` parses the
 flags and prints its errors. Order: settings (flags > ``LIBRARYFS_*`` environment > ``<libdir>/config.toml``
-> defaults, :mod:`libraryfs.settings`) → logging → ``nice`` (``index.nice``: the mount server
-wins the CPU when both want it) → ``indexer.lock`` (:func:`libraryfs.layout.acquire_lock`: one indexer per
+> defaults, :mod:`libraryfs.settings`) → logging → background priority (:func:`lower_priority`:
+``index.nice``, ``SCHED_BATCH`` and the session's autogroup; the mount server and the user's programs win the
+CPU when they want it) → ``indexer.lock`` (:func:`libraryfs.layout.acquire_lock`: one indexer per
 library) → store → builder (the LLM where one is configured) → the features' hooks
 (:func:`libraryfs.hooks.indexer_hooks`) → loop.
 
@@ -98,6 +99,58 @@ class StandbyTerms:
             self.db = None
 
 
+AUTOGROUP = "/proc/self/autogroup"  #: this process's autogroup and its nice value (sched(7))
+
+
+def lower_priority(increment: int) -> dict:
+    """Make this process background work for the CPU scheduler, by ``increment`` (``index.nice``, 0–19;
+    0 or less: only ``nice(2)`` is applied, as before). Returns what it did: ``{"nice": the new nice value,
+    "policy": "batch" | None, "autogroup_nice": int | None}`` (None: not changed). Never raises: each step
+    that the kernel refuses is left out.
+
+    Three steps, all from the calling thread before the process starts any thread (threads inherit them;
+    on Linux nice and policy are per thread):
+
+    1. ``nice(increment)``;
+    2. ``SCHED_BATCH``: a CPU-bound non-interactive task, which never preempts a task that wakes (the mount
+       server answering the kernel, the user's ``tar``); its share still follows its nice value, so it is
+       never starved — unlike ``SCHED_IDLE``, which gets the CPU only when nothing else wants it and could
+       wait forever on a busy machine;
+    3. the **autogroup** (``/proc/self/autogroup``, sched(7)): with ``kernel.sched_autogroup_enabled`` the
+       CFS shares CPU time between *sessions* first and nice values count only inside a session. The
+       launcher starts the indexer in a session of its own, so its nice value alone changed nothing: its
+       session competed with the user's shell and the mount server's session as an equal (docs/benchmarks.md
+       "The indexer's share of a bulk write"). The session's own nice value is set
+       to the process's, only when this process leads its session (it then holds the session's only
+       autogroup members: itself and what it starts) — a ``libraryfs index`` run from a shell must not
+       lower the shell's whole session.
+    """
+    done: dict = {"nice": None, "policy": None, "autogroup_nice": None}
+    try:
+        done["nice"] = os.nice(increment)
+    except OSError:
+        return done
+    if increment <= 0:
+        return done
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        done["policy"] = "batch"
+    except (OSError, AttributeError):  # not Linux, or refused
+        pass
+    if os.getsid(0) == os.getpid():
+        try:
+            with open(AUTOGROUP) as f:  # "/autogroup-123 nice 0"
+                current = int(f.read().split()[-1])
+            target = min(19, max(current, done["nice"]))
+            if target > current:
+                with open(AUTOGROUP, "w") as f:
+                    f.write(f"{target}\n")
+            done["autogroup_nice"] = target
+        except (OSError, ValueError, IndexError):  # no autogroups in this kernel, or refused
+            pass
+    return done
+
+
 def make_builder(
     libdir: str, store: Store, use_llm: bool | None = None, overrides: dict | None = None
 ) -> IndexBuilder:
@@ -149,16 +202,15 @@ class IndexerProcess:
         self.store: Store | None = None
         self.holder: Holder | None = None
         self.indexer: Indexer | None = None
+        self.priority: dict = {}  #: what :func:`lower_priority` did (set by :meth:`open`)
 
     def open(self, standby: bool = False) -> Indexer | None:
         """Lock, store, lease, builder, hooks; returns the :class:`Indexer`. Raises LibraryError (nothing
         held). ``standby``: when another host's indexer holds the etcd lease, wait for it (:meth:`_standby`)
         instead of raising :class:`~libraryfs.errors.Busy`; None when stopped (SIGTERM) while waiting."""
         configure_logging(self.settings)
-        try:
-            os.nice(self.settings["index"]["nice"])
-        except OSError:
-            pass
+        self.priority = lower_priority(self.settings["index"]["nice"])
+        log.debug("priority: %s", self.priority)
         self.lock_fd = adopt_lock(self.libdir, INDEXER_LOCK)  # the launcher may have taken it for us
         try:
             self.store = Store(self.libdir)

@@ -19,7 +19,7 @@ One TOML file per library (tables other than these are ignored)::
     toc_max_tokens = 2000        # page bound C of every TOC (default: the value given at `libraryfs init`)
     poll_s = 0.2                 # idle journal poll interval, seconds
     stall_s = 600                # watchdog: no progress for this long counts as hung, seconds
-    nice = 10                    # the indexer's nice(2) increment (the mount server wins the CPU)
+    nice = 10                    # the indexer's nice(2) increment, SCHED_BATCH, its session's autogroup
 
     [log]
     level = "INFO"

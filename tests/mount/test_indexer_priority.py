@@ -1,0 +1,125 @@
+"""The indexer is background work for the CPU scheduler (issue 18: "an untar with the indexer on must not cost
+more than without it").
+
+Before: the indexer applied ``nice 10`` and nothing else. The launcher starts it in a session of its own, and
+with autogroups (``kernel.sched_autogroup_enabled``, the default of most distributions) the scheduler shares
+the CPU between sessions first: nice counts only inside a session, so the indexer's session competed with
+the user's ``tar`` and the mount server as an equal. Now it also runs ``SCHED_BATCH`` and gives its own
+session's autogroup its nice value (:func:`libraryfs.daemon.indexerd.lower_priority`); a process that does
+not lead its session (``libraryfs index`` from a shell) leaves the session's autogroup alone.
+
+What the kernel says is read from ``/proc`` (proc(5), sched(7)); speed is shown by ``bench/workloads.py``
+(docs/benchmarks.md), never asserted here.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.mount import mount, require_fuse
+from helpers.wait import wait_until
+
+SCHED_BATCH = 3  #: sched(7)
+HAS_AUTOGROUP = os.path.exists("/proc/self/autogroup")
+
+
+def stat_fields(path: str) -> list[str]:
+    """Fields 3… of a ``/proc/…/stat`` file (after the command name in parentheses)."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def autogroup(pid: int | str = "self") -> tuple[str, int] | None:
+    """``(autogroup name, its nice value)`` of ``pid``, or None on a kernel without autogroups."""
+    try:
+        with open(f"/proc/{pid}/autogroup") as f:
+            name, _nice, value = f.read().split()
+    except FileNotFoundError:
+        return None
+    return name, int(value)
+
+
+def test_the_mounts_indexer_runs_as_background_work_and_still_indexes_a_new_file(
+    libdir: Path, tmp_path: Path
+):
+    """With ``index.nice = 10`` a new file still shows up in its directory's INDEX.md, and every thread of the
+    mount's indexer runs SCHED_BATCH at nice +10, in its own session whose autogroup is at nice 10 — not the
+    mount server's, nor this test's session."""
+    require_fuse()
+    mine = autogroup()
+    base = os.nice(0)
+    with mount(libdir, tmp_path / "mnt", env={"LIBRARYFS_INDEX_NICE": "10"}) as m:
+        os.makedirs(m.p("notes"))
+        Path(m.p("notes/first.md")).write_text("# First\n\nThe indexer still indexes a single new file.\n")
+
+        def indexed() -> bool:
+            """notes/INDEX.md is the indexer's page listing first.md (not the mount's "Index pending" page,
+            which lists the names before the indexer has run)."""
+            try:
+                page = Path(m.p("notes/INDEX.md")).read_text()
+            except FileNotFoundError:
+                return False
+            return "first.md" in page and "Index pending" not in page
+
+        wait_until(indexed, 60, "the indexer to list first.md in notes/INDEX.md")
+        pid = m.indexer_pid  # it has indexed: it is past its start, where it lowers its priority
+        assert pid is not None
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            fields = stat_fields(f"/proc/{pid}/task/{tid}/stat")
+            assert int(fields[16]) == min(19, base + 10), tid  # field 19: nice
+            assert int(fields[38]) == SCHED_BATCH, tid  # field 41: policy
+        assert os.getsid(pid) == pid  # the launcher's own session: its autogroup holds only the indexer
+        if HAS_AUTOGROUP:
+            group, server_group = autogroup(pid), autogroup(m.server_pid)
+            assert group is not None and server_group is not None
+            assert group[1] == min(19, max(base + 10, 0))
+            assert group[0] not in (server_group[0], mine[0] if mine else None)
+            assert server_group[1] == 0
+            assert autogroup() == mine  # this test's session is untouched
+
+
+PROBE = """
+import json, os, sys
+from libraryfs.daemon.indexerd import lower_priority
+if sys.argv[1] == "lead":
+    os.setsid()
+done = lower_priority(10)
+with open("/proc/self/stat") as f:
+    policy = int(f.read().rsplit(")", 1)[1].split()[38])
+group = open("/proc/self/autogroup").read().split() if os.path.exists("/proc/self/autogroup") else None
+print(json.dumps({"done": done, "policy": policy, "group": group}))
+"""
+
+
+def probe(how: str) -> dict:
+    """Run :func:`lower_priority` in a child that leads a new session (``lead``) or stays in this one."""
+    import json
+
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE, how], capture_output=True, text=True, timeout=120, check=True
+    )
+    return json.loads(r.stdout)
+
+
+def test_lower_priority_lowers_only_a_session_it_leads():
+    """In a session of its own the process's autogroup takes its nice value; a process inside another's
+    session (a ``libraryfs index`` typed in a shell) leaves that session's autogroup as it was — both run
+    SCHED_BATCH."""
+    mine = autogroup()
+    base = os.nice(0)
+    inside = probe("inside")
+    assert inside["policy"] == SCHED_BATCH and inside["done"]["policy"] == "batch"
+    assert inside["done"]["nice"] == min(19, base + 10)
+    assert inside["done"]["autogroup_nice"] is None
+    assert autogroup() == mine
+    if mine is not None:
+        assert inside["group"] == [mine[0], "nice", str(mine[1])]
+    lead = probe("lead")
+    assert lead["policy"] == SCHED_BATCH
+    if HAS_AUTOGROUP:
+        assert lead["done"]["autogroup_nice"] == min(19, base + 10)
+        assert lead["group"][0] != (mine[0] if mine else None)
+        assert int(lead["group"][2]) == min(19, base + 10)
+    else:
+        assert lead["done"]["autogroup_nice"] is None
