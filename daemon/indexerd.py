@@ -31,7 +31,7 @@ from typing import Any
 from libraryfs import notify
 from libraryfs.daemon.entries import PassStopped
 from libraryfs.daemon.indexer import Indexer, PassReport
-from libraryfs.errors import LibraryError
+from libraryfs.errors import LibraryError, Unavailable
 from libraryfs.fs import schema as S
 from libraryfs.fs.holder import Holder, clear_standby, describe_holder, write_standby
 from libraryfs.fs.store import Store
@@ -98,6 +98,8 @@ class StandbyTerms:
             self.db.close()
             self.db = None
 
+
+UNAVAILABLE_RETRY_MAX_S = 10.0  #: longest wait between two tries of a store unavailable at start, seconds
 
 AUTOGROUP = "/proc/self/autogroup"  #: this process's autogroup and its nice value (sched(7))
 
@@ -207,11 +209,38 @@ class IndexerProcess:
     def open(self, standby: bool = False) -> Indexer | None:
         """Lock, store, lease, builder, hooks; returns the :class:`Indexer`. Raises LibraryError (nothing
         held). ``standby``: when another host's indexer holds the etcd lease, wait for it (:meth:`_standby`)
-        instead of raising :class:`~libraryfs.errors.Busy`; None when stopped (SIGTERM) while waiting."""
+        instead of raising :class:`~libraryfs.errors.Busy`; None when stopped (SIGTERM) while waiting.
+
+        A daemon (``standby``) that finds its store unavailable (:class:`~libraryfs.errors.Unavailable`: an
+        etcd cluster without quorum) keeps its lock and tries again, every 0.5 s doubling up to
+        :data:`UNAVAILABLE_RETRY_MAX_S`, until the store answers or a SIGTERM/SIGINT stops it (None), as the
+        mount server resumes once the quorum is back. Before, it exited, and a mount that had just started it
+        took that for "ended while starting" and never started another: its TOCs stopped following writes. One
+        pass (``libraryfs index``) reports the error instead."""
         configure_logging(self.settings)
         self.priority = lower_priority(self.settings["index"]["nice"])
         log.debug("priority: %s", self.priority)
         self.lock_fd = adopt_lock(self.libdir, INDEXER_LOCK)  # the launcher may have taken it for us
+        wait_s = 0.5
+        while True:
+            try:
+                return self._open_store(standby)
+            except Unavailable as e:
+                self._close_opened()
+                if not standby:
+                    self.close()
+                    raise
+                if wait_s == 0.5:  # once: from then on it waits quietly
+                    signal.signal(signal.SIGTERM, self._on_stop)
+                    signal.signal(signal.SIGINT, self._on_stop)
+                    log.warning("the store is unavailable (%s); trying again until it answers", e)
+                if self.stop.wait(wait_s):
+                    self.close()
+                    return None
+                wait_s = min(2 * wait_s, UNAVAILABLE_RETRY_MAX_S)
+
+    def _open_store(self, standby: bool) -> Indexer | None:
+        """:meth:`open` once the lock is held: store, lease, builder, hooks."""
         try:
             self.store = Store(self.libdir)
             # a shared (etcd) store: one indexer across hosts; losing the lease stops this one
@@ -236,6 +265,8 @@ class IndexerProcess:
                 hooks=indexer_hooks(ctx),
                 heartbeat=self.beat.beat,
             )
+        except Unavailable:
+            raise  # the caller closes what was opened and tries again
         except BaseException:
             self.close()
             raise
@@ -295,6 +326,13 @@ class IndexerProcess:
 
     def close(self) -> None:
         """Close the hooks, the builder and the store, release the lock (each once)."""
+        self._close_opened()
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)
+            self.lock_fd = None
+
+    def _close_opened(self) -> None:
+        """Close the hooks, the builder, the lease and the store (each once); the lock stays held."""
         if self.indexer is not None:
             for hook in self.indexer.hooks:
                 hook.close()
@@ -306,9 +344,6 @@ class IndexerProcess:
         if self.store is not None:
             self.store.close()
             self.store = None
-        if self.lock_fd is not None:
-            os.close(self.lock_fd)
-            self.lock_fd = None
 
     def _lost_lease(self) -> None:
         """The indexer lease expired (the cluster was unreachable past its TTL, or the lease was revoked):

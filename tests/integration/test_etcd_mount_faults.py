@@ -132,6 +132,55 @@ def _write_new(path: Path) -> None:
         os.close(fd)
 
 
+def test_an_indexer_started_without_quorum_waits_for_it_and_then_indexes(
+    run_cli, etcd_url, etcd_cluster, tmp_path
+):
+    """An indexer daemon whose etcd store is unavailable at its start (2 of 3 members down) keeps its lock and
+    tries again until the quorum is back, then indexes. Before, it exited ("etcd cluster … unavailable"), and a
+    mount that had just started it took that for "ended while starting" and started no other: found by a
+    suite run under load, where the quorum was lost while the mount's indexer was still starting."""
+    import subprocess
+    import sys
+
+    from libraryfs.layout import indexer_pid
+
+    lib = tmp_path / "lib"
+    _library(run_cli, etcd_url, lib)
+    config = lib / "config.toml"
+    config.write_text(config.read_text().rstrip() + f"\ntimeout_s = {QUORUM_TIMEOUT_S}\n")
+    survivor = etcd_cluster.member_of(_leader(etcd_url))
+    indexer = None
+    try:
+        for n in (1, 2, 3):
+            if n != survivor:
+                etcd_cluster.kill(n)
+        err = tmp_path / "indexer.err"  # in the foreground its log goes to stderr
+        with open(err, "wb") as f:
+            indexer = subprocess.Popen(
+                [sys.executable, "-m", "libraryfs.cli.main", "indexer", str(lib), "--no-llm"],
+                stdout=subprocess.DEVNULL, stderr=f,
+            )  # fmt: skip
+        wait_until(
+            lambda: "the store is unavailable" in err.read_text(errors="replace")
+            or indexer.poll() is not None,
+            120,
+            "the indexer to find the store unavailable",
+        )
+        assert indexer.poll() is None, err.read_text(errors="replace")[-2000:]
+        assert indexer.poll() is None and indexer_pid(str(lib)) == indexer.pid  # alive, holding its lock
+    finally:
+        etcd_cluster.restart_all()
+    try:
+        wait_until_idle(str(lib), 120)  # it opened the store and ran its passes
+        assert indexer.poll() is None
+        indexer.send_signal(signal.SIGTERM)
+        assert indexer.wait(60) == 0
+    finally:
+        if indexer is not None and indexer.poll() is None:
+            indexer.kill()
+            indexer.wait()
+
+
 def test_quorum_loss_under_a_mount_is_eio_in_bounded_time_and_the_mount_resumes(
     run_cli, etcd_url, etcd_cluster, tmp_path
 ):
