@@ -390,3 +390,30 @@ def test_random_link_unlink_rename_write_sequences_stay_in_line(tmp_path):
         Indexer(str(d), store=st).run_once(full=True)
         assert derived(st) == incremental, seed
         st.close()
+
+
+def test_the_catalogue_links_a_defined_name_to_a_live_name_of_the_entry(libdir):
+    """The name catalogue has one line per defined name, linking one path of the entry that defines it: the
+    entry's first name. Unlinking that name moves the line to the name left (the record's first name
+    changed: its leaf is re-rendered)."""
+    st, tree, view, idx = make(libdir)
+    doc = b"json\n====\n\n.. module:: json\n\n.. function:: dumps(obj)\n\n   Serialize obj.\n"
+    tree.write_bytes("a/json.rst.txt", doc)
+    tree.makedirs("b")
+    view.link(b"/a/json.rst.txt", b"/b/json-copy.rst.txt")
+    idx.run_once()
+
+    def catalogue_text() -> bytes:
+        fh, _ = view.open(b"/.catalogue/INDEX.md", os.O_RDONLY)
+        try:
+            return view.read(fh, 1 << 20, 0)
+        finally:
+            view.release(fh)
+
+    page = catalogue_text()
+    assert b"a/json.rst.txt" in page and b"json-copy" not in page, page
+    view.unlink(b"/a/json.rst.txt")
+    idx.run_once()
+    page = catalogue_text()
+    assert b"b/json-copy.rst.txt" in page and b"a/json.rst.txt" not in page, page
+    in_line(st)
