@@ -417,3 +417,16 @@ def test_the_catalogue_links_a_defined_name_to_a_live_name_of_the_entry(libdir):
     page = catalogue_text()
     assert b"b/json-copy.rst.txt" in page and b"a/json.rst.txt" not in page, page
     in_line(st)
+
+
+def test_names_of_the_longest_length_are_indexed(libdir):
+    """A ``names`` key holding the whole name after the folded one exceeded LMDB's 511-byte key limit for a
+    255-byte name (MDB_BAD_VALSIZE: every pass failed); the key holds a digest of the name instead."""
+    st, tree, view, idx = make(libdir)
+    long_a, long_b = "a" * 252 + ".md", "B" * 252 + ".md"
+    tree.write_bytes(long_a, b"# Long\n\nlengthy\n")
+    view.link(b"/" + long_a.encode(), b"/" + long_b.encode())
+    idx.run_once()
+    assert exact(st, long_a.encode()) == [b"/" + long_a.encode()]
+    assert exact(st, long_b.lower().encode()) == [b"/" + long_b.encode()]
+    in_line(st)
