@@ -18,7 +18,6 @@ from libraryfs.cli.options import (
     setting_overrides,
 )
 from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument
-from libraryfs.fs import schema as S
 from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
 from libraryfs.fs.holder import Holder, describe_holder, mount_holders
 from libraryfs.fs.isolated import run_isolated
@@ -233,20 +232,26 @@ def _walk_pages(libdir: str, repair: bool, as_json: bool):
 
 def _check_store(libdir: str, repair: bool, drift_too: bool, known: list[int]) -> tuple[Report, int]:
     """Open the store (read-only unless ``repair``) and run the invariant check (in the isolated child),
-    then the finder's term index (derived data beside the store: ``T1`` missing or damaged, ``T2`` rows out
-    of line with the store and ``T3`` rows of excluded paths when ``drift_too``; :func:`libraryfs.index.termindex.verify`). Returns the report
+    then the ``names`` table (``N1`` rows or recorded names out of line with the tree when ``drift_too``:
+    :func:`libraryfs.index.names.verify`) and the finder's term index (derived data beside the store: ``T1``
+    missing or damaged, ``T2`` rows out of line with the store and ``T3`` rows of excluded paths when
+    ``drift_too``; :func:`libraryfs.index.termindex.verify`). Returns the report
     and how many of the inodes ``known`` (the term index's, read before a salvage) the store lacks after
     the check (before the term index's repair drops their rows)."""
     from libraryfs.fs.check import Problem
     from libraryfs.fs.check import check as run_check
-    from libraryfs.index import termindex
+    from libraryfs.index import names, termindex
 
     st = Store(libdir, readonly=not repair)  # a plain check never writes
     try:
         report = run_check(st, repair=repair)
         with st.read() as t:
             index_lost = sum(1 for ino in known if t.inode(ino) is None)
-        for f in termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too):
+        derived = [
+            *names.verify(st, repair=repair, drift_too=drift_too),  # first: the term index reads the names
+            *termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too),
+        ]
+        for f in derived:
             report.problems.append(Problem(f.code, 0, f.message, f.repaired))
             report.repaired += f.repaired
         return report, index_lost
@@ -262,7 +267,7 @@ def _check_store(libdir: str, repair: bool, drift_too: bool, known: list[int]) -
 @handle_errors
 def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
     """Run one indexing pass now, then exit (refused while an indexer daemon is running)."""
-    from libraryfs.daemon.indexer import Indexer
+    from libraryfs.daemon.indexer import Indexer, needs_full_pass
     from libraryfs.daemon.indexerd import make_builder
     from libraryfs.layout import refuse_if_stopped
 
@@ -280,7 +285,7 @@ def index(libdir: str, full: bool, llm: bool | None, **kwargs) -> None:
                 libdir, builder=builder, store=st, mountpoint=minfo["mountpoint"] if minfo else None
             )
             with st.read() as t:
-                never = t.cfg(S.CFG_TOC_GEN) is None
+                never = needs_full_pass(t)
             rep = idx.run_once(full=full or never)
             try:
                 from libraryfs.llm import report_line

@@ -21,6 +21,7 @@ from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
 from libraryfs.index import catalogue
 from libraryfs.index.jobs import EntryDoc
+from libraryfs.index.names import links_of, set_links, write_rows
 from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.tokens import count_tokens
 
@@ -51,18 +52,28 @@ class EntryUpdater:
     def _update_entries(
         self,
         dirty: dict[int, tuple[int, bytes]],
-        dead_names: list[tuple[bytes, int]],
+        dead_names: list[tuple[int, bytes, int]],
         rep: PassReport,
         force: bool = False,
+        named: dict[int, set[tuple[int, bytes]]] | None = None,
     ) -> set[int]:
-        """Refresh meta (hash, tokens, summary) of changed entries; returns their parent directories. An
-        entry that is excluded (a hidden name, an excluded directory, a name an ignore file matches) is not
-        examined, and one examined before loses its meta, ``names`` row and catalogue rows (its term-index
-        row goes at the pass's sync): it is then as if it had been excluded from the start, and is examined
-        afresh once it is included again."""
+        """Refresh meta (hash, tokens, summary, names) of changed entries; returns the directories listing
+        them. ``dirty``: ``{ino: (parent, name)}``, one name the change gave (``(0, b"")``: none, a
+        content-only write); ``named``: every name the pass's records gave an inode (a create and a link in
+        one pass are two); ``dead_names``: ``(parent, name, ino)`` of the names that died (their ``names``
+        rows go). An entry's names are those its meta record holds plus those given, each confirmed by its
+        live dirent (:mod:`libraryfs.index.names`: every link of a hard-linked file, found without a scan).
+        A link that is excluded (a hidden name, an excluded directory, a name an ignore file matches) is
+        not indexed; an entry with no indexed link is not examined, and one examined before loses its meta,
+        ``names`` rows and catalogue rows (its term-index row goes at the pass's sync) — as does one whose
+        every known name died in this pass (what is left of it is excluded, or nothing: open and unlinked):
+        it is then as if it had been excluded from the start, and is examined afresh once it is included
+        again."""
         todo: list[tuple[int, S.EntryMeta, EntryDoc | None]] = []
         gone: list[tuple[int, S.EntryMeta]] = []
         parents: set[int] = set()
+        named = named or {}
+        died = {ino for _p, _n, ino in dead_names}
         with self.store.read() as t:
             for ino, (parent, name) in dirty.items():
                 self._check_stop()
@@ -71,25 +82,32 @@ class EntryUpdater:
                     continue
                 known = t.entry_meta(ino)
                 meta = known or S.EntryMeta()
-                if not parent:
-                    parent, name = meta.parent, os.fsencode(meta.name)
-                    if not parent:
-                        continue
-                if t.lookup(parent, name) != ino:
-                    continue  # renamed or removed since; a later record covers it
-                if is_hidden(name) or self._entry_excluded(t, parent, name):
+                given = set(links_of(known)) | named.get(ino, set())
+                if parent:
+                    given.add((parent, name))
+                live = sorted(link for link in given if t.lookup(*link) == ino)
+                if not live:
+                    # every name it was indexed under died in this pass and none it was given lives: what
+                    # is left is excluded (``ln`` into a dot-directory) or nothing (open, unlinked), or —
+                    # rarely — a rename after this pass read the journal, which examines it afresh
+                    if known is not None and ino in died:
+                        gone.append((ino, known))
+                    continue  # else renamed or removed since; a later record covers it
+                parents.update(p for p, _n in live)  # each directory listing it
+                links = [(p, n) for p, n in live if not (is_hidden(n) or self._entry_excluded(t, p, n))]
+                if not links:
                     if known is not None:
                         gone.append((ino, known))
-                        parents.add(parent)
                     continue
                 rep.entries_seen += 1
-                parents.add(parent)
+                first_parent, first_name = links[0]
                 try:
-                    m, doc = self._examine(t, node, parent, name, meta, force)
+                    m, doc = self._examine(t, node, first_parent, first_name, meta, force)
                 except Exception as e:  # one bad entry must never stop the index: record it, move on
-                    self.last_error = f"entry {os.fsdecode(name)}: {type(e).__name__}: {e}"
-                    log.warning("skipping entry %s: %s", os.fsdecode(name), e)
+                    self.last_error = f"entry {os.fsdecode(first_name)}: {type(e).__name__}: {e}"
+                    log.warning("skipping entry %s: %s", os.fsdecode(first_name), e)
                     continue
+                set_links(m, links)
                 todo.append((ino, m, doc))
         need = [(i, m, d) for i, m, d in todo if d is not None]
         for k in range(0, len(need), self.batch):
@@ -115,13 +133,14 @@ class EntryUpdater:
 
     def _write_entries(
         self,
-        dead_names: list[tuple[bytes, int]],
+        dead_names: list[tuple[int, bytes, int]],
         todo: list[tuple[int, S.EntryMeta, EntryDoc | None]],
         gone: list[tuple[int, S.EntryMeta]] | None = None,
     ) -> None:
-        """Drop the dead names (and the catalogue rows and meta of gone inodes) and everything of the
-        ``gone`` entries (excluded now: their meta as read, the name it was indexed under, catalogue rows),
-        then store each still-live entry's new meta, catalogue row and name — in transactions of up to :data:`WRITE_CHUNK` items (on a
+        """Drop the dead names (``(parent, name, ino)``; and the catalogue rows, meta and other names of gone
+        inodes) and everything of the ``gone`` entries (excluded now: their meta, every name it was indexed
+        under, catalogue rows), then store each still-live entry's new meta, catalogue rows and ``names``
+        rows (those of names it lost dropped) — in transactions of up to :data:`WRITE_CHUNK` items (on a
         backend with ``max_txn_ops``, etcd's 128 operations per transaction: an eighth of that), a chunk halved
         while the backend refuses it as too large. The items are independent and the journal cursor moves only
         at the pass's end, so a crash between two chunks only makes the next pass write them again. Raises
@@ -136,24 +155,26 @@ class EntryUpdater:
             """The write transaction body of one chunk (see above)."""
             for kind, item in chunk:
                 if kind == "dead":
-                    name, ino = item
-                    t.del_name(name, ino)
+                    parent, name, ino = item
+                    t.del_name(name, ino, parent)
                     if t.inode(ino) is None:
+                        write_rows(t, ino, links_of(t.entry_meta(ino)), [])
                         catalogue.forget(t, ino)
                         t.del_meta(ino)
                     continue
                 if kind == "gone":
                     ino, old = item
-                    t.del_name(os.fsencode(old.name), ino)
+                    write_rows(t, ino, links_of(t.entry_meta(ino) or old), [])
                     catalogue.forget(t, ino)
                     t.del_meta(ino)
                     continue
                 ino, m, _d = item
                 if t.inode(ino) is None:
                     continue
-                catalogue.record(t, ino, t.entry_meta(ino), m)
+                old = t.entry_meta(ino)
+                catalogue.record(t, ino, old, m)
                 t.put_meta(ino, m)
-                t.put_name(os.fsencode(m.name), ino, m.parent)
+                write_rows(t, ino, links_of(old), links_of(m))
 
         limit = getattr(self.store.backend, "max_txn_ops", 0)  # etcd: a few operations per item
         size, k = max(1, limit // 8) if limit else WRITE_CHUNK, 0

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from typing import TYPE_CHECKING
 
 from libraryfs.errors import LibraryError
 from libraryfs.fs import schema as S
+from libraryfs.fs.exclude import is_hidden as is_hidden  # the indexer's modules import it from here
 from libraryfs.fs.generated import INDEX_NAME
 from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
@@ -31,14 +31,6 @@ log = logging.getLogger("libraryfs.indexer")
 
 INBOX = b"inbox"
 UNSORTED = "unsorted"
-_TEMP = re.compile(
-    rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|" rb"\.goutputstream-.*)$"
-)
-
-
-def is_hidden(name: bytes) -> bool:
-    """Names left out of TOCs and filing: dotfiles and editors' temporary files (they are transient)."""
-    return bool(_TEMP.match(name))
 
 
 class InboxFiler:

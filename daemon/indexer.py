@@ -57,16 +57,17 @@ from libraryfs.fs.exclude import IGNORE_FILE, Chain, TocExclusion
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.tocwatch import record_rendered
 from libraryfs.hooks import IndexerHook
-from libraryfs.index import catalogue, subjects, termindex
+from libraryfs.index import catalogue, names, subjects, termindex
 from libraryfs.index.jobs import DeterministicBuilder, IndexBuilder
 from libraryfs.index.lines import TOC_FORMAT
+from libraryfs.index.names import links_of
 from libraryfs.index.toc import DEFAULT_MAX_TOKENS
 from libraryfs.index.tokens import count_tokens
 from libraryfs.layout import term_index_path
 
 log = logging.getLogger("libraryfs.indexer")
 
-__all__ = ["Indexer", "PassReport"]
+__all__ = ["Indexer", "PassReport", "needs_full_pass"]
 
 
 @dataclass
@@ -182,14 +183,19 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         return self.exclusion.entry_excluded(t, parent, name, False, self._chains)
 
     def _rescope(
-        self, records: list, dirty_dirs: set[int], dirty_entries: dict[int, tuple[int, bytes]]
+        self,
+        records: list,
+        dirty_dirs: set[int],
+        dirty_entries: dict[int, tuple[int, bytes]],
+        named: dict[int, set[tuple[int, bytes]]],
     ) -> set[int]:
         """Follow the records that can change what is excluded below a directory: an ignore file made,
         written, renamed or removed (a write to an open one names no directory: its directory is the one
         :attr:`TocExclusion.files` recorded), or a directory renamed (moved into or out of an ignored or
         dot path). Walks each such directory's subtree once (O(its inodes) reads; never for other records)
-        and queues what changed side: an entry excluded now that has meta, or included now without a
-        summary, into ``dirty_entries`` (:meth:`_update_entries` then drops or examines it); a directory
+        and queues what changed side: a name excluded now that the entry's meta holds, or one included now
+        that it does not (or without a summary), into ``dirty_entries`` and ``named``
+        (:meth:`_update_entries` then drops or examines it); a directory
         excluded now that has TOC pages loses them (as if excluded from the start) and its parent is
         re-rendered; one included now without a TOC into ``dirty_dirs``. Returns every directory and entry
         walked: the term index syncs them (:mod:`libraryfs.index.termindex` applies the same rule)."""
@@ -238,8 +244,10 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     walked.add(child)
                     m = t.entry_meta(child)
                     out = chain.place.excluded or is_hidden(name) or chain.ignored(name, False)
-                    if (m is not None) if out else (m is None or m.summary is None):
+                    held = (d, name) in links_of(m)  # a hard-linked file's other names may differ
+                    if held if out else (m is None or m.summary is None or not held):
                         dirty_entries[child] = (d, name)
+                        named.setdefault(child, set()).add((d, name))
                 self.beat()
 
         def drop_pages(t: Txn) -> None:
@@ -280,7 +288,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                 with self.store.read() as t:
                     tail, cursor = t.journal_tail(), t.cfg_int(S.CFG_CURSOR)
                     owed = t.cfg(S.CFG_TOC_PENDING) is not None  # e.g. queued by `check --repair`
-                    never = t.cfg(S.CFG_TOC_GEN) is None or t.cfg(S.CFG_TOC_FORMAT) != b"%d" % TOC_FORMAT
+                    never = needs_full_pass(t)
                     inbox = self._inbox_ino(t)
                     inbox_busy = inbox is not None and not t.dir_is_empty(inbox)
                 if tail > cursor or never or first or inbox_busy or self._deferred or owed:
@@ -381,17 +389,21 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._deferred |= owed
         rep.records = len(records)
         upto = records[-1][0] if records else cursor
-        dirty_dirs, dirty_entries, dead_names, renamed = _changes(records)
+        dirty_dirs, dirty_entries, dead_names, renamed, named = _changes(records)
         if full:
-            self._add_everything(dirty_dirs, dirty_entries)
-        rescoped = self._rescope(records, dirty_dirs, dirty_entries)  # an ignore file or a path changed
+            self._add_everything(dirty_dirs, dirty_entries, named)
+        # an ignore file or a path changed
+        rescoped = self._rescope(records, dirty_dirs, dirty_entries, named)
         if refresh:
             entries, sections = self.refresh.take()
             dirty_dirs |= sections
             for ino, where in entries.items():
                 dirty_entries.setdefault(ino, where)
-        # 2. entries (a content-only WRITE record names no directory: the entry's parent comes from meta)
-        dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full)
+        # 2. entries (a content-only WRITE record names no directory: the entry's names come from meta)
+        dirty_dirs |= self._update_entries(dirty_entries, dead_names, rep, force=full, named=named)
+        if full:  # every entry's names are written: drop the rows no name has (of an older format too)
+            self._check_stop()
+            names.reconcile(self.store, self.exclusion)
         # 3. inbox
         self._check_stop()
         self._file_inbox(rep)
@@ -409,7 +421,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         # before its own commit is reconciled at the next start), then the commit: the cursor and the state
         # it leaves the indexer in are published together, so a reader never sees every record consumed
         # beside the previous pass's "idle" (before this pass's hooks ran) — nor before the finder's index
-        touched = set(dirty_entries) | {ino for _n, ino in dead_names} | set(rendered) | renamed
+        touched = set(dirty_entries) | {ino for _p, _n, ino in dead_names} | set(rendered) | renamed
         if not self._stopping():  # stopping: the next process reconciles both at its first pass
             # every directory the records name, rendered or not: one excluded now (a dot-directory, an ignored
             # path) loses its row (termindex.wanted), and no render would bring it in line; and every inode
@@ -443,8 +455,14 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
             )
         return rep
 
-    def _add_everything(self, dirty_dirs: set[int], dirty_entries: dict[int, tuple[int, bytes]]) -> None:
-        """A full pass: every directory and every entry of the library counts as changed."""
+    def _add_everything(
+        self,
+        dirty_dirs: set[int],
+        dirty_entries: dict[int, tuple[int, bytes]],
+        named: dict[int, set[tuple[int, bytes]]],
+    ) -> None:
+        """A full pass: every directory and every entry of the library counts as changed, under every one of
+        its names (``named``)."""
         with self.store.read() as t:
             for k, v in t.kv.range(S.DB_DIRENTS):
                 parent, name, child = S.from_u64(k), k[8:], S.from_u64(v)
@@ -455,6 +473,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
                     dirty_dirs.add(child)
                 else:
                     dirty_entries[child] = (parent, name)
+                    named.setdefault(child, set()).add((parent, name))
         dirty_dirs.add(S.ROOT_INO)
 
     def _deepest_first(self, dirty_dirs: set[int]) -> list[int]:
@@ -684,17 +703,33 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         return S.dumps(status)
 
 
+def needs_full_pass(t: Txn) -> bool:
+    """Whether the library's next pass must be a full one: never indexed, TOCs rendered under other text
+    rules (``config[toc_format]``), or ``names`` rows of an older format (``config[names_format]``)."""
+    return (
+        t.cfg(S.CFG_TOC_GEN) is None or t.cfg(S.CFG_TOC_FORMAT) != b"%d" % TOC_FORMAT or not names.current(t)
+    )
+
+
 def _changes(
     records: list,
-) -> tuple[set[int], dict[int, tuple[int, bytes]], list[tuple[bytes, int]], set[int]]:
+) -> tuple[
+    set[int],
+    dict[int, tuple[int, bytes]],
+    list[tuple[int, bytes, int]],
+    set[int],
+    dict[int, set[tuple[int, bytes]]],
+]:
     """What journal ``records`` (``[(seq, record)]``) changed: directories to re-render, entries to
-    re-examine (``{ino: (parent, name)}``; ``(0, b"")`` for a content-only write), names that died
-    (``[(name, ino)]``, to drop from the ``names`` DB) and renamed inodes (a renamed directory moves the
-    catalogue's paths below it)."""
+    re-examine (``{ino: (parent, name)}``; ``(0, b"")`` for a content-only write, or an unlink that left
+    the inode other names), names that died (``[(parent, name, ino)]``, to drop from the ``names`` DB),
+    renamed inodes (a renamed directory moves the catalogue's paths below it), and every name the records
+    gave each inode (``{ino: {(parent, name)}}``: a create and a link in one pass are two names)."""
     dirty_dirs: set[int] = set()
     dirty_entries: dict[int, tuple[int, bytes]] = {}
-    dead_names: list[tuple[bytes, int]] = []
+    dead_names: list[tuple[int, bytes, int]] = []
     renamed: set[int] = set()
+    named: dict[int, set[tuple[int, bytes]]] = {}
     for _seq, r in records:
         if r.parent:
             dirty_dirs.add(r.parent)
@@ -705,14 +740,17 @@ def _changes(
                 dirty_entries.setdefault(r.ino, (0, b""))
             else:
                 dirty_entries[r.ino] = (r.parent, r.name)
+                named.setdefault(r.ino, set()).add((r.parent, r.name))
         if r.op in (S.OP_MKDIR, S.OP_RENAME):
             dirty_dirs.add(r.ino)
         if r.op == S.OP_RENAME and r.old_name:
-            dead_names.append((r.old_name, r.ino))
+            dead_names.append((r.old_parent, r.old_name, r.ino))
             renamed.add(r.ino)
         if r.op in (S.OP_UNLINK, S.OP_RMDIR):
-            dead_names.append((r.name, r.ino))
-    return dirty_dirs, dirty_entries, dead_names, renamed
+            dead_names.append((r.parent, r.name, r.ino))
+        if r.op == S.OP_UNLINK:  # a hard-linked file keeps its other names: its meta drops this one
+            dirty_entries.setdefault(r.ino, (0, b""))
+    return dirty_dirs, dirty_entries, dead_names, renamed, named
 
 
 # the process entry: `python -m libraryfs.daemon.indexer LIBDIR [options]` (flags parsed by the CLI)

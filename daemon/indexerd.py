@@ -30,7 +30,7 @@ from typing import Any
 
 from libraryfs import notify
 from libraryfs.daemon.entries import PassStopped
-from libraryfs.daemon.indexer import Indexer, PassReport
+from libraryfs.daemon.indexer import Indexer, PassReport, needs_full_pass
 from libraryfs.errors import LibraryError, Unavailable
 from libraryfs.fs import schema as S
 from libraryfs.fs.holder import Holder, clear_standby, describe_holder, write_standby
@@ -517,6 +517,8 @@ def run_process(
         return 0  # stopped while standing by
     try:
         if once:
+            with idx.store.read() as t:
+                full = full or needs_full_pass(t)  # as `libraryfs index` and the daemon decide
             idx.run_once(full=full)
             return 0
         return proc.serve(full)

@@ -33,6 +33,7 @@ bytes; non-UTF-8 names are matched in their ``surrogateescape`` decoding.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -47,6 +48,15 @@ IGNORE_FILE = b".gitignore"  #: the ignore file read in every directory (gitigno
 GIT_DIR = b".git"  #: a directory holding this entry (a directory, or a file for worktrees) is a git work tree
 IGNORE_MAX_BYTES = 1 << 20  #: a larger ignore file is read up to this many bytes
 _SPECS_MAX = 4096  #: compiled specs kept (a cache, cleared when full)
+_TEMP = re.compile(
+    rb"^(\..*|.*~|.*\.(tmp|swp|swx|swo|part|crdownload)|#.*#|sed[A-Za-z0-9]{6}|4913|" rb"\.goutputstream-.*)$"
+)
+
+
+def is_hidden(name: bytes) -> bool:
+    """Names left out of TOCs, filing and everything derived from entries (the ``names`` table, the term
+    index): dotfiles and editors' temporary files (they are transient)."""
+    return bool(_TEMP.match(name))
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,13 @@ _ITEM_TYPES = {"toc_page_tokens": int, "defines": str, "keywords": str, "names":
 
 
 def _check_items(obj: dict[str, Any]) -> None:
-    """Raise Corrupt when a container value of a known key holds an item of the wrong type."""
+    """Raise Corrupt when a container value of a known key holds an item of the wrong type (``links``: each
+    item a ``[int, str]`` pair)."""
+    links = obj.get("links")
+    if links is not None and any(
+        type(x) is not list or len(x) != 2 or type(x[0]) is not int or type(x[1]) is not str for x in links
+    ):
+        raise Corrupt(f"meta record: links={links!r} holds an item that is not an [int, str] pair")
     for key, want in _ITEM_TYPES.items():
         value = obj.get(key)
         if value is None:
@@ -93,6 +99,9 @@ class EntryMeta(_MetaRecord):
     where the document says so, in document order, at most 400); ``keywords``: its characteristic words
     (at most 16, best first); ``outline``: the version of the extraction that wrote both
     (:data:`libraryfs.index.outline.OUTLINE_VERSION`; None: never extracted).
+    ``links``: every name of a hard-linked entry that the index holds, ``[[parent ino, name], …]`` sorted
+    by (parent, name bytes), ``name``/``parent`` being the first (:mod:`libraryfs.index.names`); None
+    while the entry has one such name.
     """
 
     name: str = ""
@@ -108,6 +117,7 @@ class EntryMeta(_MetaRecord):
     defines: list[str] | None = None
     keywords: list[str] | None = None
     outline: int | None = None
+    links: list[list[Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -128,6 +138,7 @@ class EntryMeta(_MetaRecord):
             g("defines"),
             g("keywords"),
             g("outline"),
+            g("links"),
         )
 
     _TYPES: ClassVar[dict[str, type]] = {
@@ -144,6 +155,7 @@ class EntryMeta(_MetaRecord):
         "defines": list,
         "keywords": list,
         "outline": int,
+        "links": list,
     }
 
 

@@ -28,8 +28,14 @@ Tables
              the tolerance rules are in :mod:`libraryfs.fs.meta`)
 ``journal``  key ``seq:u64``               → :class:`JournalRecord` (one per mutation of the tree)
 ``toc``      key ``dir ino:u64 + page:u32``→ rendered TOC page (UTF-8 Markdown); page 0 is ``INDEX.md``
-``names``    key ``casefold(name) + 0x00 + ino:u64`` (:func:`names_key`) → ``parent:u64 + name`` (the
-             original name): kept by the indexer for ``find``
+``names``    key ``casefold(name) + 0x00 + ino:u64 + parent:u64 + blake2b-64(name)`` (:func:`names_key`)
+             → ``parent:u64 + name`` (the original name): kept by the indexer for ``find``, one row per
+             name (dirent) of an examined entry that is not excluded — every link of a hard-linked file
+             (links named alike in two directories, or differing only in case, are distinct rows; the
+             name's digest, not the name, keeps the key within LMDB's 511 bytes). Format
+             :data:`NAMES_FORMAT` (``config[names_format]``); format 1 keys ended at ``ino`` (one row per
+             inode and folded name); a store whose rows are of another format gets a full indexer pass,
+             which rebuilds them (:mod:`libraryfs.index.names`)
 ``config``   key ASCII name                → value bytes; every key is a ``CFG_*`` constant below
 
 Extension tables (opened with :meth:`Store.open_table <libraryfs.fs.store.Store.open_table>`; ``check``
@@ -82,6 +88,7 @@ Names are raw bytes (non-UTF-8 names round-trip). Times are nanoseconds since th
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 from dataclasses import dataclass
@@ -156,6 +163,10 @@ CFG_SCHEMA_HISTORY = b"schema_history"  #: JSON list of {"from", "to", "at_ns", 
 CFG_TOC_FORMAT = (
     b"toc_format"  #: ASCII int: the TOC text rules the last full pass used (libraryfs.index.lines)
 )
+#: ASCII int: the format of the ``names`` rows (:data:`NAMES_FORMAT`), written by the pass (or repair) that
+#: rebuilt them all; absent or another value: the indexer's next pass is a full one
+CFG_NAMES_FORMAT = b"names_format"
+NAMES_FORMAT = 2  #: the ``names`` key carries the parent and name (every link of an inode is a row; 1: not)
 
 # Inode flags
 F_GENERATED = 1  #: content produced by a builder (read-only through the mount)
@@ -220,9 +231,11 @@ def name_fold(name: bytes) -> bytes:
     return os.fsdecode(name).casefold().encode("utf-8", "surrogateescape")
 
 
-def names_key(name: bytes, ino: int) -> bytes:
-    """Key of ``names``: casefolded name, NUL, inode number."""
-    return name_fold(name) + b"\0" + u64(ino)
+def names_key(name: bytes, ino: int, parent: int) -> bytes:
+    """Key of ``names`` for the link ``name`` of ``ino`` in directory ``parent``: casefolded name, NUL,
+    inode number, parent directory's inode number, an 8-byte digest of the name (two links of one inode in
+    one directory differing only in case are two keys; the whole name could exceed LMDB's key limit)."""
+    return name_fold(name) + b"\0" + u64(ino) + u64(parent) + hashlib.blake2b(name, digest_size=8).digest()
 
 
 @dataclass(slots=True)

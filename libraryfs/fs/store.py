@@ -320,15 +320,16 @@ class Txn:
             yield S.from_u64(k), S.decode_meta(v)
 
     def put_name(self, name: bytes, ino: int, parent: int) -> None:
-        """Index ``name`` (of ``ino`` in directory ``parent``) for ``find``."""
-        self.kv.put(S.DB_NAMES, S.names_key(name, ino), S.u64(parent) + name)
+        """Index the link ``name`` of ``ino`` in directory ``parent`` for ``find``."""
+        self.kv.put(S.DB_NAMES, S.names_key(name, ino, parent), S.u64(parent) + name)
 
-    def del_name(self, name: bytes, ino: int) -> None:
-        """Forget ``name`` of ``ino`` in the ``names`` table."""
-        self.kv.delete(S.DB_NAMES, S.names_key(name, ino))
+    def del_name(self, name: bytes, ino: int, parent: int) -> None:
+        """Forget the link ``name`` of ``ino`` in directory ``parent`` in the ``names`` table."""
+        self.kv.delete(S.DB_NAMES, S.names_key(name, ino, parent))
 
     def iter_names(self, name: bytes) -> Iterator[tuple[int, int, bytes]]:
-        """``(ino, parent, original name)`` of the indexed names that casefold to ``name``'s fold."""
+        """``(ino, parent, original name)`` of the indexed names that casefold to ``name``'s fold (rows of
+        both formats: the parent is read from the value)."""
         prefix = S.name_fold(name) + b"\0"
         for k, v in self.kv.prefix(S.DB_NAMES, prefix):
             yield S.from_u64(k[len(prefix) :]), S.from_u64(v), v[8:]
@@ -547,7 +548,7 @@ class Store:
         def init(t: Txn) -> None:
             """The write transaction: the root directory inode (ino 1, mode 0755, nlink 2, the caller's
             uid/gid, times ``now`` in ns) and the config: next inode 2, schema version, clean flag, creation
-            time, settings."""
+            time, settings, the format of the (empty) ``names`` table."""
             root = S.Inode(S.ROOT_INO, S.S_IFDIR | 0o755, os.getuid(), os.getgid(), 2, 0, now, now, now)
             t.put_inode(root)
             t.put_cfg(S.CFG_NEXT_INO, S.u64(2))
@@ -555,6 +556,7 @@ class Store:
             t.put_cfg(S.CFG_CLEAN, b"1")
             t.put_cfg(S.CFG_CREATED, S.u64(now))
             t.put_cfg(S.CFG_SETTINGS, S.dumps(settings or {}))
+            t.put_cfg(S.CFG_NAMES_FORMAT, b"%d" % S.NAMES_FORMAT)
 
         st.run_write(init)
         st.sync()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
 from libraryfs.index import termindex
+from libraryfs.index.names import links_of
 
 
 def entry_path(t: Txn, parent: int, name: bytes) -> bytes | None:
@@ -62,15 +63,15 @@ def find(t: Txn, term: bytes | str, limit: int = 50) -> list[bytes]:
     for _ino, m in t.iter_meta():
         if not isinstance(m, S.EntryMeta) or not m.name:
             continue
-        name, parent = os.fsencode(m.name), m.parent
-        nkey = S.name_fold(name)
-        if key in nkey and nkey != key:
-            sub.append((len(nkey), entry_path(t, parent, name) or b""))
-        elif words:
-            text = (m.summary or "").casefold()
-            if all(w in text or w in nkey.decode("utf-8", "replace") for w in words):
-                score = sum(text.count(w) for w in words)
-                summ.append((-score, len(text), entry_path(t, parent, name) or b""))
+        for parent, name in links_of(m):  # every name of a hard-linked file
+            nkey = S.name_fold(name)
+            if key in nkey and nkey != key:
+                sub.append((len(nkey), entry_path(t, parent, name) or b""))
+            elif words:
+                text = (m.summary or "").casefold()
+                if all(w in text or w in nkey.decode("utf-8", "replace") for w in words):
+                    score = sum(text.count(w) for w in words)
+                    summ.append((-score, len(text), entry_path(t, parent, name) or b""))
     for _n, p in sorted(sub):
         add(p or None)
     for _s, _n, p in sorted(summ):
@@ -151,7 +152,8 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
     seen: set[int] = set()
     for ino, parent, name in t.iter_names(os.fsencode(term)):
         p = entry_path(t, parent, name)
-        if p is not None and t.lookup(parent, name) == ino and ino not in seen:
+        # each link of a hard-linked file named alike is its own match (a/x.md and b/x.md)
+        if p is not None and t.lookup(parent, name) == ino and all(m.path != p for m in out):
             seen.add(ino)
             out.append(Match(p, "entry", "name"))
     out.sort(key=lambda m: (m.path.count(b"/"), m.path))
@@ -162,9 +164,7 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
         if h.ino in seen:
             continue
         seen.add(h.ino)
-        p = _live_path(t, h.ino, h.kind)
-        if p is not None:
-            out.append(Match(p, h.kind, h.match, h.score))
+        out += [Match(p, h.kind, h.match, h.score) for p in _live_paths(t, h.ino, h.kind)]
     return Found(_children_first(out, term)[:limit], max(total, len(out)))
 
 
@@ -197,15 +197,19 @@ def _children_first(out: list[Match], term: str) -> list[Match]:
     return res
 
 
-def _live_path(t: Txn, ino: int, kind: str) -> bytes | None:
-    """Where ``ino`` is now (None when the index is ahead of or behind the store for it)."""
+def _live_paths(t: Txn, ino: int, kind: str) -> list[bytes]:
+    """Where ``ino`` is now: a directory's path, or every indexed name of an entry (a hard-linked file has
+    several) that still names it (``[]`` when the index is ahead of or behind the store for it)."""
     if kind == "dir":
         node = t.inode(ino)
-        return t.path_of(ino) if node is not None and node.is_dir else None
-    m = t.entry_meta(ino)
-    if m is None or not m.parent or t.lookup(m.parent, os.fsencode(m.name)) != ino:
-        return None
-    return entry_path(t, m.parent, os.fsencode(m.name))
+        p = t.path_of(ino) if node is not None and node.is_dir else None
+        return [] if p is None else [p]
+    out: list[bytes] = []
+    for parent, name in links_of(t.entry_meta(ino)):
+        p = entry_path(t, parent, name) if t.lookup(parent, name) == ino else None
+        if p is not None:
+            out.append(p)
+    return out
 
 
 def finder_for(libdir: str, limit: int = 50):

@@ -6,10 +6,11 @@ dependency, no native build), it ranks with Okapi BM25 with per-column weights (
 §5.1.1), it updates one row at a time (the indexer's passes are incremental) and its WAL mode lets the mount
 read while the indexer writes. Tables:
 
-* ``rows(ino, kind, name, hash)``: one row per indexed inode (``kind`` ``"entry"`` or ``"dir"``); ``hash`` is
+* ``rows(ino, kind, name, hash)``: one row per indexed inode (``kind`` ``"entry"`` or ``"dir"``; ``name``:
+  its file name, or each name of a hard-linked file on its own line); ``hash`` is
   the state the row was built from (an entry's content hash and outline version, a directory's digest of its
   section record) — the reconcile pass compares it with the store to find drift;
-* ``terms``: the FTS5 table, rowid = inode, columns ``name`` (the file or directory name), ``defines`` (the
+* ``terms``: the FTS5 table, rowid = inode, columns ``name`` (as in ``rows``), ``defines`` (the
   names it defines, :attr:`~libraryfs.fs.schema.EntryMeta.defines`) and ``body`` (its decoded text, at most
   :data:`BODY_CHARS` characters; a directory's description and profile terms);
 * ``defs(key, ino, exact)``: every defined name, case-folded, and each of its dotted suffixes
@@ -197,7 +198,15 @@ def wanted(t: Txn, ino: int, scope: Scope | None = None) -> tuple[str, str, str]
     raw = os.fsencode(m.name)
     if t.lookup(m.parent, raw) != ino or scope.entry_excluded(t, m.parent, raw):
         return None
-    return "entry", _text(m.name), f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
+    return "entry", _entry_name(m), f"{m.hash}|{m.outline}|{OUTLINE_VERSION}"
+
+
+def _entry_name(m: S.EntryMeta) -> str:
+    """The ``name`` column of an entry: its file name, or every name of a hard-linked file (one per line, in
+    the order of :attr:`~libraryfs.fs.meta.EntryMeta.links`), so that each is matched."""
+    if not m.links:
+        return _text(m.name)
+    return "\n".join(dict.fromkeys(_text(n) for _p, n in m.links))
 
 
 def build_row(t: Txn, ino: int, want: tuple[str, str, str]) -> Row:

@@ -162,14 +162,17 @@ def unmount_and_stop(
 
 
 def check_store(libdir: str) -> None:
-    """``libraryfs check`` of the library (opened read-write, as the checker is run); AssertionError with
-    the checker's report when it finds a problem."""
-    from libraryfs.fs.check import check, describe
+    """``libraryfs check`` of the library (opened read-write, as the checker is run): the store's invariants
+    and the ``names`` table (``N1``: the indexer is stopped); AssertionError with the checker's report when
+    it finds a problem."""
+    from libraryfs.fs.check import Problem, check, describe
     from libraryfs.fs.store import Store
+    from libraryfs.index import names
 
     st = Store(libdir)
     try:
         report = check(st)
+        report.problems += [Problem(f.code, 0, f.message) for f in names.verify(st)]
     finally:
         st.close()
     assert report.problems == [], describe(report)

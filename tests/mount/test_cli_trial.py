@@ -18,6 +18,7 @@ from helpers.files import read_file, write_file
 from helpers.mount import mount
 from helpers.wait import wait_until
 
+from libraryfs.index import names
 from libraryfs.layout import INDEXER_LOCK, lock_holder, mount_state
 
 
@@ -221,3 +222,31 @@ def test_an_ignore_file_written_after_indexing_hides_its_paths_from_find(mounted
     os.unlink(mounted.p("gi2/.gitignore"))
     mounted.wait_indexed()
     assert shown("xylophonequartz") and shown("t.txt")
+
+
+def test_find_lists_every_link_of_a_hard_linked_file_under_its_own_name(mounted, run_cli):
+    """``echo hello > solo.md; ln solo.md solo-link.md``: ``libraryfs find LIB solo.md`` listed only
+    ``solo-link.md`` (the ``names`` table and the term index knew an inode by its last name). Each link is
+    found under its own name, unlinking one keeps the other, renaming one moves only that name, and
+    ``check`` agrees."""
+
+    def find(term: str) -> list[str]:
+        return run_cli("find", mounted.libdir, term, check_rc=True).stdout.splitlines()
+
+    write_file("hello\n", mounted.p("solo.md"), "w")
+    os.link(mounted.p("solo.md"), mounted.p("solo-link.md"))
+    mounted.wait_indexed()
+    assert find("solo.md")[0] == mounted.p("solo.md"), find("solo.md")
+    assert find("solo-link.md")[0] == mounted.p("solo-link.md"), find("solo-link.md")
+    os.rename(mounted.p("solo-link.md"), mounted.p("moved.md"))
+    mounted.wait_indexed()
+    assert find("moved.md")[0] == mounted.p("moved.md") and find("solo.md")[0] == mounted.p("solo.md")
+    os.unlink(mounted.p("solo.md"))
+    mounted.wait_indexed()
+    assert find("hello") == [mounted.p("moved.md")], find("hello")
+    assert mounted.p("solo.md") not in find("solo.md")
+    st = mounted.store(readonly=True)
+    try:
+        assert names.verify(st) == []  # the indexer is idle: its rows agree with the tree
+    finally:
+        st.close()

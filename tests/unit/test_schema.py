@@ -25,10 +25,16 @@ def test_dirent_values_carry_the_file_type_and_old_ones_read_without_it():
 
 
 def test_names_keys_fold_case_and_keep_undecodable_bytes():
-    assert S.names_key(b"README.md", 7) == S.names_key(b"readme.MD", 7)
+    fold = S.name_fold(b"README.md") + b"\0"
+    assert S.names_key(b"README.md", 7, 1).startswith(fold) and S.names_key(b"readme.MD", 7, 1).startswith(
+        fold
+    )
+    # every link is its own key: another directory, or the same directory and another case
+    keys = {S.names_key(b"README.md", 7, 1), S.names_key(b"README.md", 7, 2), S.names_key(b"readme.MD", 7, 1)}
+    assert len(keys) == 3
     assert S.name_fold(b"CAF\xe9") == b"caf\xe9"  # undecodable bytes survive the fold
     # an exact-name scan of "a" (prefix b"a\0") meets every "a" and no "ab": the NUL sorts first
-    assert S.names_key(b"a", 1) < S.names_key(b"a", 1 << 40) < S.names_key(b"ab", 0)
+    assert S.names_key(b"a", 1, 9) < S.names_key(b"a", 1 << 40, 1) < S.names_key(b"ab", 0, 0)
 
 
 ENTRY = {
