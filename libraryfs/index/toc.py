@@ -20,6 +20,7 @@ line is never mistaken for one; :func:`whole_texts` reads them back.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import urllib.parse
@@ -139,13 +140,15 @@ def sanitize(text: str, max_chars: int = 240) -> str:
 QUOTE_NOTE = '"…" = the file\'s whole text'
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def quotable(text: str) -> bool:
     """Whether ``text`` (a file's content, its trailing newline removed) may stand quoted on a TOC line as the
     file's whole text: 1 to :data:`~libraryfs.index.lines.QUOTE_MAX_CHARS` characters, all printable (no
     newline, tab, control, format or bidi character, no space but U+0020), unchanged by :func:`sanitize`
     (no runs of spaces, no leading or trailing space, no TOC markup, nothing Markdown would need escaped:
     the quote is the file's bytes exactly), and not text addressed to a model as instructions
-    (:func:`~libraryfs.index.lines.looks_like_instructions`: such text is never reproduced)."""
+    (:func:`~libraryfs.index.lines.looks_like_instructions`: such text is never reproduced). Cached: a
+    render asks it of each line several times."""
     return (
         0 < len(text) <= QUOTE_MAX_CHARS
         and text.isprintable()
