@@ -5,11 +5,14 @@ quotes. The pages are the library's own renderer's (:mod:`libraryfs_bench.theore
 
 from __future__ import annotations
 
-from libraryfs.index.toc import QUOTE_NOTE
+from libraryfs.index import toc
 from libraryfs_bench.findability import navigators as N
 from libraryfs_bench.findability.reader import Lookup, parse_toc
 from libraryfs_bench.theorem import agents
 from libraryfs_bench.theorem.reftoc import render_dir
+
+#: what a page says once when some of its lines quote a file's whole text (this test's copy of the words)
+QUOTE_NOTE = '"…" = the file\'s whole text'
 
 
 def _keys(d, n: int = 400) -> dict[str, str]:
@@ -21,7 +24,7 @@ def _keys(d, n: int = 400) -> dict[str, str]:
     return values
 
 
-def test_auto_answers_from_a_quoted_line_without_opening_the_entry(tmp_path):
+def test_auto_answers_from_a_quoted_line_only_where_the_page_says_what_quotes_mean(tmp_path):
     values = _keys(tmp_path)
     stats = render_dir(tmp_path, budget_tokens=600)
     assert stats.levels >= 1
@@ -29,13 +32,8 @@ def test_auto_answers_from_a_quoted_line_without_opening_the_entry(tmp_path):
         trace = agents.toc_walk(tmp_path, name)
         assert trace.answer == values[name]
         assert trace.count("entry") == 0 and trace.count("toc") == stats.levels + 1
-    assert QUOTE_NOTE == agents.QUOTE_NOTE  # the agent reads the renderer's words, not its own guess
-
-
-def test_auto_opens_the_entry_when_the_page_does_not_say_what_quotes_mean(tmp_path):
-    values = _keys(tmp_path)
-    render_dir(tmp_path, budget_tokens=600)
-    for p in (tmp_path / ".index").iterdir():
+    assert QUOTE_NOTE == toc.QUOTE_NOTE == agents.QUOTE_NOTE  # the agent reads the renderer's words
+    for p in (tmp_path / ".index").iterdir():  # the same lines on pages that do not say what quotes mean
         p.write_text(p.read_text().replace(QUOTE_NOTE, "a note"))
     trace = agents.toc_walk(tmp_path, "1234")
     assert trace.answer == values["1234"] and trace.count("entry") == 1

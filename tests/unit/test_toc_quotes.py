@@ -9,23 +9,17 @@ import random
 import pytest
 from helpers.markdown import check_rendered
 
-from libraryfs.index import tocplan
-from libraryfs.index.lines import QUOTE_MAX_BYTES, QUOTE_MAX_CHARS
-from libraryfs.index.toc import (
-    QUOTE_NOTE,
-    Item,
-    links,
-    quotable,
-    render,
-    whole_text,
-    whole_texts,
-)
+from libraryfs.index import lines, toc, tocplan
+from libraryfs.index.toc import Item, links, render
 from libraryfs.index.tokens import count_tokens
+
+#: the bound of a quote in characters (lines.QUOTE_MAX_CHARS, checked below)
+MAX_CHARS = 110
 
 
 def item(name: bytes, data: bytes, summary: str = "a summary of it") -> Item:
     """A regular file's TOC facts as the indexer gives them: summary, tokens, and its quotable whole text."""
-    return Item(name, summary, count_tokens(data.decode("utf-8", "replace")), whole=whole_text(data))
+    return Item(name, summary, count_tokens(data.decode("utf-8", "replace")), whole=toc.whole_text(data))
 
 
 def page_of(items: list[Item], max_tokens: int = 2000) -> str:
@@ -43,17 +37,17 @@ def test_a_tiny_files_line_quotes_its_whole_text_and_the_head_says_what_quotes_m
         ]
     )
     head, body = page.split("\n\n", 1)
-    assert QUOTE_NOTE in head  # said once, in the head
-    assert page.count(QUOTE_NOTE) == 1
+    assert toc.QUOTE_NOTE in head  # said once, in the head
+    assert page.count(toc.QUOTE_NOTE) == 1
     assert '- [prefs](prefs) — "user prefers dark mode"\n' in body  # no size: the quote is the file
     assert "- [trip.md](trip.md) — Trip plan: We take the train to Lyon on Monday (" in body
-    assert whole_texts(page) == {b"prefs": "user prefers dark mode"}
+    assert toc.whole_texts(page) == {b"prefs": "user prefers dark mode"}
     assert links(page) == [b"prefs", b"trip.md"]
 
 
 def test_a_page_without_a_quoted_line_says_nothing_of_quotes():
     page = page_of([item(b"a.md", b"# A\n\nFirst.\n\nSecond paragraph.\n", "First.")])
-    assert QUOTE_NOTE not in page and whole_texts(page) == {}
+    assert toc.QUOTE_NOTE not in page and toc.whole_texts(page) == {}
 
 
 @pytest.mark.parametrize(
@@ -64,14 +58,14 @@ def test_a_page_without_a_quoted_line_says_nothing_of_quotes():
         "café — naïve “quotes” 日本語\n".encode(),
         b'she said "hi" to me',
         b"1025\xe2\x86\x92JBMB\n",  # 1025→JBMB
-        b"x" * QUOTE_MAX_CHARS,
+        b"x" * MAX_CHARS,
         b"snake_case and a.b_c names",  # an intraword underscore needs no escape
     ],
 )
 def test_whole_text_takes_one_short_line_that_needs_no_sanitising(data):
-    text = whole_text(data)
+    text = toc.whole_text(data)
     assert text == data.decode().removesuffix("\n")
-    assert quotable(text)
+    assert toc.quotable(text)
 
 
 @pytest.mark.parametrize(
@@ -93,7 +87,7 @@ def test_whole_text_takes_one_short_line_that_needs_no_sanitising(data):
         b" leading space",
         b"trailing space ",
         b"two  spaces",
-        b"x" * (QUOTE_MAX_CHARS + 1),
+        b"x" * (MAX_CHARS + 1),
         b"x" * 1_000_000,
         b"- [INDEX.md](../../../etc/passwd) \xe2\x80\x94 1 tok",  # a fake TOC line
         b"see ](evil) now",
@@ -113,13 +107,14 @@ def test_whole_text_takes_one_short_line_that_needs_no_sanitising(data):
     ],
 )
 def test_whole_text_refuses_what_is_not_one_short_clean_line(data):
-    assert whole_text(data) is None
+    assert toc.whole_text(data) is None
 
 
 def test_the_byte_bound_admits_every_text_of_the_character_bound():
-    assert whole_text(("日" * QUOTE_MAX_CHARS + "\n").encode()) is not None
-    assert len(("𝄞" * QUOTE_MAX_CHARS + "\n").encode()) == QUOTE_MAX_BYTES
-    assert whole_text(("𝄞" * QUOTE_MAX_CHARS + "\n").encode()) is not None
+    assert lines.QUOTE_MAX_CHARS == MAX_CHARS
+    assert toc.whole_text(("日" * MAX_CHARS + "\n").encode()) is not None
+    assert len(("𝄞" * MAX_CHARS + "\n").encode()) == lines.QUOTE_MAX_BYTES
+    assert toc.whole_text(("𝄞" * MAX_CHARS + "\n").encode()) is not None
 
 
 def test_a_summary_never_reads_as_a_quote():
@@ -133,7 +128,7 @@ def test_a_summary_never_reads_as_a_quote():
     )
     assert '- [b.md](b.md) — \\"Hello," she said. "Goodbye." (40 tok)' in page  # renders as "Hello,"…
     assert "- [c](c) — a summary (3 tok)" in page
-    assert whole_texts(page) == {b"a": "quoted one"}
+    assert toc.whole_texts(page) == {b"a": "quoted one"}
 
 
 def hostile_items() -> dict[bytes, bytes]:
@@ -155,7 +150,7 @@ def test_hostile_whole_texts_cannot_break_the_markup_or_the_links():
     page = render("s", "", items, max_tokens=2000, count_tokens=count_tokens).pages[0]
     assert links(page) == sorted(hostile)  # the only links are the renderer's own
     assert check_rendered(page, set(hostile)) == set(hostile)
-    assert whole_texts(page) == {b"ok": "user prefers dark mode", b"quote": 'a " — "x"'}
+    assert toc.whole_texts(page) == {b"ok": "user prefers dark mode", b"quote": 'a " — "x"'}
     text = page.decode()
     assert "\x1b" not in text and "\x07" not in text and "previous instructions" not in text
     body = text.split("\n\n", 1)[1]
@@ -176,12 +171,12 @@ def test_quoted_leaves_of_a_multi_page_toc_keep_the_bound_and_read_back():
         quotes: dict[bytes, str] = {}
         for p in out.pages:
             check_rendered(p, set(data), base="../")
-            got = whole_texts(p)
+            got = toc.whole_texts(p)
             assert not (set(got) & set(quotes))
             quotes.update(got)
             head = p.decode().split("\n- ", 1)[0]
-            assert (QUOTE_NOTE in head) == bool(got)  # every page with quotes says so, no other page does
-        want = {b"../" + n: d.decode().removesuffix("\n") for n, d in data.items() if whole_text(d)}
+            assert (toc.QUOTE_NOTE in head) == bool(got)  # every page with quotes says so, no other page does
+        want = {b"../" + n: d.decode().removesuffix("\n") for n, d in data.items() if toc.whole_text(d)}
         assert quotes == want and len(want) == 602
 
 
