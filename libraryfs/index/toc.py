@@ -385,14 +385,14 @@ class _Head:
         if page_no == 0:
             if self.desc:
                 lines.append(self.desc)
-            facts = [
+            parts = [
                 f"{count_text(self.n, self.in_all)}",
                 f"{self.total_tokens:,} {noun(self.total_tokens, 'token')}",
                 QUOTE_NOTE if self.quotes and npages == 1 else "",
                 self.size_note,
                 note,
             ]
-            lines.append(" · ".join(x for x in facts if x))
+            lines.append(" · ".join(x for x in parts if x))
         elif note:
             lines.append(note)
         lines.append("")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -277,8 +278,15 @@ def _covers(lo: str, hi: str, name: str) -> bool:
     return not name_less(name, lo) and not name_less(hi, name)
 
 
-def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) -> Trace:
-    """AUTO: from ``INDEX.md`` follow links until the entry ``name`` is reached; submit its value.
+def toc_walk(
+    store_dir: str | os.PathLike[str],
+    name: str,
+    max_depth: int = 16,
+    answer_of: Callable[[str], str | None] | None = None,
+) -> Trace:
+    """AUTO: from ``INDEX.md`` follow links until the entry ``name`` is reached; submit its value
+    (``answer_of`` of the entry's text, by default the ``key→value`` store's value; a quoted line's text
+    stands for the entry's on a page that says what quotes mean).
 
     On each TOC page: a link whose label (or file name) is ``name`` is the entry; otherwise follow the
     link whose ``first … last`` range (in the label, else later on its line) covers ``name``; failing
@@ -306,7 +314,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
                 target = posixpath.normpath(posixpath.join(here, href))
                 whole = quoted_text(rest) if quoted else None
                 if whole is not None:  # the page gives the file's whole text: nothing more to read
-                    return _submit(trace, _entry_value(whole))
+                    return _submit(trace, (answer_of or _entry_value)(whole))
                 break
         if target is not None:
             try:
@@ -315,7 +323,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
                 trace.error = f"link {target} unreadable"
                 return _submit(trace, None)
             trace.calls.append(Call("read_file", {"path": target}, entry, "entry", str(root / target)))
-            return _submit(trace, _entry_value(entry))
+            return _submit(trace, (answer_of or _entry_value)(entry))
         ranged = []
         for label, href, rest in links:
             bounds = parse_range(label)
