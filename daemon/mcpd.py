@@ -123,8 +123,9 @@ class LibraryTools:
         """Read a directory's table of contents: its INDEX.md (page 0) or a further page of a large
         directory (.index/NNNN.md, page ≥ 1). Each line: an entry's name as a link, a one-line summary and
         its size in tokens (a size every file shares is said once, on the page head; a page that says
-        `files: ../NAME` lists plain names without their link); `links` gives each entry and page as a
-        library path (page links lead to further pages)."""
+        `files: ../NAME` lists plain names without their link; on a page that says `"…" = the file's whole
+        text`, a line `- name — "text"` quotes a tiny file's entire content: no need to read it); `links`
+        gives each entry and page as a library path (page links lead to further pages)."""
         p = self.reg.path(path)
         if page < 0:
             raise ValueError("page must be ≥ 0")

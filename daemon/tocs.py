@@ -22,8 +22,9 @@ from libraryfs.fs.store import Txn, now_ns
 from libraryfs.fs.virtual import dir_settled, page0_moved
 from libraryfs.index import catalogue, subjects
 from libraryfs.index.jobs import Group, SectionDoc
+from libraryfs.index.lines import QUOTE_MAX_BYTES
 from libraryfs.index.sections import Child, apply_children, child_of_entry, child_of_section
-from libraryfs.index.toc import Item, render
+from libraryfs.index.toc import Item, render, whole_text
 from libraryfs.index.tokens import count_tokens
 
 REGROUP_FRACTION = 0.1  #: share of a large section's names that must change before it is grouped again
@@ -209,6 +210,9 @@ class TocWriter:
                     em = t.entry_meta(child) or EntryMeta()
                     if em.summary is None or em.size != cn.size:
                         missing[child] = (ino, name)
+                    # a tiny regular file's line may quote its whole text, read in this transaction: the quote
+                    # is the content the page was rendered from (toc.whole_text)
+                    quotable = cn.is_reg and 0 < cn.size <= QUOTE_MAX_BYTES
                     items.append(
                         Item(
                             name,
@@ -217,6 +221,7 @@ class TocWriter:
                             False,
                             is_link=cn.is_lnk,
                             approx=em.approx,
+                            whole=whole_text(t.read_data(child, 0, cn.size, cn.size)) if quotable else None,
                         )
                     )
                     children.append(

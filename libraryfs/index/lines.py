@@ -8,7 +8,9 @@ section apart from its siblings; what a range of a multi-page TOC holds.
 * :func:`range_summary` — the same for one page's range of entries among the other pages of a
   multi-page TOC;
 * :func:`shared_span` — whether a size or count is about the same on every line of a page (then the
-  page says it once).
+  page says it once);
+* :data:`QUOTE_MAX_CHARS` — how short a file's whole text must be for its line to quote it instead of
+  summarising it (the rule is the renderer's ``toc.whole_text``).
 
 Text that would address a reader (a model) with instructions is never copied into a line
 (:func:`looks_like_instructions`); text that fakes TOC markup is neutralised (:func:`neutralise_toc_markup`,
@@ -25,14 +27,26 @@ from libraryfs.index.outline import Outline
 
 #: version of the TOC text rules (outlines, lines, catalogue); an indexer starting on a library whose last
 #: full pass used another version runs a full pass (``config[toc_format]``)
-TOC_FORMAT = 6  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
+TOC_FORMAT = 7  #: 3: short leads joined by the next sentences (markup.first_sentence); 4: "N entries" counts
 #: a directory's own entries, "M in all" those below it (toc.count_text); range lines without one-entry terms;
 #: 5: a size or count every line would repeat is said once on the page (toc.shared_span), freshness facts on
 #: the root page only; 6: names and text Markdown-escaped (toc.md_escape: no raw HTML, code or emphasis from a
-#: name), a leaf page's bare names only those needing no escape
+#: name), a leaf page's bare names only those needing no escape; 7: a file whose whole text is one short line
+#: is quoted on its line (``- name — "text"``, toc.whole_text, :data:`QUOTE_MAX_CHARS`), a summary never starts
+#: with a bare ``"``
 SUMMARY_MAX_CHARS = 200  #: an entry line's summary (the renderer caps any builder text at 240)
 HEAD_MAX_CHARS = 110  #: title and lead when names or headings follow them
 LEAD_MAX_WORDS = 20
+#: a file whose whole text is one line of at most this many characters may be quoted on its TOC line instead
+#: of summarised (``toc.whole_text``). The bound is the head of a summary (title and lead) when names follow:
+#: a quote is never longer than what the line could say of the file anyway (a one-line text's summary is its
+#: first sentence, at most :data:`SUMMARY_MAX_CHARS`), so quoting costs a page a few tokens at most (the two
+#: quote marks, the size left out) and saves a reader who needs the file its read (a turn: ~200 tokens under an
+#: agent's re-sent history, docs/theorem.md)
+QUOTE_MAX_CHARS = HEAD_MAX_CHARS
+#: the bytes read of a file that may be quoted: the longest text of :data:`QUOTE_MAX_CHARS` characters in UTF-8
+#: (4 bytes a character at most) and its newline; a larger file is never read for its TOC line
+QUOTE_MAX_BYTES = 4 * QUOTE_MAX_CHARS + 1
 SECTION_TERMS = 6
 SECTION_NAMES = 4
 

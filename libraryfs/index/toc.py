@@ -10,10 +10,17 @@ Every string that came from a builder (possibly a model) is sanitised here: cont
 sequences removed, whitespace collapsed, length capped. Paths and links are computed by this module only:
 link targets are percent-encoded names relative to the page, so any name (spaces, newlines, non-UTF-8 bytes)
 is reachable; ``urllib.parse.unquote_to_bytes`` of a link target gives the exact bytes of the path.
+
+A file whose whole content is one short line that needs no sanitising (:func:`whole_text`) is quoted on its
+line instead of summarised: ``- name — "text"``, no size, and the page head says once what the quote means
+(:data:`QUOTE_NOTE`). A reader then knows the file without opening it; the quote is as fresh as the page
+(the root's header carries the generation). No summary starts with a bare ``"`` (:func:`said`), so a quoted
+line is never mistaken for one; :func:`whole_texts` reads them back.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import urllib.parse
@@ -23,7 +30,15 @@ from dataclasses import dataclass
 from libraryfs.fs.generated import INDEX_FILE, page_file, page_relpath
 from libraryfs.index import DEFAULT_MAX_TOKENS  # noqa: F401 - re-exported (defined there: cheap to import)
 from libraryfs.index.jobs import Group
-from libraryfs.index.lines import neutralise_toc_markup, range_summary, shared_span, span_text
+from libraryfs.index.lines import (
+    QUOTE_MAX_BYTES,
+    QUOTE_MAX_CHARS,
+    looks_like_instructions,
+    neutralise_toc_markup,
+    range_summary,
+    shared_span,
+    span_text,
+)
 from libraryfs.index.sections import MAX_TERMS, terms_for
 from libraryfs.index.terms import distinctive
 from libraryfs.index.terms import words as _words
@@ -51,6 +66,9 @@ class Item:
     names: list[str] | None = None  #: defined or representative names, best first, for range lines
     toc_link: str = INDEX_FILE  #: for a section: its page 0, relative to it (``.index/INDEX.md`` when moved)
     direct: int | None = None  #: for a section: its own entries (the lines of its TOC); None: not known yet
+    #: a regular file's whole text when it may be quoted on its line (:func:`whole_text`), else None; the
+    #: renderer checks it again (:func:`quotable`) and summarises a text that fails
+    whole: str | None = None
 
     @property
     def in_all(self) -> int:
@@ -118,6 +136,57 @@ def sanitize(text: str, max_chars: int = 240) -> str:
     return text
 
 
+#: what a quoted line means, said once in the head of a page that has one (a reader need not open the file)
+QUOTE_NOTE = '"…" = the file\'s whole text'
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def quotable(text: str) -> bool:
+    """Whether ``text`` (a file's content, its trailing newline removed) may stand quoted on a TOC line as the
+    file's whole text: 1 to :data:`~libraryfs.index.lines.QUOTE_MAX_CHARS` characters, all printable (no
+    newline, tab, control, format or bidi character, no space but U+0020), unchanged by :func:`sanitize`
+    (no runs of spaces, no leading or trailing space, no TOC markup, nothing Markdown would need escaped:
+    the quote is the file's bytes exactly), and not text addressed to a model as instructions
+    (:func:`~libraryfs.index.lines.looks_like_instructions`: such text is never reproduced). Cached: a
+    render asks it of each line several times."""
+    return (
+        0 < len(text) <= QUOTE_MAX_CHARS
+        and text.isprintable()
+        and sanitize(text, QUOTE_MAX_CHARS) == text
+        and not looks_like_instructions(text)
+    )
+
+
+def whole_text(data: bytes) -> str | None:
+    """The text of a regular file's whole content ``data`` when its TOC line may quote it (:func:`quotable`):
+    at most :data:`~libraryfs.index.lines.QUOTE_MAX_BYTES` bytes of strict UTF-8, one line after one trailing
+    ``\n`` is removed (a ``\r\n`` ending is not removed, and fails); else None. Never raises."""
+    if len(data) > QUOTE_MAX_BYTES:
+        return None
+    if data.endswith(b"\n"):
+        data = data[:-1]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if quotable(text) else None
+
+
+def quote_of(item: Item) -> str | None:
+    """The text a regular file's line quotes (``item.whole`` when :func:`quotable`), else None (sections,
+    symlinks, files without a whole text)."""
+    if item.is_dir or item.is_link or item.whole is None:
+        return None
+    return item.whole if quotable(item.whole) else None
+
+
+def said(text: str, max_chars: int = 240) -> str:
+    """What a line says after its dash: :func:`sanitize` of ``text``, a leading ``"`` escaped (``\\"``,
+    which CommonMark renders as ``"``): only a quoted line (:data:`QUOTE_NOTE`) starts with a bare quote."""
+    out = sanitize(text, max_chars)
+    return "\\" + out if out.startswith('"') else out
+
+
 def display_name(name: bytes) -> str:
     """A name as shown in a TOC line's link text: undecodable bytes and control chars as ``\\xNN``, Markdown
     markup escaped (:func:`md_escape`: ``<img …>``, backticks, ``*x*`` render as themselves)."""
@@ -153,19 +222,22 @@ def entry_line(item: Item, prefix: str = "", size: bool = True, implied: bool = 
     False leaves a file's ``(N tok)`` out: its page says the size once for all its files
     (:func:`shared_span`). ``implied`` (leaf pages of a multi-page TOC): a file whose name is its own link
     (:func:`plain_name`) is ``- name — summary``, its path ``prefix + name`` said once by the page's
-    :data:`FILES_NOTE`."""
+    :data:`FILES_NOTE`. A file with a quotable whole text (:func:`quote_of`) is ``- [name](link) — "text"``
+    (or ``- name — "text"``), never with a size: the page says once what the quote means (:data:`QUOTE_NOTE`)."""
     if item.is_dir:
         target = link_target(item.name, prefix) + "/" + item.toc_link
         direct = item.direct if item.direct is not None or item.entries else 0
         facts = f"{count_text(direct, item.entries)}, {_fmt_tokens(item.tokens)}"
-        return f"- [{display_name(item.name)}/]({target}) — {sanitize(item.summary)} ({facts})"
+        return f"- [{display_name(item.name)}/]({target}) — {said(item.summary)} ({facts})"
     if item.is_link:
-        return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
+        return f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {said(item.summary)}"
+    quote = quote_of(item)
+    text = f'"{quote}"' if quote is not None else said(item.summary)
     if implied and plain_name(item.name):
-        line = f"- {item.name.decode()} — {sanitize(item.summary)}"
+        line = f"- {item.name.decode()} — {text}"
     else:
-        line = f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {sanitize(item.summary)}"
-    return f"{line} ({_fmt_tokens(item.tokens, item.approx)})" if size else line
+        line = f"- [{display_name(item.name)}]({link_target(item.name, prefix)}) — {text}"
+    return f"{line} ({_fmt_tokens(item.tokens, item.approx)})" if size and quote is None else line
 
 
 #: a name that is its own percent-encoded link and renders as itself in Markdown: letters, digits and
@@ -187,8 +259,9 @@ def plain_name(name: bytes) -> bool:
 
 def file_sizes(items: list[Item]) -> tuple[int, int] | None:
     """The size all of a directory's files share (:func:`shared_span`), None when they differ, when one is
-    approximate, or with fewer than three files; sections and symlinks keep their own facts."""
-    files = [i for i in items if not i.is_dir and not i.is_link]
+    approximate, or with fewer than three files; sections and symlinks keep their own facts, and quoted files
+    (:func:`quote_of`) show no size."""
+    files = [i for i in items if not i.is_dir and not i.is_link and quote_of(i) is None]
     if any(i.approx for i in files):
         return None
     return shared_span([i.tokens for i in files])
@@ -225,7 +298,10 @@ def render(
     if max_tokens < 200:
         raise ValueError("max_tokens must be at least 200")
     sizes = file_sizes(items)
-    head = _Head(sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts, sizes)
+    quoted = [quote_of(i) is not None for i in items]
+    head = _Head(
+        sanitize(dir_title, 120) or "/", sanitize(description), items, header_facts, sizes, any(quoted)
+    )
 
     # one page?
     extra = list(root_extra or [])
@@ -249,23 +325,25 @@ def render(
         leaves = _leaf_pages(items, runs, leaf_lines, leaf_cost, size, budget)
         return leaves, _index_levels(leaves, budget, count_tokens, ranges, extra, root_in_pages_dir)
 
-    leaves, built = cheapest_plan(plan, leaf_cost, budget, count_tokens)
+    leaves, built = cheapest_plan(plan, leaf_cost, budget, count_tokens, answered=quoted)
     root_lines, all_pages, page_titles, levels, notes = built
     npages = len(all_pages) + 1
     up = f"- [↑ up]({INDEX_FILE})" if root_in_pages_dir else _UP_LINE
     out = ["\n".join(head(0, npages, "", notes[0]) + root_lines) + "\n"]
     for k, lines in enumerate(all_pages, start=1):
-        note = notes[k] or (_leaf_note(lines, head.size_note) if k <= len(leaves) else "")
+        leaf_quotes = k <= len(leaves) and any(quoted[i] for i in leaves[k - 1][3])
+        note = notes[k] or (_leaf_note(lines, head.size_note, leaf_quotes) if k <= len(leaves) else "")
         out.append("\n".join(head(k, npages, page_titles[k - 1], note) + lines + ["", up]) + "\n")
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
 
 
-def _leaf_note(lines: list[str], size_note: str) -> str:
-    """A leaf page's note: where its unlinked names are (:data:`FILES_NOTE`) and the size its files share."""
+def _leaf_note(lines: list[str], size_note: str, quotes: bool = False) -> str:
+    """A leaf page's note: where its unlinked names are (:data:`FILES_NOTE`), what its quoted lines are
+    (:data:`QUOTE_NOTE`, when ``quotes``) and the size its files share."""
     bare = any(not ln.startswith("- [") for ln in lines)
-    return " · ".join(x for x in (FILES_NOTE if bare else "", size_note) if x)
+    return " · ".join(x for x in (FILES_NOTE if bare else "", QUOTE_NOTE if quotes else "", size_note) if x)
 
 
 #: the longest note a page head may carry (room kept for it when the head is priced)
@@ -279,12 +357,20 @@ class _Head:
     """The head lines of a page: header comment, title (with a subtitle below the root), and on the root the
     description and the totals. The freshness facts (``header_facts``: generation, journal position,
     builder) are on the root only: all pages of a directory are written together. ``sizes``: the size its
-    files share (said once, on the root and on every leaf, instead of on each file's line)."""
+    files share (said once, on the root and on every leaf, instead of on each file's line). ``quotes``: some
+    of the lines quote a file's whole text (a one-page TOC's root then says :data:`QUOTE_NOTE`; a leaf's
+    note says it for its own lines)."""
 
     def __init__(
-        self, title: str, desc: str, items: list[Item], header_facts: str, sizes: tuple[int, int] | None
+        self,
+        title: str,
+        desc: str,
+        items: list[Item],
+        header_facts: str,
+        sizes: tuple[int, int] | None,
+        quotes: bool = False,
     ) -> None:
-        self.title, self.desc, self.header_facts = title, desc, header_facts
+        self.title, self.desc, self.header_facts, self.quotes = title, desc, header_facts, quotes
         self.n = len(items)
         self.in_all = sum(i.in_all for i in items)
         self.total_tokens = sum(i.tokens for i in items)
@@ -299,13 +385,14 @@ class _Head:
         if page_no == 0:
             if self.desc:
                 lines.append(self.desc)
-            said = [
+            parts = [
                 f"{count_text(self.n, self.in_all)}",
                 f"{self.total_tokens:,} {noun(self.total_tokens, 'token')}",
+                QUOTE_NOTE if self.quotes and npages == 1 else "",
                 self.size_note,
                 note,
             ]
-            lines.append(" · ".join(x for x in said if x))
+            lines.append(" · ".join(x for x in parts if x))
         elif note:
             lines.append(note)
         lines.append("")
@@ -490,7 +577,7 @@ class _Ranges:
         top = distinctive([r.terms for r in runs], sizes, top=MAX_TERMS, exclude=self.exclude, singles=False)
         out = []
         for r, t, size in zip(runs, top, sizes, strict=False):
-            text = sanitize(range_summary(t[: terms_for(size)], r.names), 200)
+            text = said(range_summary(t[: terms_for(size)], r.names), 200)
             out.append(f": {text}" if text else "")
         return out
 
@@ -532,3 +619,37 @@ def links(page: bytes | str) -> list[bytes]:
     if re.search(rf"^{re.escape(FILES_NOTE)}\b", page, re.MULTILINE):
         found += [(m.start(), b"../" + m.group(1).encode()) for m in _BARE.finditer(page)]
     return [target for _pos, target in sorted(found)]
+
+
+#: an entry line's text after its name or link when it is a quote: ``— "…"`` to the end of the line
+_QUOTED = re.compile(r' — "(.*)"$')
+
+
+def page_head(page: str) -> str:
+    """The head of a rendered page: its lines before the first list line (``- …``)."""
+    return page if page.startswith("- ") else page.split("\n- ", 1)[0]
+
+
+def whole_texts(page: bytes | str) -> dict[bytes, str]:
+    """The quoted lines of a rendered page (:data:`QUOTE_NOTE`), as ``{link target (exact path bytes, as
+    :func:`links` gives them): the file's whole text}``; empty on a page whose head does not say
+    :data:`QUOTE_NOTE`. Range and section lines are never quotes."""
+    if isinstance(page, bytes):
+        page = page.decode("utf-8", "surrogateescape")
+    if QUOTE_NOTE not in page_head(page):
+        return {}
+    bare = re.search(rf"^{re.escape(FILES_NOTE)}\b", page, re.MULTILINE) is not None
+    out: dict[bytes, str] = {}
+    for line in page.splitlines():
+        m = _LINK.match(line)
+        if m is not None:
+            target, rest = urllib.parse.unquote_to_bytes(m.group(1)), line[m.end() :]
+        else:
+            b = _BARE.match(line) if bare else None
+            if b is None:
+                continue
+            target, rest = b"../" + b.group(1).encode(), line[b.end(1) :]
+        q = _QUOTED.fullmatch(rest)  # only an entry's quote starts with a bare '"' (:func:`said`)
+        if q is not None:
+            out[target] = q.group(1)
+    return out

@@ -94,7 +94,8 @@ def test_auto_walk_is_logarithmic(tmp_path):
     for key, value in [st.target, (int(st.names[0]), None), (int(st.names[-1]), None)]:
         trace = agents.toc_walk(st.dir, st.name_of(key))
         assert trace.answer is not None and (value is None or trace.answer == value)
-        assert trace.count("toc") == stats.levels + 1 and trace.count("entry") == 1
+        # each entry's line quotes its whole text ("key→value", TOC_FORMAT 7): the walk ends at the leaf
+        assert trace.count("toc") == stats.levels + 1 and trace.count("entry") == 0
     assert agents.toc_walk(st.dir, "999999").answer is None
     path = agents.path_lookup(st.dir, st.name_of(st.target[0]))
     assert path.answer == st.target[1] and len(path.calls) == 2

@@ -81,7 +81,11 @@ def test_indexer_writes_the_models_toc_and_files_the_inbox(lib):
             finance = t.lookup(S.ROOT_INO, b"finance")
             assert t.lookup(cooking, b"soup.md") is not None  # existing section chosen by the model
             assert finance is not None and t.lookup(finance, b"tax.md") is not None  # a new section
-        assert "Model summary of tax.md" in _toc(lib, b"/finance")
+        # a one-line note's line quotes its whole text (TOC_FORMAT 7); the model's summary stays in its meta
+        assert '- [tax.md](tax.md) — "Forms for the 2024 tax return."' in _toc(lib, b"/finance")
+        with lib.read() as t:
+            tax = t.entry_meta(t.lookup(finance, b"tax.md"))
+            assert tax is not None and "Model summary of tax.md" in (tax.summary or "")
         st = _status(lib)["builder"]
         assert st["builder"] == "llm:idx-model" and st["requests"] > 0 and st["fallbacks"] == 0
 

@@ -170,7 +170,7 @@ def test_planned_cut_is_no_worse_than_full_or_square_root_leaves(monkeypatch):
 
     its = _keyed_items(2000)
     chosen = _resent_cost(render("t", "", its, max_tokens=2000, count_tokens=count_tokens))
-    for forced in (lambda s, b, r=45: b, lambda s, b, r=45: max(300, int((s * 45) ** 0.5))):
+    for forced in (lambda s, b, r=45, *_: b, lambda s, b, r=45, *_: max(300, int((s * 45) ** 0.5))):
         monkeypatch.setattr(tocplan, "balanced_leaf_budget", forced)
         other = render("t", "", its, max_tokens=2000, count_tokens=count_tokens)
         if other.levels == 2:

@@ -49,7 +49,9 @@ SYSTEM = (
     f"further TOC pages under {PAGES_DIRNAME}/. Links are relative to the page that holds them. Start at "
     f"{INDEX_FILE}, follow the "
     "lines that match the request, read an entry if you need to check it, then answer with the entry's "
-    "path. Read as little as you can."
+    "path. Read as little as you can. A page whose head says '\"…\" = the file's whole text' quotes some "
+    "files whole on their lines ('- name — \"text\"'): such a file holds that text and nothing else, so it "
+    "need not be read."
 )
 TEXT_RULES = (
     " Reply with exactly one line: 'READ <path>' to read a TOC page or an entry, or "

@@ -2,8 +2,9 @@
 
 * :class:`TocNavigator` — an agent with no world knowledge: it reads ``INDEX.md`` pages only (master →
   section → ``.index/NNNN.md``), scores every link line by lexical match with the query, and walks
-  depth-first along the best lines, backtracking when a branch runs dry. Reaching an entry costs a read of it; the entry is
-  *confirmed* when it contains most of the query's terms, or when it was reached by the line of an A–Z
+  depth-first along the best lines, backtracking when a branch runs dry. Reaching an entry costs a read of it
+  (unless its line quotes the file's whole text on a page that says so: then the quote is the entry, no
+  read); the entry is *confirmed* when it contains most of the query's terms, or when it was reached by the line of an A–Z
   name index whose label is exactly the queried name; else the walk goes on. Inside an A–Z name index
   (entered by its ``names A–Z`` line) a name query follows only the range lines whose ``lo … hi`` holds
   the whole name, as a reader of a book's index does. When the read budget runs out it answers the best
@@ -225,7 +226,8 @@ class TocNavigator:
             if line.path in seen:
                 continue
             seen.add(line.path)
-            text = lookup.read(line.path)
+            quoted = not line.is_toc and line.whole is not None
+            text = line.whole if quoted else lookup.read(line.path)  # a quote is the whole file: no read
             if text is None:
                 continue
             if line.is_toc:
@@ -234,7 +236,8 @@ class TocNavigator:
                 stack.append((self._expand(qterms, name_query, text, line.path, seen, trace, name), az))
                 continue
             share = entry_share(qterms, self.terms.get(line.path, text))
-            trace.append({"entry": line.path, "share": round(share, 2)})
+            step = {"entry": line.path, "share": round(share, 2)}
+            trace.append({**step, "quoted": True} if quoted else step)
             if best is None or share > best[0]:
                 best = (share, line.path)
             if share >= CONFIRM_SHARE or named:  # an A–Z index line of exactly this name is trusted

@@ -23,6 +23,9 @@ _LINK_LINE = re.compile(r"^\s*[-*]\s+\[((?:\\.|[^\]\\])*)\]\(([^)\s]+)\)(.*)$")
 #: a page's statement of where its unlinked entry names are (``files: ../NAME``), and such a line
 _FILES_AT = re.compile(r"^files: (\S*)NAME\b", re.MULTILINE)
 _BARE_LINE = re.compile(r"^\s*[-*]\s+([^\s\[\]()]+)(?:\s+—\s|$)")
+#: a page's statement that an entry line's text in quotes is the file's whole text, and such a line's rest
+QUOTE_NOTE = '"…" = the file\'s whole text'
+_QUOTED = re.compile(r'^(?:—\s+)?"(.*)"$')
 
 
 @dataclass
@@ -35,6 +38,8 @@ class TocLine:
     rest: str
     is_toc: bool
     raw: str
+    #: the file's whole text when the line quotes it on a page that says what quotes mean, else None
+    whole: str | None = None
 
 
 def is_toc_path(rel: str) -> bool:
@@ -47,16 +52,19 @@ def parse_toc(text: str, page_rel: str) -> list[TocLine]:
     """Link lines of a TOC page at ``page_rel``; targets percent-decoded and resolved to library-relative
     paths (a link to a directory means its INDEX.md). Links leaving the library are dropped. On a page that
     says where its unlinked names are (``files: ../NAME``), a list line ``- name — summary`` is the entry
-    at that path too."""
+    at that path too. On a page whose head says :data:`QUOTE_NOTE`, an entry line whose text is in quotes
+    (``- name — "text"``) carries the file's whole text (``TocLine.whole``)."""
     base = posixpath.dirname(page_rel)
     at = _FILES_AT.search(text)
+    quotes = QUOTE_NOTE in (text if text.startswith("- ") else text.split("\n- ", 1)[0])
     out = []
     for raw in text.splitlines():
         m = _LINK_LINE.match(raw)
         bare = None if m or at is None else _BARE_LINE.match(raw)
         if bare:
             path = posixpath.normpath(posixpath.join(base, at.group(1) + bare.group(1)))
-            out.append(TocLine(bare.group(1), path, raw[bare.end(1) :].strip(), False, raw))
+            rest = raw[bare.end(1) :].strip()
+            out.append(TocLine(bare.group(1), path, rest, False, raw, _whole(rest) if quotes else None))
         if not m:
             continue
         label = re.sub(r"\\(.)", r"\1", m.group(1))
@@ -68,8 +76,16 @@ def parse_toc(text: str, page_rel: str) -> list[TocLine]:
             continue
         if target.endswith("/"):
             path = posixpath.join(path, INDEX_NAME)
-        out.append(TocLine(label, path, m.group(3).strip(), is_toc_path(path), raw))
+        rest = m.group(3).strip()
+        is_toc = is_toc_path(path)
+        out.append(TocLine(label, path, rest, is_toc, raw, _whole(rest) if quotes and not is_toc else None))
     return out
+
+
+def _whole(rest: str) -> str | None:
+    """The text a line quotes (``rest``: ``— "text"``), else None."""
+    q = _QUOTED.match(rest)
+    return q.group(1) if q else None
 
 
 @dataclass

@@ -9,7 +9,9 @@ read, and the submitted answer). The protocols are the ones the paper's prompts 
 * :func:`deep_index_follow` — DEEP-INDEXED: master TOC → section TOC → page.
 * :func:`path_lookup` — PATH: the key is known, open its entry by name (0 TOC reads, 1 entry read).
 * :func:`toc_walk` — AUTO: follow markdown links in the generated INDEX.md pages whose name range covers
-  the key, down to the entry (⌈log_b N⌉ TOC reads + 1 entry read for a B-tree of fan-out b).
+  the key, down to the entry (⌈log_b N⌉ TOC reads + 1 entry read for a B-tree of fan-out b); when the
+  entry's line quotes the file's whole text on a page that says so (``"…" = the file's whole text``), the
+  answer is read from the line and the entry is not opened (⌈log_b N⌉ TOC reads).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -214,6 +217,23 @@ _SEPARATORS = ("…", "...", "..", " – ", " — ", " - ", " to ", "–")
 #: a page's statement of where its unlinked entry names are (``files: ../NAME``: the path is ``../`` + name)
 _FILES_AT = re.compile(r"^files: (\S*)NAME\b", re.MULTILINE)
 _BARE_ENTRY = re.compile(r"^- ([^\s\[\]()]+)(?: — |$)")
+#: a page's statement that a line's text in quotes is its file's whole text, and the rest of such a line
+QUOTE_NOTE = '"…" = the file\'s whole text'
+_QUOTED = re.compile(r'^(?: — )?"(.*)"$')
+
+
+def quotes_declared(text: str) -> bool:
+    """Whether a TOC page says, in its head (the lines before its first list line), what its quoted lines
+    are (:data:`QUOTE_NOTE`)."""
+    head = text if text.startswith("- ") else text.split("\n- ", 1)[0]
+    return QUOTE_NOTE in head
+
+
+def quoted_text(rest: str) -> str | None:
+    """The whole text a line quotes (``rest``: what follows its link or name, `` — "text"``, or its bare
+    name's dash), else None."""
+    m = _QUOTED.match(rest)
+    return m.group(1) if m else None
 
 
 def parse_links(text: str) -> list[tuple[str, str, str]]:
@@ -258,8 +278,15 @@ def _covers(lo: str, hi: str, name: str) -> bool:
     return not name_less(name, lo) and not name_less(hi, name)
 
 
-def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) -> Trace:
-    """AUTO: from ``INDEX.md`` follow links until the entry ``name`` is reached; submit its value.
+def toc_walk(
+    store_dir: str | os.PathLike[str],
+    name: str,
+    max_depth: int = 16,
+    answer_of: Callable[[str], str | None] | None = None,
+) -> Trace:
+    """AUTO: from ``INDEX.md`` follow links until the entry ``name`` is reached; submit its value
+    (``answer_of`` of the entry's text, by default the ``key→value`` store's value; a quoted line's text
+    stands for the entry's on a page that says what quotes mean).
 
     On each TOC page: a link whose label (or file name) is ``name`` is the entry; otherwise follow the
     link whose ``first … last`` range (in the label, else later on its line) covers ``name``; failing
@@ -281,9 +308,13 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
         )
         here = posixpath.dirname(page)
         target = None
-        for label, href, _rest in links:
+        quoted = quotes_declared(text)
+        for label, href, rest in links:
             if _clean(label) == name or posixpath.basename(href.rstrip("/")) == name:
                 target = posixpath.normpath(posixpath.join(here, href))
+                whole = quoted_text(rest) if quoted else None
+                if whole is not None:  # the page gives the file's whole text: nothing more to read
+                    return _submit(trace, (answer_of or _entry_value)(whole))
                 break
         if target is not None:
             try:
@@ -292,7 +323,7 @@ def toc_walk(store_dir: str | os.PathLike[str], name: str, max_depth: int = 16) 
                 trace.error = f"link {target} unreadable"
                 return _submit(trace, None)
             trace.calls.append(Call("read_file", {"path": target}, entry, "entry", str(root / target)))
-            return _submit(trace, _entry_value(entry))
+            return _submit(trace, (answer_of or _entry_value)(entry))
         ranged = []
         for label, href, rest in links:
             bounds = parse_range(label)

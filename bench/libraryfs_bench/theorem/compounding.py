@@ -57,6 +57,11 @@ def note_value(text: str) -> str:
     return text.rsplit("value=", 1)[1].strip()
 
 
+def note_value_or_none(text: str) -> str | None:
+    """The ``value=`` field of a note's text, None when it has none."""
+    return note_value(text) if "value=" in text else None
+
+
 @dataclass
 class CompoundingResult:
     """Per-step and cumulative tokens of both agents, fitted exponents and bookkeeping."""
@@ -98,8 +103,8 @@ def _settle(notes: Path, newest: str, timeout_s: float) -> bool:
     """Wait until a TOC walk of ``notes`` reaches ``newest`` (the mount's indexer caught up)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        trace = agents.toc_walk(notes, newest)
-        if trace.calls and trace.calls[-1].kind in ("entry", "submit") and not trace.error:
+        trace = agents.toc_walk(notes, newest, answer_of=note_value_or_none)
+        if trace.answer is not None and not trace.error:
             return True
         time.sleep(0.25)
     return False
@@ -142,19 +147,18 @@ def run_compounding(
         d = dependency(t)
         task = f"Step {t}: use note {d}."
         # ---- library agent: state in files, fresh context each step
-        trace = agents.toc_walk(notes, f"n{d:05d}")
-        if (
-            not trace.calls or trace.calls[-1].kind not in ("entry", "submit") or trace.error
-        ):  # not indexed yet (mount latency): open the known path
+        # the note's value: from the note read, or from its line when the TOC quotes its whole text
+        trace = agents.toc_walk(notes, f"n{d:05d}", answer_of=note_value_or_none)
+        value = trace.answer
+        if value is None or trace.error:  # not indexed yet (mount latency): open the known path
             res.direct_opens += 1
             trace = agents.path_lookup(notes, f"n{d:05d}")
-            trace.calls = [c for c in trace.calls if c.kind != "submit"]
+            value = note_value(trace.calls[-1].result)
         calls = [c for c in trace.calls if c.kind != "submit"]
         res.library_toc_reads.append(sum(1 for c in calls if c.kind == "toc"))
         res.max_toc_tokens = max(
             [res.max_toc_tokens] + [count_tokens(c.result) for c in calls if c.kind == "toc"]
         )
-        value = note_value(calls[-1].result)
         key = store.names[derived_index(value, t, len(store.names))]
         lookup = agents.path_lookup(store.dir, key)
         found = lookup.calls[0].result.split("→", 1)[1].strip()

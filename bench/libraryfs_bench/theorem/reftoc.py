@@ -8,7 +8,8 @@ here as through a mount: one line per entry ``- [name](name) — summary (N tok)
 one page of ``budget_tokens``, contiguous runs go to leaf pages ``.index/0001.md`` … and INDEX.md becomes
 the root of a tree of pages whose lines read ``- [first … last](.index/0001.md) — N entries`` (a B-tree
 over names with fan-out set by the budget). What differs from the indexer is the summary: the entry's
-first line (≤ 60 characters), with no model and no stored metadata.
+first line (≤ 60 characters), with no model and no stored metadata. A file whose whole text may be quoted
+(:func:`libraryfs.index.toc.whole_text`) is quoted, as the indexer does.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from libraryfs.fs.generated import PAGES_DIRNAME, is_generated, page_number, page_relpath
-from libraryfs.index.toc import Item, render
+from libraryfs.index.lines import QUOTE_MAX_BYTES
+from libraryfs.index.toc import Item, render, whole_text
 from libraryfs_bench.theorem.accounting import count_tokens as _count_tokens
 
 
@@ -39,7 +41,7 @@ def count_tokens(text: str) -> int:
     return _count_tokens(text)
 
 
-_ENTRIES: dict[tuple[str, int, int], tuple[str, int]] = {}
+_ENTRIES: dict[tuple[str, int, int], tuple[str, int, str | None]] = {}
 _WRITTEN: dict[str, bytes] = {}
 
 
@@ -69,18 +71,21 @@ def _item(path: Path, name: str) -> Item:
         if len(_ENTRIES) > 2_000_000:
             _ENTRIES.clear()
         _ENTRIES[key] = _read_entry(path)
-    summary, tokens = _ENTRIES[key]
-    return Item(os.fsencode(name), summary, tokens)
+    summary, tokens, whole = _ENTRIES[key]
+    return Item(os.fsencode(name), summary, tokens, whole=whole)
 
 
-def _read_entry(path: Path) -> tuple[str, int]:
-    """``(first line ≤ 60 characters, o200k_base tokens of the whole file)``."""
+def _read_entry(path: Path) -> tuple[str, int, str | None]:
+    """``(first line ≤ 60 characters, o200k_base tokens of the whole file, its whole text when its line may
+    quote it)``."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except (IsADirectoryError, PermissionError):
-        return "directory", 0
+        return "directory", 0, None
+    text = data.decode("utf-8", errors="replace")
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line[:60], _count_tokens(text)
+    whole = whole_text(data) if len(data) <= QUOTE_MAX_BYTES and path.is_file() else None
+    return line[:60], _count_tokens(text), whole
 
 
 def render_dir(directory: str | os.PathLike[str], budget_tokens: int = 2000) -> TocStats:
