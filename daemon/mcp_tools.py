@@ -179,8 +179,14 @@ class FsTools:
         p = self.reg.path(path)
         if not edits:
             raise ValueError("edits is empty")
-        try:
-            old = decode_text(self.ops.read(p), p, complete=True)
+        diff = ""
+
+        def apply(data: bytes | None) -> bytes:
+            """The edited bytes of ``data`` (the file as the write transaction reads it); sets ``diff``.
+            Raises InvalidArgument (EINVAL) for a binary file, an empty, absent or ambiguous oldText, or an
+            edited file over the write cap: the transaction aborts and nothing is written."""
+            nonlocal diff
+            old = decode_text(data or b"", p, complete=True)
             new = old
             for k, e in enumerate(edits, 1):
                 if not e.oldText:
@@ -191,9 +197,13 @@ class FsTools:
                     raise at_path(InvalidArgument(f"edit {k}: oldText {why}; nothing was written"), p)
                 new = new.replace(e.oldText, e.newText, 1)
             diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), show(p), show(p)))
-            if not dryRun:
-                self._check_content(new)
-                self.ops.write(p, new.encode("utf-8", "surrogatepass"))
+            return self._check_content(new)
+
+        try:
+            if dryRun:
+                apply(self.ops.read(p))
+            else:  # the read, the edits and the write in one write transaction (LibraryOps.replace)
+                self.ops.replace(p, apply)
         except LibraryError as e:
             raise at_path(e, p) from None
         text, cut = self.budget.fit(diff or "(no change)\n")

@@ -673,3 +673,38 @@ def test_the_indexer_an_mcp_server_started_stops_with_the_server(libdir, tmp_pat
             os.kill(child, signal.SIGTERM)
             wait_exit(child, 30)
     _check_store(libdir)
+
+
+EDITS_PER_SERVER = 40
+
+
+def test_concurrent_edits_from_two_servers_are_all_kept(libdir):
+    """Two real servers on one library, each with 40 ``edit_file`` calls in flight at once, every one
+    inserting its own line before ``END``: all 80 succeed and all 80 lines are in the file. Before the
+    edit's read, match and write were one write transaction, an edit that read the file while the other
+    server's edit was between its read and its write overwrote it (the tester saw 47 of 50 lines)."""
+
+    async def edits(c, tag: str) -> None:
+        async def one(i: int) -> None:
+            edit = {"oldText": "END\n", "newText": f"{tag}{i}\nEND\n"}
+            await _call(c, "edit_file", {"path": "notes/lost.md", "edits": [edit]})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(EDITS_PER_SERVER):
+                tg.start_soon(one, i)
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as a, Client(stdio_params(str(libdir))) as b:
+            await _call(a, "create_directory", {"path": "notes"})
+            await _call(a, "write_file", {"path": "notes/lost.md", "content": "START\nEND\n"})
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(edits, a, "A")
+                tg.start_soon(edits, b, "B")
+            return _text(await _call(b, "read_text_file", {"path": "notes/lost.md"}))
+
+    text = anyio.run(main)
+    lines = text.splitlines()
+    want = {f"{t}{i}" for t in "AB" for i in range(EDITS_PER_SERVER)}
+    assert want - set(lines) == set(), f"{len(want - set(lines))} edits lost"
+    assert lines[0] == "START" and lines[-1] == "END" and len(lines) == len(want) + 2
+    _check_store(libdir)
