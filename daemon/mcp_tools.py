@@ -228,7 +228,7 @@ class FsTools:
         try:
             self.ops.move(src, dst)
         except LibraryError as e:
-            raise at_path(e, src) from None
+            raise e if getattr(e, "path", None) else at_path(e, src) from None
         return result(f"Moved {show(src)} to {show(dst)}", source=show(src), destination=show(dst))
 
     # -- listing ---------------------------------------------------------------------------------------

@@ -247,3 +247,61 @@ def test_listing_shows_the_generated_names_that_resolve(served):
             assert res.contents[0].text.startswith("<!-- libraryfs toc:")
 
     anyio.run(main)
+
+
+def test_move_file_never_takes_or_moves_a_generated_name_and_names_the_path_at_fault(served):
+    """``move_file`` onto a generated ``INDEX.md`` (settled or not yet built, and the master TOC) or into a
+    generated directory is EACCES naming the destination, and nothing moves; a generated source is EACCES
+    too; a missing destination directory is ENOENT and an existing destination EEXIST, both naming the
+    destination (before: "Moved …" over the TOC, and errors naming the source, which exists)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+    ops.makedirs(b"/emptyA")
+    ops.makedirs(b"/emptyB")
+    ops.write(b"/notes/plan.md", b"# Plan\n")
+    ops.write(b"/notes/e.md", b"e\n")
+
+    async def call(c, name, args):
+        r = await c.call_tool(name, args)
+        return bool(r.is_error), r.content[0].text
+
+    async def main():
+        async with Client(served.server) as c:
+            cases = [
+                ("notes/plan.md", "notes/INDEX.md", "EACCES: /notes/INDEX.md: "),  # not built yet
+                ("notes/plan.md", "/INDEX.md", "EACCES: /INDEX.md: "),
+                ("notes/plan.md", ".index/0001.md", "EACCES: /.index/0001.md: "),
+                ("notes/plan.md", ".catalogue/x.md", "EACCES: /.catalogue/x.md: "),
+                ("INDEX.md", "notes/toc.md", "EACCES: /INDEX.md: "),
+                ("notes/e.md", "nodir/e.md", "ENOENT: /nodir/e.md: "),
+                ("emptyA", "emptyB", "EEXIST: /emptyB: "),
+                ("nope.md", "notes/nope.md", "ENOENT: /nope.md: "),
+            ]
+            for src, dst, want in cases:
+                err, text = await call(c, "move_file", {"source": src, "destination": dst})
+                assert err and want in text, (src, dst, text)
+            wait_until(lambda: b"INDEX.md" in dict(ops.listdir(b"/notes")), 30, "notes to settle")
+            assert ops.generated(b"INDEX.md", b"/notes")
+            err, text = await call(
+                c, "move_file", {"source": "notes/plan.md", "destination": "notes/INDEX.md"}
+            )
+            assert err and "EACCES: /notes/INDEX.md: " in text, text
+            assert ops.read(b"/notes/plan.md") == b"# Plan\n"  # nothing moved
+            assert ops.read(b"/notes/INDEX.md").startswith(b"<!-- libraryfs toc:")
+            err, text = await call(c, "move_file", {"source": "notes/plan.md", "destination": "notes/p.md"})
+            assert not err, text
+
+    anyio.run(main)
+
+
+def test_writes_into_generated_directories_are_eacces(served):
+    """``write_file`` under ``.index/`` or ``.catalogue/`` (not built: no such directory) is EACCES like
+    ``.libraryfs/`` and ``.find/`` (docs/mcp.md), not ENOENT; a user's own stored INDEX.md is written."""
+    ops = served.ops
+    for p in (b"/.index/0001.md", b"/.catalogue/x.md", b"/.libraryfs/x", b"/.find/x", b"/.subjects/x"):
+        with pytest.raises(AccessDenied):
+            ops.write(p, b"x")
+    ops.makedirs(b"/d")
+    mkfile(ops.view, b"/d/INDEX.md", b"# mine\n")
+    ops.write(b"/d/INDEX.md", b"# still mine\n")
+    assert ops.read(b"/d/INDEX.md") == b"# still mine\n"
