@@ -32,6 +32,7 @@ from libraryfs.errors import (
     LibraryError,
     NameTooLong,
     NotFound,
+    TooManyLinks,
 )
 from libraryfs.fs import schema as S
 from libraryfs.fs.generated import (
@@ -56,10 +57,9 @@ READ_CHUNK_BYTES = 1 << 20
 MOUNT_PROBE_S = 1.0  #: how long a probe of the mount state is reused (seconds)
 
 
-class Loop(LibraryError):
-    """Too many symbolic links while resolving a path (ELOOP)."""
-
-    errno = 40  # ELOOP
+class Loop(TooManyLinks):
+    """Too many symbolic links while resolving a path (ELOOP; a domain error of :mod:`libraryfs.errors`, so
+    the tools' error line says ELOOP, not EIO)."""
 
 
 def _at(e: LibraryError, path: bytes) -> LibraryError:

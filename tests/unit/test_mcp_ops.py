@@ -83,6 +83,12 @@ def test_symlinks_are_followed_only_inside_the_library(served):
         async with Client(served.server) as c:
             r = await c.call_tool("read_text_file", {"path": "notes/abs"})
             assert r.is_error and "EXDEV" in r.content[0].text and "outside the library" in r.content[0].text
+            for tool, args in (
+                ("read_text_file", {"path": "notes/loop1"}),
+                ("edit_file", {"path": "notes/loop1", "edits": [{"oldText": "a", "newText": "b"}]}),
+            ):
+                r = await c.call_tool(tool, args)  # ELOOP, as docs/mcp.md says (before: EIO)
+                assert r.is_error and "ELOOP: /notes/loop1: too many symbolic links" in r.content[0].text
 
     anyio.run(main)
 
