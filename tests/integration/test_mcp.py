@@ -581,6 +581,11 @@ def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
         assert _post(url, b"{}") == 401
         assert _post(url, b"{}", token="wrong") == 401
         assert _post(url, b"{}", token="s3cret-token") != 401
+        # the scheme is case-insensitive (RFC 9110 §11.1); the token is not
+        for header in ("bearer s3cret-token", "BEARER s3cret-token", "Bearer  s3cret-token"):
+            assert _post(url, b"{}", authorization=header) != 401, header
+        for header in ("Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token", "s3cret-token"):
+            assert _post(url, b"{}", authorization=header) == 401, header
 
     # off loopback without a token: refused at start, one line, exit 1
     r = subprocess.run(
@@ -603,10 +608,12 @@ def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
     assert r.returncode == 1 and "bearer token" in r.stderr and r.stderr.count("\n") == 1
 
 
-def _post(url: str, body: bytes, token: str | None = None) -> int:
+def _post(url: str, body: bytes, token: str | None = None, authorization: str | None = None) -> int:
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     if token:
         headers["authorization"] = f"Bearer {token}"
+    if authorization:
+        headers["authorization"] = authorization
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
