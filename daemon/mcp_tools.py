@@ -29,7 +29,7 @@ from libraryfs.daemon.mcp_registry import (
     error_text,
     result,
 )
-from libraryfs.errors import InvalidArgument, LibraryError
+from libraryfs.errors import InvalidArgument, IsADir, LibraryError, NotADir, NotFound
 
 TEXT_SNIFF_BYTES = 8192  #: bytes looked at for a NUL byte (binary file)
 
@@ -159,10 +159,26 @@ class FsTools:
             )
         return data
 
+    def _file_path(self, path: str) -> bytes:
+        """The library path of a file to write: as :meth:`ToolRegistry.path`, but a trailing ``/`` (which
+        names a directory) is refused as open(2) refuses it — ENOTDIR on an existing non-directory, else
+        EISDIR — instead of being dropped (``notes/plan.md/`` wrote ``notes/plan.md``)."""
+        p = self.reg.path(path)
+        if path.endswith("/"):
+            try:
+                is_directory = is_dir(self.ops.stat(self.ops.follow(p)))
+            except NotFound:
+                is_directory = True  # open("new/", O_CREAT): EISDIR
+            except LibraryError as e:
+                raise at_path(e, p) from None
+            why = "a path ending in '/' names a directory; give the file's path without it"
+            raise at_path(IsADir(why) if is_directory else NotADir(why), p)
+        return p
+
     def write_file(self, path: str, content: str) -> CallToolResult:
         """Create a file or replace its content (atomically: readers see the old or the new content). The
         directory must exist (create_directory). The indexer then lists it in its directory's INDEX.md."""
-        p = self.reg.path(path)
+        p = self._file_path(path)
         data = self._check_content(content)
         try:
             created = self.ops.write(p, data)
@@ -176,7 +192,7 @@ class FsTools:
     def edit_file(self, path: str, edits: list[Edit], dryRun: bool = False) -> CallToolResult:
         """Apply exact text replacements to a file, in order; each oldText must occur exactly once (else
         nothing is written). Returns a unified diff; dryRun=true only shows it."""
-        p = self.reg.path(path)
+        p = self._file_path(path)
         if not edits:
             raise ValueError("edits is empty")
         diff = ""

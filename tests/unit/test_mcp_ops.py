@@ -311,3 +311,30 @@ def test_writes_into_generated_directories_are_eacces(served):
     mkfile(ops.view, b"/d/INDEX.md", b"# mine\n")
     ops.write(b"/d/INDEX.md", b"# still mine\n")
     assert ops.read(b"/d/INDEX.md") == b"# still mine\n"
+
+
+def test_a_trailing_slash_on_a_file_path_is_refused_and_writes_nothing(served):
+    """``write_file "notes/plan.md/"`` is ENOTDIR (an existing file) or EISDIR (a new name), as open(2) answers
+    a trailing slash on a non-directory, and nothing is written (before: it wrote ``notes/plan.md``)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+    ops.write(b"/notes/plan.md", b"# Plan\n")
+
+    async def main():
+        async with Client(served.server) as c:
+            cases = [
+                ("write_file", {"path": "notes/plan.md/", "content": "x"}, "ENOTDIR: /notes/plan.md: "),
+                ("write_file", {"path": "notes/new.md/", "content": "x"}, "EISDIR: /notes/new.md: "),
+                (
+                    "edit_file",
+                    {"path": "notes/plan.md/", "edits": [{"oldText": "Plan", "newText": "P"}]},
+                    "ENOTDIR",
+                ),
+            ]
+            for tool, args, want in cases:
+                r = await c.call_tool(tool, args)
+                assert r.is_error and want in r.content[0].text, (args, r.content[0].text)
+
+    anyio.run(main)
+    assert ops.read(b"/notes/plan.md") == b"# Plan\n"
+    assert [n for n, _st in ops.listdir(b"/notes") if not ops.generated(n, b"/notes")] == [b"plan.md"]
