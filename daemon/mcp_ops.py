@@ -49,6 +49,7 @@ from libraryfs.fs.nodes import Resolved
 from libraryfs.fs.resolve import require_writable
 from libraryfs.fs.store import Txn
 from libraryfs.fs.view import LibraryView
+from libraryfs.index.toc import escape_controls
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
 NAME_MAX = 255  #: bytes per component
@@ -107,21 +108,23 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
     return b"/" + b"/".join(parts)
 
 
-_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F])")
+_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F]|[01][0-9a-fA-F]|7[fF])")
 
 
 def unescape_shown(path: bytes) -> bytes:
-    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (only such bytes are escaped: they
-    are the ones that are not UTF-8) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``. Other text is
-    kept as it is."""
+    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (a byte that is not UTF-8) or an
+    ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``, ``new\\x0aline.md``
+    → ``new\nline.md``. Other text is kept as it is."""
     return _ESCAPED_BYTE.sub(lambda m: bytes([int(m.group(1), 16)]), path)
 
 
 def show(path: bytes) -> str:
     """A library path (or name) as text for messages and results: ``/notes/a.md``; bytes that are not UTF-8
     escaped as ``\\xNN``, as the TOC pages and ``libraryfs find`` show them. Never ``os.fsdecode``: its lone
-    surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server."""
-    return path.decode("utf-8", "backslashreplace")
+    surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server. Control
+    characters are escaped as the TOCs escape them (:func:`~libraryfs.index.toc.escape_controls`,
+    ``new\\x0aline.md``): a listing shows one name per line."""
+    return escape_controls(path.decode("utf-8", "backslashreplace"))
 
 
 def is_dir(st: dict) -> bool:

@@ -338,3 +338,30 @@ def test_a_trailing_slash_on_a_file_path_is_refused_and_writes_nothing(served):
     anyio.run(main)
     assert ops.read(b"/notes/plan.md") == b"# Plan\n"
     assert [n for n, _st in ops.listdir(b"/notes") if not ops.generated(n, b"/notes")] == [b"plan.md"]
+
+
+def test_control_characters_in_names_are_escaped_as_the_tocs_escape_them(served):
+    """A name holding a newline or a tab is listed by ``list_directory`` and ``search_files`` as the TOCs
+    show it (``new\\x0aline.md``, :func:`libraryfs.index.toc.escape_controls`): one entry, one line; the
+    escaped path passed back reaches the file (before: the raw newline, one entry read as two lines)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("write_file", {"path": "notes/new\nline.md", "content": "nl\n"})
+            assert not r.is_error and r.structured_content["path"] == "/notes/new\\x0aline.md"
+            await c.call_tool("write_file", {"path": "notes/tab\there.md", "content": "tab\n"})
+            r = await c.call_tool("list_directory", {"path": "notes"})
+            names = [e["name"] for e in r.structured_content["entries"]]
+            assert "new\\x0aline.md" in names and "tab\\x09here.md" in names, names
+            lines = r.content[0].text.splitlines()
+            assert "[FILE] new\\x0aline.md" in lines and "[FILE] tab\\x09here.md" in lines, lines
+            r = await c.call_tool("search_files", {"path": "/", "pattern": "*line*"})
+            assert r.structured_content["matches"] == ["/notes/new\\x0aline.md"]
+            assert r.content[0].text == "/notes/new\\x0aline.md"
+            r = await c.call_tool("read_text_file", {"path": "notes/new\\x0aline.md"})
+            assert not r.is_error and r.content[0].text == "nl\n"
+
+    anyio.run(main)
+    assert ops.read(b"/notes/new\nline.md") == b"nl\n"
