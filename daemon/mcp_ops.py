@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Container
@@ -25,16 +26,30 @@ from collections.abc import Callable, Container
 from libraryfs.errors import (
     AccessDenied,
     Exists,
+    FileTooBig,
     InvalidArgument,
     IsADir,
     LibraryError,
     NameTooLong,
     NotFound,
+    TooManyLinks,
 )
 from libraryfs.fs import schema as S
-from libraryfs.fs.generated import INDEX_NAME, RESERVED_NAMES, RESERVED_ROOT, index_alias_path, is_reserved
+from libraryfs.fs.generated import (
+    INDEX_NAME,
+    PAGES_DIR,
+    RESERVED_NAMES,
+    RESERVED_ROOT,
+    index_alias_path,
+    is_reserved,
+)
 from libraryfs.fs.meta import EntryMeta, SectionMeta
+from libraryfs.fs.nameops import RENAME_NOREPLACE, add_child, check_new_name
+from libraryfs.fs.nodes import Resolved
+from libraryfs.fs.resolve import require_writable
+from libraryfs.fs.store import Txn
 from libraryfs.fs.view import LibraryView
+from libraryfs.index.toc import escape_controls
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
 NAME_MAX = 255  #: bytes per component
@@ -43,10 +58,20 @@ READ_CHUNK_BYTES = 1 << 20
 MOUNT_PROBE_S = 1.0  #: how long a probe of the mount state is reused (seconds)
 
 
-class Loop(LibraryError):
-    """Too many symbolic links while resolving a path (ELOOP)."""
+class Loop(TooManyLinks):
+    """Too many symbolic links while resolving a path (ELOOP; a domain error of :mod:`libraryfs.errors`, so
+    the tools' error line says ELOOP, not EIO)."""
 
-    errno = 40  # ELOOP
+
+def _at(e: LibraryError, path: bytes) -> LibraryError:
+    """``e`` naming the library path it concerns (``.path``, as :func:`mcp_registry.at_path` sets it)."""
+    e.path = show(path)  # type: ignore[attr-defined]
+    return e
+
+
+class _Relinked(Exception):
+    """Inside :meth:`LibraryOps.replace`'s transaction: the followed path is now a symbolic link (another
+    process replaced the file by one since): follow again."""
 
 
 class OutsideLibrary(InvalidArgument):
@@ -83,21 +108,23 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
     return b"/" + b"/".join(parts)
 
 
-_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F])")
+_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F]|[01][0-9a-fA-F]|7[fF])")
 
 
 def unescape_shown(path: bytes) -> bytes:
-    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (only such bytes are escaped: they
-    are the ones that are not UTF-8) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``. Other text is
-    kept as it is."""
+    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (a byte that is not UTF-8) or an
+    ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``, ``new\\x0aline.md``
+    → ``new\nline.md``. Other text is kept as it is."""
     return _ESCAPED_BYTE.sub(lambda m: bytes([int(m.group(1), 16)]), path)
 
 
 def show(path: bytes) -> str:
     """A library path (or name) as text for messages and results: ``/notes/a.md``; bytes that are not UTF-8
     escaped as ``\\xNN``, as the TOC pages and ``libraryfs find`` show them. Never ``os.fsdecode``: its lone
-    surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server."""
-    return path.decode("utf-8", "backslashreplace")
+    surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server. Control
+    characters are escaped as the TOCs escape them (:func:`~libraryfs.index.toc.escape_controls`,
+    ``new\\x0aline.md``): a listing shows one name per line."""
+    return escape_controls(path.decode("utf-8", "backslashreplace"))
 
 
 def is_dir(st: dict) -> bool:
@@ -325,45 +352,128 @@ class LibraryOps:
         The parent must exist. An existing file keeps its permission bits; it must be a regular file
         (IsADir otherwise). Raises AccessDenied (a generated name), EROFS (read-only), NotFound, NoSpace.
         """
+        created, _old = self.replace(path, lambda _old: data, read_old=False)
+        return created
+
+    def replace(
+        self, path: bytes, make: Callable[[bytes | None], bytes], *, read_old: bool = True
+    ) -> tuple[bool, bytes | None]:
+        """Replace the file at ``path`` (links followed, confined) with ``make(old bytes)`` — ``None`` for
+        a new name, or when ``read_old`` is False — in ONE write transaction: the read, ``make`` and the
+        write (a hidden temporary file renamed over the target, journalled as such) commit together, so no
+        write of another process (a mount, another MCP server) lands between them and is lost. LMDB runs
+        one write transaction at a time across processes. ``make`` may run more than once (the store
+        retries a transaction after growing its map) and must have no side effects; an exception from it
+        aborts the transaction: nothing is written. Returns ``(created, old bytes)``.
+
+        With ``read_old``, the file must exist (NotFound) and be readable (EACCES). Raises AccessDenied (a
+        generated name, mode bits), IsADir, EROFS (read-only), NotFound/NotADir (parent), NoSpace.
+        """
         with self.lock:
-            try:
-                path = self.follow(path)  # like open(2) for writing: through symbolic links (confined)
-            except NotFound:
-                pass  # a new name (or a dangling link, which is replaced)
-            parent, name = path.rsplit(b"/", 1)
-            parent = parent or b"/"
-            with self.view.store.read() as t:
+            require_writable(self.view.read_only)
+            for _hop in range(SYMLOOP_MAX + 1):
                 try:
-                    r = self.view.resolve(t, path)
+                    real = self.follow(path)  # like open(2) for writing: through symbolic links (confined)
                 except NotFound:
-                    r = None
-            if r is None:
-                mode, created = 0o644, True
-            elif not r.is_real:
-                raise AccessDenied(f"{show(name)} is generated by libraryfs (read-only)")
-            elif r.node is not None and r.node.is_dir:
-                raise IsADir(f"{show(path)} is a directory")
-            else:
-                mode, created = (r.node.mode if r.node else 0o644) & 0o7777, False
-                self.access(path, os.W_OK)
-            self._may_change(parent)
-            tmp = self._temp_name(parent, name)
-            fh = self.view.create(tmp, mode, os.O_WRONLY | os.O_EXCL, self.uid, self.gid)
-            try:
+                    if read_old:
+                        raise
+                    real = path  # a new name (or a dangling link, which is replaced)
+                parent, name = real.rsplit(b"/", 1)
+                tmp = self._temp_name(parent or b"/", name)
                 try:
-                    off = 0
-                    while off < len(data):
-                        off += self.view.write(fh, data[off : off + READ_CHUNK_BYTES], off)
-                finally:
-                    self.view.release(fh)
-                self.view.rename(tmp, path, 0)
-            except BaseException:
-                try:
-                    self.view.unlink(tmp)
-                except LibraryError:
-                    pass
+                    out = self.view.store.run_write(
+                        lambda t, real=real, tmp=tmp: self._replace_in(t, real, tmp, make, read_old)
+                    )
+                except _Relinked:
+                    continue  # a symbolic link replaced the file since it was followed: follow again
+                self.view.handles.links.rename(tmp, real)
+                if out[1] is not None:
+                    self.view.accounting.count_bytes(self.pid, len(out[1]))
+                return out
+            raise Loop(f"too many symbolic links at {show(path)}")
+
+    def _replace_in(
+        self, t: Txn, real: bytes, tmp: bytes, make: Callable[[bytes | None], bytes], read_old: bool
+    ) -> tuple[bool, bytes | None]:
+        """The write transaction of :meth:`replace` on ``real`` (links already followed) through ``tmp``."""
+        if self.generated_target(t, real):
+            raise AccessDenied("generated by libraryfs (read-only)")
+        try:
+            r: Resolved | None = self.view.resolve(t, real)
+        except NotFound:
+            if read_old:
                 raise
-            return created
+            r = None
+        old = None
+        if r is None:
+            mode, created = 0o644, True
+        elif not r.is_real or r.node is None:
+            raise AccessDenied(f"{show(real.rsplit(b'/', 1)[1])} is generated by libraryfs (read-only)")
+        elif r.node.is_dir:
+            raise IsADir(f"{show(real)} is a directory")
+        elif read_old and r.node.is_lnk:
+            raise _Relinked()
+        else:
+            node = r.node
+            mode, created = node.mode & 0o7777, False
+            self._check_node(node, (os.R_OK | os.W_OK) if read_old else os.W_OK, real)
+            if read_old:
+                old = t.read_data(node.ino, 0, node.size, node.size)
+        new = make(old)
+        if len(new) > S.MAX_FILE_SIZE:
+            raise FileTooBig("file too large")
+        pino, pnode, tname = self.view.resolver.parent_and_name(t, tmp)
+        self._check_node(pnode, os.W_OK | os.X_OK, tmp.rsplit(b"/", 1)[0] or b"/")
+        check_new_name(t, tname, pino, self.view.virtual)
+        ino = add_child(t, pino, pnode, tname, S.S_IFREG | mode, self.uid, self.gid)
+        if new:
+            node = t.inode(ino)
+            assert node is not None
+            node.blocks += t.write_data(ino, 0, new, 0)  # a new file: no chunk to read
+            node.size = len(new)
+            node.generation += 1
+            node.mode &= ~(stat.S_ISUID | stat.S_ISGID)  # as FileData.write: writing clears set-id bits
+            t.put_inode(node)
+        self.view.names.rename_in(t, tmp, real, 0)
+        return created, old
+
+    def generated_target(self, t: Txn, path: bytes) -> bool:
+        """Whether writing ``path`` (no link followed) would take a name libraryfs generates, in transaction
+        ``t``: a component with no stored dirent that is generated in its directory — ``INDEX.md`` (also
+        before the directory's first TOC is built) unless the name is the user's (stored, claimed, a git
+        work tree: page 0 is then ``.index/INDEX.md``), ``.index`` in a directory with TOCs, or
+        ``.libraryfs``, ``.find``, ``.catalogue``, ``.subjects`` at the root. Over MCP such a write is
+        refused (EACCES) rather than creating a user's file that shadows the TOC, or an ENOENT."""
+        ino = S.ROOT_INO
+        for name in (p for p in path.split(b"/") if p):
+            child = t.lookup(ino, name)
+            if child is None:
+                if ino == S.ROOT_INO and name in RESERVED_ROOT:
+                    return True
+                virtual = self.view.virtual
+                if name == PAGES_DIR:
+                    return virtual.tocs_here(t, ino)
+                if name == INDEX_NAME:
+                    return virtual.tocs_here(t, ino) and not virtual.page0_moved(t, ino)
+                return False
+            node = t.inode(child)
+            if node is None or not node.is_dir:
+                return False
+            ino = child
+        return False
+
+    def _check_node(self, node: S.Inode, want: int, path: bytes) -> None:
+        """:meth:`access` on an inode record already read (in the caller's transaction)."""
+        if self.uid == 0:
+            return
+        if node.uid == self.uid:
+            bits = (node.mode >> 6) & 7
+        elif node.gid in self.groups:
+            bits = (node.mode >> 3) & 7
+        else:
+            bits = node.mode & 7
+        if want & ~bits:
+            raise AccessDenied(f"{show(path)}: permission denied")
 
     def _temp_name(self, parent: bytes, name: bytes) -> bytes:
         stem = name[: NAME_MAX - 40]
@@ -392,12 +502,48 @@ class LibraryOps:
         return created
 
     def move(self, src: bytes, dst: bytes) -> None:
-        """Rename ``src`` to ``dst``; fails with Exists (EEXIST) when ``dst`` exists (RENAME_NOREPLACE),
-        as the reference filesystem server's ``move_file`` does."""
+        """Rename ``src`` to ``dst`` in one write transaction; fails with Exists (EEXIST) when ``dst`` exists
+        (RENAME_NOREPLACE), as the reference filesystem server's ``move_file`` does, and with AccessDenied
+        (EACCES) when either is a generated name (``INDEX.md``, ``.index/``…: over MCP a move never shadows
+        a TOC, as ``write_file`` never does). Every error carries (``.path``) the path it concerns: the
+        source, or the destination (its parent missing, it exists, it is generated)."""
+        require_writable(self.view.read_only)
         with self.lock:
-            self._may_change(src.rsplit(b"/", 1)[0])
-            self._may_change(dst.rsplit(b"/", 1)[0])
-            self.view.rename(src, dst, 1)  # RENAME_NOREPLACE
+            self.view.store.run_write(lambda t: self._move_in(t, src, dst))
+            self.view.handles.links.rename(src, dst)
+
+    def _move_in(self, t: Txn, src: bytes, dst: bytes) -> None:
+        """The write transaction of :meth:`move`."""
+
+        def end(path: bytes) -> Resolved | None:
+            """What ``path`` names now (None: nothing), after checking its parent (an existing directory
+            this process may change); errors name ``path``."""
+            try:
+                _pino, pnode, _name = self.view.resolver.parent_and_name(t, path)
+                self._check_node(pnode, os.W_OK | os.X_OK, path.rsplit(b"/", 1)[0] or b"/")
+            except LibraryError as e:
+                raise _at(e, path) from None
+            try:
+                return self.view.resolve(t, path)
+            except NotFound:
+                return None
+
+        s = end(src)
+        if s is None:
+            raise _at(NotFound("no such file or directory"), src)
+        if not s.is_real:
+            raise _at(AccessDenied("generated by libraryfs: it cannot be moved"), src)
+        if self.generated_target(t, dst):
+            raise _at(AccessDenied("generated by libraryfs (read-only): it cannot be replaced"), dst)
+        d = end(dst)
+        if d is not None:
+            if not d.is_real:
+                raise _at(AccessDenied("generated by libraryfs (read-only): it cannot be replaced"), dst)
+            raise _at(Exists("file exists"), dst)
+        try:
+            self.view.names.rename_in(t, src, dst, RENAME_NOREPLACE)
+        except LibraryError as e:
+            raise _at(e, dst if isinstance(e, Exists | NameTooLong | AccessDenied) else src) from None
 
     def entry_meta(self, path: bytes) -> dict:
         """The indexer's facts about ``path``: ``{"summary", "tokens"}`` for an entry, ``{"summary"}`` for a

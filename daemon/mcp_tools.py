@@ -29,7 +29,7 @@ from libraryfs.daemon.mcp_registry import (
     error_text,
     result,
 )
-from libraryfs.errors import InvalidArgument, LibraryError
+from libraryfs.errors import InvalidArgument, IsADir, LibraryError, NotADir, NotFound
 
 TEXT_SNIFF_BYTES = 8192  #: bytes looked at for a NUL byte (binary file)
 
@@ -159,10 +159,26 @@ class FsTools:
             )
         return data
 
+    def _file_path(self, path: str) -> bytes:
+        """The library path of a file to write: as :meth:`ToolRegistry.path`, but a trailing ``/`` (which
+        names a directory) is refused as open(2) refuses it — ENOTDIR on an existing non-directory, else
+        EISDIR — instead of being dropped (``notes/plan.md/`` wrote ``notes/plan.md``)."""
+        p = self.reg.path(path)
+        if path.endswith("/"):
+            try:
+                is_directory = is_dir(self.ops.stat(self.ops.follow(p)))
+            except NotFound:
+                is_directory = True  # open("new/", O_CREAT): EISDIR
+            except LibraryError as e:
+                raise at_path(e, p) from None
+            why = "a path ending in '/' names a directory; give the file's path without it"
+            raise at_path(IsADir(why) if is_directory else NotADir(why), p)
+        return p
+
     def write_file(self, path: str, content: str) -> CallToolResult:
         """Create a file or replace its content (atomically: readers see the old or the new content). The
         directory must exist (create_directory). The indexer then lists it in its directory's INDEX.md."""
-        p = self.reg.path(path)
+        p = self._file_path(path)
         data = self._check_content(content)
         try:
             created = self.ops.write(p, data)
@@ -176,11 +192,17 @@ class FsTools:
     def edit_file(self, path: str, edits: list[Edit], dryRun: bool = False) -> CallToolResult:
         """Apply exact text replacements to a file, in order; each oldText must occur exactly once (else
         nothing is written). Returns a unified diff; dryRun=true only shows it."""
-        p = self.reg.path(path)
+        p = self._file_path(path)
         if not edits:
             raise ValueError("edits is empty")
-        try:
-            old = decode_text(self.ops.read(p), p, complete=True)
+        diff = ""
+
+        def apply(data: bytes | None) -> bytes:
+            """The edited bytes of ``data`` (the file as the write transaction reads it); sets ``diff``.
+            Raises InvalidArgument (EINVAL) for a binary file, an empty, absent or ambiguous oldText, or an
+            edited file over the write cap: the transaction aborts and nothing is written."""
+            nonlocal diff
+            old = decode_text(data or b"", p, complete=True)
             new = old
             for k, e in enumerate(edits, 1):
                 if not e.oldText:
@@ -191,9 +213,13 @@ class FsTools:
                     raise at_path(InvalidArgument(f"edit {k}: oldText {why}; nothing was written"), p)
                 new = new.replace(e.oldText, e.newText, 1)
             diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), show(p), show(p)))
-            if not dryRun:
-                self._check_content(new)
-                self.ops.write(p, new.encode("utf-8", "surrogatepass"))
+            return self._check_content(new)
+
+        try:
+            if dryRun:
+                apply(self.ops.read(p))
+            else:  # the read, the edits and the write in one write transaction (LibraryOps.replace)
+                self.ops.replace(p, apply)
         except LibraryError as e:
             raise at_path(e, p) from None
         text, cut = self.budget.fit(diff or "(no change)\n")
@@ -218,7 +244,7 @@ class FsTools:
         try:
             self.ops.move(src, dst)
         except LibraryError as e:
-            raise at_path(e, src) from None
+            raise e if getattr(e, "path", None) else at_path(e, src) from None
         return result(f"Moved {show(src)} to {show(dst)}", source=show(src), destination=show(dst))
 
     # -- listing ---------------------------------------------------------------------------------------

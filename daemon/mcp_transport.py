@@ -50,17 +50,22 @@ def check_bind(host: str, token: str | None) -> None:
 
 
 class BearerAuth:
-    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>`` (else 401)."""
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>`` (else 401). The scheme
+    is matched without regard to case (RFC 9110 §11.1: ``bearer``, ``BEARER``), the token exactly (in
+    constant time); spaces between them are allowed (RFC 9110 §11.4: ``1*SP``)."""
 
     def __init__(self, app, token: str) -> None:
         self.app = app
-        self.expected = b"Bearer " + token.encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope, receive, send) -> None:
         """Pass lifespan events through; answer 401 to an HTTP request without the token."""
         if scope["type"] == "http":
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self.expected):
+            scheme, _sp, credentials = got.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                credentials.lstrip(b" "), self.expected
+            ):
                 body = b'{"error": "missing or wrong bearer token"}'
                 await send(
                     {

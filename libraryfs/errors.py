@@ -47,6 +47,12 @@ class NotEmpty(LibraryError):
     errno = errno.ENOTEMPTY
 
 
+class TooManyLinks(LibraryError):
+    """Too many symbolic links while resolving a path (ELOOP)."""
+
+    errno = errno.ELOOP
+
+
 class NameTooLong(LibraryError):
     """A name component exceeds NAME_MAX = 255 bytes (ENAMETOOLONG)."""
 
@@ -226,6 +232,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         IsADir,
         NotEmpty,
         NameTooLong,
+        TooManyLinks,
         AccessDenied,
         NotPermitted,
         InvalidArgument,

@@ -461,50 +461,51 @@ class NameOps(ViewService):
         ):
             return
 
-        def fn(t: Txn) -> None:
-            """The write transaction: exchange, replace or move ``old`` to ``new`` (a copy of the generated
-            ``INDEX.md`` renamed onto it is absorbed instead), journalled as OP_RENAME. Raises NotFound
-            (ENOENT), AccessDenied (EACCES, generated), InvalidArgument (EINVAL, into its own subtree), Exists
-            (EEXIST, NOREPLACE), NotADir/IsADir/NotEmpty (a replaced target; rename(2))."""
-            sp, spn, sname = self.resolver.parent_and_name(t, old)
-            dp, dpn, dname = self.resolver.parent_and_name(t, new)
-            src = t.lookup(sp, sname)
-            if src is None:
-                if self._names_generated(t, old):
-                    raise AccessDenied("generated files cannot be renamed")
-                raise NotFound("no such file or directory")
-            snode = t.inode(src)
-            if snode is None:
-                raise NotFound("dangling dirent")
-            dst = t.lookup(dp, dname)
-            if dst is None:
-                check_new_name(t, dname, dp, self.virtual)
-            if snode.is_dir and _is_ancestor(t, src, dp):
-                raise InvalidArgument("cannot move a directory into itself")
-            now = now_ns()
-            src_end = _End(sp, spn, sname, src, snode)
-            if flags & RENAME_EXCHANGE:
-                self._exchange(t, src_end, _End(dp, dpn, dname, dst, None), now)
-                return
-            if dst is not None:
-                if flags & RENAME_NOREPLACE:
-                    raise Exists("file exists")
-                if dst == src:
-                    return  # POSIX: both names refer to the same file → nothing happens
-                self._replace_target(t, snode, _End(dp, dpn, dname, dst, None), now)
-            elif dname == INDEX_NAME and self.virtual.absorbs(t, dp, snode):
-                # a copy of the generated page written back (rsync's temp file renamed into place)
-                self._drop_name(t, sp, spn, sname, snode)
-                set_index_claim(t, dp, False)
-                return
-            self._move(t, src_end, dp, dpn, dname, now)
-
-        self.store.run_write(fn)
+        self.store.run_write(lambda t: self.rename_in(t, old, new, flags))
         if flags & RENAME_EXCHANGE:
             self.handles.links.forget(old)
             self.handles.links.forget(new)
         else:
             self.handles.links.rename(old, new)
+
+    def rename_in(self, t: Txn, old: bytes, new: bytes, flags: int = 0) -> None:
+        """The write transaction of :meth:`rename`, as one step of the caller's transaction ``t``: exchange,
+        replace or move ``old`` to ``new`` (a copy of the generated ``INDEX.md`` renamed onto it is absorbed
+        instead), journalled as OP_RENAME. ``flags`` are checked by the caller. Raises NotFound (ENOENT),
+        AccessDenied (EACCES, generated), InvalidArgument (EINVAL, into its own subtree), Exists (EEXIST,
+        NOREPLACE), NotADir/IsADir/NotEmpty (a replaced target; rename(2))."""
+        sp, spn, sname = self.resolver.parent_and_name(t, old)
+        dp, dpn, dname = self.resolver.parent_and_name(t, new)
+        src = t.lookup(sp, sname)
+        if src is None:
+            if self._names_generated(t, old):
+                raise AccessDenied("generated files cannot be renamed")
+            raise NotFound("no such file or directory")
+        snode = t.inode(src)
+        if snode is None:
+            raise NotFound("dangling dirent")
+        dst = t.lookup(dp, dname)
+        if dst is None:
+            check_new_name(t, dname, dp, self.virtual)
+        if snode.is_dir and _is_ancestor(t, src, dp):
+            raise InvalidArgument("cannot move a directory into itself")
+        now = now_ns()
+        src_end = _End(sp, spn, sname, src, snode)
+        if flags & RENAME_EXCHANGE:
+            self._exchange(t, src_end, _End(dp, dpn, dname, dst, None), now)
+            return
+        if dst is not None:
+            if flags & RENAME_NOREPLACE:
+                raise Exists("file exists")
+            if dst == src:
+                return  # POSIX: both names refer to the same file → nothing happens
+            self._replace_target(t, snode, _End(dp, dpn, dname, dst, None), now)
+        elif dname == INDEX_NAME and self.virtual.absorbs(t, dp, snode):
+            # a copy of the generated page written back (rsync's temp file renamed into place)
+            self._drop_name(t, sp, spn, sname, snode)
+            set_index_claim(t, dp, False)
+            return
+        self._move(t, src_end, dp, dpn, dname, now)
 
     def _exchange(self, t: Txn, a: _End, b: _End, now: int) -> None:
         """RENAME_EXCHANGE at ``now`` (ns): swap the inodes named by ``a`` and ``b``. Raises NotFound,

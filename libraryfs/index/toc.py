@@ -190,10 +190,17 @@ def said(text: str, max_chars: int = 240) -> str:
 def display_name(name: bytes) -> str:
     """A name as shown in a TOC line's link text: undecodable bytes and control chars as ``\\xNN``, Markdown
     markup escaped (:func:`md_escape`: ``<img …>``, backticks, ``*x*`` render as themselves)."""
-    s = name.decode("utf-8", "backslashreplace")
+    return md_escape(escape_controls(name.decode("utf-8", "backslashreplace")))
+
+
+def escape_controls(s: str) -> str:
+    """``s`` with every control or invisible character (C0, DEL, C1, zero-width, line/paragraph separators,
+    bidi controls) written as ``\\xNN`` (its code point in hex): a name shown on one line stays one line and
+    shows what it holds — ``new\\nline.md`` → ``new\\x0aline.md``. The one escaping of names for display
+    (TOC link text, the MCP tools' paths)."""
     if _CTRL.search(s):
         s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
-    return md_escape(s)
+    return s
 
 
 def link_target(name: bytes, prefix: str = "") -> str:

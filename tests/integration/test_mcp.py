@@ -581,6 +581,11 @@ def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
         assert _post(url, b"{}") == 401
         assert _post(url, b"{}", token="wrong") == 401
         assert _post(url, b"{}", token="s3cret-token") != 401
+        # the scheme is case-insensitive (RFC 9110 §11.1); the token is not
+        for header in ("bearer s3cret-token", "BEARER s3cret-token", "Bearer  s3cret-token"):
+            assert _post(url, b"{}", authorization=header) != 401, header
+        for header in ("Bearer S3CRET-TOKEN", "Basic s3cret-token", "Bearers3cret-token", "s3cret-token"):
+            assert _post(url, b"{}", authorization=header) == 401, header
 
     # off loopback without a token: refused at start, one line, exit 1
     r = subprocess.run(
@@ -603,10 +608,12 @@ def test_http_binds_loopback_caps_bodies_and_requires_a_token_elsewhere(libdir):
     assert r.returncode == 1 and "bearer token" in r.stderr and r.stderr.count("\n") == 1
 
 
-def _post(url: str, body: bytes, token: str | None = None) -> int:
+def _post(url: str, body: bytes, token: str | None = None, authorization: str | None = None) -> int:
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
     if token:
         headers["authorization"] = f"Bearer {token}"
+    if authorization:
+        headers["authorization"] = authorization
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -672,4 +679,39 @@ def test_the_indexer_an_mcp_server_started_stops_with_the_server(libdir, tmp_pat
         if child and pid_alive(child):  # the failure is reported above; leave no process behind
             os.kill(child, signal.SIGTERM)
             wait_exit(child, 30)
+    _check_store(libdir)
+
+
+EDITS_PER_SERVER = 40
+
+
+def test_concurrent_edits_from_two_servers_are_all_kept(libdir):
+    """Two real servers on one library, each with 40 ``edit_file`` calls in flight at once, every one
+    inserting its own line before ``END``: all 80 succeed and all 80 lines are in the file. Before the
+    edit's read, match and write were one write transaction, an edit that read the file while the other
+    server's edit was between its read and its write overwrote it (the tester saw 47 of 50 lines)."""
+
+    async def edits(c, tag: str) -> None:
+        async def one(i: int) -> None:
+            edit = {"oldText": "END\n", "newText": f"{tag}{i}\nEND\n"}
+            await _call(c, "edit_file", {"path": "notes/lost.md", "edits": [edit]})
+
+        async with anyio.create_task_group() as tg:
+            for i in range(EDITS_PER_SERVER):
+                tg.start_soon(one, i)
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as a, Client(stdio_params(str(libdir))) as b:
+            await _call(a, "create_directory", {"path": "notes"})
+            await _call(a, "write_file", {"path": "notes/lost.md", "content": "START\nEND\n"})
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(edits, a, "A")
+                tg.start_soon(edits, b, "B")
+            return _text(await _call(b, "read_text_file", {"path": "notes/lost.md"}))
+
+    text = anyio.run(main)
+    lines = text.splitlines()
+    want = {f"{t}{i}" for t in "AB" for i in range(EDITS_PER_SERVER)}
+    assert want - set(lines) == set(), f"{len(want - set(lines))} edits lost"
+    assert lines[0] == "START" and lines[-1] == "END" and len(lines) == len(want) + 2
     _check_store(libdir)

@@ -21,6 +21,7 @@ EXPECTED = {
     E.IsADir: errno.EISDIR,
     E.NotEmpty: errno.ENOTEMPTY,
     E.NameTooLong: errno.ENAMETOOLONG,
+    E.TooManyLinks: errno.ELOOP,
     E.AccessDenied: errno.EACCES,
     E.NotPermitted: errno.EPERM,
     E.InvalidArgument: errno.EINVAL,

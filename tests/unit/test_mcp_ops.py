@@ -83,6 +83,12 @@ def test_symlinks_are_followed_only_inside_the_library(served):
         async with Client(served.server) as c:
             r = await c.call_tool("read_text_file", {"path": "notes/abs"})
             assert r.is_error and "EXDEV" in r.content[0].text and "outside the library" in r.content[0].text
+            for tool, args in (
+                ("read_text_file", {"path": "notes/loop1"}),
+                ("edit_file", {"path": "notes/loop1", "edits": [{"oldText": "a", "newText": "b"}]}),
+            ):
+                r = await c.call_tool(tool, args)  # ELOOP, as docs/mcp.md says (before: EIO)
+                assert r.is_error and "ELOOP: /notes/loop1: too many symbolic links" in r.content[0].text
 
     anyio.run(main)
 
@@ -247,3 +253,115 @@ def test_listing_shows_the_generated_names_that_resolve(served):
             assert res.contents[0].text.startswith("<!-- libraryfs toc:")
 
     anyio.run(main)
+
+
+def test_move_file_never_takes_or_moves_a_generated_name_and_names_the_path_at_fault(served):
+    """``move_file`` onto a generated ``INDEX.md`` (settled or not yet built, and the master TOC) or into a
+    generated directory is EACCES naming the destination, and nothing moves; a generated source is EACCES
+    too; a missing destination directory is ENOENT and an existing destination EEXIST, both naming the
+    destination (before: "Moved …" over the TOC, and errors naming the source, which exists)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+    ops.makedirs(b"/emptyA")
+    ops.makedirs(b"/emptyB")
+    ops.write(b"/notes/plan.md", b"# Plan\n")
+    ops.write(b"/notes/e.md", b"e\n")
+
+    async def call(c, name, args):
+        r = await c.call_tool(name, args)
+        return bool(r.is_error), r.content[0].text
+
+    async def main():
+        async with Client(served.server) as c:
+            cases = [
+                ("notes/plan.md", "notes/INDEX.md", "EACCES: /notes/INDEX.md: "),  # not built yet
+                ("notes/plan.md", "/INDEX.md", "EACCES: /INDEX.md: "),
+                ("notes/plan.md", ".index/0001.md", "EACCES: /.index/0001.md: "),
+                ("notes/plan.md", ".catalogue/x.md", "EACCES: /.catalogue/x.md: "),
+                ("INDEX.md", "notes/toc.md", "EACCES: /INDEX.md: "),
+                ("notes/e.md", "nodir/e.md", "ENOENT: /nodir/e.md: "),
+                ("emptyA", "emptyB", "EEXIST: /emptyB: "),
+                ("nope.md", "notes/nope.md", "ENOENT: /nope.md: "),
+            ]
+            for src, dst, want in cases:
+                err, text = await call(c, "move_file", {"source": src, "destination": dst})
+                assert err and want in text, (src, dst, text)
+            wait_until(lambda: b"INDEX.md" in dict(ops.listdir(b"/notes")), 30, "notes to settle")
+            assert ops.generated(b"INDEX.md", b"/notes")
+            err, text = await call(
+                c, "move_file", {"source": "notes/plan.md", "destination": "notes/INDEX.md"}
+            )
+            assert err and "EACCES: /notes/INDEX.md: " in text, text
+            assert ops.read(b"/notes/plan.md") == b"# Plan\n"  # nothing moved
+            assert ops.read(b"/notes/INDEX.md").startswith(b"<!-- libraryfs toc:")
+            err, text = await call(c, "move_file", {"source": "notes/plan.md", "destination": "notes/p.md"})
+            assert not err, text
+
+    anyio.run(main)
+
+
+def test_writes_into_generated_directories_are_eacces(served):
+    """``write_file`` under ``.index/`` or ``.catalogue/`` (not built: no such directory) is EACCES like
+    ``.libraryfs/`` and ``.find/`` (docs/mcp.md), not ENOENT; a user's own stored INDEX.md is written."""
+    ops = served.ops
+    for p in (b"/.index/0001.md", b"/.catalogue/x.md", b"/.libraryfs/x", b"/.find/x", b"/.subjects/x"):
+        with pytest.raises(AccessDenied):
+            ops.write(p, b"x")
+    ops.makedirs(b"/d")
+    mkfile(ops.view, b"/d/INDEX.md", b"# mine\n")
+    ops.write(b"/d/INDEX.md", b"# still mine\n")
+    assert ops.read(b"/d/INDEX.md") == b"# still mine\n"
+
+
+def test_a_trailing_slash_on_a_file_path_is_refused_and_writes_nothing(served):
+    """``write_file "notes/plan.md/"`` is ENOTDIR (an existing file) or EISDIR (a new name), as open(2) answers
+    a trailing slash on a non-directory, and nothing is written (before: it wrote ``notes/plan.md``)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+    ops.write(b"/notes/plan.md", b"# Plan\n")
+
+    async def main():
+        async with Client(served.server) as c:
+            cases = [
+                ("write_file", {"path": "notes/plan.md/", "content": "x"}, "ENOTDIR: /notes/plan.md: "),
+                ("write_file", {"path": "notes/new.md/", "content": "x"}, "EISDIR: /notes/new.md: "),
+                (
+                    "edit_file",
+                    {"path": "notes/plan.md/", "edits": [{"oldText": "Plan", "newText": "P"}]},
+                    "ENOTDIR",
+                ),
+            ]
+            for tool, args, want in cases:
+                r = await c.call_tool(tool, args)
+                assert r.is_error and want in r.content[0].text, (args, r.content[0].text)
+
+    anyio.run(main)
+    assert ops.read(b"/notes/plan.md") == b"# Plan\n"
+    assert [n for n, _st in ops.listdir(b"/notes") if not ops.generated(n, b"/notes")] == [b"plan.md"]
+
+
+def test_control_characters_in_names_are_escaped_as_the_tocs_escape_them(served):
+    """A name holding a newline or a tab is listed by ``list_directory`` and ``search_files`` as the TOCs
+    show it (``new\\x0aline.md``, :func:`libraryfs.index.toc.escape_controls`): one entry, one line; the
+    escaped path passed back reaches the file (before: the raw newline, one entry read as two lines)."""
+    ops = served.ops
+    ops.makedirs(b"/notes")
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("write_file", {"path": "notes/new\nline.md", "content": "nl\n"})
+            assert not r.is_error and r.structured_content["path"] == "/notes/new\\x0aline.md"
+            await c.call_tool("write_file", {"path": "notes/tab\there.md", "content": "tab\n"})
+            r = await c.call_tool("list_directory", {"path": "notes"})
+            names = [e["name"] for e in r.structured_content["entries"]]
+            assert "new\\x0aline.md" in names and "tab\\x09here.md" in names, names
+            lines = r.content[0].text.splitlines()
+            assert "[FILE] new\\x0aline.md" in lines and "[FILE] tab\\x09here.md" in lines, lines
+            r = await c.call_tool("search_files", {"path": "/", "pattern": "*line*"})
+            assert r.structured_content["matches"] == ["/notes/new\\x0aline.md"]
+            assert r.content[0].text == "/notes/new\\x0aline.md"
+            r = await c.call_tool("read_text_file", {"path": "notes/new\\x0aline.md"})
+            assert not r.is_error and r.content[0].text == "nl\n"
+
+    anyio.run(main)
+    assert ops.read(b"/notes/new\nline.md") == b"nl\n"
