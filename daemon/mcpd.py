@@ -476,14 +476,7 @@ class IndexerKeeper:
 
         last = last_log_line(log_path(self.libdir, "indexer")) or "(no log line)"
         now = time.monotonic()
-        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW_S]
-        if len(self.restarts) >= self.RESTARTS:
-            log.error(
-                "the indexer (pid %d) %s: %s; not restarted (%d restarts in %.0f s): TOCs no longer follow"
-                " writes until an indexer runs (`libraryfs mount` or restart this server)",
-                child.pid, how, last, len(self.restarts), self.RESTART_WINDOW_S,
-            )  # fmt: skip
-            self.gave_up = True
+        if self._budget_spent(now, f"the indexer (pid {child.pid}) {how}: {last}; not restarted"):
             return
         self.restarts.append(now)
         log.warning("the indexer (pid %d) %s: %s; starting another", child.pid, how, last)
@@ -510,20 +503,27 @@ class IndexerKeeper:
         else:
             log.warning("did not start another indexer for pid %d: another indexer runs now", child.pid)
 
+    def _budget_spent(self, now: float, what: str) -> bool:
+        """Drop the restarts older than :data:`RESTART_WINDOW_S` from the window; when :data:`RESTARTS` remain,
+        log ``what`` with the count as an error, give up for good (:attr:`gave_up`) and return True."""
+        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW_S]
+        if len(self.restarts) < self.RESTARTS:
+            return False
+        log.error(
+            "%s (%d restarts in %.0f s): TOCs no longer follow writes until an indexer runs"
+            " (`libraryfs mount` or restart this server)",
+            what, len(self.restarts), self.RESTART_WINDOW_S,
+        )  # fmt: skip
+        self.gave_up = True
+        return True
+
     def take_over(self) -> None:
         """Start an indexer when this server has none of its own and none runs: the one that ran when it
         started (not its to restart) is gone — e.g. its mount was unmounted, which stops it. Counted in the
         restart window like :meth:`restart`; one that is shutting down is left to finish (the next TOC poll
         looks again). Blocks while spawning: call it from a worker thread."""
         now = time.monotonic()
-        self.restarts = [t for t in self.restarts if now - t < self.RESTART_WINDOW_S]
-        if len(self.restarts) >= self.RESTARTS:
-            log.error(
-                "no indexer runs and %d were started in %.0f s: starting no more; TOCs no longer follow writes"
-                " until an indexer runs (`libraryfs mount` or restart this server)",
-                len(self.restarts), self.RESTART_WINDOW_S,
-            )  # fmt: skip
-            self.gave_up = True
+        if self._budget_spent(now, "no indexer runs; none started"):
             return
         with self.lock:
             if self.stopping.is_set() or self.child is not None:
