@@ -150,11 +150,13 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
     """:func:`find_ranked` with the term index: exact file names first, then the index's hits."""
     out: list[Match] = []
     seen: set[int] = set()
+    named: set[bytes] = set()  # paths already matched by name (a set: a common name has thousands)
     for ino, parent, name in t.iter_names(os.fsencode(term)):
         p = entry_path(t, parent, name)
         # each link of a hard-linked file named alike is its own match (a/x.md and b/x.md)
-        if p is not None and t.lookup(parent, name) == ino and all(m.path != p for m in out):
+        if p is not None and t.lookup(parent, name) == ino and p not in named:
             seen.add(ino)
+            named.add(p)
             out.append(Match(p, "entry", "name"))
     out.sort(key=lambda m: (m.path.count(b"/"), m.path))
     # a wider window than is shown: a section moved after its entries (_children_first) must find them in
