@@ -151,31 +151,31 @@ def test_an_indexer_started_without_quorum_waits_for_it_and_then_indexes(
     survivor = etcd_cluster.member_of(_leader(etcd_url))
     indexer = None
     try:
-        for n in (1, 2, 3):
-            if n != survivor:
-                etcd_cluster.kill(n)
-        err = tmp_path / "indexer.err"  # in the foreground its log goes to stderr
-        with open(err, "wb") as f:
-            indexer = subprocess.Popen(
-                [sys.executable, "-m", "libraryfs.cli.main", "indexer", str(lib), "--no-llm"],
-                stdout=subprocess.DEVNULL, stderr=f,
-            )  # fmt: skip
-        wait_until(
-            lambda: "the store is unavailable" in err.read_text(errors="replace")
-            or indexer.poll() is not None,
-            120,
-            "the indexer to find the store unavailable",
-        )
-        assert indexer.poll() is None, err.read_text(errors="replace")[-2000:]
-        assert indexer.poll() is None and indexer_pid(str(lib)) == indexer.pid  # alive, holding its lock
-    finally:
-        etcd_cluster.restart_all()
-    try:
+        try:
+            for n in (1, 2, 3):
+                if n != survivor:
+                    etcd_cluster.kill(n)
+            err = tmp_path / "indexer.err"  # in the foreground its log goes to stderr
+            with open(err, "wb") as f:
+                indexer = subprocess.Popen(
+                    [sys.executable, "-m", "libraryfs.cli.main", "indexer", str(lib), "--no-llm"],
+                    stdout=subprocess.DEVNULL, stderr=f,
+                )  # fmt: skip
+            wait_until(
+                lambda: "the store is unavailable" in err.read_text(errors="replace")
+                or indexer.poll() is not None,
+                120,
+                "the indexer to find the store unavailable",
+            )
+            assert indexer.poll() is None, err.read_text(errors="replace")[-2000:]
+            assert indexer_pid(str(lib)) == indexer.pid  # alive, holding its lock
+        finally:
+            etcd_cluster.restart_all()
         wait_until_idle(str(lib), 120)  # it opened the store and ran its passes
         assert indexer.poll() is None
         indexer.send_signal(signal.SIGTERM)
         assert indexer.wait(60) == 0
-    finally:
+    finally:  # however the test ends, no indexer outlives it
         if indexer is not None and indexer.poll() is None:
             indexer.kill()
             indexer.wait()
