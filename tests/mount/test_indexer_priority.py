@@ -21,9 +21,6 @@ from helpers.mount import mount, require_fuse
 from helpers.wait import wait_until
 
 SCHED_BATCH = 3  #: sched(7)
-HAS_AUTOGROUP = os.path.exists("/proc/self/autogroup")
-
-
 def stat_fields(path: str) -> list[str]:
     """Fields 3… of a ``/proc/…/stat`` file (after the command name in parentheses)."""
     with open(path) as f:
@@ -31,13 +28,20 @@ def stat_fields(path: str) -> list[str]:
 
 
 def autogroup(pid: int | str = "self") -> tuple[str, int] | None:
-    """``(autogroup name, its nice value)`` of ``pid``, or None on a kernel without autogroups."""
+    """``(autogroup name, its nice value)`` of ``pid``, or None when it has none: a kernel without autogroups
+    (no file), or a process whose task group is a cgroup's rather than an autogroup (the kernel prints
+    nothing — e.g. inside a container with the cpu controller, as on CI)."""
     try:
         with open(f"/proc/{pid}/autogroup") as f:
-            name, _nice, value = f.read().split()
+            fields = f.read().split()  # "/autogroup-123 nice 0"
     except FileNotFoundError:
         return None
-    return name, int(value)
+    if len(fields) != 3:
+        return None
+    return fields[0], int(fields[2])
+
+
+HAS_AUTOGROUP = autogroup() is not None
 
 
 def test_the_mounts_indexer_runs_as_background_work_and_still_indexes_a_new_file(
@@ -81,23 +85,27 @@ def test_the_mounts_indexer_runs_as_background_work_and_still_indexes_a_new_file
 
 PROBE = """
 import json, os, sys
+from libraryfs.daemon import indexerd
 from libraryfs.daemon.indexerd import lower_priority
 if sys.argv[1] == "lead":
     os.setsid()
+if len(sys.argv) > 2:
+    indexerd.AUTOGROUP = sys.argv[2]
 done = lower_priority(10)
 with open("/proc/self/stat") as f:
     policy = int(f.read().rsplit(")", 1)[1].split()[38])
-group = open("/proc/self/autogroup").read().split() if os.path.exists("/proc/self/autogroup") else None
+group = open("/proc/self/autogroup").read().split() if os.path.exists("/proc/self/autogroup") else []
 print(json.dumps({"done": done, "policy": policy, "group": group}))
 """
 
 
-def probe(how: str) -> dict:
-    """Run :func:`lower_priority` in a child that leads a new session (``lead``) or stays in this one."""
+def probe(how: str, *extra: str) -> dict:
+    """Run :func:`lower_priority` in a child that leads a new session (``lead``) or stays in this one;
+    ``extra``: the path it reads as its autogroup file instead of ``/proc/self/autogroup``."""
     import json
 
     r = subprocess.run(
-        [sys.executable, "-c", PROBE, how], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", PROBE, how, *extra], capture_output=True, text=True, timeout=120, check=True
     )
     return json.loads(r.stdout)
 
@@ -123,3 +131,16 @@ def test_lower_priority_lowers_only_a_session_it_leads():
         assert int(lead["group"][2]) == min(19, base + 10)
     else:
         assert lead["done"]["autogroup_nice"] is None
+
+
+def test_lower_priority_without_an_autogroup_still_runs_as_background_work(tmp_path: Path):
+    """A process whose task group is a cgroup's (a container with the cpu controller, as on CI) reads an empty
+    autogroup file: the autogroup step is left out, nice and SCHED_BATCH still apply, nothing raises."""
+    empty = tmp_path / "autogroup"
+    empty.write_text("")
+    base = os.nice(0)
+    lead = probe("lead", str(empty))
+    assert lead["policy"] == SCHED_BATCH and lead["done"]["policy"] == "batch"
+    assert lead["done"]["nice"] == min(19, base + 10)
+    assert lead["done"]["autogroup_nice"] is None
+    assert empty.read_text() == ""
