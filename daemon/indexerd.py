@@ -148,7 +148,8 @@ def lower_priority(increment: int) -> dict:
                 with open(AUTOGROUP, "w") as f:
                     f.write(f"{target}\n")
             done["autogroup_nice"] = target
-        except (OSError, ValueError, IndexError):  # no autogroups in this kernel, a cgroup task group (empty file), or refused
+        # no autogroups in this kernel, a cgroup's task group (the file is empty), or refused
+        except (OSError, ValueError, IndexError):
             pass
     return done
 

@@ -21,6 +21,8 @@ from helpers.mount import mount, require_fuse
 from helpers.wait import wait_until
 
 SCHED_BATCH = 3  #: sched(7)
+
+
 def stat_fields(path: str) -> list[str]:
     """Fields 3… of a ``/proc/…/stat`` file (after the command name in parentheses)."""
     with open(path) as f:
