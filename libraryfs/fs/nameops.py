@@ -50,13 +50,17 @@ HIDDEN_PREFIX = b".fuse_hidden"
 def check_new_name(t: Txn, name: bytes, parent: int, virtual: VirtualNamespace) -> None:
     """Refuse ``name`` as a new dirent in directory inode ``parent``.
 
-    Raises InvalidArgument (empty, ``.``, ``..``), NameTooLong (over NAME_MAX bytes, ENAMETOOLONG); for a
+    Raises InvalidArgument (EINVAL: empty, ``.``, ``..``, or holding a NUL or ``/`` byte — the kernel never sends
+    one, a caller of the view such as the MCP server could, and a stored one breaks ``readdir`` and ``check``
+    finding I2), NameTooLong (over NAME_MAX bytes, ENAMETOOLONG); for a
     name the view generates there (``.index`` in a TOC directory; ``.libraryfs``/``.find``/``.catalogue`` at
     the root): Exists or AccessDenied (:meth:`VirtualNamespace.check_new_name`). ``INDEX.md`` is allowed: the
     user's own wins over the generated one.
     """
     if not name or name in (b".", b".."):
         raise InvalidArgument("invalid name")
+    if b"\0" in name or b"/" in name:
+        raise InvalidArgument("a name holds no NUL or '/' byte")
     if len(name) > S.NAME_MAX:
         raise NameTooLong(f"name longer than {S.NAME_MAX} bytes")
     virtual.check_new_name(t, name, parent)

@@ -205,6 +205,27 @@ def test_name_limits_and_non_utf8_names(v):
     assert cat(v, d + b"/f.md") == b"ok"
 
 
+def test_a_name_holding_a_nul_byte_is_refused_by_every_call_that_makes_one(v):
+    """The kernel never passes a NUL in a name; the MCP server calls the view directly, and a trial stored
+    ``a\0b.md`` through it (listed as ``a``, unreachable, ``readdir`` of its directory EIO, check I2). Every
+    call that makes a dirent refuses it with EINVAL and stores nothing."""
+    mkfile(v, b"/a.md")
+    v.mkdir(b"/d", 0o755, UID, GID)
+    before = sorted(real_names(v, b"/")), sorted(real_names(v, b"/d"))
+    makers = [
+        lambda: v.create(b"/d/a\0b.md", 0o644, os.O_WRONLY, UID, GID),
+        lambda: v.mkdir(b"/d/\0", 0o755, UID, GID),
+        lambda: v.mknod(b"/d/x\0", stat.S_IFIFO | 0o644, 0, UID, GID),
+        lambda: v.symlink(b"/d/l\0", b"a.md", UID, GID),
+        lambda: v.link(b"/a.md", b"/d/h\0ard"),
+        lambda: v.rename(b"/a.md", b"/d/r\0"),
+    ]
+    for make in makers:
+        with pytest.raises(InvalidArgument):
+            make()
+    assert (sorted(real_names(v, b"/")), sorted(real_names(v, b"/d"))) == before
+
+
 def test_generated_names_are_lookup_only_and_index_md_can_be_claimed(v, store):
     v.mkdir(b"/d", 0o755, UID, GID)
     for p in (b"/.libraryfs", b"/.find"):
