@@ -50,7 +50,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
 from libraryfs.index import termindex
-from libraryfs.index.find import find_ranked, finder_for
+from libraryfs.index.find import check_term, find_ranked, finder_for
 from libraryfs.index.toc import links
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -153,8 +153,7 @@ class LibraryTools:
         """Find library entries and directories without knowing their section (deterministic, no model):
         exact file names, then entries defining `term` (`json.dumps`, `lru_cache`), then BM25 over names,
         defined names and content (the term index, :mod:`libraryfs.index.termindex`)."""
-        if not term.strip() or "\x00" in term or len(term) > 255:
-            raise ValueError("term must be 1–255 characters without NUL")
+        check_term(term)  # the CLI's rule: 1–255 bytes, not blank, no NUL (EINVAL / ENAMETOOLONG)
         if not 1 <= limit <= 200:
             raise ValueError("limit must be 1–200")
         with self.ops.lock, self.ops.view.store.read() as t:

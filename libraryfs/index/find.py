@@ -18,10 +18,34 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 
+from libraryfs.errors import InvalidArgument, NameTooLong
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
 from libraryfs.index import termindex
 from libraryfs.index.names import links_of
+
+TERM_MAX = S.NAME_MAX  #: bytes of a search term (UTF-8): what ``/.find/TERM`` carries as one path component
+
+
+def check_term(term: bytes | str) -> bytes:
+    """The one rule for a search term, applied by every front end of the finder (``libraryfs find``, the MCP
+    ``find`` tool; ``/.find/TERM`` gets it from the kernel, which refuses a component over NAME_MAX bytes
+    before the mount sees it): 1 to :data:`TERM_MAX` (255) bytes once encoded (``os.fsencode``: UTF-8,
+    undecodable bytes kept), not blank, no NUL. Returns the term's bytes.
+
+    Raises :class:`~libraryfs.errors.InvalidArgument` (EINVAL) for a blank term or one holding a NUL, and
+    :class:`~libraryfs.errors.NameTooLong` (ENAMETOOLONG, as ``open("/.find/" + term)`` fails; Linux
+    ``NAME_MAX``, ``include/uapi/linux/limits.h``) for one over :data:`TERM_MAX` bytes."""
+    raw = term if isinstance(term, bytes) else os.fsencode(term)
+    if not raw.strip():
+        raise InvalidArgument("the search term is empty")
+    if b"\0" in raw:
+        raise InvalidArgument("the search term holds a NUL byte")
+    if len(raw) > TERM_MAX:
+        raise NameTooLong(
+            f"the search term is {len(raw):,} bytes; at most {TERM_MAX} (UTF-8), as for .find/TERM"
+        )
+    return raw
 
 
 def entry_path(t: Txn, parent: int, name: bytes) -> bytes | None:

@@ -715,3 +715,22 @@ def test_concurrent_edits_from_two_servers_are_all_kept(libdir):
     assert want - set(lines) == set(), f"{len(want - set(lines))} edits lost"
     assert lines[0] == "START" and lines[-1] == "END" and len(lines) == len(want) + 2
     _check_store(libdir)
+
+
+def test_find_term_rule_is_the_clis(libdir, run_cli):
+    """The MCP ``find`` tool counted characters (a 200-``é`` term, 400 bytes, passed) where ``/.find/TERM``
+    and now ``libraryfs find`` count bytes: one rule (``find.check_term``), ENAMETOOLONG over 255 bytes,
+    EINVAL for a blank term, and a 255-byte term is searched like any other."""
+
+    async def main():
+        async with Client(stdio_params(str(libdir), "--no-indexer")) as c:
+            r = await _call(c, "find", {"term": "é" * 200}, error=True)
+            assert "ENAMETOOLONG: the search term is 400 bytes; at most 255" in _text(r), _text(r)
+            assert "EINVAL: the search term is empty" in _text(
+                await _call(c, "find", {"term": "  "}, error=True)
+            )
+            r = await _call(c, "find", {"term": "é" * 127 + "x"})  # 255 bytes: searched, no match
+            assert r.structured_content["matches"] == []
+
+    anyio.run(main)
+    assert run_cli("find", str(libdir), "é" * 200).returncode == 2  # the CLI refuses the same term

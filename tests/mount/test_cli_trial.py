@@ -250,3 +250,15 @@ def test_find_lists_every_link_of_a_hard_linked_file_under_its_own_name(mounted,
         assert names.verify(st) == []  # the indexer is idle: its rows agree with the tree
     finally:
         st.close()
+
+
+def test_find_refuses_a_term_over_255_bytes_in_one_line_as_mcp_does(libdir, run_cli):
+    """``find`` took a 400-byte term (200 × ``é``) and searched for it, where the MCP ``find`` tool refuses
+    one and ``/.find/TERM`` gets ENAMETOOLONG from the kernel: one rule now (``find.check_term``: 1–255
+    bytes), a usage error for the CLI — one line on stderr, exit status 2 (README "Exit status"). A term of
+    exactly 255 bytes is searched (no match: exit status 1)."""
+    r = run_cli("find", str(libdir), "é" * 200)
+    assert r.returncode == 2 and r.stdout == "", r
+    assert r.stderr.count("\n") == 1 and "400 bytes; at most 255" in r.stderr, r.stderr
+    r = run_cli("find", str(libdir), "é" * 127 + "x")  # 255 bytes
+    assert r.returncode == 1 and "no match for" in r.stderr, r
