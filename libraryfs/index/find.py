@@ -194,21 +194,34 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
     return Found(_children_first(out, term)[:limit], max(total, len(out)))
 
 
+#: how an entry matched when its own text holds the whole term
+FULL_MATCHES = ("name", "defines", "suffix", "all")
+
+
 def _children_first(out: list[Match], term: str) -> list[Match]:
-    """``out`` with each directory that matched by its section text alone (BM25; not by its own name nor a
-    defined name it lists, which :func:`~libraryfs.index.termindex.search` already puts after the entries
-    defining it) moved to just after its last descendant in the list (a deeper such directory first). A section's text is drawn from its entries' words, and
-    BM25 favours short texts: the section line ``c/ — … cathode …`` outranked the entries that say what a
-    cathode is. A directory whose name holds the term (``tests/`` for ``tests``) keeps its place."""
+    """``out`` with each directory that matched by its section text (BM25; not by its own name holding every
+    token of the term, nor by a defined name it lists, which :func:`~libraryfs.index.termindex.search`
+    already puts after the entries defining it) moved to just after its last descendant in the list (a
+    deeper such directory first). A section's text is drawn from its entries' words, and BM25 favours short
+    texts: the section line ``c/ — … cathode …`` outranked the entries that say what a cathode is. A
+    directory whose name holds the term (``tests/`` for ``tests``) keeps its place.
+
+    For a term of several tokens such a directory also comes after every entry that matched the whole term
+    (:data:`FULL_MATCHES`): a directory's row joins its name and all its entries' words, so it "holds" ``zebra
+    count`` when it is named ``zebra/`` and one of its files says ``count``, while an entry's row holds both
+    in one text (``find 'zebra count'`` listed ``zebra/`` before ``notes/census.md``, "the zebra count this
+    year …"). With one token the directory's text holding it means one of its entries (or its description)
+    does: it keeps its rank among the others as before."""
     key = term.casefold()
+    toks = termindex.tokens(term)
+
+    def named(m: Match) -> bool:
+        """Whether the match's own name holds the term (as a substring, or each of its tokens)."""
+        name = os.fsdecode(m.path.rsplit(b"/", 1)[-1]).casefold()
+        return key in name or bool(toks) and all(tok in name for tok in toks)
+
     rank = {id(m): i for i, m in enumerate(out)}
-    moved = [
-        m
-        for m in out
-        if m.kind == "dir"
-        and m.match in ("all", "prefix", "any")
-        and key not in os.fsdecode(m.path.rsplit(b"/", 1)[-1]).casefold()
-    ]
+    moved = [m for m in out if m.kind == "dir" and m.match in ("all", "prefix", "any") and not named(m)]
     if not moved:
         return out
     res = [m for m in out if all(m is not d for d in moved)]
@@ -219,6 +232,9 @@ def _children_first(out: list[Match], term: str) -> list[Match]:
         below = [i for i, m in enumerate(res) if m.path.startswith(prefix)]
         # none of its entries matched: it keeps its place among the others
         at = below[-1] + 1 if below else sum(1 for m in res if rank[id(m)] < rank[id(d)])
+        if len(toks) > 1:  # after every entry whose own text holds the whole term
+            full = [i for i, m in enumerate(res) if m.kind == "entry" and m.match in FULL_MATCHES]
+            at = max(at, full[-1] + 1) if full else at
         res.insert(at, d)
     return res
 
