@@ -142,12 +142,21 @@ class LibraryTools:
         out_links = []
         for target in links(data):  # relative to the page's directory; normpath keeps them in the library
             full = os.path.normpath(where + b"/" + target)
-            page_link = full.endswith(b"/" + INDEX_FILE.encode()) or b"/" + PAGES_DIR + b"/" in full
-            out_links.append({"path": show(full), "kind": "page" if page_link else "entry"})
+            out_links.append({"path": show(full), "kind": "page" if self._is_page(full) else "entry"})
         shown, cut = self.reg.budget.fit(text)
         if cut:
             shown += f"\n{MARKER}: read the rest with read_text_file path={show(file)} offset={len(shown.encode())}]"
         return result(shown, path=show(file), page=page, links=out_links, truncated=cut)
+
+    def _is_page(self, path: bytes) -> bool:
+        """Whether a TOC link to ``path`` leads to a generated TOC page: one under a ``.index/`` directory, or
+        an ``INDEX.md`` that is generated (:meth:`LibraryOps.generated`). A user's own stored ``INDEX.md``,
+        which a TOC lists as an entry (docs/posix.md "INDEX.md is the user's"), is an entry: it was labelled a
+        page by its name alone."""
+        if b"/" + PAGES_DIR + b"/" in path:
+            return True
+        parent, _, name = path.rpartition(b"/")
+        return name == INDEX_FILE.encode() and self.ops.generated(name, parent or b"/")
 
     def find(self, term: str, limit: int = 20) -> CallToolResult:
         """Find library entries and directories without knowing their section (deterministic, no model):

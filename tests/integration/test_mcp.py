@@ -734,3 +734,37 @@ def test_find_term_rule_is_the_clis(libdir, run_cli):
 
     anyio.run(main)
     assert run_cli("find", str(libdir), "é" * 200).returncode == 2  # the CLI refuses the same term
+
+
+def test_read_index_labels_a_users_own_index_md_an_entry(libdir):
+    """A user's own ``notes/INDEX.md`` (stored: the section's TOC is then ``notes/.index/INDEX.md``,
+    docs/posix.md) is one of the section's entries; ``read_index`` labelled its link a ``page`` by its name
+    alone. A generated INDEX.md (``notes/sub/``, the root's sections) stays a ``page``."""
+    from libraryfs.daemon.mcpd import Served, ServerOptions
+    from libraryfs.fs.tree import StoreTree
+
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.makedirs(b"/notes/sub")
+        s.ops.write(b"/notes/plan.md", b"# Plan\n\nShip it.\n")
+        s.ops.write(b"/notes/sub/x.md", b"# Sub note\n")
+        StoreTree(s.store).write_bytes("notes/INDEX.md", b"# My own index\n\nWritten by hand.\n")
+    finally:
+        s.close()
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+
+            async def listed():  # the server's indexer rendered notes/ with the user's file in it
+                r = await c.call_tool("read_index", {"path": "notes"})
+                return not r.is_error and "My own index" in _text(r) and "sub" in _text(r) and r
+
+            r = await wait_for(listed, libdir=libdir)
+            assert r.structured_content["path"] == "/notes/.index/INDEX.md"
+            links = r.structured_content["links"]
+            assert {"path": "/notes/INDEX.md", "kind": "entry"} in links, links
+            assert {"path": "/notes/sub/INDEX.md", "kind": "page"} in links, links
+            root = (await _call(c, "read_index", {"path": "/"})).structured_content["links"]
+            assert {"path": "/notes/.index/INDEX.md", "kind": "page"} in root, root
+
+    anyio.run(main)
