@@ -246,27 +246,55 @@ class LibraryOps:
 
     # -- reading -----------------------------------------------------------------------------------------
     def read(self, path: bytes, offset: int = 0, size: int | None = None) -> bytes:
-        """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None).
+        """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None), as
+        :meth:`read_range` reads them (one snapshot).
 
         Counted in the view's read accounting under this process. Raises IsADir, NotFound, QuotaExceeded.
         """
+        return self.read_range(path, offset, size)[0]
+
+    def read_range(
+        self, path: bytes, offset: int = 0, size: int | None = None, *, from_end: bool = False
+    ) -> tuple[bytes, int, int]:
+        """``(data, start, file size)``: up to ``size`` bytes (all when None) of the file at ``path`` (links
+        followed) from byte ``offset`` — or, with ``from_end``, its last ``size`` bytes (``start`` says where
+        they begin) — with the file's size, all read in ONE read transaction: a consistent snapshot of the
+        file as it was when the read began, whatever other processes (another MCP server, the mount) write
+        meanwhile. Before, the range was read through a file handle in 1 MiB chunks, each chunk its own
+        transaction: another process replacing the file between two of them freed its inode, and the next
+        chunk failed with EBADF (``file vanished``); a write in place could tear the answer. A generated file
+        (a TOC page, ``.libraryfs/*``) is read from its handle's snapshot, which is taken once at open.
+
+        The caller bounds ``size`` (the tools: what one answer can hold); the read holds one LMDB read
+        transaction and the bytes in memory. Counted in the view's read accounting under this process (one
+        read of the entry). Raises IsADir, NotFound, AccessDenied (mode bits), QuotaExceeded (EDQUOT)."""
         with self.lock:
             real = self.follow(path)
             if is_dir(self.view.getattr(real)):
                 raise IsADir(f"{show(path)} is a directory")
             self.access(real, os.R_OK)
-            fh, _direct = self.view.open(real, os.O_RDONLY)
+            with self.view.store.read() as t:
+                r = self.view.resolve(t, real)
+                node = r.node if r.is_real else None
+                if node is not None:
+                    if not node.is_reg:  # replaced by a directory or a link since the checks above
+                        raise IsADir(f"{show(path)} is not a regular file")
+                    start = max(0, node.size - size) if from_end and size is not None else offset
+                    want = node.size - start if size is None else size
+                    data = t.read_data(node.ino, start, want, node.size)
+                    if data:
+                        self.view.accounting.charge_entry(t, node.ino, node.size, len(data), self.pid, True)
+                    return data, start, node.size
+            fh, _direct = self.view.open(real, os.O_RDONLY)  # generated: a snapshot taken at open
             try:
-                out = bytearray()
-                while size is None or len(out) < size:
-                    want = READ_CHUNK_BYTES if size is None else min(READ_CHUNK_BYTES, size - len(out))
-                    chunk = self.view.read(fh, want, offset + len(out), self.pid)
-                    if not chunk:
-                        break
-                    out += chunk
-                return bytes(out)
+                whole = bytearray()
+                while chunk := self.view.read(fh, READ_CHUNK_BYTES, len(whole), self.pid):
+                    whole += chunk
             finally:
                 self.view.release(fh)
+            start = max(0, len(whole) - size) if from_end and size is not None else offset
+            end = len(whole) if size is None else start + size
+            return bytes(whole[start:end]), start, len(whole)
 
     def listdir(self, path: bytes, stat: bool = True) -> list[tuple[bytes, dict]]:
         """``(name, stat)`` of every entry of the directory at ``path`` (links followed), ``.``/``..`` not;

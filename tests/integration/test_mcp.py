@@ -768,3 +768,61 @@ def test_read_index_labels_a_users_own_index_md_an_entry(libdir):
             assert {"path": "/notes/.index/INDEX.md", "kind": "page"} in root, root
 
     anyio.run(main)
+
+
+_REPLACE = """
+import sys
+from libraryfs.daemon.mcpd import Served, ServerOptions
+s = Served(sys.argv[1], ServerOptions(indexer=False))
+try:
+    s.ops.write(b"/big.log", b"replaced\\n")
+finally:
+    s.close()
+"""  #: another process replacing ``/big.log`` (write_file: temporary file + rename; the old inode is freed)
+
+
+def test_read_text_file_is_one_snapshot_while_another_process_replaces_the_file(libdir, monkeypatch):
+    """``read_text_file`` read a large file (``tail``: all of it) in 1 MiB chunks, each in its own read
+    transaction: another process's ``write_file`` of the same path between two chunks freed the inode, and
+    the next chunk failed with EBADF ("file vanished"). Now the requested range is read in one read
+    transaction: the answer is the file as it was when the read began. The other process's write is made
+    exactly after the server's first read of file data (a hook on ``Txn.read_data``, which runs it and waits
+    for it): no timing involved. The SDK's real client, connected in memory."""
+    import subprocess
+
+    from libraryfs.daemon.mcpd import Served, ServerOptions
+    from libraryfs.fs.store import Txn
+
+    body = b"".join(b"line %07d of the old file\n" % i for i in range(120_000))  # 3.2 MB: 4 chunks
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.write(b"/big.log", body)
+        real_read_data = Txn.read_data
+        replaced: list[int] = []
+
+        def read_data(self, ino, offset, size, file_size):
+            out = real_read_data(self, ino, offset, size, file_size)
+            if file_size == len(body) and not replaced:  # after the first read of the old file's data
+                r = subprocess.run(
+                    [sys.executable, "-c", _REPLACE, str(libdir)], capture_output=True, text=True
+                )
+                replaced.append(r.returncode)
+                assert r.returncode == 0, r.stderr
+            return out
+
+        monkeypatch.setattr(Txn, "read_data", read_data)
+
+        async def main():
+            async with Client(s.server) as c:
+                r = await c.call_tool("read_text_file", {"path": "big.log", "tail": 2})
+                assert not r.is_error, _text(r)
+                assert _text(r) == "line 0119998 of the old file\nline 0119999 of the old file\n", _text(r)
+                assert r.structured_content["size_bytes"] == len(body)
+                r = await c.call_tool("read_text_file", {"path": "big.log"})  # the new file, after
+                assert not r.is_error and _text(r) == "replaced\n", _text(r)
+
+        anyio.run(main)
+        assert replaced == [0]
+    finally:
+        s.close()
+    _check_store(libdir)
