@@ -49,7 +49,7 @@ from libraryfs.fs.nodes import Resolved
 from libraryfs.fs.resolve import require_writable
 from libraryfs.fs.store import Txn
 from libraryfs.fs.view import LibraryView
-from libraryfs.index.toc import escape_controls
+from libraryfs.index.toc import escape_controls, is_escaped_control
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
 NAME_MAX = 255  #: bytes per component
@@ -108,14 +108,33 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
     return b"/" + b"/".join(parts)
 
 
-_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F]|[01][0-9a-fA-F]|7[fF])")
+_ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})([0-9a-fA-F]{2})?")
 
 
-def unescape_shown(path: bytes) -> bytes:
-    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (a byte that is not UTF-8) or an
-    ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``, ``new\\x0aline.md``
-    → ``new\nline.md``. Other text is kept as it is."""
-    return _ESCAPED_BYTE.sub(lambda m: bytes([int(m.group(1), 16)]), path)
+def unescape_shown(path: bytes, c1_chars: bool = False) -> bytes:
+    """The bytes :func:`show` escaped, back: ``\\xHHHH`` (four hex digits) of a character
+    :func:`~libraryfs.index.toc.escape_controls` escapes (zero-width, line/paragraph separators, bidi
+    controls: ``zero\\x200bwidth.md``) becomes that character in UTF-8; ``\\xNN`` with NN ≥ 80 (a byte that
+    is not UTF-8) or an ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``,
+    ``new\\x0aline.md`` → ``new\nline.md``. ``show`` writes a C1 control character (U+0080–U+009F) as
+    ``\\x80``–``\\x9f`` too, like the lone byte: with ``c1_chars`` those become the characters (UTF-8
+    ``c2 NN``) instead of the bytes. Other text is kept as it is (``\\x20`` is never an escape: ``show``
+    leaves a space alone, so ``\\x200b`` is unambiguous)."""
+
+    def one(m: re.Match) -> bytes:
+        """One ``\\xNN`` or ``\\xHHHH`` match, decoded."""
+        hi, lo = m.group(1), m.group(2)
+        if lo is not None:
+            c = chr(int(hi + lo, 16))
+            if ord(c) >= 0x100 and is_escaped_control(c):
+                return c.encode()
+        n = int(hi, 16)
+        if not (n >= 0x80 or n < 0x20 or n == 0x7F):
+            return m.group(0)
+        first = chr(n).encode() if c1_chars and 0x80 <= n <= 0x9F else bytes([n])
+        return first + (lo or b"")
+
+    return _ESCAPE.sub(one, path)
 
 
 def show(path: bytes) -> str:
