@@ -388,16 +388,23 @@ def _duration(seconds: float) -> str:
     return " ".join(parts[:3])
 
 
-def _nonblank(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """Click callback refusing an empty or blank search term (``click.BadParameter``, exit status 2)."""
-    if not value.strip():
-        raise click.BadParameter("the search term is empty")
+def _search_term(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Click callback applying the finder's term rule (:func:`libraryfs.index.find.check_term`: 1–255 bytes,
+    not blank, no NUL — what the MCP ``find`` tool and ``/.find/TERM`` accept): a term it refuses is a
+    ``click.BadParameter``, one line on stderr, exit status 2."""
+    from libraryfs.errors import LibraryError
+    from libraryfs.index.find import check_term
+
+    try:
+        check_term(value)
+    except LibraryError as e:
+        raise click.BadParameter(str(e)) from None
     return value
 
 
 @click.command()
 @library_argument
-@click.argument("term", callback=_nonblank)
+@click.argument("term", callback=_search_term)
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
 @click.option(
     "-0",
@@ -414,8 +421,9 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
 
     Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
     printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
-    bytes. A library that is not mounted has its paths from its own root (``/notes/a.md``), and a note on
-    stderr says so. Exit status 1: no match."""
+    bytes. TERM is 1–255 bytes in UTF-8 (as ``.find/TERM`` and the MCP ``find`` tool; another is a usage
+    error, exit status 2). A library that is not mounted has its paths from its own root (``/notes/a.md``),
+    and a note on stderr says so. Exit status 1: no match."""
     from libraryfs.index.find import find_ranked  # before the fork: the reader inherits it, and the Found it
     # returns unpickles here without importing the term index (and SQLite) a second time
 

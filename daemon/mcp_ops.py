@@ -49,7 +49,7 @@ from libraryfs.fs.nodes import Resolved
 from libraryfs.fs.resolve import require_writable
 from libraryfs.fs.store import Txn
 from libraryfs.fs.view import LibraryView
-from libraryfs.index.toc import escape_controls
+from libraryfs.index.toc import escape_controls, is_escaped_control
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
 NAME_MAX = 255  #: bytes per component
@@ -108,14 +108,33 @@ def clean_path(path: str, mountpoint: str | None = None) -> bytes:
     return b"/" + b"/".join(parts)
 
 
-_ESCAPED_BYTE = re.compile(rb"\\x([89a-fA-F][0-9a-fA-F]|[01][0-9a-fA-F]|7[fF])")
+_ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})([0-9a-fA-F]{2})?")
 
 
-def unescape_shown(path: bytes) -> bytes:
-    """The bytes :func:`show` escaped, back: each ``\\xNN`` with NN ≥ 80 (a byte that is not UTF-8) or an
-    ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``, ``new\\x0aline.md``
-    → ``new\nline.md``. Other text is kept as it is."""
-    return _ESCAPED_BYTE.sub(lambda m: bytes([int(m.group(1), 16)]), path)
+def unescape_shown(path: bytes, c1_chars: bool = False) -> bytes:
+    """The bytes :func:`show` escaped, back: ``\\xHHHH`` (four hex digits) of a character
+    :func:`~libraryfs.index.toc.escape_controls` escapes (zero-width, line/paragraph separators, bidi
+    controls: ``zero\\x200bwidth.md``) becomes that character in UTF-8; ``\\xNN`` with NN ≥ 80 (a byte that
+    is not UTF-8) or an ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``,
+    ``new\\x0aline.md`` → ``new\nline.md``. ``show`` writes a C1 control character (U+0080–U+009F) as
+    ``\\x80``–``\\x9f`` too, like the lone byte: with ``c1_chars`` those become the characters (UTF-8
+    ``c2 NN``) instead of the bytes. Other text is kept as it is (``\\x20`` is never an escape: ``show``
+    leaves a space alone, so ``\\x200b`` is unambiguous)."""
+
+    def one(m: re.Match) -> bytes:
+        """One ``\\xNN`` or ``\\xHHHH`` match, decoded."""
+        hi, lo = m.group(1), m.group(2)
+        if lo is not None:
+            c = chr(int(hi + lo, 16))
+            if ord(c) >= 0x100 and is_escaped_control(c):
+                return c.encode()
+        n = int(hi, 16)
+        if not (n >= 0x80 or n < 0x20 or n == 0x7F):
+            return m.group(0)
+        first = chr(n).encode() if c1_chars and 0x80 <= n <= 0x9F else bytes([n])
+        return first + (lo or b"")
+
+    return _ESCAPE.sub(one, path)
 
 
 def show(path: bytes) -> str:
@@ -246,27 +265,55 @@ class LibraryOps:
 
     # -- reading -----------------------------------------------------------------------------------------
     def read(self, path: bytes, offset: int = 0, size: int | None = None) -> bytes:
-        """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None).
+        """Bytes of the file at ``path`` (links followed) from ``offset``, up to ``size`` (all if None), as
+        :meth:`read_range` reads them (one snapshot).
 
         Counted in the view's read accounting under this process. Raises IsADir, NotFound, QuotaExceeded.
         """
+        return self.read_range(path, offset, size)[0]
+
+    def read_range(
+        self, path: bytes, offset: int = 0, size: int | None = None, *, from_end: bool = False
+    ) -> tuple[bytes, int, int]:
+        """``(data, start, file size)``: up to ``size`` bytes (all when None) of the file at ``path`` (links
+        followed) from byte ``offset`` — or, with ``from_end``, its last ``size`` bytes (``start`` says where
+        they begin) — with the file's size, all read in ONE read transaction: a consistent snapshot of the
+        file as it was when the read began, whatever other processes (another MCP server, the mount) write
+        meanwhile. Before, the range was read through a file handle in 1 MiB chunks, each chunk its own
+        transaction: another process replacing the file between two of them freed its inode, and the next
+        chunk failed with EBADF (``file vanished``); a write in place could tear the answer. A generated file
+        (a TOC page, ``.libraryfs/*``) is read from its handle's snapshot, which is taken once at open.
+
+        The caller bounds ``size`` (the tools: what one answer can hold); the read holds one LMDB read
+        transaction and the bytes in memory. Counted in the view's read accounting under this process (one
+        read of the entry). Raises IsADir, NotFound, AccessDenied (mode bits), QuotaExceeded (EDQUOT)."""
         with self.lock:
             real = self.follow(path)
             if is_dir(self.view.getattr(real)):
                 raise IsADir(f"{show(path)} is a directory")
             self.access(real, os.R_OK)
-            fh, _direct = self.view.open(real, os.O_RDONLY)
+            with self.view.store.read() as t:
+                r = self.view.resolve(t, real)
+                node = r.node if r.is_real else None
+                if node is not None:
+                    if not node.is_reg:  # replaced by a directory or a link since the checks above
+                        raise IsADir(f"{show(path)} is not a regular file")
+                    start = max(0, node.size - size) if from_end and size is not None else offset
+                    want = node.size - start if size is None else size
+                    data = t.read_data(node.ino, start, want, node.size)
+                    if data:
+                        self.view.accounting.charge_entry(t, node.ino, node.size, len(data), self.pid, True)
+                    return data, start, node.size
+            fh, _direct = self.view.open(real, os.O_RDONLY)  # generated: a snapshot taken at open
             try:
-                out = bytearray()
-                while size is None or len(out) < size:
-                    want = READ_CHUNK_BYTES if size is None else min(READ_CHUNK_BYTES, size - len(out))
-                    chunk = self.view.read(fh, want, offset + len(out), self.pid)
-                    if not chunk:
-                        break
-                    out += chunk
-                return bytes(out)
+                whole = bytearray()
+                while chunk := self.view.read(fh, READ_CHUNK_BYTES, len(whole), self.pid):
+                    whole += chunk
             finally:
                 self.view.release(fh)
+            start = max(0, len(whole) - size) if from_end and size is not None else offset
+            end = len(whole) if size is None else start + size
+            return bytes(whole[start:end]), start, len(whole)
 
     def listdir(self, path: bytes, stat: bool = True) -> list[tuple[bytes, dict]]:
         """``(name, stat)`` of every entry of the directory at ``path`` (links followed), ``.``/``..`` not;

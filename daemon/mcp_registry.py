@@ -134,16 +134,25 @@ class ToolRegistry:
     def path(self, p: str) -> bytes:
         """An agent's path confined to the library (:func:`~libraryfs.daemon.mcp_ops.clean_path`). A name
         that is not UTF-8 reaches the agent escaped (``caf\\xe9.txt``: :func:`~libraryfs.daemon.mcp_ops.show`)
-        and comes back so: ``\\xNN`` (NN ≥ 80) is taken as byte NN unless the path exists as typed (a name
-        holding a literal backslash)."""
+        and comes back so, as do control and invisible characters (``new\\x0aline.md``, ``zero\\x200bwidth.md``:
+        :func:`~libraryfs.daemon.mcp_ops.unescape_shown`). The first of these that exists is taken: the path as
+        typed (a name holding a literal backslash), the escapes undone with ``\\x80``–``\\x9f`` as bytes, then
+        as C1 characters (``show`` writes both alike); for a path that does not exist yet, the escapes as
+        bytes."""
         raw = clean_path(p, self.ops.mountpoint)
-        alt = unescape_shown(raw) if b"\\x" in raw else raw
-        if alt != raw:
+        if b"\\x" not in raw:
+            return raw
+        tried = []
+        for cand in (raw, unescape_shown(raw), unescape_shown(raw, c1_chars=True)):
+            if cand in tried:
+                continue
+            tried.append(cand)
             try:
-                self.ops.stat(raw)
+                self.ops.stat(cand)
+                return cand
             except LibraryError:
-                return alt
-        return raw
+                pass
+        return tried[1] if len(tried) > 1 else raw  # a new name: the escapes as bytes
 
     result = staticmethod(result)
     #: the annotation presets, for features (which do not import this module)

@@ -81,9 +81,7 @@ class FsTools:
     def _text(self, p: bytes, offset: int, tokens: int) -> tuple[str, int, int, bool]:
         """``(text, next offset, size in bytes, cut)``: the file's text from byte ``offset`` within
         ``tokens``. Reads at most 16 bytes per token of the budget."""
-        size = self.ops.stat(self.ops.follow(p))["st_size"]
-        want = max(0, min(size - offset, tokens * 16))
-        data = self.ops.read(p, offset, want)
+        data, _start, size = self.ops.read_range(p, offset, tokens * 16)  # one snapshot: data and size agree
         skip = 0
         while offset and skip < 3 and skip < len(data) and data[skip] & 0xC0 == 0x80:
             skip += 1  # an offset inside a UTF-8 character: start at the next one
@@ -118,15 +116,24 @@ class FsTools:
                     next_offset=nxt if cut else None,
                     truncated=cut,
                 )
-            data = self.ops.read(p)
+            # one snapshot of at most what one answer can hold (16 bytes per token, as _text): the first or
+            # the last bytes of the file, however large it is
+            window = self.budget.tokens * 16
+            data, start, size = self.ops.read_range(p, 0, window, from_end=tail is not None)
         except LibraryError as e:
             raise at_path(e, p) from None
-        lines = decode_text(data, p, complete=True).splitlines(keepends=True)
-        part = lines[:head] if head is not None else lines[len(lines) - tail :] if tail else []
+        whole = start == 0 and len(data) == size
+        if tail is not None and start > 0:  # the window begins inside a line: drop that part line
+            data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+        lines = decode_text(data, p, complete=head is None or whole).splitlines(keepends=True)
+        asked = head if head is not None else tail or 0
+        part = lines[:head] if head is not None else lines[len(lines) - asked :] if asked else []
         text, cut = self.budget.fit("".join(part))
+        # the window held fewer lines than asked for: the answer is cut, as by the budget
+        cut = cut or (not whole and len(part) == len(lines) and len(part) < asked)
         if cut:
             text += f"\n{MARKER} to the token budget; read fewer lines, or use offset]"
-        return result(text, path=show(p), size_bytes=len(data), lines=len(part), truncated=cut)
+        return result(text, path=show(p), size_bytes=size, lines=len(part), truncated=cut)
 
     def read_multiple_files(self, paths: list[str]) -> CallToolResult:
         """Read several text files at once; the token budget is shared equally. A file that cannot be read

@@ -50,7 +50,7 @@ from libraryfs.fs.store import Store
 from libraryfs.fs.tocwatch import TocWatcher
 from libraryfs.fs.view import LibraryView
 from libraryfs.index import termindex
-from libraryfs.index.find import find_ranked, finder_for
+from libraryfs.index.find import check_term, find_ranked, finder_for
 from libraryfs.index.toc import links
 from libraryfs.layout import (
     INDEXER_LOCK,
@@ -142,19 +142,27 @@ class LibraryTools:
         out_links = []
         for target in links(data):  # relative to the page's directory; normpath keeps them in the library
             full = os.path.normpath(where + b"/" + target)
-            page_link = full.endswith(b"/" + INDEX_FILE.encode()) or b"/" + PAGES_DIR + b"/" in full
-            out_links.append({"path": show(full), "kind": "page" if page_link else "entry"})
+            out_links.append({"path": show(full), "kind": "page" if self._is_page(full) else "entry"})
         shown, cut = self.reg.budget.fit(text)
         if cut:
             shown += f"\n{MARKER}: read the rest with read_text_file path={show(file)} offset={len(shown.encode())}]"
         return result(shown, path=show(file), page=page, links=out_links, truncated=cut)
 
+    def _is_page(self, path: bytes) -> bool:
+        """Whether a TOC link to ``path`` leads to a generated TOC page: one under a ``.index/`` directory, or
+        an ``INDEX.md`` that is generated (:meth:`LibraryOps.generated`). A user's own stored ``INDEX.md``,
+        which a TOC lists as an entry (docs/posix.md "INDEX.md is the user's"), is an entry: it was labelled a
+        page by its name alone."""
+        if b"/" + PAGES_DIR + b"/" in path:
+            return True
+        parent, _, name = path.rpartition(b"/")
+        return name == INDEX_FILE.encode() and self.ops.generated(name, parent or b"/")
+
     def find(self, term: str, limit: int = 20) -> CallToolResult:
         """Find library entries and directories without knowing their section (deterministic, no model):
         exact file names, then entries defining `term` (`json.dumps`, `lru_cache`), then BM25 over names,
         defined names and content (the term index, :mod:`libraryfs.index.termindex`)."""
-        if not term.strip() or "\x00" in term or len(term) > 255:
-            raise ValueError("term must be 1–255 characters without NUL")
+        check_term(term)  # the CLI's rule: 1–255 bytes, not blank, no NUL (EINVAL / ENAMETOOLONG)
         if not 1 <= limit <= 200:
             raise ValueError("limit must be 1–200")
         with self.ops.lock, self.ops.view.store.read() as t:

@@ -18,10 +18,34 @@ import sqlite3
 import threading
 from dataclasses import dataclass, field
 
+from libraryfs.errors import InvalidArgument, NameTooLong
 from libraryfs.fs import schema as S
 from libraryfs.fs.store import Txn
 from libraryfs.index import termindex
 from libraryfs.index.names import links_of
+
+TERM_MAX = S.NAME_MAX  #: bytes of a search term (UTF-8): what ``/.find/TERM`` carries as one path component
+
+
+def check_term(term: bytes | str) -> bytes:
+    """The one rule for a search term, applied by every front end of the finder (``libraryfs find``, the MCP
+    ``find`` tool; ``/.find/TERM`` gets it from the kernel, which refuses a component over NAME_MAX bytes
+    before the mount sees it): 1 to :data:`TERM_MAX` (255) bytes once encoded (``os.fsencode``: UTF-8,
+    undecodable bytes kept), not blank, no NUL. Returns the term's bytes.
+
+    Raises :class:`~libraryfs.errors.InvalidArgument` (EINVAL) for a blank term or one holding a NUL, and
+    :class:`~libraryfs.errors.NameTooLong` (ENAMETOOLONG, as ``open("/.find/" + term)`` fails; Linux
+    ``NAME_MAX``, ``include/uapi/linux/limits.h``) for one over :data:`TERM_MAX` bytes."""
+    raw = term if isinstance(term, bytes) else os.fsencode(term)
+    if not raw.strip():
+        raise InvalidArgument("the search term is empty")
+    if b"\0" in raw:
+        raise InvalidArgument("the search term holds a NUL byte")
+    if len(raw) > TERM_MAX:
+        raise NameTooLong(
+            f"the search term is {len(raw):,} bytes; at most {TERM_MAX} (UTF-8), as for .find/TERM"
+        )
+    return raw
 
 
 def entry_path(t: Txn, parent: int, name: bytes) -> bytes | None:
@@ -170,21 +194,34 @@ def _ranked(t: Txn, db: sqlite3.Connection, term: str, limit: int) -> Found:
     return Found(_children_first(out, term)[:limit], max(total, len(out)))
 
 
+#: how an entry matched when its own text holds the whole term
+FULL_MATCHES = ("name", "defines", "suffix", "all")
+
+
 def _children_first(out: list[Match], term: str) -> list[Match]:
-    """``out`` with each directory that matched by its section text alone (BM25; not by its own name nor a
-    defined name it lists, which :func:`~libraryfs.index.termindex.search` already puts after the entries
-    defining it) moved to just after its last descendant in the list (a deeper such directory first). A section's text is drawn from its entries' words, and
-    BM25 favours short texts: the section line ``c/ — … cathode …`` outranked the entries that say what a
-    cathode is. A directory whose name holds the term (``tests/`` for ``tests``) keeps its place."""
+    """``out`` with each directory that matched by its section text (BM25; not by its own name holding every
+    token of the term, nor by a defined name it lists, which :func:`~libraryfs.index.termindex.search`
+    already puts after the entries defining it) moved to just after its last descendant in the list (a
+    deeper such directory first). A section's text is drawn from its entries' words, and BM25 favours short
+    texts: the section line ``c/ — … cathode …`` outranked the entries that say what a cathode is. A
+    directory whose name holds the term (``tests/`` for ``tests``) keeps its place.
+
+    For a term of several tokens such a directory also comes after every entry that matched the whole term
+    (:data:`FULL_MATCHES`): a directory's row joins its name and all its entries' words, so it "holds" ``zebra
+    count`` when it is named ``zebra/`` and one of its files says ``count``, while an entry's row holds both
+    in one text (``find 'zebra count'`` listed ``zebra/`` before ``notes/census.md``, "the zebra count this
+    year …"). With one token the directory's text holding it means one of its entries (or its description)
+    does: it keeps its rank among the others as before."""
     key = term.casefold()
+    toks = termindex.tokens(term)
+
+    def named(m: Match) -> bool:
+        """Whether the match's own name holds the term (as a substring, or each of its tokens)."""
+        name = os.fsdecode(m.path.rsplit(b"/", 1)[-1]).casefold()
+        return key in name or bool(toks) and all(tok in name for tok in toks)
+
     rank = {id(m): i for i, m in enumerate(out)}
-    moved = [
-        m
-        for m in out
-        if m.kind == "dir"
-        and m.match in ("all", "prefix", "any")
-        and key not in os.fsdecode(m.path.rsplit(b"/", 1)[-1]).casefold()
-    ]
+    moved = [m for m in out if m.kind == "dir" and m.match in ("all", "prefix", "any") and not named(m)]
     if not moved:
         return out
     res = [m for m in out if all(m is not d for d in moved)]
@@ -195,6 +232,9 @@ def _children_first(out: list[Match], term: str) -> list[Match]:
         below = [i for i, m in enumerate(res) if m.path.startswith(prefix)]
         # none of its entries matched: it keeps its place among the others
         at = below[-1] + 1 if below else sum(1 for m in res if rank[id(m)] < rank[id(d)])
+        if len(toks) > 1:  # after every entry whose own text holds the whole term
+            full = [i for i, m in enumerate(res) if m.kind == "entry" and m.match in FULL_MATCHES]
+            at = max(at, full[-1] + 1) if full else at
         res.insert(at, d)
     return res
 

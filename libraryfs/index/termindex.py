@@ -432,6 +432,12 @@ def integrity(db: sqlite3.Connection) -> str | None:
 
 
 # -- queries ------------------------------------------------------------------------------------------------
+def tokens(term: str) -> list[str]:
+    """The query tokens :func:`search` matches ``term`` by: runs of word characters, case-folded
+    (``"Zebra count"`` → ``["zebra", "count"]``; ``"json.dumps"`` → ``["json", "dumps"]``)."""
+    return _TOKEN.findall(_text(term.strip()).casefold())
+
+
 def _match(tokens: list[str], op: str, star: str = "") -> str:
     return f" {op} ".join('"' + tok.replace('"', '""') + '"' + star for tok in tokens)
 
@@ -452,15 +458,15 @@ def search(db: sqlite3.Connection, term: str, limit: int = 50) -> tuple[list[Hit
         hits.values(),
         key=lambda h: (h.match != "defines", kinds.get(h.ino) == "dir", _n_defs(db, h.ino), h.ino),
     )
-    tokens = _TOKEN.findall(key)
+    toks = tokens(term)
     ranked = list(ordered)
     broadest = ""
-    if tokens:
+    if toks:
         seen = set(hits)
         for op, how, star in (("AND", "all", ""), ("AND", "prefix", "*"), ("OR", "any", "")):
-            if how != "all" and (ranked or (op == "OR" and len(tokens) == 1)):
+            if how != "all" and (ranked or (op == "OR" and len(toks) == 1)):
                 break  # relax (token prefixes, then any token) only while nothing matched
-            broadest = _match(tokens, op, star)
+            broadest = _match(toks, op, star)
             cur = db.execute(
                 "SELECT rowid, bm25(terms, ?, ?, ?) AS s FROM terms WHERE terms MATCH ? ORDER BY s LIMIT ?",
                 (*WEIGHTS, broadest, limit + len(seen)),

@@ -203,6 +203,13 @@ def escape_controls(s: str) -> str:
     return s
 
 
+def is_escaped_control(c: str) -> bool:
+    """Whether :func:`escape_controls` writes the character ``c`` as ``\\xNN`` (its code point in hex: two
+    digits below U+0100, four for the zero-width, separator and bidi controls) — what a reader of an escaped
+    name needs to take ``\\x200b`` back as U+200B."""
+    return len(c) == 1 and _CTRL.match(c) is not None
+
+
 def link_target(name: bytes, prefix: str = "") -> str:
     """Percent-encoded relative link to ``name`` (exact bytes recoverable with ``unquote_to_bytes``)."""
     return prefix + urllib.parse.quote(name, safe="-._~+,=@")

@@ -715,3 +715,114 @@ def test_concurrent_edits_from_two_servers_are_all_kept(libdir):
     assert want - set(lines) == set(), f"{len(want - set(lines))} edits lost"
     assert lines[0] == "START" and lines[-1] == "END" and len(lines) == len(want) + 2
     _check_store(libdir)
+
+
+def test_find_term_rule_is_the_clis(libdir, run_cli):
+    """The MCP ``find`` tool counted characters (a 200-``é`` term, 400 bytes, passed) where ``/.find/TERM``
+    and now ``libraryfs find`` count bytes: one rule (``find.check_term``), ENAMETOOLONG over 255 bytes,
+    EINVAL for a blank term, and a 255-byte term is searched like any other."""
+
+    async def main():
+        async with Client(stdio_params(str(libdir), "--no-indexer")) as c:
+            r = await _call(c, "find", {"term": "é" * 200}, error=True)
+            assert "ENAMETOOLONG: the search term is 400 bytes; at most 255" in _text(r), _text(r)
+            assert "EINVAL: the search term is empty" in _text(
+                await _call(c, "find", {"term": "  "}, error=True)
+            )
+            r = await _call(c, "find", {"term": "é" * 127 + "x"})  # 255 bytes: searched, no match
+            assert r.structured_content["matches"] == []
+
+    anyio.run(main)
+    assert run_cli("find", str(libdir), "é" * 200).returncode == 2  # the CLI refuses the same term
+
+
+def test_read_index_labels_a_users_own_index_md_an_entry(libdir):
+    """A user's own ``notes/INDEX.md`` (stored: the section's TOC is then ``notes/.index/INDEX.md``,
+    docs/posix.md) is one of the section's entries; ``read_index`` labelled its link a ``page`` by its name
+    alone. A generated INDEX.md (``notes/sub/``, the root's sections) stays a ``page``."""
+    from libraryfs.daemon.mcpd import Served, ServerOptions
+    from libraryfs.fs.tree import StoreTree
+
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.makedirs(b"/notes/sub")
+        s.ops.write(b"/notes/plan.md", b"# Plan\n\nShip it.\n")
+        s.ops.write(b"/notes/sub/x.md", b"# Sub note\n")
+        StoreTree(s.store).write_bytes("notes/INDEX.md", b"# My own index\n\nWritten by hand.\n")
+    finally:
+        s.close()
+
+    async def main():
+        async with Client(stdio_params(str(libdir))) as c:
+
+            async def listed():  # the server's indexer rendered notes/ with the user's file in it
+                r = await c.call_tool("read_index", {"path": "notes"})
+                return not r.is_error and "My own index" in _text(r) and "sub" in _text(r) and r
+
+            r = await wait_for(listed, libdir=libdir)
+            assert r.structured_content["path"] == "/notes/.index/INDEX.md"
+            links = r.structured_content["links"]
+            assert {"path": "/notes/INDEX.md", "kind": "entry"} in links, links
+            assert {"path": "/notes/sub/INDEX.md", "kind": "page"} in links, links
+            root = (await _call(c, "read_index", {"path": "/"})).structured_content["links"]
+            assert {"path": "/notes/.index/INDEX.md", "kind": "page"} in root, root
+
+    anyio.run(main)
+
+
+_REPLACE = """
+import sys
+from libraryfs.daemon.mcpd import Served, ServerOptions
+s = Served(sys.argv[1], ServerOptions(indexer=False))
+try:
+    s.ops.write(b"/big.log", b"replaced\\n")
+finally:
+    s.close()
+"""  #: another process replacing ``/big.log`` (write_file: temporary file + rename; the old inode is freed)
+
+
+def test_read_text_file_is_one_snapshot_while_another_process_replaces_the_file(libdir, monkeypatch):
+    """``read_text_file`` read a large file (``tail``: all of it) in 1 MiB chunks, each in its own read
+    transaction: another process's ``write_file`` of the same path between two chunks freed the inode, and
+    the next chunk failed with EBADF ("file vanished"). Now the requested range is read in one read
+    transaction: the answer is the file as it was when the read began. The other process's write is made
+    exactly after the server's first read of file data (a hook on ``Txn.read_data``, which runs it and waits
+    for it): no timing involved. The SDK's real client, connected in memory."""
+    import subprocess
+
+    from libraryfs.daemon.mcpd import Served, ServerOptions
+    from libraryfs.fs.store import Txn
+
+    body = b"".join(b"line %07d of the old file\n" % i for i in range(120_000))  # 3.2 MB: 4 chunks
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.write(b"/big.log", body)
+        real_read_data = Txn.read_data
+        replaced: list[int] = []
+
+        def read_data(self, ino, offset, size, file_size):
+            out = real_read_data(self, ino, offset, size, file_size)
+            if file_size == len(body) and not replaced:  # after the first read of the old file's data
+                r = subprocess.run(
+                    [sys.executable, "-c", _REPLACE, str(libdir)], capture_output=True, text=True
+                )
+                replaced.append(r.returncode)
+                assert r.returncode == 0, r.stderr
+            return out
+
+        monkeypatch.setattr(Txn, "read_data", read_data)
+
+        async def main():
+            async with Client(s.server) as c:
+                r = await c.call_tool("read_text_file", {"path": "big.log", "tail": 2})
+                assert not r.is_error, _text(r)
+                assert _text(r) == "line 0119998 of the old file\nline 0119999 of the old file\n", _text(r)
+                assert r.structured_content["size_bytes"] == len(body)
+                r = await c.call_tool("read_text_file", {"path": "big.log"})  # the new file, after
+                assert not r.is_error and _text(r) == "replaced\n", _text(r)
+
+        anyio.run(main)
+        assert replaced == [0]
+    finally:
+        s.close()
+    _check_store(libdir)

@@ -89,3 +89,56 @@ def test_a_literal_backslash_name_is_taken_as_typed(libdir):
     anyio.run(main)
 
     anyio.run(main)
+
+
+INVISIBLE = {  #: a name holding an invisible character → how every answer shows it
+    "zero\u200bwidth.md": "zero\\x200bwidth.md",  # ZERO WIDTH SPACE
+    "rtl\u202egpj.md": "rtl\\x202egpj.md",  # RIGHT-TO-LEFT OVERRIDE: shows as "rtljpg.md" raw
+    "nel\u0085line.md": "nel\\x85line.md",  # NEXT LINE (C1): shown like the lone byte 0x85
+    "sep\u2028ara.md": "sep\\x2028ara.md",  # LINE SEPARATOR
+}
+
+
+def test_names_with_invisible_characters_round_trip_in_their_escaped_form(libdir):
+    """Zero-width, bidi and C1 control characters in a name are shown escaped (``zero\\x200bwidth.md``,
+    :func:`libraryfs.index.toc.escape_controls`), but that form passed back found nothing (ENOENT): only
+    ``\\xNN`` bytes were taken back. Now each shown name reaches its file, for reading, editing and moving;
+    a lone byte 0x85 beside the character U+0085 (both shown ``\\x85``) each keep their own file."""
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        s.ops.makedirs(b"/odd")
+        for name in INVISIBLE:
+            s.ops.write(b"/odd/" + name.encode(), name.encode() + b"\n")
+        s.ops.write(b"/odd/byte\x85line.md", b"the byte\n")
+    finally:
+        s.close()
+
+    async def main():
+        async with Client(stdio_params(str(libdir), "--no-indexer")) as c:
+            r = await c.call_tool("list_directory", {"path": "odd"})
+            shown = [e["name"] for e in r.structured_content["entries"] if not e["generated"]]
+            assert sorted(shown) == sorted([*INVISIBLE.values(), "byte\\x85line.md"]), shown
+            for name, esc in INVISIBLE.items():
+                r = await c.call_tool("read_text_file", {"path": "odd/" + esc})
+                assert not r.is_error and r.content[0].text == name + "\n", (esc, r.content[0].text)
+                r = await c.call_tool("get_file_info", {"path": "/odd/" + esc})
+                assert not r.is_error, (esc, r.content[0].text)
+            r = await c.call_tool("read_text_file", {"path": "odd/byte\\x85line.md"})
+            assert not r.is_error and r.content[0].text == "the byte\n", r.content[0].text
+            edit = {"oldText": "zero", "newText": "ZERO"}
+            r = await c.call_tool("edit_file", {"path": "odd/zero\\x200bwidth.md", "edits": [edit]})
+            assert not r.is_error, r.content[0].text
+            r = await c.call_tool(
+                "move_file", {"source": "odd/rtl\\x202egpj.md", "destination": "odd/rtl.md"}
+            )
+            assert not r.is_error, r.content[0].text
+
+    anyio.run(main)
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:  # the escaped names were taken as the characters they stand for
+        assert s.ops.read("/odd/zero\u200bwidth.md".encode()) == "ZERO\u200bwidth.md\n".encode()
+        assert s.ops.read(b"/odd/rtl.md") == "rtl\u202egpj.md\n".encode()
+        names = [n for n, _st in s.ops.listdir(b"/odd", stat=False)]
+        assert "rtl\u202egpj.md".encode() not in names, names
+    finally:
+        s.close()

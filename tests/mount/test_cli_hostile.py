@@ -80,13 +80,14 @@ def test_config_show_of_a_missing_library_is_an_error(tmp_path, run_cli):
 
 def test_an_empty_libdir_and_a_huge_find_term(tmp_path, run_cli):
     """``init ""`` made the library in the working directory (``abspath("")``), ``status ""`` read it: an
-    empty LIBDIR is a usage error. A 5,000-character term that matches nothing is not echoed whole in the
-    one error line (new-user trial)."""
+    empty LIBDIR is a usage error. A 5,000-character term is not echoed whole in the one error line
+    (new-user trial); it is refused as a usage error, over the finder's 255-byte term rule (it was searched,
+    and matched nothing)."""
     usage_error(run_cli("init", ""), "empty")
     usage_error(run_cli("status", ""), "empty")
     run_cli("init", str(tmp_path / "lib"), check_rc=True)
     r = run_cli("find", str(tmp_path / "lib"), "q" * 5000)
-    one_line_error(r, "no match for 'qqq")
+    usage_error(r, "5,000 bytes; at most 255")
     assert len(r.stderr) < 200, len(r.stderr)
 
 

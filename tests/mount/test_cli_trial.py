@@ -250,3 +250,30 @@ def test_find_lists_every_link_of_a_hard_linked_file_under_its_own_name(mounted,
         assert names.verify(st) == []  # the indexer is idle: its rows agree with the tree
     finally:
         st.close()
+
+
+def test_find_refuses_a_term_over_255_bytes_in_one_line_as_mcp_does(libdir, run_cli):
+    """``find`` took a 400-byte term (200 × ``é``) and searched for it, where the MCP ``find`` tool refuses
+    one and ``/.find/TERM`` gets ENAMETOOLONG from the kernel: one rule now (``find.check_term``: 1–255
+    bytes), a usage error for the CLI — one line on stderr, exit status 2 (README "Exit status"). A term of
+    exactly 255 bytes is searched (no match: exit status 1)."""
+    r = run_cli("find", str(libdir), "é" * 200)
+    assert r.returncode == 2 and r.stdout == "", r
+    assert r.stderr.count("\n") == 1 and "400 bytes; at most 255" in r.stderr, r.stderr
+    r = run_cli("find", str(libdir), "é" * 127 + "x")  # 255 bytes
+    assert r.returncode == 1 and "no match for" in r.stderr, r
+
+
+def test_find_of_two_words_lists_the_file_holding_both_before_a_section(libdir, tmp_path, run_cli):
+    """`libraryfs find 'zebra count'` listed the section `zebra/` first — named for one word, holding the
+    other in another of its files' lines — above `notes/census.md`, the one file saying "the zebra count"."""
+    src = tmp_path / "src"
+    (src / "zebra").mkdir(parents=True)
+    (src / "notes").mkdir()
+    (src / "zebra" / "herd.md").write_text("# Zebra herd\n\nThe zebra herd crossed the river at dawn.\n")
+    (src / "zebra" / "stripes.md").write_text("# Stripes\n\nThe count of stripes varies.\n")
+    (src / "notes" / "census.md").write_text("# Census\n\nThe zebra count this year was 412 animals.\n")
+    run_cli("ingest", str(libdir), str(src), "--into", "lib", check_rc=True)
+    run_cli("index", str(libdir), check_rc=True)
+    lines = run_cli("find", str(libdir), "zebra count", check_rc=True).stdout.splitlines()
+    assert lines[0] == "/lib/notes/census.md" and "/lib/zebra/" in lines, lines

@@ -77,3 +77,20 @@ def test_mcp_beside_a_mount_each_sees_the_other(mounted):
     mounted.wait_indexed()
     toc = _read(mounted.p("notes/INDEX.md")) or ""
     assert "from-mount.md" in toc and "from-mcp.md" in toc
+
+
+def test_mcp_given_the_mountpoint_serves_the_library_mounted_there(mounted):
+    """``libraryfs mcp MNT`` opened the mountpoint as a library directory and refused it ("is not a libraryfs
+    library (run `libraryfs init` first)"). Now it serves the library mounted there and says so on stderr."""
+    os.makedirs(mounted.p("notes"))
+    with open(mounted.p("notes/from-mount.md"), "w") as f:
+        f.write("# Written through FUSE\n")
+
+    async def main():
+        async with Client(stdio_params(mounted.mnt, "--no-indexer")) as c:
+            r = await c.call_tool("read_text_file", {"path": "notes/from-mount.md"})
+            assert not r.is_error and r.content[0].text == "# Written through FUSE\n", r
+            r = await c.call_tool("status", {})
+            assert not r.is_error and r.structured_content["mount"]["mountpoint"] == mounted.mnt, r
+
+    anyio.run(main)

@@ -365,3 +365,24 @@ def test_control_characters_in_names_are_escaped_as_the_tocs_escape_them(served)
 
     anyio.run(main)
     assert ops.read(b"/notes/new\nline.md") == b"nl\n"
+
+
+@pytest.mark.parametrize(
+    "shown, c1, want",
+    [
+        (b"zero\\x200bwidth.md", False, "zero\u200bwidth.md".encode()),  # 4 hex digits: the character
+        (b"rtl\\x202egpj.md", False, "rtl\u202egpj.md".encode()),
+        (b"caf\\xe9.md", False, b"caf\xe9.md"),  # 2 hex digits: the byte
+        (b"\\x85ab.md", False, b"\x85ab.md"),  # U+85AB is no escaped character: byte 0x85, then "ab"
+        (b"\\x0a0b.md", False, b"\n0b.md"),
+        (b"nel\\x85.md", True, "nel\u0085.md".encode()),  # C1 as the character
+        (b"nel\\x85.md", False, b"nel\x85.md"),
+        (b"sp\\x20.md", False, b"sp\\x20.md"),  # never an escape: kept as typed
+    ],
+)
+def test_unescape_shown_inverts_show(shown, c1, want):
+    from libraryfs.daemon.mcp_ops import show, unescape_shown
+
+    assert unescape_shown(shown, c1_chars=c1) == want
+    if shown != want:
+        assert show(want) == shown.decode()

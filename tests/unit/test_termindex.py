@@ -507,6 +507,27 @@ def test_one_file_below_a_chain_of_sections_comes_first(tmp_path):
     st.close()
 
 
+def test_an_entry_holding_every_word_outranks_a_section_holding_them_across_its_files(tmp_path):
+    """`find 'zebra count'` listed `zebra/` first: its row joins its name (`zebra`) and its files' words
+    (`count`, of another file), so it matched both words and BM25 favoured its short text over
+    `notes/census.md`, the one file saying "the zebra count". Now, for a term of several words, a section
+    matched by its text comes after every entry matching the whole term; with one word nothing changes
+    (`zebra/` keeps its place for `zebra`, which its name holds)."""
+    d, st, tree = library(tmp_path)
+    tree.makedirs("zebra")
+    tree.makedirs("notes")
+    tree.write_bytes("zebra/herd.md", b"# Zebra herd\n\nThe zebra herd crossed the river at dawn.\n")
+    tree.write_bytes("zebra/stripes.md", b"# Stripes\n\nThe count of stripes varies.\n")
+    filler = b" ".join(b"word%d" % k for k in range(150))  # longer than a section's line
+    tree.write_bytes("notes/census.md", b"# Census\n\nThe zebra count this year was 412. " + filler + b"\n")
+    Indexer(str(d), store=st).run_once(full=True)
+    found = ranked(st, "zebra count")
+    assert found.paths[0] == b"/notes/census.md", [(m.path, m.kind, m.match) for m in found.matches]
+    assert b"/zebra" in found.paths
+    assert ranked(st, "zebra").paths[0] == b"/zebra"
+    st.close()
+
+
 def _hidden_state(st: Store, ino: int) -> dict:
     """What the store and the term index keep of entry ``ino`` that ``find`` and ``/.catalogue/`` show."""
     from libraryfs.index import catalogue

@@ -260,6 +260,11 @@ class TocNavigator:
         return ranked
 
 
+#: bytes of a search term the finder takes (``libraryfs.index.find.TERM_MAX``, NAME_MAX: ``.find/TERM`` is one
+#: path component; ``libraryfs find`` refuses a longer term with exit status 2)
+FIND_TERM_MAX = 255
+
+
 class FindNavigator:
     """``.find/<query>/`` through the mount (``libraryfs find`` when the query cannot be a path
     component), then confirming reads down the ranked list (at most ``max_entry_reads``)."""
@@ -272,16 +277,14 @@ class FindNavigator:
         self.terms = _TermCache()
 
     def ranked(self, query: str, lookup: Lookup) -> list[str]:
-        """The finder's ranked result paths (library-relative); the listing is charged as one read."""
+        """The finder's ranked result paths (library-relative); the listing is charged as one read. A query
+        over :data:`FIND_TERM_MAX` bytes is refused by every front end of the finder (``.find/`` by the
+        kernel, ``libraryfs find`` and MCP by its term rule): no results, nothing read."""
         root = lookup.root
         term = query.strip()
-        if (
-            term
-            and "/" not in term
-            and "\0" not in term
-            and len(os.fsencode(term)) <= 255
-            and term not in (".", "..")
-        ):
+        if len(os.fsencode(term)) > FIND_TERM_MAX:
+            return []
+        if term and "/" not in term and "\0" not in term and term not in (".", ".."):
             d = os.path.join(root, FIND_DIRNAME, term)
             try:
                 names = sorted(os.listdir(d))
