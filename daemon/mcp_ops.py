@@ -116,9 +116,9 @@ def unescape_shown(path: bytes, c1_chars: bool = False) -> bytes:
     :func:`~libraryfs.index.toc.escape_controls` escapes (zero-width, line/paragraph separators, bidi
     controls: ``zero\\x200bwidth.md``) becomes that character in UTF-8; ``\\xNN`` with NN ≥ 80 (a byte that
     is not UTF-8) or an ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``,
-    ``new\\x0aline.md`` → ``new\nline.md``. ``show`` writes a C1 control character (U+0080–U+009F) as
-    ``\\x80``–``\\x9f`` too, like the lone byte: with ``c1_chars`` those become the characters (UTF-8
-    ``c2 NN``) instead of the bytes. Other text is kept as it is (``\\x20`` is never an escape: ``show``
+    ``new\\x0aline.md`` → ``new\nline.md``; ``\\x00`` stays as typed (no name holds a NUL byte).
+    ``show`` writes a C1 control character (U+0080–U+009F) as ``\\x80``–``\\x9f`` too, like the lone byte:
+    with ``c1_chars`` those become the characters (UTF-8 ``c2 NN``) instead of the bytes. Other text is kept as it is (``\\x20`` is never an escape: ``show``
     leaves a space alone, so ``\\x200b`` is unambiguous)."""
 
     def one(m: re.Match) -> bytes:
@@ -129,7 +129,7 @@ def unescape_shown(path: bytes, c1_chars: bool = False) -> bytes:
             if ord(c) >= 0x100 and is_escaped_control(c):
                 return c.encode()
         n = int(hi, 16)
-        if not (n >= 0x80 or n < 0x20 or n == 0x7F):
+        if n == 0 or not (n >= 0x80 or n < 0x20 or n == 0x7F):  # no name holds a NUL: show never writes \x00
             return m.group(0)
         first = chr(n).encode() if c1_chars and 0x80 <= n <= 0x9F else bytes([n])
         return first + (lo or b"")

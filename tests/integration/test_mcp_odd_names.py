@@ -142,3 +142,34 @@ def test_names_with_invisible_characters_round_trip_in_their_escaped_form(libdir
         assert "rtl\u202egpj.md".encode() not in names, names
     finally:
         s.close()
+
+
+def test_an_escaped_nul_names_no_nul_byte(libdir):
+    """``notes/a\\x00b.md`` passed to ``write_file`` and ``create_directory`` (a trial's): the escape was undone
+    into a NUL byte after the NUL check, and the store got ``a\\0b.md`` — listed as ``a``, unreachable,
+    ``readdir`` of its directory EIO, ``check`` I2. No name holds a NUL, so ``\\x00`` stays as typed: the file
+    is named with a literal backslash, the store stays clean."""
+    from libraryfs.fs.check import check
+
+    async def main():
+        async with Client(stdio_params(str(libdir), "--no-indexer")) as c:
+            r = await c.call_tool("create_directory", {"path": "notes"})
+            assert not r.is_error, r.content[0].text
+            r = await c.call_tool("write_file", {"path": "notes/a\\x00b.md", "content": "nul"})
+            assert not r.is_error, r.content[0].text
+            r = await c.call_tool("create_directory", {"path": "notes/\\x00"})
+            assert not r.is_error, r.content[0].text
+            r = await c.call_tool("list_directory", {"path": "notes"})
+            shown = sorted(e["name"] for e in r.structured_content["entries"] if not e["generated"])
+            assert shown == ["\\x00", "a\\x00b.md"], shown
+            r = await c.call_tool("read_text_file", {"path": "notes/a\\x00b.md"})
+            assert not r.is_error and r.content[0].text == "nul", r.content[0].text
+
+    anyio.run(main)
+    s = Served(str(libdir), ServerOptions(indexer=False))
+    try:
+        assert s.ops.read(b"/notes/a\\x00b.md") == b"nul"
+        report = check(s.ops.view.store)
+    finally:
+        s.close()
+    assert not report.problems, report.problems

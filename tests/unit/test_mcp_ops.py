@@ -378,6 +378,8 @@ def test_control_characters_in_names_are_escaped_as_the_tocs_escape_them(served)
         (b"nel\\x85.md", True, "nel\u0085.md".encode()),  # C1 as the character
         (b"nel\\x85.md", False, b"nel\x85.md"),
         (b"sp\\x20.md", False, b"sp\\x20.md"),  # never an escape: kept as typed
+        (b"a\\x00b.md", False, b"a\\x00b.md"),  # no name holds a NUL: kept as typed (a trial stored one)
+        (b"\\x000a.md", False, b"\\x000a.md"),
     ],
 )
 def test_unescape_shown_inverts_show(shown, c1, want):
