@@ -166,7 +166,10 @@ def mount_overrides(
 def _spawn(
     argv: list[str], log: str, env: dict | None, lock_fd: int | None = None, tie_fd: int | None = None
 ) -> subprocess.Popen:
-    """Start ``python -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
+    """Start ``python -P -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
+    ``-P`` (Python 3.11+, the oldest supported): the cwd is not put on the child's ``sys.path``, so a
+    ``libraryfs/`` folder where the user runs ``libraryfs mount`` does not shadow the package (before: the
+    server died with "ImportError: cannot import name '__version__' from 'libraryfs'");
     ``lock_fd``: a held lock the child inherits and adopts (:func:`libraryfs.layout.adopt_lock`);
     ``tie_fd``: the read end of a :func:`libraryfs.layout.tie_pipe` the child watches."""
     penv = dict(os.environ, **(env or {}))
@@ -179,7 +182,7 @@ def _spawn(
         penv[TIE_FD_ENV] = str(tie_fd)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *argv],
+            [sys.executable, "-P", "-m", *argv],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
