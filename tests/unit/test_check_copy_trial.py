@@ -1,13 +1,20 @@
 """What a fresh-user trial found in `check` and `copy` on damaged stores, each fixed: `check` stopped at an
 undecodable record ("Error: meta record is not JSON", no problem list, no hint) although `check --repair`
-fixed it; `copy` printed its check's problems as Python reprs. Real LMDB stores, the real console script."""
+fixed it; `copy` printed its check's problems as Python reprs, and skipped the page pre-check of a damaged
+store that every other command makes. Real LMDB stores, the real console script."""
 
 from __future__ import annotations
 
+import os
+
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
+from libraryfs.fs.lmdb_backend import store_path
+from libraryfs.fs.lmdb_pages import walk
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import StoreTree
+
+PAGE = 4096  # LMDB's page size here (the OS page size on x86-64 Linux)
 
 
 def indexed_library(tmp_path):
@@ -72,3 +79,37 @@ def test_copy_prints_its_checks_problems_as_check_does(tmp_path, run_cli):
     assert r.returncode == 1, r
     assert f"check: I8 ino {ino}: undecodable meta record: meta record is not JSON: " in r.stderr, r.stderr
     assert "Problem(" not in r.stderr
+
+
+def overwrite_a_page_header(libdir) -> int:
+    """Write a foreign page number into the header of the first page of a table whose walk then says
+    "page N of table T: header names page 44811 (overwritten?)"; returns N. Plain file writes: LMDB is not open."""
+    path = os.path.join(store_path(str(libdir)), "data.mdb")
+    with open(path, "rb") as f:
+        original = f.read()
+    for pg in range(2, len(original) // PAGE):
+        damaged = bytearray(original)
+        damaged[pg * PAGE : pg * PAGE + 8] = (44811).to_bytes(8, "little")
+        with open(path, "wb") as f:
+            f.write(damaged)
+        problems = walk(store_path(str(libdir))).problems
+        if any(
+            f"page {pg} of table " in p and "header names page 44811 (overwritten?)" in p for p in problems
+        ):
+            return pg
+    raise AssertionError("no page of the store is walked")
+
+
+def test_copy_refuses_a_damaged_store_as_every_command_does(tmp_path, run_cli):
+    """`status` (and `find`, `check`, `mount`) walk the store's pages before LMDB maps it and refuse a
+    damaged one (exit 4, the page named); `copy` did not: a page whose header was overwritten was copied and
+    "verified: … check clean" (exit 0). Now it refuses with the same line, and makes no destination."""
+    d, _ino, st = indexed_library(tmp_path)
+    st.close()
+    pg = overwrite_a_page_header(d)
+    status = run_cli("status", str(d))
+    assert status.returncode == 4 and f"page {pg} of table " in status.stderr, status
+    dst = tmp_path / "copy"
+    r = run_cli("copy", str(d), str(dst))
+    assert (r.returncode, r.stderr) == (4, status.stderr), r
+    assert not os.path.lexists(dst)
