@@ -17,7 +17,7 @@ from libraryfs.cli.options import (
     llm_switch,
     setting_overrides,
 )
-from libraryfs.errors import Busy, Damaged, Exists, InvalidArgument
+from libraryfs.errors import Busy, Corrupt, Damaged, Exists, InvalidArgument
 from libraryfs.fs.backends import is_library, join_library, require_new_libdir, store_url
 from libraryfs.fs.holder import Holder, describe_holder, mount_holders
 from libraryfs.fs.isolated import run_isolated
@@ -118,7 +118,7 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
     """Verify the store's pages, then every invariant (fsck). Exit status 0 clean (or all repaired), 1 if
     problems remain or a salvage lost records (the last line says how many), 4 if the store is damaged
     (not repaired)."""
-    from libraryfs.fs.check import describe
+    from libraryfs.fs.check import REPAIR_HINT, describe
 
     libdir = resolve_libdir(libdir)
     if repair and lock_holder(libdir, MOUNT_LOCK) is not None:
@@ -152,6 +152,8 @@ def check(libdir: str, repair: bool, as_json: bool) -> None:
         click.echo(describe(report))
         if loss:  # "repaired" alone would read as "nothing was lost"
             click.echo(loss)
+        if not report.clean and not repair:
+            click.echo(REPAIR_HINT)
     if not report.clean or loss:  # README "Exit status": a lossy salvage is 1 too
         raise SystemExit(1)
 
@@ -247,13 +249,23 @@ def _check_store(libdir: str, repair: bool, drift_too: bool, known: list[int]) -
         report = run_check(st, repair=repair)
         with st.read() as t:
             index_lost = sum(1 for ino in known if t.inode(ino) is None)
-        derived = [
-            *names.verify(st, repair=repair, drift_too=drift_too),  # first: the term index reads the names
-            *termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too),
+        verifiers = [  # the names first: the term index reads them
+            ("N1", "the `names` table", lambda: names.verify(st, repair=repair, drift_too=drift_too)),
+            (
+                "T2",
+                "the term index",
+                lambda: termindex.verify(st, term_index_path(libdir), repair=repair, drift_too=drift_too),
+            ),
         ]
-        for f in derived:
-            report.problems.append(Problem(f.code, 0, f.message, f.repaired))
-            report.repaired += f.repaired
+        for code, what, verify in verifiers:
+            try:
+                derived = verify()
+            except Corrupt as e:  # an undecodable record the check above reported (I8…): a finding too,
+                # not the end of the report (before: "Error: meta record is not JSON", no problem listed)
+                derived = [Problem(code, 0, f"{what} could not be verified: {e}")]
+            for f in derived:
+                report.problems.append(Problem(f.code, 0, f.message, f.repaired))
+                report.repaired += f.repaired
         return report, index_lost
     finally:
         st.close()

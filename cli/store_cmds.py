@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from libraryfs.cli.common import echo_json, handle_errors, resolve_libdir
+from libraryfs.cli.common import echo_json, handle_errors, resolve_libdir, verify_pages
 from libraryfs.cli.options import checked_store_url
 
 
@@ -25,11 +25,16 @@ from libraryfs.cli.options import checked_store_url
 def copy(src: str, dst: str, url: str | None, as_json: bool) -> None:
     """Copy the library SRC (a library directory or its mountpoint) to a new library directory DST, record for
     record from one snapshot, then verify it: every table equal, `check` clean, the content hash of every
-    file equal. Exit status 0 verified, 1 if `check` finds problems (the source has them too), 8 if a
-    cluster is unreachable. SRC may stay mounted: the copy is of one consistent snapshot."""
+    file equal. Exit status 0 verified, 1 if `check` finds problems (the source has them too), 4 if the
+    source's store is damaged, 8 if a cluster is unreachable. SRC may stay mounted: the copy is of one
+    consistent snapshot."""
     from libraryfs.fs.copy import copy_library
 
-    report = copy_library(resolve_libdir(src), dst, url)
+    libdir = resolve_libdir(src)
+    # the page pre-check every command makes before LMDB maps the store (README "Exit status" 4): before,
+    # a page whose header was overwritten was copied as it read ("verified: … check clean")
+    verify_pages(libdir)
+    report = copy_library(libdir, dst, url)
     if as_json:
         echo_json(vars(report))
     else:

@@ -88,11 +88,12 @@ def _within(child: str, parent: str) -> bool:
     return child == parent or child.startswith(parent.rstrip("/") + "/")
 
 
-def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> tuple[str, str, bool]:
-    """Validate a (library, mountpoint) pair: returns their absolute paths and whether the mountpoint was
-    created here (a missing one is made, with its missing parents, as ``mkdir -p`` would; the caller says
-    so). Raises :class:`LibraryError`: :class:`~libraryfs.errors.Busy` for a library mounted already (naming
-    its mountpoint and server) or a mountpoint in use, :class:`LaunchError` for a bad pair."""
+def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> tuple[str, str, list[str]]:
+    """Validate a (library, mountpoint) pair: returns their absolute paths and the directories made here,
+    deepest first (empty: the mountpoint existed; a missing one is made, with its missing parents, as
+    ``mkdir -p`` would; the caller says so, and :func:`remove_made` removes them if the mount fails).
+    Raises :class:`LibraryError`: :class:`~libraryfs.errors.Busy` for a library mounted already (naming its
+    mountpoint and server) or a mountpoint in use, :class:`LaunchError` for a bad pair."""
     libdir = os.path.abspath(libdir)
     mountpoint = os.path.abspath(mountpoint)
     if not is_library(libdir):
@@ -107,7 +108,12 @@ def preflight(libdir: str, mountpoint: str, *, allow_nonempty: bool = False) -> 
     if state == "stale":
         clear_stale(mountpoint)
         state = mount_state(mountpoint)
-    created = state == "none" and not os.path.lexists(mountpoint)
+    created: list[str] = []
+    if state == "none":
+        d = mountpoint
+        while not os.path.lexists(d):
+            created.append(d)
+            d = os.path.dirname(d)
     if created:
         os.makedirs(mountpoint)
     if state == "live":
@@ -134,6 +140,16 @@ def _refuse_if_mounted(libdir: str) -> None:
         raise Busy(held_message(libdir, MOUNT_LOCK, pid))
 
 
+def remove_made(made: list[str]) -> None:
+    """Remove the directories :func:`preflight` made for a mount that never came up (deepest first),
+    leaving nothing behind; one that cannot be removed (not empty: used meanwhile) ends it, silently."""
+    for d in made:
+        try:
+            os.rmdir(d)
+        except OSError:
+            return
+
+
 def mount_overrides(
     read_only: bool = False, allow_other: bool = False, timeouts: str | None = None, budget: str | None = None
 ) -> dict:
@@ -150,7 +166,10 @@ def mount_overrides(
 def _spawn(
     argv: list[str], log: str, env: dict | None, lock_fd: int | None = None, tie_fd: int | None = None
 ) -> subprocess.Popen:
-    """Start ``python -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
+    """Start ``python -P -m <argv>`` in a new session, stdout/stderr appended to ``log``, no NOTIFY_SOCKET;
+    ``-P`` (Python 3.11+, the oldest supported): the cwd is not put on the child's ``sys.path``, so a
+    ``libraryfs/`` folder where the user runs ``libraryfs mount`` does not shadow the package (before: the
+    server died with "ImportError: cannot import name '__version__' from 'libraryfs'");
     ``lock_fd``: a held lock the child inherits and adopts (:func:`libraryfs.layout.adopt_lock`);
     ``tie_fd``: the read end of a :func:`libraryfs.layout.tie_pipe` the child watches."""
     penv = dict(os.environ, **(env or {}))
@@ -163,7 +182,7 @@ def _spawn(
         penv[TIE_FD_ENV] = str(tie_fd)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", *argv],
+            [sys.executable, "-P", "-m", *argv],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -208,21 +227,18 @@ def start(
     # inbox through the same mountpoint, which is live again; one shutting down is waited for, then
     # replaced. Otherwise its lock is taken now, before the mount answers, and handed to the indexer: no
     # reader sees "not running" while it starts up.
-    if (
-        indexer and not read_only
-    ):  # the indexer's settings too: a bad one must fail the mount, not the indexer
-        _check_indexer_settings(libdir)  # after `mount` said it was mounted (issue 14: one line, non-zero)
-    running, lock_fd = _claim_indexer(libdir, timeout_s) if indexer and not read_only else (None, None)
+    lock_fd = None
+    try:  # until the server answers, a failure leaves nothing behind: the mountpoint made goes again
+        if indexer and not read_only:  # the indexer's settings too: a bad one must fail the mount
+            _check_indexer_settings(libdir)  # not the indexer after `mount` said "mounted" (issue 14)
+        running, lock_fd = _claim_indexer(libdir, timeout_s) if indexer and not read_only else (None, None)
+        info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
+    except BaseException:
+        remove_made(created)
+        if lock_fd is not None:
+            os.close(lock_fd)
+        raise
     try:
-        try:
-            info = _start_server(libdir, mountpoint, overrides, timeout_s, env)
-        except BaseException:
-            if created:  # leave nothing behind for a mount that never came up
-                try:
-                    os.rmdir(mountpoint)
-                except OSError:
-                    pass
-            raise
         if lock_fd is not None:
             info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
         elif running:
@@ -233,7 +249,7 @@ def start(
         if lock_fd is not None:
             os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
     write_run(libdir, info)
-    return {**info, "created_mountpoint": created}
+    return {**info, "created_mountpoint": bool(created)}
 
 
 def _check_indexer_settings(libdir: str) -> None:
@@ -489,8 +505,12 @@ def run_foreground(
     read_only = bool((overrides or {}).get("mount.read_only"))
     child = adopted = None
     if indexer and not read_only:
-        _check_indexer_settings(libdir)
-        running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
+        try:
+            _check_indexer_settings(libdir)
+            running, lock_fd = _claim_indexer(libdir)  # the lock is held from before the mount
+        except BaseException:
+            remove_made(created)
+            raise
         try:
             pid = running or start_indexer(libdir, mountpoint, llm=llm, lock_fd=lock_fd)
         finally:
@@ -502,7 +522,11 @@ def run_foreground(
             libdir, {**info, "indexer_llm": llm, "indexer_adopted": bool(running), "started": time.time()}
         )
     try:
-        return mountd.run_process(libdir, mountpoint, overrides)
+        try:
+            return mountd.run_process(libdir, mountpoint, overrides)
+        except LibraryError:  # it could not start (a bad setting, a damaged store): leave nothing behind
+            remove_made(created)
+            raise
     finally:
         # ours: the one started above, or one the server started in place of a dead one (run.json names it;
         # daemon.indexwatch); an indexer this mount adopted was running before it and is left running

@@ -45,6 +45,13 @@ class Problem:
     message: str
     repaired: bool = False
 
+    def __str__(self) -> str:
+        """The problem's line as ``libraryfs check`` prints it: ``I8 ino 11: <message>[ (repaired)]``."""
+        return f"{self.code} ino {self.ino}: {self.message}{' (repaired)' if self.repaired else ''}"
+
+
+REPAIR_HINT = "run `libraryfs check --repair` to repair what can be (the library must not be mounted)"
+
 
 @dataclass
 class Report:
@@ -435,8 +442,7 @@ def describe(report: Report) -> str:
         schema,
         f"{count(report.inodes, 'inode')}, {count(report.dirents, 'dirent')}, {count(report.chunks, 'data chunk')}",
     ]
-    for p in report.problems:
-        lines.append(f"  {p.code} ino {p.ino}: {p.message}{' (repaired)' if p.repaired else ''}")
+    lines += [f"  {p}" for p in report.problems]
     lines.append(
         "clean"
         if not report.problems

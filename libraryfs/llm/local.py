@@ -216,9 +216,11 @@ class LocalModel:
 
 
 def server_command(gguf: str, host: str, port: int, n_ctx: int, threads: int, verbose: bool) -> list[str]:
-    """The argv that runs ``llama_cpp.server`` for ``gguf`` (``n_ctx`` tokens, ``threads`` CPU threads)."""
+    """The argv that runs ``llama_cpp.server`` for ``gguf`` (``n_ctx`` tokens, ``threads`` CPU threads);
+    ``-P``: the cwd is not on the server's ``sys.path`` (a ``llama_cpp/`` folder there would shadow it)."""
     return [
         sys.executable,
+        "-P",
         "-m",
         "llama_cpp.server",
         "--model",

@@ -313,6 +313,28 @@ def test_writes_into_generated_directories_are_eacces(served):
     assert ops.read(b"/d/INDEX.md") == b"# still mine\n"
 
 
+def test_create_directory_never_takes_a_generated_name(served):
+    """``create_directory`` of a path through or at a generated name (the master ``INDEX.md``, a section's
+    ``INDEX.md`` not built yet, ``.index/``, ``.find/``) is EACCES like ``write_file`` and ``move_file``, and
+    makes nothing; the TOCs stay files (before: "Created /INDEX.md/x", a stored directory INDEX.md
+    shadowing the master TOC, which moved to ``.index/INDEX.md``). A user's own directories are made."""
+    ops = served.ops
+    ops.makedirs(b"/dictionary")
+    for path in ("INDEX.md/x", "INDEX.md", "dictionary/INDEX.md", "a/b/INDEX.md", ".index/x", ".find/x"):
+
+        async def main(path=path):
+            async with Client(served.server) as c:
+                r = await c.call_tool("create_directory", {"path": path})
+                assert r.is_error and "EACCES: /" in r.content[0].text, (path, r.content[0].text)
+
+        anyio.run(main)
+    assert not ops.view.getattr(b"/INDEX.md")["st_mode"] & 0o040000  # still the master TOC, a file
+    assert ops.page0_path(b"/") == b"/INDEX.md"
+    assert ops.generated(b"INDEX.md", b"/dictionary")
+    assert [n for n, _st in ops.listdir(b"/a/b") if not ops.generated(n, b"/a/b")] == []
+    assert ops.makedirs(b"/a/b/c") == [b"/a/b/c"]
+
+
 def test_a_trailing_slash_on_a_file_path_is_refused_and_writes_nothing(served):
     """``write_file "notes/plan.md/"`` is ENOTDIR (an existing file) or EISDIR (a new name), as open(2) answers
     a trailing slash on a non-directory, and nothing is written (before: it wrote ``notes/plan.md``)."""
