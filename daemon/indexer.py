@@ -413,8 +413,16 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rendered: list[int] = []
         for d in self._deepest_first(dirty_dirs | self._deferred):
             self._check_stop()
-            if self._render_dir(d, rep, upto):
-                rendered.append(d)
+            try:
+                if self._render_dir(d, rep, upto):
+                    rendered.append(d)
+            except PassStopped:
+                raise
+            except Exception as e:  # one directory's failure must not stall every other directory's TOC
+                if is_disk_full(e):  # the pass fails: its records stay for the next one
+                    raise
+                self.last_error = f"{type(e).__name__}: {e} (TOC of inode {d}; its last good TOC stays)"
+                log.error("TOC of inode %d not rendered: %s\n%s", d, e, traceback.format_exc())
             self.beat()
         rep.dirs_rendered = len(rendered)
         # 5. the term index (derived: the entries' meta and the sections it reads are committed; a crash

@@ -355,3 +355,28 @@ def test_hostile_names_render_as_themselves_and_links_resolve():
         check_rendered(page, names, "../")
         seen |= {t[3:] for t in links(page) if t != b"../INDEX.md"}
     assert seen == {i.name for i in big}
+
+
+@pytest.mark.parametrize("bound", [200, 400, 800])
+def test_a_line_longer_than_a_page_is_shortened_not_an_error(bound):
+    """Names of 255 bytes (84 CJK characters, ~800 tokens as a percent-encoded link) with C near its minimum:
+    such a line once raised ValueError, and the indexer failed every pass. Every page stays within C, every
+    entry is listed once, and a link shown is exact."""
+    import random
+
+    rnd = random.Random(1)
+    names = sorted(
+        ("".join(chr(rnd.randint(0x4E00, 0x9FA5)) for _ in range(84)) + ".md").encode() for _ in range(12)
+    )
+    assert all(len(n) == 255 for n in names)
+    its = [Item(n, "a note", 3) for n in names]
+    out = render("s", "", its, max_tokens=bound, count_tokens=count_tokens)
+    assert all(count_tokens(p.decode()) <= bound for p in out.pages)
+    lines = [ln for p in out.pages for ln in p.decode().splitlines()]
+    linked = [ln for ln in lines if ln.startswith("- [") and "](../" in ln and "↑ up" not in ln]
+    unlinked = [ln for ln in lines if ln.startswith("- ") and ln.endswith("exceeds the page bound)")]
+    assert len(linked) + len(unlinked) == 12
+    shown = [lk.rsplit(b"/", 1)[-1] for ln in linked for lk in links(ln)]
+    assert set(shown) <= set(names)
+    if bound >= 800:  # room for the exact link: every entry is linked
+        assert sorted(shown) == names
