@@ -327,7 +327,8 @@ def render(
     ``ValueError`` if ``max_tokens`` < 200. An entry line that alone would exceed a page (a name near
     NAME_MAX with C near 200) is shortened (:func:`fit_line`), never an error.
 
-    ``root_extra``: link lines the caller made (the master page's line to the name catalogue), appended
+    ``root_extra``: link lines the caller made (the master page's lines to the name catalogue and the subject
+    index), their links written for where page 0 is served (``../`` first with ``root_in_pages_dir``), appended
     to ``INDEX.md`` after the entries and counted against its bound. A range line of a multi-page
     directory says what its range holds: the terms that tell it apart from the other ranges of its level
     and its first defined names (from ``Item.terms`` and ``Item.names``).
@@ -356,6 +357,8 @@ def render(
         if cost > budget:  # a name near NAME_MAX with C near its minimum: shorten this one line
             leaf_lines[k] = fit_line(items[k], "../", budget - 1, count_tokens)
             leaf_cost[k] = count_tokens(leaf_lines[k]) + 1
+    if sum(count_tokens(ln) + 1 for ln in extra) > budget // 4:  # C near 200: the root's own lines need room
+        extra = [ln.split(" — ", 1)[0] for ln in extra]  # the links without what they say
     ranges = _Ranges(items, set(_words(dir_title)))
     runs = _runs(items, groups)
 

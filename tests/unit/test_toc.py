@@ -380,3 +380,35 @@ def test_a_line_longer_than_a_page_is_shortened_not_an_error(bound):
     assert set(shown) <= set(names)
     if bound >= 800:  # room for the exact link: every entry is linked
         assert sorted(shown) == names
+
+
+@pytest.mark.parametrize("claimed", [False, True])
+def test_the_master_pages_own_lines_leave_room_for_its_ranges_at_the_smallest_bound(claimed):
+    """At C = 200 the master page's two lines to the name and subject indexes (~60 tokens) left its range
+    lines no room: every level was one line a page, and the root failed "TOC tree too deep" on every pass.
+    Those lines keep their links and drop what they say when they would take over a quarter of the page."""
+    import random
+
+    rnd = random.Random(2)
+    names = sorted(
+        ("".join(chr(rnd.randint(0x4E00, 0x9FA5)) for _ in range(84)) + ".md").encode() for _ in range(12)
+    )
+    extra = [
+        "- [names A–Z](.catalogue/INDEX.md) — name index: 12 exact names (API names, symbols, headwords), "
+        "each linked to the entry that defines it",
+        "- [subjects](.subjects/INDEX.md) — subject index: 40 words of the entries' text, A–Z, each linked "
+        "to the entries where it weighs most",
+    ]
+    its = [Item(n, "a note", 3) for n in names]
+    out = render(
+        "/",
+        "a library",
+        its,
+        max_tokens=200,
+        count_tokens=count_tokens,
+        root_extra=extra,
+        root_in_pages_dir=claimed,
+    )
+    assert all(count_tokens(p.decode()) <= 200 for p in out.pages)
+    root = links(out.pages[0])
+    assert b".catalogue/INDEX.md" in root and b".subjects/INDEX.md" in root
