@@ -263,6 +263,7 @@ def fit_line(item: Item, prefix: str, cap: int, count_tokens: Callable[[str], in
     slash = "/" if item.is_dir else ""
 
     def cut(n: int) -> str:
+        """The shown name's first ``n`` characters, Markdown-escaped, with ``…`` when some are cut."""
         return md_escape(text[:n].rstrip("\\")) + ("…" if n < len(text) else "")
 
     forms = [lambda n: f"- [{cut(n)}{slash}]({target})", lambda n: f"- {cut(n)}{slash} {UNLINKED}"]
