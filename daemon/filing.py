@@ -6,13 +6,17 @@ section for each settled entry (an existing section, or a new name made safe by
 mount when the library is mounted, so the kernel sees it — and journaled like any rename, so the next pass
 re-renders the TOCs of both directories. Name clashes get ``-2``, ``-3`` … before the extension; the
 generated ``INDEX.md`` is a clash too (filed under that name, an entry would become the section's own
-``INDEX.md`` and move its TOC to ``.index/INDEX.md``, docs/posix.md).
+``INDEX.md`` and move its TOC to ``.index/INDEX.md``, docs/posix.md); the stem is cut (by bytes, on a
+UTF-8 boundary) so that the name with its suffix stays within NAME_MAX = 255 bytes (:func:`clash_name`).
+A filing that fails is logged once and retried with a backoff (:class:`FilingFailure`), not every pass.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from libraryfs.errors import LibraryError
@@ -31,6 +35,40 @@ log = logging.getLogger("libraryfs.indexer")
 
 INBOX = b"inbox"
 UNSORTED = "unsorted"
+#: the longest wait, seconds, before a failed filing is tried again
+FILING_BACKOFF_MAX_S = 300.0
+
+
+@dataclass
+class FilingFailure:
+    """An inbox entry whose filing failed: ``tries`` failures so far, ``retry_at`` (``time.monotonic()``
+    seconds) before which it is not tried again, ``error`` the last message (logged when it first occurs)."""
+
+    tries: int
+    retry_at: float
+    error: str
+
+
+def clash_name(name: bytes, k: int) -> bytes:
+    """``name`` with the clash suffix ``-k`` before its extension (``a.md`` → ``a-2.md``; no extension, or a
+    dot-name: at the end), within NAME_MAX = 255 bytes (POSIX ``{NAME_MAX}``; ENAMETOOLONG past it): the stem
+    is cut by bytes, back to a UTF-8 character boundary. An extension too long to leave room for a stem is
+    treated as part of the stem."""
+    stem, dot, ext = name.rpartition(b".")
+    if not dot or not stem:
+        stem, ext = name, b""
+    suffix = b"-%d" % k
+    tail = suffix + (b"." + ext if ext else b"")
+    if len(tail) >= S.NAME_MAX:  # no room for a stem beside the extension
+        stem, tail = name, suffix
+    room = S.NAME_MAX - len(tail)
+    if len(stem) > room:
+        cut = room
+        for _ in range(3):  # back off a UTF-8 continuation byte (at most 3 in a character)
+            if cut > 1 and stem[cut] & 0xC0 == 0x80:
+                cut -= 1
+        stem = stem[:cut]
+    return stem + tail
 
 
 class InboxFiler:
@@ -40,6 +78,8 @@ class InboxFiler:
     ``call_deferred`` (an entry whose filing answer is on its way in the background stays in the inbox until
     it arrives; with the endpoint paused the deterministic filing is used at once).
     """
+
+    _filing_failed: dict[bytes, FilingFailure]  #: inbox names whose filing failed, set by the indexer
 
     # ------------------------------------------------------------------------------------------------
     def _inbox_ino(self, t: Txn) -> int | None:
@@ -82,6 +122,7 @@ class InboxFiler:
                     )
                 )
             if not ready and not other:
+                self._filing_failed.clear()
                 return
             sections = self._sections(t) if ready else []
         targets = self._call("file", [d for _n, d in ready], sections) if ready else []
@@ -94,15 +135,34 @@ class InboxFiler:
             if k not in waiting
         ]
         moves += [(name, UNSORTED) for name in other]
+        failed: dict[bytes, FilingFailure] = self._filing_failed
+        mono = time.monotonic()
+        for name in [n for n in failed if n not in {m for m, _t in moves}]:
+            del failed[name]  # gone from the inbox (or not settled): forget it
         for name, target in moves:
+            prev = failed.get(name)
+            if prev is not None and mono < prev.retry_at:
+                continue  # backing off
             sect = safe_section_name(target or "") or UNSORTED
             try:
                 final = self._move(b"inbox/" + name, os.fsencode(sect), name)
+                failed.pop(name, None)
                 rep.filed.append((os.fsdecode(name), os.fsdecode(final)))
                 log.info("filed inbox/%s as %s", os.fsdecode(name), os.fsdecode(final))
             except (OSError, LibraryError) as e:
-                self.last_error = f"filing {os.fsdecode(name)}: {e}"
-                log.warning("could not file inbox/%s into %s: %s", os.fsdecode(name), sect, e)
+                msg = str(e)
+                tries = prev.tries + 1 if prev else 1
+                delay = min(FILING_BACKOFF_MAX_S, max(1.0, self.settle_s) * 2**tries)
+                failed[name] = FilingFailure(tries, mono + delay, msg)
+                if prev is None or prev.error != msg:  # logged once, not every pass
+                    self.last_error = f"filing {os.fsdecode(name)}: {e}"
+                    log.warning(
+                        "could not file inbox/%s into %s: %s (retried with a backoff, up to %.0f s)",
+                        os.fsdecode(name),
+                        sect,
+                        e,
+                        FILING_BACKOFF_MAX_S,
+                    )
 
     def _sections(self, t: Txn) -> list[SectionDoc]:
         out = []
@@ -138,13 +198,10 @@ class InboxFiler:
                 nxt = t.lookup(ino, comp) if ino else None
                 ino = nxt or 0
             k = 2
-            stem, dot, ext = name.rpartition(b".")
-            if not dot or not stem:
-                stem, ext = name, b""
             while final == INDEX_NAME or (
                 ino and t.lookup(ino, final) is not None
             ):  # the TOC's name is taken
-                final = stem + b"-%d" % k + (b"." + ext if ext else b"")
+                final = clash_name(name, k)
                 k += 1
         if mounted:
             mp = os.fsencode(self.mountpoint)  # type: ignore[arg-type]

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from libraryfs.daemon.entries import EntryUpdater, PassStopped
-from libraryfs.daemon.filing import InboxFiler, is_hidden
+from libraryfs.daemon.filing import FilingFailure, InboxFiler, is_hidden
 from libraryfs.daemon.llm_refresh import Refresh
 from libraryfs.daemon.tocs import TocWriter
 from libraryfs.errors import LibraryError, is_disk_full
@@ -154,6 +154,7 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         self._hid = False  # this pass excluded what was indexed: the subject index is rebuilt at once
         self._chains: dict[int, Chain | None] = {}  # directory ino → what its ancestors say, for one pass
         self._deferred: set[int] = set()  # new directories not settled yet (daemon/tocs.py)
+        self._filing_failed: dict[bytes, FilingFailure] = {}  # inbox names whose filing failed (filing.py)
         self._settle = False  # this pass defers directories that have not settled (run_once)
         self.stop_event: threading.Event | None = None  # set: end the pass in progress (run_forever sets it)
 
@@ -413,8 +414,16 @@ class Indexer(EntryUpdater, InboxFiler, TocWriter):
         rendered: list[int] = []
         for d in self._deepest_first(dirty_dirs | self._deferred):
             self._check_stop()
-            if self._render_dir(d, rep, upto):
-                rendered.append(d)
+            try:
+                if self._render_dir(d, rep, upto):
+                    rendered.append(d)
+            except PassStopped:
+                raise
+            except Exception as e:  # one directory's failure must not stall every other directory's TOC
+                if is_disk_full(e):  # the pass fails: its records stay for the next one
+                    raise
+                self.last_error = f"{type(e).__name__}: {e} (TOC of inode {d}; its last good TOC stays)"
+                log.error("TOC of inode %d not rendered: %s\n%s", d, e, traceback.format_exc())
             self.beat()
         rep.dirs_rendered = len(rendered)
         # 5. the term index (derived: the entries' meta and the sections it reads are committed; a crash

@@ -87,7 +87,9 @@ class TocWriter:
         extra = None
         if ino == S.ROOT_INO:
             with self.store.read() as t:
-                extra = catalogue.master_lines(t) + subjects.master_lines(t)
+                # links written for where page 0 is served: .index/INDEX.md when the user owns INDEX.md
+                up = "../" if claimed else ""
+                extra = catalogue.master_lines(t, up) + subjects.master_lines(t, up)
         # dir_generation: this directory's change count (its inode's generation), not the TOC generation
         # `status` shows (one per indexer commit): the header once said "generation", read as the latter
         facts = f"dir_generation={gen} journal_seq={upto} builder={getattr(self.builder, 'name', '?')}"

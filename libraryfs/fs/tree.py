@@ -15,7 +15,9 @@ caches stay coherent).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 from typing import Protocol
 
@@ -89,13 +91,23 @@ class DirTree:
             return f.read()
 
     def write_bytes(self, rel: str, data: bytes) -> None:
-        """Create or replace a file (parents created); see :class:`~libraryfs.fs.tree.Tree`."""
+        """Create or replace a file (parents created), atomically: written to a short temporary name
+        (``.lfs-<pid>-<12 hex>.tmp``, within NAME_MAX = 255 bytes whatever the file's name) in the same
+        directory, then ``rename(2)``d over it; the temporary file is removed on failure. See
+        :class:`~libraryfs.fs.tree.Tree`."""
         p = self._p(rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
+        # a short fixed-length temporary name: ".<name>.<pid>.tmp" of a name near NAME_MAX (255 bytes) was
+        # itself over it (ENAMETOOLONG), and an ingest stopped part-way
+        tmp = os.path.join(os.path.dirname(p), f".lfs-{os.getpid()}-{secrets.token_hex(6)}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def append_bytes(self, rel: str, data: bytes) -> None:
         """Append to a file, creating it and its parents; see :class:`~libraryfs.fs.tree.Tree`."""

@@ -367,10 +367,11 @@ def _incremental(
     return plan
 
 
-def master_lines(t: Txn) -> list[str]:
+def master_lines(t: Txn, prefix: str = "") -> list[str]:
     """The catalogue's line in the master ``INDEX.md`` (none when it has no names): one line labelled as an
-    A–Z name index, linking the catalogue's root page (:func:`~.catpages.master_line`)."""
+    A–Z name index, linking the catalogue's root page (:func:`~.catpages.master_line`); ``prefix`` is put
+    before the link (``../`` when the master page is ``.index/INDEX.md``)."""
     root = load_node(t, 0)
     if not root or not root.get("n"):
         return []
-    return [P.master_line(root)]
+    return [P.master_line(root, prefix)]

@@ -125,15 +125,17 @@ NAMES = Style(
 MASTER_LABEL = "names A–Z"
 
 
-def master_line(root: dict) -> str:
+def master_line(root: dict, prefix: str = "") -> str:
     """The catalogue's one line in the master ``INDEX.md``: labelled as what it is — an A–Z index of exact
     names — with its size, and no ``first … last`` range labels. Range labels of the catalogue's pages
     (``. … re.``) in the master page read as a key range of *words*, so a walk for a sentence entered
     them for every word it held (docs/findability.md, "the catalogue attracts topic walks"); one line
-    labelled ``names A–Z`` is entered for a name and passed over for a phrase."""
+    labelled ``names A–Z`` is entered for a name and passed over for a phrase. ``prefix``: the way from the
+    master page to the library root (``../`` when the master page is ``.index/INDEX.md``: the user owns
+    ``INDEX.md``)."""
     n = int(root.get("n", 0))
     return (
-        f"- [{MASTER_LABEL}]({CATALOGUE_DIRNAME}/{INDEX_FILE}) — name index: {n:,} exact name"
+        f"- [{MASTER_LABEL}]({prefix}{CATALOGUE_DIRNAME}/{INDEX_FILE}) — name index: {n:,} exact name"
         f"{'' if n == 1 else 's'} (API names, symbols, headwords), each linked to the entry that defines it"
     )
 

@@ -244,16 +244,17 @@ def rebuild(store: Store, db: sqlite3.Connection, max_tokens: int, count_tokens:
 MASTER_LABEL = "subjects"
 
 
-def master_lines(t: Txn) -> list[str]:
+def master_lines(t: Txn, prefix: str = "") -> list[str]:
     """The subject index's line in the master ``INDEX.md`` (none before it is built): labelled as what it
     is — a subject index of words, A–Z, each linked to the entries where it weighs most — with its size.
-    No ``N entries`` figure on it: it is not a section."""
+    No ``N entries`` figure on it: it is not a section. ``prefix`` is put before the link (``../`` when the
+    master page is ``.index/INDEX.md``: the user owns ``INDEX.md``)."""
     m = t.section_meta(S.SUBJECTS_INO)
     if m is None or not m.toc_pages:
         return []
     n = m.entries_total
     return [
-        f"- [{MASTER_LABEL}]({SUBJECTS_DIRNAME}/{INDEX_FILE}) — subject index: {n:,} word"
+        f"- [{MASTER_LABEL}]({prefix}{SUBJECTS_DIRNAME}/{INDEX_FILE}) — subject index: {n:,} word"
         f"{'' if n == 1 else 's'} of the entries' text, A–Z, each linked to the entries where it weighs most"
     ]
 

@@ -254,6 +254,37 @@ def entry_line(item: Item, prefix: str = "", size: bool = True, implied: bool = 
     return f"{line} ({_fmt_tokens(item.tokens, item.approx)})" if size and quote is None else line
 
 
+#: the end of a line whose name is cut and whose link alone would exceed the page bound (:func:`fit_line`)
+UNLINKED = "(unlinked: its link exceeds the page bound)"
+
+
+def fit_line(item: Item, prefix: str, cap: int, count_tokens: Callable[[str], int]) -> str:
+    """A shortened TOC line for ``item`` of at most ``cap`` tokens, for a line that cannot fit a page
+    (a name near NAME_MAX = 255 bytes, percent-encoded up to 765 characters, with C near its minimum of
+    200). In order: ``- [name…](exact link)`` with the displayed name cut by characters and an ellipsis
+    (the link target stays exact, :func:`link_target`); else, when the link alone is over ``cap``,
+    ``- name… (unlinked: …)`` (:data:`UNLINKED`), unlinked: the entry is still listed, found by ``ls``;
+    else ``- …``."""
+    text = escape_controls(item.name.decode("utf-8", "backslashreplace"))
+    target = link_target(item.name, prefix) + ("/" + item.toc_link if item.is_dir else "")
+    slash = "/" if item.is_dir else ""
+
+    def cut(n: int) -> str:
+        """The shown name's first ``n`` characters, Markdown-escaped, with ``…`` when some are cut."""
+        return md_escape(text[:n].rstrip("\\")) + ("…" if n < len(text) else "")
+
+    forms = [lambda n: f"- [{cut(n)}{slash}]({target})", lambda n: f"- {cut(n)}{slash} {UNLINKED}"]
+    for form in forms:
+        if count_tokens(form(0)) > cap:
+            continue
+        lo, hi = 0, len(text)  # the longest cut that fits (token counts grow with the characters kept)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if count_tokens(form(mid)) <= cap else (lo, mid - 1)
+        return form(lo)
+    return "- …"
+
+
 #: a name that is its own percent-encoded link and renders as itself in Markdown: letters, digits and
 #: ``._+,=@~-`` (no leading punctuation: ``_x_`` would render as emphasis, ``-x`` as a list; no trailing dot:
 #: ``1.`` starts an ordered list)
@@ -301,10 +332,11 @@ def render(
     place (entries ``../name``, pages as siblings). Every page is at most ``max_tokens`` tokens of
     ``count_tokens`` (o200k_base in the indexer). ``groups`` (from a builder) are used only if they cover every
     item exactly once; each group then starts a new run of leaf pages titled by the group name. Raises
-    ``ValueError`` if ``max_tokens`` < 200 or a single entry line alone exceeds the bound (cannot happen with
-    sanitised summaries and C ≥ 200).
+    ``ValueError`` if ``max_tokens`` < 200. An entry line that alone would exceed a page (a name near
+    NAME_MAX with C near 200) is shortened (:func:`fit_line`), never an error.
 
-    ``root_extra``: link lines the caller made (the master page's line to the name catalogue), appended
+    ``root_extra``: link lines the caller made (the master page's lines to the name catalogue and the subject
+    index), their links written for where page 0 is served (``../`` first with ``root_in_pages_dir``), appended
     to ``INDEX.md`` after the entries and counted against its bound. A range line of a multi-page
     directory says what its range holds: the terms that tell it apart from the other ranges of its level
     and its first defined names (from ``Item.terms`` and ``Item.names``).
@@ -329,6 +361,12 @@ def render(
     budget = max_tokens - head_cost - 60  # room for a page's subtitle and its ↑ up line
     leaf_lines = [entry_line(i, "../", sizes is None, implied=True) for i in items]
     leaf_cost = [count_tokens(ln) + 1 for ln in leaf_lines]
+    for k, cost in enumerate(leaf_cost):
+        if cost > budget:  # a name near NAME_MAX with C near its minimum: shorten this one line
+            leaf_lines[k] = fit_line(items[k], "../", budget - 1, count_tokens)
+            leaf_cost[k] = count_tokens(leaf_lines[k]) + 1
+    if sum(count_tokens(ln) + 1 for ln in extra) > budget // 4:  # C near 200: the root's own lines need room
+        extra = [ln.split(" — ", 1)[0] for ln in extra]  # the links without what they say
     ranges = _Ranges(items, set(_words(dir_title)))
     runs = _runs(items, groups)
 
@@ -347,7 +385,8 @@ def render(
     for k, lines in enumerate(all_pages, start=1):
         leaf_quotes = k <= len(leaves) and any(quoted[i] for i in leaves[k - 1][3])
         note = notes[k] or (_leaf_note(lines, head.size_note, leaf_quotes) if k <= len(leaves) else "")
-        out.append("\n".join(head(k, npages, page_titles[k - 1], note) + lines + ["", up]) + "\n")
+        title = cut_tokens(page_titles[k - 1], SUBTITLE_TOKENS, count_tokens)
+        out.append("\n".join(head(k, npages, title, note) + lines + ["", up]) + "\n")
     return Rendered(
         [p.encode("utf-8", "surrogateescape") for p in out], [count_tokens(p) for p in out], levels
     )
@@ -356,7 +395,7 @@ def render(
 def _leaf_note(lines: list[str], size_note: str, quotes: bool = False) -> str:
     """A leaf page's note: where its unlinked names are (:data:`FILES_NOTE`), what its quoted lines are
     (:data:`QUOTE_NOTE`, when ``quotes``) and the size its files share."""
-    bare = any(not ln.startswith("- [") for ln in lines)
+    bare = any(not ln.startswith("- [") and not ln.endswith(UNLINKED) for ln in lines)
     return " · ".join(x for x in (FILES_NOTE if bare else "", QUOTE_NOTE if quotes else "", size_note) if x)
 
 
@@ -433,7 +472,8 @@ def _leaf_pages(
     (``leaf_lines``: links ``../name`` from inside ``.index/``, ``leaf_cost`` their tokens): ``(group title,
     lines, range label, item indexes)`` per page. A run gets ⌈its tokens / target⌉ pages of about equal size
     (a cut where a line's middle passes the next equal share), so no page is a short tail (a one-entry
-    leaf's label would read as that entry's name). Raises ValueError for a line over budget."""
+    leaf's label would read as that entry's name). Raises ValueError for a line over budget (the caller
+    shortens such lines first, :func:`fit_line`)."""
     pages: list[_Leaf] = []
     for gtitle, idxs in runs:
         run_cost = sum(leaf_cost[k] for k in idxs)
@@ -498,7 +538,12 @@ def _index_levels(
             lab, _p, cnt, in_all = level[k]  # noqa: B023 (called within this iteration)
             said = "" if same else count_text(cnt, in_all)  # noqa: B023
             desc = descs[k]  # noqa: B023
-            return f"- [{lab}]({link})" + (f" — {said}{desc}" if said else f" — {desc[2:]}" if desc else "")
+            full = f"- [{lab}]({link})" + (f" — {said}{desc}" if said else f" — {desc[2:]}" if desc else "")
+            if count_tokens(full) < budget // 2:
+                return full
+            # a long label (names of many-token characters) with C near 200: at least two lines a page, so
+            # the levels converge; the label is cut, the link stays
+            return cut_tokens(f"- [{lab}", budget // 2 - 4 - count_tokens(link), count_tokens) + f"]({link})"
 
         idx_lines = [line(k, root_link(p)) for k, (_l, p, _c, _a) in enumerate(level)]
         cost = [count_tokens(ln) + 1 for ln in idx_lines]
@@ -594,6 +639,22 @@ class _Ranges:
             text = said(range_summary(t[: terms_for(size)], r.names), 200)
             out.append(f": {text}" if text else "")
         return out
+
+
+def cut_tokens(s: str, cap: int, count_tokens: Callable[[str], int]) -> str:
+    """``s``, or its longest prefix (by characters) with an ellipsis ``…``, within ``cap`` tokens of
+    ``count_tokens`` (``…`` alone when nothing else fits)."""
+    if count_tokens(s) <= cap:
+        return s
+    lo, hi = 0, len(s) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if count_tokens(s[:mid].rstrip("\\") + "…") <= cap else (lo, mid - 1)
+    return s[:lo].rstrip("\\") + "…"
+
+
+#: tokens a page's subtitle (its range label) may take: the page bound keeps room for it (``render``)
+SUBTITLE_TOKENS = 40
 
 
 def _short(s: str, n: int = 40) -> str:

@@ -273,3 +273,24 @@ def test_a_new_directory_has_no_index_md_until_it_settles(v, store):
     v.rename(b"/hide", b"/.hidden")
     ix.run_once(settle=True)
     assert ix._deferred == set() and ix.state == "idle"
+
+
+def test_the_master_pages_links_to_the_subject_and_name_indexes_work_when_the_user_owns_the_root_index(
+    v, store
+):
+    """With the root's ``INDEX.md`` the user's, the master page is ``/.index/INDEX.md``: its lines to
+    ``.subjects/`` and ``.catalogue/`` were left root-relative (``.subjects/INDEX.md``, a dead link from
+    ``.index/``) while every entry's was rewritten to ``../``."""
+    mkdirs(v, b"/notes")
+    mkfile(v, b"/notes/kernel.py", b"def schedule_tasks():\n    '''Pick the next process to run.'''\n")
+    mkfile(v, b"/notes/fuse.md", b"# FUSE\n\nFilesystems in user space talk to the kernel scheduler.\n")
+    index(store)
+    master = links(cat(v, b"/INDEX.md"))
+    assert b".subjects/INDEX.md" in master and b".catalogue/INDEX.md" in master  # both lines are there
+    mkfile(v, b"/INDEX.md", b"my own index\n")
+    index(store)
+    page = links(cat(v, b"/.index/INDEX.md"))
+    assert b"../.subjects/INDEX.md" in page and b"../.catalogue/INDEX.md" in page
+    for lk in page:  # every link resolves from /.index/
+        target = os.path.normpath(os.path.join(b"/.index", lk))
+        assert exists(v, target), lk

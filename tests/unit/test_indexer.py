@@ -3,6 +3,8 @@
 import os
 import re
 
+import pytest
+
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
 from libraryfs.fs.check import check
@@ -154,3 +156,42 @@ def test_a_section_of_wordless_entries_gets_a_line_in_words_and_counts_agree(lib
         r"- \[blobs/\]\(blobs/INDEX\.md\) — no words to describe it by \(.+\) \(2 entries, 1 tok\)", line
     )
     assert "\n2 entries · 1 token\n" in toc(st, "blobs").decode()
+
+
+def test_a_name_of_255_bytes_already_taken_is_filed_with_its_suffix_within_name_max(libdir):
+    """A second ``inbox/qqq…`` (255 bytes) once never left the inbox: its clash name ``qqq…-2`` was 257
+    bytes (ENAMETOOLONG) and every pass failed again. The stem is cut so the name stays 255 bytes; a
+    multibyte name is cut on a character boundary."""
+    st, tree, idx = make(libdir)
+    idx.settle_s = 0
+    q = "q" * 255
+    tree.makedirs(f"inbox/{q}")
+    assert idx.run_once().filed == [(q, f"unsorted/{q}")]
+    tree.makedirs(f"inbox/{q}")
+    rep = idx.run_once()
+    assert rep.filed == [(q, "unsorted/" + "q" * 253 + "-2")]
+    assert tree.listdir("inbox") == []
+    from libraryfs.daemon.filing import clash_name
+
+    cjk = ("中" * 84 + ".md").encode()  # 255 bytes
+    assert clash_name(cjk, 2) == ("中" * 83).encode() + b"-2.md"
+    assert clash_name(b"a.md", 3) == b"a-3.md" and clash_name(b".x", 2) == b".x-2"
+    assert clash_name(b"a." + b"e" * 253, 2) == b"a." + b"e" * 251 + b"-2"
+
+
+@pytest.mark.expect_log(r"could not file inbox/adir into unsorted")
+def test_a_filing_that_keeps_failing_is_logged_once_and_retried_with_a_backoff(libdir, caplog):
+    """A filing that failed was tried and logged (~800 bytes) on every pass, ~1.4 s apart, for good."""
+    import logging
+
+    st, tree, idx = make(libdir)
+    idx.settle_s = 0
+    tree.write_bytes("unsorted", b"a file where the section would be\n")  # every move into it fails: ENOTDIR
+    tree.makedirs("inbox/adir")
+    with caplog.at_level(logging.WARNING, logger="libraryfs.indexer"):
+        for _ in range(5):
+            idx.run_once()
+    fails = [r for r in caplog.records if "could not file" in r.getMessage()]
+    assert len(fails) == 1
+    assert tree.listdir("inbox") == ["adir"]
+    assert idx._filing_failed[b"adir"].tries == 1  # the later passes waited for its retry time

@@ -355,3 +355,60 @@ def test_hostile_names_render_as_themselves_and_links_resolve():
         check_rendered(page, names, "../")
         seen |= {t[3:] for t in links(page) if t != b"../INDEX.md"}
     assert seen == {i.name for i in big}
+
+
+@pytest.mark.parametrize("bound", [200, 400, 800])
+def test_a_line_longer_than_a_page_is_shortened_not_an_error(bound):
+    """Names of 255 bytes (84 CJK characters, ~800 tokens as a percent-encoded link) with C near its minimum:
+    such a line once raised ValueError, and the indexer failed every pass. Every page stays within C, every
+    entry is listed once, and a link shown is exact."""
+    import random
+
+    rnd = random.Random(1)
+    names = sorted(
+        ("".join(chr(rnd.randint(0x4E00, 0x9FA5)) for _ in range(84)) + ".md").encode() for _ in range(12)
+    )
+    assert all(len(n) == 255 for n in names)
+    its = [Item(n, "a note", 3) for n in names]
+    out = render("s", "", its, max_tokens=bound, count_tokens=count_tokens)
+    assert all(count_tokens(p.decode()) <= bound for p in out.pages)
+    lines = [ln for p in out.pages for ln in p.decode().splitlines()]
+    linked = [ln for ln in lines if ln.startswith("- [") and "](../" in ln and "↑ up" not in ln]
+    unlinked = [ln for ln in lines if ln.startswith("- ") and ln.endswith("exceeds the page bound)")]
+    assert len(linked) + len(unlinked) == 12
+    shown = [lk.rsplit(b"/", 1)[-1] for ln in linked for lk in links(ln)]
+    assert set(shown) <= set(names)
+    if bound >= 800:  # room for the exact link: every entry is linked
+        assert sorted(shown) == names
+
+
+@pytest.mark.parametrize("claimed", [False, True])
+def test_the_master_pages_own_lines_leave_room_for_its_ranges_at_the_smallest_bound(claimed):
+    """At C = 200 the master page's two lines to the name and subject indexes (~60 tokens) left its range
+    lines no room: every level was one line a page, and the root failed "TOC tree too deep" on every pass.
+    Those lines keep their links and drop what they say when they would take over a quarter of the page."""
+    import random
+
+    rnd = random.Random(2)
+    names = sorted(
+        ("".join(chr(rnd.randint(0x4E00, 0x9FA5)) for _ in range(84)) + ".md").encode() for _ in range(12)
+    )
+    extra = [
+        "- [names A–Z](.catalogue/INDEX.md) — name index: 12 exact names (API names, symbols, headwords), "
+        "each linked to the entry that defines it",
+        "- [subjects](.subjects/INDEX.md) — subject index: 40 words of the entries' text, A–Z, each linked "
+        "to the entries where it weighs most",
+    ]
+    its = [Item(n, "a note", 3) for n in names]
+    out = render(
+        "/",
+        "a library",
+        its,
+        max_tokens=200,
+        count_tokens=count_tokens,
+        root_extra=extra,
+        root_in_pages_dir=claimed,
+    )
+    assert all(count_tokens(p.decode()) <= 200 for p in out.pages)
+    root = links(out.pages[0])
+    assert b".catalogue/INDEX.md" in root and b".subjects/INDEX.md" in root

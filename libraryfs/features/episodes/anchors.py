@@ -386,11 +386,25 @@ def _plain_link(toks: list[str], h: Head) -> int:
     return 0
 
 
+def named_action(question: str, actions: list[str]) -> str | None:
+    """The action of ``actions`` (an episode's action names) that ``question`` names word for word
+    (``move_left`` as "move left", "move-left" or "move_left"; case-insensitive), the longest when several
+    do; None when none does."""
+    text = question.lower()
+    for a in sorted(actions, key=lambda a: (-len(a), a)):
+        words = [w for w in re.split(r"[\s_-]+", a.lower()) if w]
+        if words and re.search(r"(?<!\w)" + r"[\s_-]+".join(map(re.escape, words)) + r"(?!\w)", text):
+            return a
+    return None
+
+
 def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> Query:
     """The typed :class:`~libraryfs.features.episodes.query.Query` of ``question``.
 
     ``vocab`` is the episode's vocabulary (``EpisodeIndex.vocab``: ``events``, ``items``, ``vitals``,
-    ``labels``); Crafter's events, items and vitals are always known. Never raises on any text.
+    ``labels``, ``actions``); Crafter's events, items and vitals are always known. A count of a Crafter event
+    the episode never has, asked with a word that names one of its actions, counts that action
+    (:func:`named_action`; kind ``act``). Never raises on any text.
     """
     vocab = vocab or {}
     tg = tag(question, vocab)
@@ -425,7 +439,14 @@ def parse_question(question: str, vocab: dict[str, list[str]] | None = None) -> 
             q.count = Ref("occ", kind="visit", name=counted.name, within=rng)
         else:
             sp = Span("visit", name=spans[0].name, k=spans[0].k or 1) if spans else rng
-            q.count = Ref("occ", kind=counted.kind, name=counted.name, within=sp)
+            kind, name = counted.kind, counted.name
+            act = named_action(question, vocab.get("actions", [])) if "events" in vocab else None
+            if kind == "ev" and name not in vocab.get("events", []) and act is not None:
+                # a built-in (Crafter) event this episode never has, read from a word that names one of its
+                # actions ("drink" → collect_drink, while the episode's steps say act=drink): count the action
+                kind, name = "act", act
+                q.mentions = [act if m == counted.name else m for m in q.mentions]
+            q.count = Ref("occ", kind=kind, name=name, within=sp)
         q.type = "count"
         return q
     ref = _point_ref(toks, pts, spans, steps, rng)

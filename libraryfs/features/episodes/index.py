@@ -80,6 +80,8 @@ class EpisodeIndex:
         "vocab",
     )
 
+    _acts: dict[str, list[int]] | None = None  #: action → its steps (:meth:`_actions`), built on first use
+
     def __init__(self, units: list[Unit]) -> None:
         self._units: list[Unit] | None = sorted(units, key=lambda u: u.t)
         self.by_t: dict[int, Unit] | _LazyUnits = {u.t: u for u in self._units}
@@ -219,8 +221,22 @@ class EpisodeIndex:
 
     # -- Timeline -------------------------------------------------------------------------------------------
     def occurrences(self, kind: str, name: str) -> list[tuple[int, int | None]]:
-        """``[(t, k)]`` of every occurrence of (kind, name) in step order (kind ``visit``: visit starts)."""
-        return [(t, i + 1) for i, t in enumerate(self.occ.get((kind, name), []))]
+        """``[(t, k)]`` of every occurrence of (kind, name) in step order (kind ``visit``: visit starts; kind
+        ``act``: the steps whose action is ``name``)."""
+        steps = self._actions().get(name, []) if kind == "act" else self.occ.get((kind, name), [])
+        return [(t, i + 1) for i, t in enumerate(steps)]
+
+    def _actions(self) -> dict[str, list[int]]:
+        """Action name → the steps taking it, in step order (built on first use: it reads every unit)."""
+        acts = self._acts
+        if acts is None:
+            acts = {}
+            for t in self.ts:
+                u = self.by_t.get(t)
+                if u is not None and u.action:
+                    acts.setdefault(u.action, []).append(t)
+            self._acts = acts
+        return acts
 
     def visits(self, label: str) -> list[tuple[int | None, int | None, int | None]]:
         """``[(k, first, last)]`` of every visit to ``label``; ``last`` is None for an ongoing visit."""
@@ -315,6 +331,10 @@ class EpisodeIndex:
         if kind == "field":
             key, val = field_fact(self.by_t[t], frag[1], frag[2] or None)
             return f"{key}={enc(val or '?')}" if key != "has" else f"has={val}"
+        if kind == "act":  # an action counted: with its ordinal among the steps taking it, ``act=drink#2``
+            steps = self._actions().get(frag[1], [])
+            k = bisect_left(steps, t) + 1 if t in steps else None
+            return f"act={marks_text([frag[1]], lambda _n: k)}"
         return f"{kind}={self._marks(kind, [frag[1]], t)}"
 
     # -- text ranking -----------------------------------------------------------------------------------------

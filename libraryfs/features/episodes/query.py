@@ -50,7 +50,7 @@ class Ref:
 
     op: str  #: "step" | "occ" | "visit" | "offset"
     t: int | None = None
-    kind: str | None = None
+    kind: str | None = None  #: occ: "ev" | "gain" | "lose" | "rise" | "drop" | "visit" | "act" (an action)
     name: str | None = None
     k: int = 1
     edge: str = "start"  #: visit: "start" | "end"

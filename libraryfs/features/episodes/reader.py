@@ -61,8 +61,13 @@ def _marks(value: str) -> dict[str, int | None]:
 
 
 def _apply(f: StepFacts, key: str, value: str) -> None:
-    if key == "act":
-        f.action = _val(value)
+    if key == "act":  # ``act=do``, or ``act=drink#2`` (an action counted: its ordinal, index.fragment)
+        marks = _marks(value)
+        f.action = next(iter(marks), _val(value))
+        seen = f.marks.setdefault("act", {})
+        for n, k in marks.items():  # a step's full line (``act=drink``) keeps the ordinal a key line gave
+            if k is not None or n not in seen:
+                seen[n] = k
     elif key == "face":
         f.facing = _val(value)
     elif key == "near":
@@ -159,16 +164,19 @@ class EvidenceTimeline:
 
 
 def evidence_vocab(facts: dict[int, StepFacts]) -> dict[str, list[str]]:
-    """Labels, events, items and vitals that occur in the evidence (the reader's vocabulary)."""
+    """Labels, events, items, vitals and actions that occur in the evidence (the reader's vocabulary)."""
     labels: set[str] = set()
     events: set[str] = set()
     items: set[str] = set()
     vitals: set[str] = set()
+    actions: set[str] = set()
     for f in facts.values():
         labels.update(f.labels.values())
         for key in ("visit", "end"):
             labels.update(f.marks.get(key, {}))
         events.update(f.marks.get("ev", {}))
+        if f.action:
+            actions.add(f.action)
         for key in ("gain", "lose"):
             items.update(f.marks.get(key, {}))
         items.update(f.inventory or {})
@@ -179,6 +187,7 @@ def evidence_vocab(facts: dict[int, StepFacts]) -> dict[str, list[str]]:
         "events": sorted(events),
         "items": sorted(items),
         "vitals": sorted(vitals),
+        "actions": sorted(actions),
     }
 
 
