@@ -188,24 +188,31 @@ class Txn:
 
     # -- data ------------------------------------------------------------------------------------------
     def read_data(self, ino: int, offset: int, size: int, file_size: int) -> bytes:
-        """Bytes ``[offset, offset+size)`` of a file of ``file_size`` bytes; holes read as zeros."""
+        """Bytes ``[offset, offset+size)`` of a file of ``file_size`` bytes; holes read as zeros. A read
+        inside one stored chunk returns its slice; a read of holes only is one zero-filled allocation (the
+        missing chunks cost a failed lookup each, no per-byte work)."""
         if offset >= file_size or size <= 0:
             return b""
         end = min(offset + size, file_size)
+        n = end - offset
         cs = S.CHUNK_SIZE
-        out = bytearray()
+        out: bytearray | None = None
         c = offset // cs
         get = self.kv.get
         while c * cs < end:
-            chunk = get(S.DB_DATA, S.data_key(ino, c)) or b""
-            lo = max(offset - c * cs, 0)
-            hi = min(end - c * cs, cs)
-            piece = chunk[lo:hi]
-            out += piece
-            if len(piece) < hi - lo:
-                out += bytes(hi - lo - len(piece))
+            chunk = get(S.DB_DATA, S.data_key(ino, c))
+            if chunk:
+                lo = max(offset - c * cs, 0)
+                piece = chunk[lo : min(end - c * cs, cs)]
+                if len(piece) == n:
+                    return bytes(piece)
+                if piece:
+                    if out is None:
+                        out = bytearray(n)  # zeros: the holes and the chunks' unstored tails
+                    at = c * cs + lo - offset
+                    out[at : at + len(piece)] = piece
             c += 1
-        return bytes(out)
+        return bytes(n) if out is None else bytes(out)
 
     def data_runs(self, ino: int, offset: int, file_size: int) -> Iterator[tuple[int, int]]:
         """The data of a file of ``file_size`` bytes as ``(start, end)`` byte runs in offset order, from the
