@@ -27,14 +27,20 @@ def copy(src: str, dst: str, url: str | None, as_json: bool) -> None:
     record from one snapshot, then verify it: every table equal, `check` clean, the content hash of every
     file equal. Exit status 0 verified, 1 if `check` finds problems (the source has them too), 4 if the
     source's store is damaged, 8 if a cluster is unreachable. SRC may stay mounted: the copy is of one
-    consistent snapshot."""
+    consistent snapshot. Interrupted (Ctrl-C, SIGTERM, SIGHUP) or failed, it removes what it made of DST
+    (exit 1, one line); killed with SIGKILL it leaves DST with a COPY-UNFINISHED file, which a rerun names."""
     from libraryfs.fs.copy import copy_library
 
     libdir = resolve_libdir(src)
     # the page pre-check every command makes before LMDB maps the store (README "Exit status" 4): before,
     # a page whose header was overwritten was copied as it read ("verified: … check clean")
     verify_pages(libdir)
-    report = copy_library(libdir, dst, url)
+    try:
+        report = copy_library(libdir, dst, url)
+    except KeyboardInterrupt as e:
+        by = f" by {e}" if str(e) else ""
+        click.echo(f"libraryfs: copy interrupted{by}; removed what it had made of {dst}", err=True)
+        raise SystemExit(1) from None
     if as_json:
         echo_json(vars(report))
     else:

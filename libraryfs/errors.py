@@ -130,6 +130,13 @@ class BadHandle(LibraryError):
     errno = errno.EBADF
 
 
+class NoSuchOffset(LibraryError):
+    """``lseek`` SEEK_DATA/SEEK_HOLE from an offset at or past the end of file, or SEEK_DATA with no data
+    after the offset (ENXIO; POSIX.1-2024 lseek, Linux lseek(2))."""
+
+    errno = errno.ENXIO
+
+
 class RangeError(LibraryError):
     """A buffer too small for the value (ERANGE)."""
 
@@ -243,6 +250,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
         QuotaExceeded,
         FileTooBig,
         BadHandle,
+        NoSuchOffset,
         RangeError,
         Corrupt,
         Damaged,

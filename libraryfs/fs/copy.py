@@ -5,29 +5,42 @@ LMDB read transaction; an etcd revision), written in batches that respect etcd's
 ≤ 512 KiB per transaction, under its default 128 operations and 1.5 MiB per request). The destination is a
 new library directory: its store is LMDB in ``DST/store``, or the empty etcd prefix given as ``url``
 (recorded in ``DST/config.toml`` last, so a failed copy never leaves a directory naming a half-copied
-store). The source's ``config.toml`` is copied without its ``[store]`` table.
+store). The source's ``config.toml`` is copied without its ``[store]`` table. A copy that fails or is
+interrupted removes what it made of the destination; one killed outright leaves a :data:`UNFINISHED`
+file there, which a rerun names (:func:`copy_library`).
 
 Verification (:func:`verify_copy`), before the copy is reported done: every table's record count and a
 SHA-256 over its records in key order are equal on both sides, :func:`libraryfs.fs.check.check` finds no
-problem in the destination, and the content hash of every file (SHA-256 of the data of every regular file,
-of the target of every symlink, by path) is equal. Source: issue 15 "Operations".
+problem in the destination, and the content hash of every file (SHA-256 over the data runs of every
+regular file, so holes cost nothing; of the target of every symlink; by path) is equal. Source: issue 15
+"Operations".
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import shlex
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from libraryfs.errors import Corrupt
+from libraryfs.errors import Corrupt, Exists
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
 from libraryfs.fs.backend import Backend
-from libraryfs.fs.backends import create_remote, require_new_libdir, store_url, write_store_url
+from libraryfs.fs.backends import (
+    create_remote,
+    make_libdir,
+    require_new_libdir,
+    store_url,
+    write_store_url,
+)
 from libraryfs.fs.store import Store, Txn
 from libraryfs.words import count
 
@@ -126,13 +139,20 @@ def table_digests(backend: Backend) -> dict[str, tuple[int, str]]:
 
 def file_hashes(t: Txn) -> dict[bytes, str]:
     """Path → SHA-256 hex of the content of every regular file (symlinks: of their target), walking the
-    tree from the root in one transaction."""
+    tree from the root in one transaction.
+
+    A regular file's hash covers its size and each data run (:meth:`Txn.data_runs
+    <libraryfs.fs.store.Txn.data_runs>`: its non-zero 4 KiB pages) with its offset, so it is equal for
+    equal contents however they are stored, and costs the stored data only: a 20 GiB hole is not read
+    (hashing it byte for byte took minutes; the fresh-user trial's ``copy`` of a library holding
+    ``truncate -s 20G`` did not finish in 120 s)."""
     out: dict[bytes, str] = {}
     for path, node in _walk(t, S.ROOT_INO, b""):
         if node.is_reg:
-            h = hashlib.sha256()
-            for off in range(0, node.size, 1 << 20):
-                h.update(t.read_data(node.ino, off, 1 << 20, node.size))
+            h = hashlib.sha256(node.size.to_bytes(8, "big"))
+            for lo, hi in t.data_runs(node.ino, 0, node.size):
+                h.update(lo.to_bytes(8, "big") + (hi - lo).to_bytes(8, "big"))
+                h.update(t.read_data(node.ino, lo, hi - lo, node.size))
             out[path] = h.hexdigest()
         elif node.is_lnk:
             out[path] = hashlib.sha256(t.read_data(node.ino, 0, node.size, node.size)).hexdigest()
@@ -187,39 +207,94 @@ def _copy_config(src_dir: str, dst_dir: str) -> None:
             f.write(text + "\n")
 
 
+#: a file in the destination while a copy makes it: a destination that still holds it after the copy
+#: ended is an unfinished copy (the copying process was killed), which a rerun names instead of "not empty"
+UNFINISHED = "COPY-UNFINISHED"
+
+
 def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyReport:
     """Copy the library in ``src_dir`` to a new library directory ``dst_dir`` (its store in ``url`` if
     given, else LMDB), then verify it (:func:`verify_copy`). A destination that fails verification is
     removed (its directory; an etcd prefix is left for inspection) and :class:`Corrupt` raised.
 
-    Raises Exists (``dst_dir`` holds a library or is not empty), ``FileExistsError`` (``url`` holds one),
-    LibraryMissing, Damaged, Unavailable, NoSpace."""
-    src_dir, dst_dir = os.path.abspath(src_dir), require_new_libdir(dst_dir)
+    Whatever ends the copy before it is verified and complete — an error, Ctrl-C, SIGTERM or SIGHUP (turned
+    into KeyboardInterrupt here while the copy runs, when called from the main thread) — removes what it
+    made (the directory when it made it, else the store, ``config.toml`` and the :data:`UNFINISHED` file it
+    wrote). Only a kill it cannot catch (SIGKILL, a crash) leaves the destination behind, with
+    :data:`UNFINISHED` in it; a rerun then raises Exists saying so and how to remove it.
+
+    Raises Exists (``dst_dir`` holds a library, an unfinished copy, or is not empty), ``FileExistsError``
+    (``url`` holds one), LibraryMissing, Damaged, Unavailable, NoSpace."""
+    src_dir, dst_dir = os.path.abspath(src_dir), os.path.abspath(dst_dir)
+    marker = os.path.join(dst_dir, UNFINISHED)
+    if os.path.exists(marker):
+        raise Exists(
+            f"{dst_dir} holds an unfinished copy (a copy into it was killed before it ended; {marker} says "
+            f"from where and when): remove it (rm -r {shlex.quote(dst_dir)}) and copy again"
+        )
+    require_new_libdir(dst_dir)
     t0 = time.monotonic()
     src = Store(src_dir, readonly=True)
     made = not os.path.exists(dst_dir)
     try:
-        dst_backend = create_remote(dst_dir, url) if url else lmdb_backend.LmdbBackend.create(dst_dir)
-        report = CopyReport(src_url_or_dir(src_dir), url or dst_dir, src.backend.name, dst_backend.name)
-        try:
-            report.records, report.bytes = copy_tables(src.backend, dst_backend)
-            dst = Store(dst_dir, backend=dst_backend, readonly=False)
-            report.files_hashed, report.check_problems = verify_copy(src, dst)
-        except BaseException:
-            dst_backend.close()
-            if made:
-                shutil.rmtree(dst_dir, ignore_errors=True)
-            else:
-                shutil.rmtree(lmdb_backend.store_path(dst_dir), ignore_errors=True)
-            raise
-        dst_backend.close()
+        with _interrupted_by_signals():
+            make_libdir(dst_dir)
+            with open(marker, "x") as f:
+                f.write(f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n")
+            try:
+                report = _copy_and_verify(src, src_dir, dst_dir, url)
+            except BaseException:
+                if made:
+                    shutil.rmtree(dst_dir, ignore_errors=True)
+                else:
+                    shutil.rmtree(lmdb_backend.store_path(dst_dir), ignore_errors=True)
+                    for name in (UNFINISHED, "config.toml"):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(os.path.join(dst_dir, name))
+                raise
+            os.unlink(marker)  # last: the destination is a complete, verified library
     finally:
         src.close()
+    report.seconds = time.monotonic() - t0
+    return report
+
+
+def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) -> CopyReport:
+    """The tables copied into a new store for ``dst_dir`` and verified, then its ``config.toml`` (and
+    ``[store] url``) written: :func:`copy_library` without the clean-up."""
+    dst_backend = create_remote(dst_dir, url) if url else lmdb_backend.LmdbBackend.create(dst_dir)
+    report = CopyReport(src_url_or_dir(src_dir), url or dst_dir, src.backend.name, dst_backend.name)
+    try:
+        report.records, report.bytes = copy_tables(src.backend, dst_backend)
+        dst = Store(dst_dir, backend=dst_backend, readonly=False)
+        report.files_hashed, report.check_problems = verify_copy(src, dst)
+    finally:
+        dst_backend.close()
     _copy_config(src_dir, dst_dir)
     if url:
         write_store_url(dst_dir, url)  # last: the directory names the store once it is complete
-    report.seconds = time.monotonic() - t0
     return report
+
+
+@contextlib.contextmanager
+def _interrupted_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block (as Ctrl-C does), so that ``timeout``,
+    ``kill`` or a closed terminal end a copy through its clean-up; the previous handlers are put back.
+    Nothing is changed off the main thread (Python delivers signals to the main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, _frame) -> None:
+        """The handler: raise KeyboardInterrupt naming the signal."""
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 def src_url_or_dir(libdir: str) -> str:

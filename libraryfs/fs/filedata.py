@@ -31,6 +31,7 @@ from libraryfs.errors import (
     IsADir,
     LibraryError,
     NoSpace,
+    NoSuchOffset,
     NotFound,
     NotSupported,
 )
@@ -275,6 +276,35 @@ class FileData(ViewService):
                 self.accounting.charge_entry(t, h.ino, node.size, len(data), pid, first=not h.read_any)
                 h.read_any = True
         return data
+
+    def seek(self, fh: int, offset: int, whence: int) -> int:
+        """``lseek(2)`` SEEK_DATA / SEEK_HOLE (the kernel answers SEEK_SET/CUR/END itself): the offset of
+        the next data or hole at or after ``offset`` from the file's chunk map (:meth:`Txn.data_runs
+        <libraryfs.fs.store.Txn.data_runs>`); SEEK_HOLE gives the size when only data follows (the implicit
+        hole at end of file). A generated file is all data. Raises NoSuchOffset (ENXIO: ``offset`` < 0 or
+        ≥ the size, or SEEK_DATA with no data after ``offset``; POSIX.1-2024 lseek), InvalidArgument
+        (EINVAL: another ``whence``), BadHandle, IsADir (not a regular file)."""
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise InvalidArgument("lseek whence not SEEK_DATA or SEEK_HOLE")
+        h = self.handles.file(fh)
+        if h is None:
+            raise BadHandle("bad file handle")
+        if h.virtual is not None:
+            size = len(h.virtual)
+            if offset < 0 or offset >= size:
+                raise NoSuchOffset("offset at or past the end of file")
+            return offset if whence == os.SEEK_DATA else size
+        with self.store.read() as t:
+            node = t.inode(h.ino)
+            if node is None:
+                raise BadHandle("file vanished")
+            if not node.is_reg:
+                raise IsADir("not a regular file")
+            seek = t.seek_data if whence == os.SEEK_DATA else t.seek_hole
+            pos = seek(h.ino, offset, node.size)
+        if pos is None:
+            raise NoSuchOffset("no data at or after the offset" if offset < node.size else "offset past EOF")
+        return pos
 
     def _read_snapshot(self, h: Handle, size: int, offset: int, pid: int) -> bytes:
         """Read a generated file's snapshot; the first read of a TOC page is charged as a TOC page read."""

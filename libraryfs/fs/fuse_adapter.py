@@ -66,7 +66,7 @@ _UTIME_NOW_NS = (1 << 30) - 1
 _UTIME_OMIT_NS = (1 << 30) - 2
 
 #: FuseOps methods that :class:`LibraryFUSE` calls and mfusepy does not know (wrapped like its operations)
-OWN_CALLBACKS = ("readdir_plus", "find_xattr")
+OWN_CALLBACKS = ("readdir_plus", "find_xattr", "lseek")
 FUSE_READDIR_PLUS = 1  #: libfuse3 ``enum fuse_readdir_flags``: the kernel asked READDIRPLUS
 FUSE_FILL_DIR_PLUS = 2  #: libfuse3 ``enum fuse_fill_dir_flags``: this entry carries its full ``stat``
 
@@ -342,6 +342,13 @@ class FuseOps(mfusepy.Operations):
         _uid, _gid, pid = mfusepy.fuse_get_context()
         return self.view.read(fi.fh, size, offset, pid)
 
+    @_translated
+    def lseek(self, path, offset, whence, fh):
+        """lseek(2) SEEK_DATA/SEEK_HOLE (FUSE_LSEEK, libfuse ≥ 3.8; the kernel sends no other whence) →
+        :meth:`LibraryView.seek`: the next data or hole offset from the chunk map, ENXIO past the data or
+        the end of file. Without it the kernel answers from the size alone: all data, no hole."""
+        return self.view.seek(_fh(fh), offset, whence)
+
     @_op
     def write(self, path, data, offset, fi):
         """write(2) → :meth:`LibraryView.write` (O_APPEND honoured at the store's end of file)."""
@@ -548,6 +555,12 @@ class LibraryFUSE(mfusepy.FUSE):
             if filler(buf, name, st, nxt, fill) != 0:
                 break  # the kernel's buffer is full; it asks again from the last offset
         return 0
+
+    def lseek(self, path, offset: int, whence: int, fip) -> int:
+        """libfuse3 ``lseek`` (the ``fuse_operations`` slot mfusepy 3.1 declares but has no wrapper for, so
+        an operations object with ``lseek`` would make it raise): the handle passed on; returns the new
+        offset or ``-errno`` through :meth:`_wrapper`."""
+        return self.operations.lseek(self._p(path), offset, whence, self._fh_of(fip))
 
     def fgetattr(self, path, buf, fip) -> int:
         """libfuse getattr (mfusepy routes ``getattr_fuse_3`` here): the view's ``stat`` dict written with

@@ -32,6 +32,16 @@ log = logging.getLogger("libraryfs.store")
 StoreError: tuple[type[Exception], ...] = lmdb_backend.ENGINE_ERRORS
 
 
+_ZERO_PAGE = bytes(S.ALLOC_UNIT)  #: one all-zero page: the data runs' hole test (Txn.data_runs)
+
+
+def _cut(lo: int, hi: int, file_size: int) -> Iterator[tuple[int, int]]:
+    """The run ``[lo, hi)`` cut at ``file_size`` (nothing if it starts there or later)."""
+    hi = min(hi, file_size)
+    if lo < hi:
+        yield lo, hi
+
+
 def now_ns() -> int:
     """Wall-clock time in ns since the epoch."""
     return time.time_ns()
@@ -178,24 +188,85 @@ class Txn:
 
     # -- data ------------------------------------------------------------------------------------------
     def read_data(self, ino: int, offset: int, size: int, file_size: int) -> bytes:
-        """Bytes ``[offset, offset+size)`` of a file of ``file_size`` bytes; holes read as zeros."""
+        """Bytes ``[offset, offset+size)`` of a file of ``file_size`` bytes; holes read as zeros. A read
+        inside one stored chunk returns its slice; a read of holes only is one zero-filled allocation (the
+        missing chunks cost a failed lookup each, no per-byte work)."""
         if offset >= file_size or size <= 0:
             return b""
         end = min(offset + size, file_size)
+        n = end - offset
         cs = S.CHUNK_SIZE
-        out = bytearray()
+        out: bytearray | None = None
         c = offset // cs
         get = self.kv.get
         while c * cs < end:
-            chunk = get(S.DB_DATA, S.data_key(ino, c)) or b""
-            lo = max(offset - c * cs, 0)
-            hi = min(end - c * cs, cs)
-            piece = chunk[lo:hi]
-            out += piece
-            if len(piece) < hi - lo:
-                out += bytes(hi - lo - len(piece))
+            chunk = get(S.DB_DATA, S.data_key(ino, c))
+            if chunk:
+                lo = max(offset - c * cs, 0)
+                piece = chunk[lo : min(end - c * cs, cs)]
+                if len(piece) == n:
+                    return bytes(piece)
+                if piece:
+                    if out is None:
+                        out = bytearray(n)  # zeros: the holes and the chunks' unstored tails
+                    at = c * cs + lo - offset
+                    out[at : at + len(piece)] = piece
             c += 1
-        return bytes(out)
+        return bytes(n) if out is None else bytes(out)
+
+    def data_runs(self, ino: int, offset: int, file_size: int) -> Iterator[tuple[int, int]]:
+        """The data of a file of ``file_size`` bytes as ``(start, end)`` byte runs in offset order, from the
+        chunk holding ``offset`` on (lazily: a caller that stops early reads no further chunk).
+
+        A run is a stretch of :data:`~libraryfs.fs.schema.ALLOC_UNIT` (4 KiB) pages of one stored chunk
+        that each hold a non-zero byte, cut at ``file_size``; everything else is a hole: missing chunks,
+        the pages past a chunk's stored end, and all-zero pages inside a chunk (what a write at an offset
+        inside a chunk pads before it). So the runs depend on the content only, not on how it was written,
+        and match tmpfs's page-granular map for non-zero writes (tmpfs reports written zeros as data; Linux
+        lseek(2) lets a filesystem report either). Cost: one range read of the file's stored chunks, no
+        work per hole byte."""
+        cs, page = S.CHUNK_SIZE, S.ALLOC_UNIT
+        zero = _ZERO_PAGE
+        start = S.data_key(ino, max(offset, 0) // cs)
+        for k, v in self.kv.range(S.DB_DATA, start, S.u64(ino + 1)):
+            base = S.from_u64(k[8:]) * cs
+            run = -1
+            n = len(v)
+            for lo in range(0, n, page):
+                hi = min(lo + page, n)
+                if v[lo:hi] != zero[: hi - lo]:
+                    if run < 0:
+                        run = lo
+                elif run >= 0:
+                    yield from _cut(base + run, base + lo, file_size)
+                    run = -1
+            if run >= 0:
+                yield from _cut(base + run, base + -(-n // page) * page, file_size)
+
+    def seek_data(self, ino: int, offset: int, file_size: int) -> int | None:
+        """``lseek(SEEK_DATA)``: the first offset ≥ ``offset`` inside a data run (:meth:`data_runs`), or
+        None when there is none before ``file_size`` (the caller's ENXIO)."""
+        if offset < 0 or offset >= file_size:
+            return None
+        for lo, hi in self.data_runs(ino, offset, file_size):
+            if hi > offset:
+                return max(lo, offset)
+        return None
+
+    def seek_hole(self, ino: int, offset: int, file_size: int) -> int | None:
+        """``lseek(SEEK_HOLE)``: the first offset ≥ ``offset`` inside a hole, ``file_size`` when the data
+        reaches the end (the implicit hole at end of file), None when ``offset`` is not below ``file_size``
+        (the caller's ENXIO). Reads the stored chunks from ``offset`` up to the first hole only."""
+        if offset < 0 or offset >= file_size:
+            return None
+        pos = offset
+        for lo, hi in self.data_runs(ino, offset, file_size):
+            if hi <= pos:
+                continue
+            if lo > pos:
+                return pos
+            pos = hi
+        return min(pos, file_size)
 
     def write_data(self, ino: int, offset: int, data: bytes, file_size: int | None = None) -> int:
         """Write ``data`` at ``offset``, touching only the chunks it covers (the caller updates ``size`` and

@@ -228,6 +228,11 @@ class LibraryView:
         """Up to ``size`` bytes at ``offset`` (short at EOF). Counts the read for ``pid`` (stats.json)."""
         return self.files.read(fh, size, offset, pid)
 
+    def seek(self, fh: int, offset: int, whence: int) -> int:
+        """``lseek`` SEEK_DATA/SEEK_HOLE from the chunk map (:meth:`FileData.seek
+        <libraryfs.fs.filedata.FileData.seek>`); ENXIO past the data or the end of file."""
+        return self.files.seek(fh, offset, whence)
+
     def write(self, fh: int, data: bytes, offset: int) -> int:
         """Write at ``offset`` (at the store's end of file when the handle has O_APPEND); returns bytes."""
         return self.files.write(fh, data, offset)

@@ -230,3 +230,100 @@ def test_stat_of_other_name_is_fresh_after_unlink_and_chmod(mounted, local):
         row.append(os.stat(b).st_nlink)
         seen.append(row)
     assert seen[0] == seen[1] == [3, 3, "0o600", 2, 2, 1]
+
+
+# ---- 6. sparse files: lseek SEEK_DATA / SEEK_HOLE and cp --sparse ------------------------------------------------
+GiB = 1 << 30
+BIG = 20 * GiB  #: the fresh-user trial's `truncate -s 20G` (sparse on both sides: no space used)
+#: (offset, bytes) written into the big file: inside a page, across pages, across a 64 KiB chunk boundary, far
+#: out, and up to the end of file (no hole before EOF)
+WRITES = [
+    (0, b"head"),
+    (MiB + 100, b"a" * 5000),
+    (10 * 65536 - 10, b"b" * 20),
+    (5 * GiB + 12345, b"mid"),
+    (BIG - 3, b"end"),
+]
+
+
+def seek(path: str, offset: int, whence: int) -> int | str:
+    """``lseek(fd, offset, whence)`` on a fresh descriptor: the offset, or the errno's name."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, offset, whence)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    finally:
+        os.close(fd)
+
+
+def extents(path: str) -> list[tuple[int, int]]:
+    """The data extents ``[start, end)`` found by alternating SEEK_DATA and SEEK_HOLE from 0 (as cp does)."""
+    out, pos = [], 0
+    while True:
+        lo = seek(path, pos, os.SEEK_DATA)
+        if not isinstance(lo, int):
+            return out
+        hi = seek(path, lo, os.SEEK_HOLE)
+        assert isinstance(hi, int) and hi > lo, (path, lo, hi)
+        out.append((lo, hi))
+        pos = hi
+
+
+def probes() -> list[int]:
+    """Offsets to ask from: around every write, page and chunk edges, the end of file and past it."""
+    out = {0, 1, 4095, 4096, 65535, 65536, BIG - 1, BIG, BIG + 1, BIG + GiB}
+    for off, data in WRITES:
+        for p in (off - 4097, off - 1, off, off + 1, off + len(data) - 1, off + len(data), off + 4096):
+            out.add(max(p, 0))
+    return sorted(out)
+
+
+def test_seek_data_and_hole_of_a_sparse_file_equal_tmpfs(mounted, local):
+    m, r = both(mounted, local, "sp")
+    seen = []
+    for d in (m, r):
+        big, hole, empty = (os.path.join(d, n) for n in ("big.img", "hole.img", "empty"))
+        assert run("truncate", "-s", "20G", big).returncode == 0
+        with open(big, "r+b") as f:
+            for off, data in WRITES:
+                f.seek(off)
+                f.write(data)
+        assert run("truncate", "-s", "20G", hole).returncode == 0
+        open(empty, "wb").close()
+        answers = [(p, seek(big, p, os.SEEK_DATA), seek(big, p, os.SEEK_HOLE)) for p in probes()]
+        answers += [(p, seek(hole, p, os.SEEK_DATA), seek(hole, p, os.SEEK_HOLE)) for p in (0, 4096, BIG)]
+        answers += [(0, seek(empty, 0, os.SEEK_DATA), seek(empty, 0, os.SEEK_HOLE))]
+        seen.append((answers, extents(big), extents(hole)))
+    assert seen[0] == seen[1]
+    assert (
+        seen[0][2] == [] and seen[0][1][-1][1] == BIG
+    )  # the pure hole has no data; the big file ends in data
+
+
+def test_cp_sparse_always_of_a_20_gib_sparse_file(mounted, local):
+    m = mounted.p("cp")
+    os.mkdir(m)
+    src = os.path.join(m, "sparse.img")
+    assert run("truncate", "-s", "20G", src).returncode == 0
+    with open(src, "r+b") as f:
+        for off, data in WRITES:
+            f.seek(off)
+            f.write(data)
+    want = extents(src)
+    for dst in (os.path.join(local, "copy.img"), os.path.join(m, "copy.img")):  # off the mount, and onto it
+        cp = run("cp", "--sparse=always", src, dst)
+        assert cp.returncode == 0, cp.stderr
+        st = os.stat(dst)
+        assert st.st_size == BIG and st.st_blocks * 512 < 4 * MiB  # sparse: a few pages, not 20 GiB
+        assert extents(dst) == want
+        with open(dst, "rb") as f:  # equal: the same data extents with the same bytes (the rest reads zeros)
+            for off, data in WRITES:
+                f.seek(off)
+                assert f.read(len(data)) == data
+            for lo, hi in want:
+                f.seek(lo)
+                chunk = f.read(hi - lo)
+                with open(src, "rb") as g:
+                    g.seek(lo)
+                    assert chunk == g.read(hi - lo)

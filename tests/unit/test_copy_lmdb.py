@@ -5,10 +5,18 @@ that had been mounted once died of KeyError b'catalogue')."""
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
 
 from libraryfs.daemon.indexer import Indexer
 from libraryfs.fs import schema as S
-from libraryfs.fs.copy import copy_library, table_digests
+from libraryfs.fs.copy import UNFINISHED, copy_library, file_hashes, table_digests
 from libraryfs.fs.store import Store
 from libraryfs.fs.view import LibraryView
 
@@ -35,3 +43,97 @@ def test_copy_of_an_indexed_library_keeps_its_extension_tables(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def _library(path: str, files: dict[bytes, list[tuple[int, bytes]]], sizes: dict[bytes, int]) -> None:
+    """A new library at ``path`` with each file of ``files`` truncated to ``sizes[name]`` (a hole) and then
+    written at the given offsets."""
+    st = Store.create(path)
+    view = LibraryView(st)
+    for name, writes in files.items():
+        fh = view.create(b"/" + name, S.S_IFREG | 0o644, os.O_RDWR | os.O_CREAT, 0, 0)
+        view.truncate(None, sizes[name], fh)
+        for off, data in writes:
+            view.write(fh, data, off)
+        view.release(fh)
+    st.close()
+
+
+@pytest.mark.timeout(120)
+def test_copy_of_a_library_holding_a_1_tib_sparse_file_reads_no_hole(tmp_path):
+    """The fresh-user trial: `truncate -s 20G` in a library made `copy` hash 20 GiB of zeros (> 120 s, and
+    it left DST/store behind). The content hash now reads the stored data only; a 1 TiB hole would take
+    hours byte for byte."""
+    src = str(tmp_path / "src")
+    big = 1 << 40
+    writes = [(0, b"head"), (5 << 30, b"x" * 70_000), (big - 3, b"end")]
+    _library(
+        src,
+        {b"sparse.img": writes, b"zeros": [(0, bytes(200_000)), (300_000, b"z")]},
+        {b"sparse.img": big, b"zeros": 0},
+    )
+    report = copy_library(src, str(tmp_path / "dst"))
+    assert report.check_problems == [] and report.files_hashed == 2
+    b = Store(str(tmp_path / "dst"), readonly=True)
+    try:
+        with b.read() as t:
+            hashes = file_hashes(t)
+            ino = t.lookup(S.ROOT_INO, b"sparse.img")
+            assert t.read_data(ino, 5 << 30, 70_000, big) == b"x" * 70_000
+    finally:
+        b.close()
+    # the hash is of the content, not of how it is stored: written zeros hash as a hole does
+    _library(str(tmp_path / "other"), {b"zeros": [(300_000, b"z")]}, {b"zeros": 0})
+    o = Store(str(tmp_path / "other"), readonly=True)
+    try:
+        with o.read() as t:
+            assert file_hashes(t)[b"/zeros"] == hashes[b"/zeros"]
+    finally:
+        o.close()
+
+
+def _copy_proc(src: str, dst: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "libraryfs.cli.main", "copy", src, dst],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _signal_when_started(p: subprocess.Popen, dst: str, sig: int) -> tuple[int, str]:
+    """Send ``sig`` to the copy once it has started making ``dst`` (its UNFINISHED file exists)."""
+    marker = os.path.join(dst, UNFINISHED)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(marker):
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the copy never started"
+        time.sleep(0.002)
+    p.send_signal(sig)
+    _out, err = p.communicate(timeout=60)
+    return p.returncode, err
+
+
+def test_an_interrupted_copy_removes_its_destination_and_a_killed_one_is_named_on_rerun(tmp_path):
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    rng = random.Random(7)
+    _library(
+        src,
+        {b"f%d" % i: [(0, rng.randbytes(8 << 20))] for i in range(8)},
+        dict.fromkeys((b"f%d" % i for i in range(8)), 0),
+    )
+    # SIGTERM (`timeout`, `kill`): the copy's clean-up runs; nothing is left, a rerun may use the name
+    rc, err = _signal_when_started(_copy_proc(src, dst), dst, signal.SIGTERM)
+    assert rc == 1 and "copy interrupted by SIGTERM" in err, err
+    assert not os.path.exists(dst)
+    # SIGKILL: nothing can run; the rerun says what is there and how to remove it, instead of "not empty"
+    rc, err = _signal_when_started(_copy_proc(src, dst), dst, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    again = _copy_proc(src, dst)
+    _out, err = again.communicate(timeout=120)
+    assert again.returncode == 1 and "holds an unfinished copy" in err and "rm -r" in err, err
+    shutil.rmtree(dst)
+    done = _copy_proc(src, dst)
+    out, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    assert "8 files' content hashes equal" in out and not os.path.exists(os.path.join(dst, UNFINISHED))

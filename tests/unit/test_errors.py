@@ -32,6 +32,7 @@ EXPECTED = {
     E.QuotaExceeded: errno.EDQUOT,
     E.FileTooBig: errno.EFBIG,
     E.BadHandle: errno.EBADF,
+    E.NoSuchOffset: errno.ENXIO,
     E.RangeError: errno.ERANGE,
     E.Corrupt: errno.EIO,
     E.SchemaMismatch: errno.EIO,

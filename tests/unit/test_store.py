@@ -255,3 +255,36 @@ def test_concurrent_syncs_share_one_sync_that_began_after_their_commits(libdir):
     finally:
         release.set()
         st.close()
+
+
+def test_reads_and_seek_data_hole_follow_a_byte_model(libdir):
+    """Random writes (some of zeros) into a sparse file: every read equals the model, and SEEK_DATA/SEEK_HOLE
+    equal the model's page map (a 4 KiB page is data when it holds a non-zero byte; ENXIO → None)."""
+    import random
+
+    rng = random.Random(1)
+    st = Store(libdir)
+    view = LibraryView(st)
+    model = bytearray(3 << 20)
+    fh = view.create(b"/m", S.S_IFREG | 0o644, os.O_RDWR | os.O_CREAT, 0, 0)
+    view.truncate(None, len(model), fh)
+    for _ in range(150):
+        off, n = rng.randrange(len(model) - 70_000), rng.randrange(1, 70_000)
+        data = bytes(n) if rng.random() < 0.2 else rng.randbytes(n)
+        view.write(fh, data, off)
+        model[off : off + n] = data
+    for _ in range(500):
+        off, n = rng.randrange(len(model) + 10), rng.randrange(0, 300_000)
+        assert view.read(fh, n, off) == bytes(model[off : off + n]), (off, n)
+    pages = [any(model[i : i + 4096]) for i in range(0, len(model), 4096)]
+    with st.read() as t:
+        ino = t.lookup(S.ROOT_INO, b"m")
+        for off in [0, len(model) - 1, len(model), -1] + [rng.randrange(len(model)) for _ in range(1000)]:
+            inside = 0 <= off < len(model)
+            later = [(i, p) for i, p in enumerate(pages) if (i + 1) * 4096 > off]
+            want_data = next((max(off, i * 4096) for i, p in later if p), None) if inside else None
+            want_hole = next((max(off, i * 4096) for i, p in later if not p), len(model)) if inside else None
+            assert t.seek_data(ino, off, len(model)) == want_data, off
+            assert t.seek_hole(ino, off, len(model)) == want_hole, off
+    view.release(fh)
+    st.close()
