@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 
 from libraryfs.fs.attrs import AttrOps
 from libraryfs.fs.control import ControlPlane
-from libraryfs.fs.filedata import FileData
+from libraryfs.fs.filedata import FileData, direct_io_name
 from libraryfs.fs.handles import HandleTable
 from libraryfs.fs.listing import DirListing
 from libraryfs.fs.nameops import NameOps
@@ -216,9 +216,14 @@ class LibraryView:
         return self.files.create(path, mode, flags, uid, gid)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True only for a generated file
-        whose size changed since the kernel last asked (:mod:`libraryfs.fs.filedata`)."""
+        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for a generated file whose
+        size changed since the kernel last asked and for SQLite's logs (:mod:`libraryfs.fs.filedata`)."""
         return self.files.open(path, flags)
+
+    def direct_io(self, path: bytes | None) -> bool:
+        """Whether a file created at ``path`` is served with ``direct_io`` (SQLite's ``-wal`` and
+        ``-journal`` files: :func:`~libraryfs.fs.filedata.direct_io_name`)."""
+        return direct_io_name(path)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

@@ -12,6 +12,7 @@ database on the mount must keep through that and through an unmount: every ackno
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 
 from helpers.mount import mount
 from helpers.wait import wait_until
+
+from libraryfs.fs.filedata import DIRECT_IO_SUFFIXES
 
 WRITER = textwrap.dedent(
     """
@@ -114,3 +117,44 @@ def test_wal_database_written_and_read_by_two_connections(libdir, tmp_path):
             assert p.wait(timeout=30) == 0
     with mount(libdir, tmp_path / "mnt", indexer=False) as m:
         _check(m.p("two.db"), 101)
+
+
+def _requests(mnt: str) -> dict[str, int]:
+    """The mount server's FUSE requests served so far, per operation (``status.json``)."""
+    with open(os.path.join(mnt, ".libraryfs", "status.json")) as f:
+        return json.load(f)["fuse_requests"]
+
+
+def test_sqlite_logs_take_one_write_request_per_write_and_no_xattr_query(libdir, tmp_path):
+    """SQLite's ``-wal`` and ``-journal`` files are served with ``direct_io``: a ``write(2)`` of a 4 KiB page
+    at an unaligned offset (as SQLite writes a WAL frame's page, 24 bytes after its header) is one WRITE
+    request, with no ``security.capability`` query before it. Through the page cache the kernel asked that
+    xattr before each write and split the page write in two where it crosses into a page it does not hold
+    (two WRITE requests, two store transactions). The bytes read back the same from another descriptor,
+    and after a remount."""
+    with mount(libdir, tmp_path / "mnt", indexer=False) as m:
+        for suffix in DIRECT_IO_SUFFIXES:
+            path = m.p("db" + suffix.decode())
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, b"H" * 32)  # the file's header; commits the create
+                before = _requests(m.mnt)
+                for i in range(8):  # frames: a 24-byte header, then the page 24 bytes after it
+                    os.pwrite(fd, bytes([i]) * 24, 32 + i * 4120)
+                    os.pwrite(fd, bytes([65 + i]) * 4096, 56 + i * 4120)
+                os.fsync(fd)
+                after = _requests(m.mnt)
+            finally:
+                os.close(fd)
+            delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+            assert delta["write"] == 16, (suffix, delta)
+            assert delta.get("find_xattr", 0) == delta.get("getxattr", 0) == 0, (suffix, delta)
+            with open(path, "rb") as f:
+                data = f.read()
+            assert len(data) == 56 + 7 * 4120 + 4096
+            assert all(data[56 + i * 4120 : 56 + i * 4120 + 4096] == bytes([65 + i]) * 4096 for i in range(8))
+    with mount(libdir, tmp_path / "mnt", indexer=False) as m:
+        for suffix in DIRECT_IO_SUFFIXES:
+            with open(m.p("db" + suffix.decode()), "rb") as f:
+                data = f.read()
+            assert data[:32] == b"H" * 32 and data[32 + 7 * 4120 : 56 + 7 * 4120] == bytes([7]) * 24
