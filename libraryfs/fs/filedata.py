@@ -14,11 +14,11 @@ was last opened at the same inode generation (every data change bumps it, also s
 kernel); otherwise they are dropped at open. Paths are absolute bytes; sizes and offsets bytes; errors
 :mod:`libraryfs.errors` classes.
 
-SQLite's logs (:data:`DIRECT_IO_SUFFIXES`: ``DB-wal``, ``DB-journal``) are opened with ``direct_io``
-(:func:`direct_io_name`; issue 18, docs/benchmarks.md "SQLite's WAL commit"). Through the page cache the
-kernel (Linux 6.x ``fuse_perform_write``) asks, before every ``write(2)``, for the ``security.capability``
-xattr (``file_remove_privs``: one GETXATTR round trip; libfuse 3.14 cannot ask for
-``FUSE_HANDLE_KILLPRIV_V2``, which would let it skip that), and it splits a write that starts inside a page
+SQLite's logs (:data:`DIRECT_IO_SUFFIXES`: ``DB-wal``, ``DB-journal`` beside a file ``DB``) are opened
+with ``direct_io`` (:meth:`FileData.direct_io`; issue 18, docs/benchmarks.md "SQLite's WAL commit").
+Through the page cache the kernel (Linux 6.x ``fuse_perform_write``) asks, before every ``write(2)``, for
+the ``security.capability`` xattr (``file_remove_privs``: one GETXATTR round trip; libfuse 3.14 cannot ask
+for ``FUSE_HANDLE_KILLPRIV_V2``, which would let it skip that), and it splits a write that starts inside a page
 it does not hold (``fuse_fill_write_pages`` ends a request at a partly written page that is not up to date)
 — SQLite's WAL frames (24-byte header, then the page at offset 24) and journal records are never aligned,
 so each of their page writes was two WRITE requests, two store transactions. With ``direct_io`` each
@@ -60,7 +60,8 @@ from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.virtual import set_index_claim
 
 #: Name endings of the logs SQLite writes beside a database ``DB``: its write-ahead log ``DB-wal`` and its
-#: rollback journal ``DB-journal``. Every open of such a name is served with ``direct_io`` (module doc).
+#: rollback journal ``DB-journal``. Every open of such a name beside a file ``DB`` is served with
+#: ``direct_io`` (:meth:`FileData.direct_io`, module doc).
 DIRECT_IO_SUFFIXES = (b"-wal", b"-journal")
 FALLOC_FL_KEEP_SIZE = 0x01  #: fallocate(2): do not change the file size
 FALLOC_FL_PUNCH_HOLE = 0x02  #: fallocate(2): deallocate the range (with KEEP_SIZE only)
@@ -81,10 +82,15 @@ def truncate_node(t: Txn, node: S.Inode, length: int, parent: int, name: bytes) 
     t.journal(S.JournalRecord(S.OP_WRITE, node.ino, parent, name, now))
 
 
-def direct_io_name(path: bytes | None) -> bool:
-    """Whether opens of ``path`` are served with ``direct_io``: its name ends with one of
-    :data:`DIRECT_IO_SUFFIXES` (SQLite's WAL and rollback journal; module doc)."""
-    return path is not None and path.endswith(DIRECT_IO_SUFFIXES)
+def log_base(path: bytes | None) -> bytes | None:
+    """The path of the database whose SQLite log ``path`` would be: ``path`` without the
+    :data:`DIRECT_IO_SUFFIXES` ending it has, or None when it has none (module doc)."""
+    if path is not None:
+        for suffix in DIRECT_IO_SUFFIXES:
+            base = path[: -len(suffix)]
+            if path.endswith(suffix) and base and not base.endswith(b"/"):  # not a bare "/-wal"
+                return base
+    return None
 
 
 class FileData(ViewService):
@@ -198,7 +204,7 @@ class FileData(ViewService):
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
         """Open a file; returns ``(handle, direct_io)``; :meth:`keep_cache` tells whether the kernel may keep
         its cached pages (module doc). ``direct_io`` is True for a generated file whose size changed since
-        the kernel last asked, and for SQLite's logs (:func:`direct_io_name`).
+        the kernel last asked, and for SQLite's logs (:meth:`direct_io`).
 
         O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
         AccessDenied; opening a directory for writing raises IsADir.
@@ -224,6 +230,7 @@ class FileData(ViewService):
             assert node is not None
             if node.is_dir and acc != os.O_RDONLY:
                 raise IsADir("is a directory")
+            direct = node.is_reg and self._is_log(t, path)
         if acc != os.O_RDONLY or flags & os.O_TRUNC:
             require_writable(self.read_only)
         if flags & os.O_TRUNC and acc != os.O_RDONLY and node.is_reg and node.size:
@@ -240,10 +247,30 @@ class FileData(ViewService):
             node = self.store.run_write(fn) or node
         # a linked file: its release needs no read unless this process writes meanwhile (nothing unlinks it)
         seq = self.store.write_seq if node.nlink > 0 else -1
-        direct = direct_io_name(path)
         return self.handles.open_file(
             node.ino, flags, not direct and self._keep_cache(path, node), seq
         ), direct
+
+    def direct_io(self, path: bytes | None) -> bool:
+        """Whether opens of ``path`` are served with ``direct_io``: it is SQLite's log of a database beside
+        it (:meth:`_is_log`; module doc). Reads the store as committed (a pending create stays pending)."""
+        if log_base(path) is None:
+            return False
+        with self.store.read_committed() as t:
+            return self._is_log(t, path)
+
+    def _is_log(self, t: Txn, path: bytes | None) -> bool:
+        """Whether ``path``'s name is a database's name plus ``-wal`` or ``-journal`` (SQLite's logs) and that
+        database is in the same directory (stored, or a pending create) — so that a file of the user's named
+        ``travel-journal`` keeps the page cache."""
+        base = log_base(path)
+        if base is None:
+            return False
+        try:
+            pino, _pnode, name = self.resolver.parent_and_name(t, base)
+        except LibraryError:
+            return False
+        return t.lookup(pino, name) is not None or self.pending.has_name(pino, name)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 
 from libraryfs.fs.attrs import AttrOps
 from libraryfs.fs.control import ControlPlane
-from libraryfs.fs.filedata import FileData, direct_io_name
+from libraryfs.fs.filedata import FileData
 from libraryfs.fs.handles import HandleTable
 from libraryfs.fs.listing import DirListing
 from libraryfs.fs.nameops import NameOps
@@ -222,8 +222,9 @@ class LibraryView:
 
     def direct_io(self, path: bytes | None) -> bool:
         """Whether a file created at ``path`` is served with ``direct_io`` (SQLite's ``-wal`` and
-        ``-journal`` files: :func:`~libraryfs.fs.filedata.direct_io_name`)."""
-        return direct_io_name(path)
+        ``-journal`` files beside their database: :meth:`FileData.direct_io
+        <libraryfs.fs.filedata.FileData.direct_io>`)."""
+        return self.files.direct_io(path)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""

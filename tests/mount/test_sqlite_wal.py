@@ -12,7 +12,9 @@ database on the mount must keep through that and through an unmount: every ackno
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import mmap
 import os
 import signal
 import sqlite3
@@ -21,6 +23,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 
+import pytest
 from helpers.mount import mount
 from helpers.wait import wait_until
 
@@ -126,13 +129,16 @@ def _requests(mnt: str) -> dict[str, int]:
 
 
 def test_sqlite_logs_take_one_write_request_per_write_and_no_xattr_query(libdir, tmp_path):
-    """SQLite's ``-wal`` and ``-journal`` files are served with ``direct_io``: a ``write(2)`` of a 4 KiB page
+    """SQLite's ``-wal`` and ``-journal`` files (beside their database) are served with ``direct_io``: a
+    ``write(2)`` of a 4 KiB page
     at an unaligned offset (as SQLite writes a WAL frame's page, 24 bytes after its header) is one WRITE
     request, with no ``security.capability`` query before it. Through the page cache the kernel asked that
     xattr before each write and split the page write in two where it crosses into a page it does not hold
     (two WRITE requests, two store transactions). The bytes read back the same from another descriptor,
     and after a remount."""
     with mount(libdir, tmp_path / "mnt", indexer=False) as m:
+        with open(m.p("db"), "wb") as f:  # the database beside its logs
+            f.write(b"SQLite format 3\0")
         for suffix in DIRECT_IO_SUFFIXES:
             path = m.p("db" + suffix.decode())
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -179,3 +185,22 @@ def test_wal_database_keeps_every_acknowledged_commit_when_the_server_is_killed(
         p.wait(timeout=30)
     with mount(libdir, tmp_path / "mnt", indexer=False) as m:
         _check(m.p("crash.db"), acked)
+
+
+def test_only_a_log_beside_its_database_skips_the_page_cache(libdir, tmp_path):
+    """``direct_io`` is for SQLite's logs: ``notes-journal`` with no ``notes`` beside it is an ordinary
+    file (a shared ``mmap`` of it works, as of every file served through the page cache), while
+    ``db-journal`` beside ``db`` cannot be mapped shared (ENODEV: the kernel refuses ``MAP_SHARED`` of a
+    ``direct_io`` file without ``FUSE_DIRECT_IO_ALLOW_MMAP``, which libfuse 3.14 cannot ask for) and is
+    read and written as before."""
+    with mount(libdir, tmp_path / "mnt", indexer=False) as m:
+        for name in ("notes-journal", "db", "db-journal"):
+            with open(m.p(name), "wb") as f:
+                f.write(name.encode().ljust(4096, b"."))
+        with open(m.p("notes-journal"), "r+b") as f, mmap.mmap(f.fileno(), 4096) as mm:
+            assert mm[:13] == b"notes-journal"
+        with open(m.p("db-journal"), "r+b") as f:
+            with pytest.raises(OSError) as e:
+                mmap.mmap(f.fileno(), 4096).close()
+            assert e.value.errno == errno.ENODEV
+            assert f.read(10) == b"db-journal"
