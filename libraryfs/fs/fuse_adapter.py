@@ -320,9 +320,13 @@ class FuseOps(mfusepy.Operations):
     # -- files -----------------------------------------------------------------------------------------------
     @_op
     def create(self, path, mode, fi=None):
-        """open(2) with O_CREAT → :meth:`LibraryView.create`; EEXIST with O_EXCL."""
+        """open(2) with O_CREAT → :meth:`LibraryView.create`; EEXIST with O_EXCL; FOPEN_DIRECT_IO for
+        SQLite's logs (:meth:`LibraryView.direct_io`)."""
         uid, gid, _pid = mfusepy.fuse_get_context()
-        fi.fh = self.view.create(_b(path), mode, fi.flags, uid, gid)
+        p = _b(path)
+        fi.fh = self.view.create(p, mode, fi.flags, uid, gid)
+        if self.view.direct_io(p):
+            fi.direct_io = 1
         return 0
 
     @_op

@@ -271,7 +271,13 @@ class Txn:
     def write_data(self, ino: int, offset: int, data: bytes, file_size: int | None = None) -> int:
         """Write ``data`` at ``offset``, touching only the chunks it covers (the caller updates ``size`` and
         ``blocks``). Returns the change of the file's ``blocks`` (I9). ``file_size``: the size before the
-        write, when known: chunks at or past it do not exist (I5), so they are not read."""
+        write, when known: chunks at or past it do not exist (I5), so they are not read.
+
+        A chunk the write covers only in part is read, and its new value is made with **one** copy (a join
+        of the old bytes before the write, the written bytes and the old bytes after it, as views of the
+        value read; a gap past the chunk's stored end reads as zeros): a write inside a chunk (SQLite's
+        24-byte and 4 KiB writes into the 64 KiB chunks of its WAL) copied the chunk three times before
+        (two slices, then their concatenation). Issue 18, docs/benchmarks.md "SQLite's WAL commit"."""
         cs = S.CHUNK_SIZE
         pos = 0
         n_total = len(data)
@@ -286,15 +292,22 @@ class Txn:
                 old = b""
             else:
                 old = kv.get(S.DB_DATA, key) or b""
-            old_pages = (len(old) + 4095) >> 12
-            if coff == 0 and n == cs:
-                new = data[pos : pos + n]
-            else:
-                if len(old) < coff:
-                    old = old + bytes(coff - len(old))
-                new = old[:coff] + data[pos : pos + n] + old[coff + n :]
+            n_old = len(old)
+            piece = data if n == n_total else data[pos : pos + n]
+            end = coff + n
+            if coff == 0 and end >= n_old:  # every stored byte of the chunk is overwritten
+                new = piece
+            elif coff == n_old:  # an append to the chunk
+                new = old + piece
+            elif coff > n_old:  # past the stored end: the old bytes, zeros up to the write, the write
+                new = b"".join((old, bytes(coff - n_old), piece))
+            elif end >= n_old:  # over the stored end
+                new = b"".join((memoryview(old)[:coff], piece))
+            else:  # inside the stored bytes
+                view = memoryview(old)
+                new = b"".join((view[:coff], piece, view[end:]))
             kv.put(S.DB_DATA, key, new)
-            delta += ((len(new) + 4095) >> 12) - old_pages
+            delta += ((len(new) + 4095) >> 12) - ((n_old + 4095) >> 12)
             pos += n
         return delta * 8
 

@@ -216,9 +216,15 @@ class LibraryView:
         return self.files.create(path, mode, flags, uid, gid)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
-        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True only for a generated file
-        whose size changed since the kernel last asked (:mod:`libraryfs.fs.filedata`)."""
+        """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True for a generated file whose
+        size changed since the kernel last asked and for SQLite's logs (:mod:`libraryfs.fs.filedata`)."""
         return self.files.open(path, flags)
+
+    def direct_io(self, path: bytes | None) -> bool:
+        """Whether a file created at ``path`` is served with ``direct_io`` (SQLite's ``-wal`` and
+        ``-journal`` files beside their database: :meth:`FileData.direct_io
+        <libraryfs.fs.filedata.FileData.direct_io>`)."""
+        return self.files.direct_io(path)
 
     def keep_cache(self, fh: int) -> bool:
         """Whether the kernel may keep its cached pages of the file opened as ``fh`` (FOPEN_KEEP_CACHE)."""
