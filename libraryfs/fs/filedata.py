@@ -443,23 +443,25 @@ class FileData(ViewService):
                     same = bool(h.index_dir) and not unlinked and self.virtual.absorbs(t, h.index_dir, node)
         if (h.wrote_after_journal or unlinked or same) and not self.read_only:
 
-            def fn(t: Txn) -> None:
+            def fn(t: Txn) -> bool:
                 """The write transaction of the close: free the inode if this was the last handle of an
-                unlinked file, else absorb a user's ``INDEX.md`` equal to the generated page (checked again
-                here: the read above was a separate transaction), else journal a write made after the
-                handle's first journal record."""
+                unlinked file (returns True), else absorb a user's ``INDEX.md`` equal to the generated page
+                (checked again here: the read above was a separate transaction), else journal a write made
+                after the handle's first journal record."""
                 node = t.inode(h.ino)
                 if node is None:
-                    return
+                    return False
                 if node.nlink == 0 and n <= 0:
                     t.del_inode(h.ino, is_dir=node.is_dir)
-                    return
+                    return True
                 if h.index_dir and n <= 0 and self._absorb(t, h.index_dir, node):
-                    return
+                    return False
                 if h.wrote_after_journal:
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
+                return False
 
-            self.store.run_write(fn)
+            if self.store.run_write(fn):
+                self.handles.retire_ino(h.ino)
 
     def _absorb(self, t: Txn, dir_ino: int, node: S.Inode | None) -> bool:
         """At the last close of a user's ``INDEX.md``: when its bytes are the generated page 0

@@ -9,14 +9,24 @@ The table also counts the open handles of each inode (an unlinked inode lives un
 unlink(2)), the names of hard-linked files the kernel knows (:class:`~libraryfs.fs.aliases.LinkNames`),
 and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
 ``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
-(C11); the view unlinks it for real and remembers the hidden name here only.
+(C11); the view unlinks it for real and remembers the hidden name here only. After the last close libfuse
+unlinks the hidden name, but the kernel may still send OPEN or GETATTR for that name's node (a path walk
+that found the name just before a rename replaced the file): such *retired* hidden names are remembered
+too (the last :data:`RETIRED_MAX`), and the resolver answers them ESTALE, so the kernel walks the path
+again (docs/posix.md C03).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from libraryfs.fs.aliases import LinkNames
+
+#: retired hidden names remembered (module doc); a name is reachable only by a node id the kernel looked up
+#: before the name was retired, which it forgets within moments, and libfuse never makes the same hidden
+#: name again (its names carry a node id and a counter), so a few thousand cover any burst of replacements
+RETIRED_MAX = 4096
 
 
 @dataclass(slots=True)
@@ -61,6 +71,8 @@ class HandleTable:
         self._open: dict[int, int] = {}  # inode → open file handles
         #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
         self.hidden: dict[tuple[int, bytes], int] = {}
+        #: ``(parent ino, .fuse_hidden name)`` of hidden names libfuse has unlinked (module doc), oldest first
+        self.retired: OrderedDict[tuple[int, bytes], None] = OrderedDict()
         #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
         self.links = LinkNames()
         self._next_fh = 1
@@ -69,6 +81,23 @@ class HandleTable:
         fh = self._next_fh
         self._next_fh += 1
         return fh
+
+    def retire_hidden(self, key: tuple[int, bytes]) -> None:
+        """Forget hidden name ``key`` = ``(parent ino, name)`` and remember it as retired (the resolver
+        answers it ESTALE; at most :data:`RETIRED_MAX` are kept, the oldest dropped first)."""
+        self.hidden.pop(key, None)
+        self.retired[key] = None
+        self.retired.move_to_end(key)
+        while len(self.retired) > RETIRED_MAX:
+            self.retired.popitem(last=False)
+
+    def retire_ino(self, ino: int) -> None:
+        """Retire every hidden name of inode ``ino`` (:meth:`retire_hidden`): its last handle was closed and
+        the inode freed. With several FUSE workers libfuse may never unlink such a name: its ``release`` can
+        be served between the view's hide and libfuse marking the node hidden (docs/posix.md C03)."""
+        if self.hidden:
+            for key in [k for k, v in self.hidden.items() if v == ino]:
+                self.retire_hidden(key)
 
     # -- files ---------------------------------------------------------------------------------------------
     def open_file(self, ino: int, flags: int, keep_cache: bool = False, committed_seq: int = -1) -> int:

@@ -337,6 +337,8 @@ class NameOps(ViewService):
                         t.del_inode(hino, is_dir=node.is_dir)
                     gone.append((pino, name))
                     return
+                if (pino, name) in self.handles.retired:  # libfuse's unlink after the close that freed it
+                    return
                 if self.virtual.is_generated_name(t, name, pino):
                     raise AccessDenied("generated files are read-only")
                 raise NotFound("no such file")
@@ -350,7 +352,7 @@ class NameOps(ViewService):
 
         self.store.run_write(fn)
         for k in gone:
-            self.handles.hidden.pop(k, None)
+            self.handles.retire_hidden(k)
         self.handles.links.forget(path)
 
     def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
@@ -437,6 +439,8 @@ class NameOps(ViewService):
             return False
         if res[3]:
             self.handles.hidden[(res[0], res[1])] = res[2]
+        else:  # closed already: libfuse's node of the hidden name has nothing behind it (ESTALE)
+            self.handles.retire_hidden((res[0], res[1]))
         self.handles.links.forget(old)
         return True
 
