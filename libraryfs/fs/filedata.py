@@ -80,6 +80,8 @@ class FileData(ViewService):
         self.cached_gen: dict[bytes, tuple[int, int]] = {}
         #: new files not yet in the store, by handle (:mod:`libraryfs.fs.pending`)
         self.pending = PendingCreates(store)
+        #: the orphans the last :meth:`reclaim_orphans` left registered (due at the next call)
+        self._orphans_seen: frozenset[int] = frozenset()
 
     def _keep_cache(self, path: bytes, node: S.Inode) -> bool:
         """Whether the kernel's cached pages of ``path`` are current (module doc), and remember this open."""
@@ -497,13 +499,55 @@ class FileData(ViewService):
             self.pending.commit_all(raise_errors=True)
 
     def purge_orphans(self) -> int:
-        """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
+        """Delete inodes left with nlink 0 by a crash while they were open, and empty the orphan register
+        (``config[orphans]``); returns how many were deleted. Only for a process that knows no handle of
+        any mount holds one (the mount server starting alone)."""
 
         def fn(t: Txn) -> int:
             """The write transaction: delete every non-directory inode with nlink 0; returns how many."""
             dead = [n.ino for n in t.iter_inodes() if n.nlink == 0 and not n.is_dir]
             for ino in dead:
                 t.del_inode(ino)
+            t.put_orphans(set())
             return len(dead)
 
         return self.store.run_write(fn)
+
+    def reclaim_orphans(self, *, grace: bool = True) -> int:
+        """Free the registered orphans (``config[orphans]``: files another process — the MCP server — left
+        with nlink 0 because a mount might hold them open, :attr:`NameOps.defer_free
+        <libraryfs.fs.nameops.NameOps.defer_free>`) that no handle of this view holds; returns how many.
+
+        The mount calls it from its background pass (every :data:`~libraryfs.fs.mount.POLL_S`) with
+        ``grace``: an orphan is freed only when the previous call saw it registered too, so an ``open`` that
+        resolved the name just before the replacing commit has registered its handle by then (one read
+        transaction when the register is empty). The MCP server calls it without ``grace`` once it knows no
+        mount runs (no other handle can exist). A registered inode that is gone, or named again, is dropped
+        from the register. Read-only: nothing (0)."""
+        if self.read_only:
+            return 0
+        with self.store.read() as t:
+            if not t.orphans():
+                self._orphans_seen = frozenset()
+                return 0
+        seen = self._orphans_seen
+
+        def fn(t: Txn) -> tuple[int, frozenset[int]]:
+            """The write transaction: free the orphans due, keep the others registered; returns
+            ``(freed, inodes still registered)``."""
+            keep: set[int] = set()
+            freed = 0
+            for ino in t.orphans():
+                node = t.inode(ino)
+                if node is None or node.nlink > 0:
+                    continue
+                if self.handles.open_count(ino) or (grace and ino not in seen):
+                    keep.add(ino)
+                    continue
+                t.del_inode(ino, is_dir=node.is_dir)
+                freed += 1
+            t.put_orphans(keep)
+            return freed, frozenset(keep)
+
+        freed, self._orphans_seen = self.store.run_write(fn)
+        return freed

@@ -146,6 +146,11 @@ class NameOps(ViewService):
     #: a rename to libfuse's hidden-name pattern of a file no handle has open is an unlink (the mount with
     #: several FUSE workers: :meth:`_hide`); off, it is an ordinary rename
     hide_closed = False
+    #: this view does not serve the mount but may run beside one (the MCP server): a file losing its last
+    #: name is never freed at once — a mount may hold it open — but kept with nlink 0 and registered in
+    #: ``config[orphans]`` (:meth:`_last_name_gone`); off (the mount, offline tools), it is freed unless this
+    #: view holds it open
+    defer_free = False
 
     # ------------------------------------------------------------------------------------------------
     # directories
@@ -362,13 +367,28 @@ class NameOps(ViewService):
         claim_on_removal(t, self.virtual, pino, name)
         node.nlink -= 1
         node.ctime_ns = now
-        if node.nlink <= 0 and self.handles.open_count(node.ino) == 0:
-            t.del_inode(node.ino, is_dir=node.is_dir)
+        if node.nlink <= 0:
+            self._last_name_gone(t, node)
         else:
             t.put_inode(node)
         touch_dir(pnode, now)
         t.put_inode(pnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, pino, name, now))
+
+    def _last_name_gone(self, t: Txn, node: S.Inode) -> None:
+        """File ``node`` (not a directory, nlink 0 now) lost its last name in ``t``: free it, unless a handle
+        may still hold it open (POSIX unlink(2), rename(2): an open file lives until its last close) — one of
+        this view's (freed at that close, :meth:`FileData.release <libraryfs.fs.filedata.FileData.release>`)
+        or, with :attr:`defer_free`, a mount's that this view cannot see: then it is registered in
+        ``config[orphans]`` (:meth:`FileData.reclaim_orphans <libraryfs.fs.filedata.FileData.reclaim_orphans>`
+        frees it later)."""
+        if self.handles.open_count(node.ino):
+            t.put_inode(node)
+        elif self.defer_free:
+            t.put_inode(node)
+            t.put_orphans(t.orphans() | {node.ino})
+        else:
+            t.del_inode(node.ino, is_dir=node.is_dir)
 
     def _claim_generated_index(self, t: Txn, dir_ino: int) -> None:
         """``unlink`` of the generated ``INDEX.md`` of directory ``dir_ino``: claim the name
@@ -555,8 +575,8 @@ class NameOps(ViewService):
         else:
             dnode.nlink -= 1
             dnode.ctime_ns = now
-            if dnode.nlink <= 0 and self.handles.open_count(dst.ino) == 0:
-                t.del_inode(dst.ino)
+            if dnode.nlink <= 0:
+                self._last_name_gone(t, dnode)
             else:
                 t.put_inode(dnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, dst.ino, dst.parent, dst.name, now))

@@ -151,6 +151,10 @@ CFG_TOC_DIRTY_LOG = (
 #: JSON list of directory inos the indexer owes a TOC although no journal record after the cursor names them
 #: (deferred until they settle; queued by ``check --repair``): committed with the cursor, read at each pass
 CFG_TOC_PENDING = b"toc_pending"
+#: JSON list of inode numbers left with nlink 0 by a process that cannot know whether a mount holds them open
+#: (the MCP server replacing or removing a file's last name): the mount frees each once no handle of it holds
+#: the inode (its background pass), the MCP server when no mount runs, the next mount's start after a crash
+CFG_ORPHANS = b"orphans"
 CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer (state, pid, passes, last report)
 CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server (mountpoint, pid, options)
 #: prefix on a shared (etcd) store: one such JSON per live read-write mount, key + ``host:libdir``
