@@ -66,8 +66,8 @@ I2  Every dirent ``(p, name) → c`` names an existing inode ``c``; ``p`` is an 
 I3  A directory is named by exactly one dirent, mirrored in ``dirparent``; following ``dirparent`` from
     any directory reaches the root without a cycle.
 I4  ``nlink`` of a regular file or symlink equals the number of dirents naming it (0 only while a
-    handle of a running mount holds it open — such orphans are removed at the next mount or by ``check
-    --repair``). ``nlink`` of a directory equals ``2 + number of child directories``.
+    handle of a running mount holds it open, or while ``config[orphans]`` registers it for the mount to
+    free — such orphans are removed at the next mount or by ``check --repair``). ``nlink`` of a directory equals ``2 + number of child directories``.
 I5  Data chunks exist only for regular files and symlinks, only for chunk numbers
     ``< ceil(size / CHUNK_SIZE)``, and no chunk extends past ``size``. A missing chunk reads as zeros
     (sparse file).

@@ -318,9 +318,15 @@ class LibraryView:
         self.names.link(existing, new)
 
     def unlink(self, path: bytes) -> None:
-        """Remove a name; an open file keeps its data until the last close (POSIX unlink)."""
+        """Remove a name; an open file keeps its data until the last close (POSIX unlink); beside a mount
+        (``mount_alive``) a file left without names is the mount's to free (:meth:`settle_orphans`)."""
         self.names.unlink(path)
+        if self.mount_alive is not None:
+            self.settle_orphans()
 
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
-        """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE."""
+        """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE; beside a
+        mount (``mount_alive``) a replaced file is the mount's to free (:meth:`settle_orphans`)."""
         self.names.rename(old, new, flags)
+        if self.mount_alive is not None:
+            self.settle_orphans()
