@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import stat as _stat
+import time
 
 from libraryfs.errors import (
     AccessDenied,
@@ -444,26 +445,61 @@ class FileData(ViewService):
                     unlinked = node.nlink == 0
                     same = bool(h.index_dir) and not unlinked and self.virtual.absorbs(t, h.index_dir, node)
         if (h.wrote_after_journal or unlinked or same) and not self.read_only:
+            hidden = n <= 0 and bool(self.handles.hidden_names(h.ino))
 
-            def fn(t: Txn) -> bool:
+            def fn(t: Txn) -> None:
                 """The write transaction of the close: free the inode if this was the last handle of an
-                unlinked file (returns True), else absorb a user's ``INDEX.md`` equal to the generated page
-                (checked again here: the read above was a separate transaction), else journal a write made
-                after the handle's first journal record."""
+                unlinked file (one a libfuse hidden name reaches lingers instead: :meth:`expire_hidden`),
+                else absorb a user's ``INDEX.md`` equal to the generated page (checked again here: the read
+                above was a separate transaction), else journal a write made after the handle's first
+                journal record."""
                 node = t.inode(h.ino)
                 if node is None:
-                    return False
+                    return
                 if node.nlink == 0 and n <= 0:
-                    t.del_inode(h.ino, is_dir=node.is_dir)
-                    return True
+                    if not hidden:
+                        t.del_inode(h.ino, is_dir=node.is_dir)
+                    return
                 if h.index_dir and n <= 0 and self._absorb(t, h.index_dir, node):
-                    return False
+                    return
                 if h.wrote_after_journal:
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
-                return False
 
-            if self.store.run_write(fn):
-                self.handles.retire_ino(h.ino)
+            self.store.run_write(fn)
+        if n <= 0 and self.handles.hidden:
+            self.handles.linger_ino(h.ino, time.monotonic())
+
+    def expire_hidden(self, everything: bool = False) -> int:
+        """Free the files that only a libfuse hidden name still reaches once they have lingered
+        :data:`~libraryfs.fs.handles.LINGER_S` after their last close (``everything``: now, at unmount),
+        and retire those names (ESTALE from then on; :mod:`libraryfs.fs.handles`). A file opened again
+        through its name is kept (it lingers anew at its last close). Called at the start of the requests
+        that end or replace names and handles (open, release, rename, unlink): on the thread serving
+        requests, so no request is resolving such a name meanwhile. Returns how many inodes were freed."""
+        due = self.handles.due(time.monotonic(), everything) if self.handles.linger else []
+        if not due:
+            return 0
+        free: set[int] = set()
+        for key, ino in due:
+            if self.handles.open_count(ino):
+                continue
+            self.handles.retire_hidden(key)
+            if not self.handles.hidden_names(ino):
+                free.add(ino)
+        if not free or self.read_only:
+            return 0
+
+        def fn(t: Txn) -> int:
+            """The write transaction: delete each inode of ``free`` still without a name."""
+            n = 0
+            for ino in free:
+                node = t.inode(ino)
+                if node is not None and node.nlink == 0:
+                    t.del_inode(ino, is_dir=node.is_dir)
+                    n += 1
+            return n
+
+        return self.store.run_write(fn)
 
     def _absorb(self, t: Txn, dir_ino: int, node: S.Inode | None) -> bool:
         """At the last close of a user's ``INDEX.md``: when its bytes are the generated page 0

@@ -10,10 +10,12 @@ unlink(2)), the names of hard-linked files the kernel knows (:class:`~libraryfs.
 and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
 ``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
 (C11); the view unlinks it for real and remembers the hidden name here only. After the last close libfuse
-unlinks the hidden name, but the kernel may still send OPEN or GETATTR for that name's node (a path walk
-that found the name just before a rename replaced the file): such *retired* hidden names are remembered
-too (the last :data:`RETIRED_MAX`), and the resolver answers them ESTALE, so the kernel walks the path
-again (docs/posix.md C03).
+unlinks the hidden name, but the kernel may still send OPEN or GETATTR for that name's node: a path walk
+that found the file's name just before a rename replaced it (``mv -f tmp name`` beside ``cat name``). So
+the file *lingers*: its hidden name keeps reaching it for :data:`LINGER_S` after its last close, as an ext4
+inode lives while the kernel still holds it, and such an open reads the replaced bytes; then the file is
+freed and the name *retired* (the last :data:`RETIRED_MAX` are remembered), which the resolver answers
+ESTALE so the kernel walks the path again (docs/posix.md C03).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from libraryfs.fs.aliases import LinkNames
+
+#: seconds a file reachable only by a libfuse hidden name stays after its last close (module doc): the
+#: kernel sends OPEN for such a node microseconds to milliseconds after its path walk; later it is ESTALE
+LINGER_S = 2.0
 
 #: retired hidden names remembered (module doc); a name is reachable only by a node id the kernel looked up
 #: before the name was retired, which it forgets within moments, and libfuse never makes the same hidden
@@ -73,6 +79,8 @@ class HandleTable:
         self.hidden: dict[tuple[int, bytes], int] = {}
         #: ``(parent ino, .fuse_hidden name)`` of hidden names libfuse has unlinked (module doc), oldest first
         self.retired: OrderedDict[tuple[int, bytes], None] = OrderedDict()
+        #: hidden names whose file no handle holds: ``(parent ino, name) → monotonic deadline``, oldest first
+        self.linger: OrderedDict[tuple[int, bytes], float] = OrderedDict()
         #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
         self.links = LinkNames()
         self._next_fh = 1
@@ -86,18 +94,37 @@ class HandleTable:
         """Forget hidden name ``key`` = ``(parent ino, name)`` and remember it as retired (the resolver
         answers it ESTALE; at most :data:`RETIRED_MAX` are kept, the oldest dropped first)."""
         self.hidden.pop(key, None)
+        self.linger.pop(key, None)
         self.retired[key] = None
         self.retired.move_to_end(key)
         while len(self.retired) > RETIRED_MAX:
             self.retired.popitem(last=False)
 
-    def retire_ino(self, ino: int) -> None:
-        """Retire every hidden name of inode ``ino`` (:meth:`retire_hidden`): its last handle was closed and
-        the inode freed. With several FUSE workers libfuse may never unlink such a name: its ``release`` can
-        be served between the view's hide and libfuse marking the node hidden (docs/posix.md C03)."""
-        if self.hidden:
-            for key in [k for k, v in self.hidden.items() if v == ino]:
-                self.retire_hidden(key)
+    def hidden_names(self, ino: int) -> list[tuple[int, bytes]]:
+        """The hidden names (``(parent ino, name)``) that reach inode ``ino``."""
+        return [k for k, v in self.hidden.items() if v == ino] if self.hidden else []
+
+    def linger_ino(self, ino: int, now: float) -> None:
+        """Let every hidden name of inode ``ino`` (no handle holds it any more) reach it until ``now`` +
+        :data:`LINGER_S` (monotonic s), then :meth:`due` hands it over to be freed."""
+        for key in self.hidden_names(ino):
+            self.linger[key] = now + LINGER_S
+            self.linger.move_to_end(key)
+
+    def due(self, now: float, everything: bool = False) -> list[tuple[tuple[int, bytes], int]]:
+        """The lingering hidden names whose time is up at ``now`` (all of them with ``everything``), removed
+        from :attr:`linger`: ``((parent ino, name), ino)`` each. The caller frees each inode no handle
+        holds and retires the name (:meth:`retire_hidden`); one opened again lingers anew at its last close."""
+        out = []
+        while self.linger:
+            key, deadline = next(iter(self.linger.items()))
+            if deadline > now and not everything:
+                break
+            del self.linger[key]
+            ino = self.hidden.get(key)
+            if ino is not None:
+                out.append((key, ino))
+        return out
 
     # -- files ---------------------------------------------------------------------------------------------
     def open_file(self, ino: int, flags: int, keep_cache: bool = False, committed_seq: int = -1) -> int:

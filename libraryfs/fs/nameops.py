@@ -16,6 +16,7 @@ classes, whose errno follows the POSIX page named in each docstring. Behaviour a
 from __future__ import annotations
 
 import stat as _stat
+import time
 from dataclasses import dataclass
 
 from libraryfs.errors import (
@@ -311,12 +312,13 @@ class NameOps(ViewService):
         (it is derived from the directory and comes back; C05).
         """
         require_writable(self.read_only)
-        gone: list[tuple[int, bytes]] = []
+        gone: list[tuple[int, int]] = []
 
         def fn(t: Txn) -> None:
             """The write transaction: drop the stored name (the inode goes with its last name unless open),
-            claim a generated ``INDEX.md``, ignore a ``.index/`` page, or free a libfuse hidden name (noted
-            in ``gone``). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
+            claim a generated ``INDEX.md``, ignore a ``.index/`` page, or let a libfuse hidden name's file
+            linger (noted in ``gone``: :meth:`FileData.expire_hidden
+            <libraryfs.fs.filedata.FileData.expire_hidden>` frees it). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
             NotADir, Busy (the root)."""
             gone.clear()
             walked = True
@@ -336,13 +338,11 @@ class NameOps(ViewService):
                 if not walked:  # now raises the walk's own error (ENOENT, ENOTDIR, EBUSY for the root)
                     pino, pnode, name = self.resolver.parent_and_name(t, path)
                 hino = self.handles.hidden.get((pino, name))
-                if hino is not None:  # libfuse removes a hidden name after the last close
-                    node = t.inode(hino)
-                    if node is not None and node.nlink <= 0 and self.handles.open_count(hino) == 0:
-                        t.del_inode(hino, is_dir=node.is_dir)
-                    gone.append((pino, name))
+                if hino is not None:  # libfuse removes a hidden name after the last close: it lingers
+                    if not self.handles.open_count(hino):
+                        gone.append((pino, hino))
                     return
-                if (pino, name) in self.handles.retired:  # libfuse's unlink after the close that freed it
+                if (pino, name) in self.handles.retired:  # libfuse's unlink of a name retired already
                     return
                 if self.virtual.is_generated_name(t, name, pino):
                     raise AccessDenied("generated files are read-only")
@@ -356,18 +356,22 @@ class NameOps(ViewService):
             self._drop_name(t, pino, pnode, name, node)
 
         self.store.run_write(fn)
-        for k in gone:
-            self.handles.retire_hidden(k)
+        for _pino, hino in gone:  # its hidden name may still be sent by the kernel: the file lingers
+            if not any(k in self.handles.linger for k in self.handles.hidden_names(hino)):
+                self.handles.linger_ino(hino, time.monotonic())
         self.handles.links.forget(path)
 
-    def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
-        """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open."""
+    def _drop_name(
+        self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode, *, keep: bool = False
+    ) -> None:
+        """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open
+        (:meth:`_last_name_gone`) or ``keep`` (a hidden name will reach it)."""
         now = now_ns()
         t.del_dirent(pino, name)
         claim_on_removal(t, self.virtual, pino, name)
         node.nlink -= 1
         node.ctime_ns = now
-        if node.nlink <= 0:
+        if node.nlink <= 0 and not keep:
             self._last_name_gone(t, node)
         else:
             t.put_inode(node)
@@ -430,7 +434,7 @@ class NameOps(ViewService):
         ``old`` open and :attr:`hide_closed` is off (then it is an ordinary rename).
 
         With :attr:`hide_closed` (the multithreaded mount), a file no handle has open any more is unlinked
-        and no hidden name is kept: with several FUSE workers, the last ``release`` can be served between
+        and lingers under its hidden name (:mod:`libraryfs.fs.handles`): with several FUSE workers, the last ``release`` can be served between
         libfuse's "is it open?" check of an ``unlink`` and this rename (libfuse takes no path lock for a
         release with ``nullpath_ok``), and libfuse then never unlinks the hidden name (its open count is
         already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
@@ -451,16 +455,15 @@ class NameOps(ViewService):
             node = t.inode(src)
             if node is None or node.is_dir:
                 return None
-            self._drop_name(t, sp, spn, sname, node)
+            self._drop_name(t, sp, spn, sname, node, keep=True)
             return dp, dname, src, self.handles.open_count(src) > 0
 
         res = self.store.run_write(fn)
         if res is None:
             return False
-        if res[3]:
-            self.handles.hidden[(res[0], res[1])] = res[2]
-        else:  # closed already: libfuse's node of the hidden name has nothing behind it (ESTALE)
-            self.handles.retire_hidden((res[0], res[1]))
+        self.handles.hidden[(res[0], res[1])] = res[2]
+        if not res[3]:  # closed already: libfuse's node of the hidden name may still be sent, it lingers
+            self.handles.linger_ino(res[2], time.monotonic())
         self.handles.links.forget(old)
         return True
 

@@ -139,6 +139,8 @@ def test_libfuse_hidden_rename_is_an_unlink_that_keeps_a_path(v, store):
     v.truncate(HIDDEN, 4)
     v.release(fh)
     v.unlink(HIDDEN)  # what libfuse does after the last close
+    assert v.getattr(HIDDEN)["st_ino"] == ino  # the file lingers for a kernel node of the name (C03)
+    assert v.files.expire_hidden(everything=True) == 1
     with pytest.raises(NotFound):
         v.getattr(HIDDEN)
     with store.read() as t:
@@ -161,7 +163,9 @@ def test_with_several_workers_a_hide_that_comes_after_the_last_close_is_an_unlin
     mkfile(v, b"/t.md", b"x")
     ino = v.getattr(b"/t.md")["st_ino"]
     v.rename(b"/t.md", HIDDEN)  # closed already: the unlink it stands for
-    assert real_names(v, b"/") == [] and v.hidden == {}
+    assert real_names(v, b"/") == []
+    assert v.files.expire_hidden(everything=True) == 1  # it lingered (C03), now freed
+    assert v.hidden == {}
     with pytest.raises(NotFound):
         v.getattr(HIDDEN)
     with store.read() as t:
@@ -307,41 +311,54 @@ def _errno_of(fn, *args) -> int | None:
     return None
 
 
-def test_a_hidden_name_libfuse_has_unlinked_is_stale_not_missing(v, store):
+def test_a_hidden_name_libfuse_has_unlinked_reaches_the_old_file_then_is_stale(v, store):
     """docs/posix.md C03: ``mv -f tmp t.md`` over an open ``t.md``: libfuse hides it, unlinks the hidden
     name after the last close, and may then still send OPEN for the node (a path walk that found ``t.md``
-    just before the rename). ESTALE makes the kernel walk the path again; ENOENT failed the open."""
+    just before the rename); the view answered ENOENT, which failed the open. The file now lingers: such an
+    open reads the replaced bytes (as on ext4); once freed, the name is ESTALE (the kernel walks again)."""
     mkfile(v, b"/t.md", b"old")
+    ino = v.getattr(b"/t.md")["st_ino"]
     fh = v.open(b"/t.md", os.O_RDONLY)[0]
     v.rename(b"/t.md", HIDDEN)  # libfuse's hide, then the rename it is for
     mkfile(v, b"/tmp", b"new")
     v.rename(b"/tmp", b"/t.md")
     v.release(fh)
     v.unlink(HIDDEN)  # libfuse, after the last close
+    assert cat(v, HIDDEN) == b"old"  # the late OPEN of the old node
+    assert v.getattr(HIDDEN)["st_ino"] == ino
+    assert cat(v, b"/t.md") == b"new" and real_names(v, b"/") == [b"t.md"]
+    assert v.files.expire_hidden() == 0  # not yet due
+    assert v.files.expire_hidden(everything=True) == 1
+    with store.read() as t:
+        assert t.inode(ino) is None
     assert _errno_of(v.open, HIDDEN, os.O_RDONLY) == errno.ESTALE
     assert _errno_of(v.getattr, HIDDEN) == errno.ESTALE
+    v.unlink(HIDDEN)  # a late unlink of a retired name changes nothing
     # a hidden name never used is absent, as libfuse's probe for a free hidden name needs
     assert _errno_of(v.getattr, b"/.fuse_hidden0000000b00000002") == errno.ENOENT
-    assert cat(v, b"/t.md") == b"new" and real_names(v, b"/") == [b"t.md"]
 
 
-def test_with_several_workers_a_close_before_the_hide_is_marked_retires_the_hidden_name(v, store):
+def test_with_several_workers_a_close_before_the_hide_is_marked_lets_the_file_linger(v, store):
     """With several workers the last ``release`` can be served after the view hid the file but before
-    libfuse marked its node hidden: libfuse then never unlinks the hidden name. The close frees the file;
-    its hidden name must answer ESTALE (it answered ENOENT and stayed in the table for good)."""
+    libfuse marked its node hidden: libfuse then never unlinks the hidden name. The view kept the name
+    mapped to the freed inode (ENOENT, and an entry never dropped); now the file lingers, then is freed."""
     v.serve_from(lambda: True, workers=4)
     mkfile(v, b"/t.md", b"old")
     ino = v.getattr(b"/t.md")["st_ino"]
     fh = v.open(b"/t.md", os.O_RDONLY)[0]
     v.rename(b"/t.md", HIDDEN)
     v.release(fh)  # no unlink of HIDDEN follows
+    assert cat(v, HIDDEN) == b"old"
+    assert v.files.expire_hidden(everything=True) == 1
     with store.read() as t:
         assert t.inode(ino) is None
     assert v.hidden == {}
     assert _errno_of(v.open, HIDDEN, os.O_RDONLY) == errno.ESTALE
-    # the hide of a file closed already (an unlink, above) leaves a stale name too
+    # the hide of a file closed already (an unlink, above) lingers the same way
     mkfile(v, b"/u.md", b"x")
     v.rename(b"/u.md", b"/.fuse_hidden0000000c00000003")
+    assert cat(v, b"/.fuse_hidden0000000c00000003") == b"x"
+    assert v.files.expire_hidden(everything=True) == 1
     assert _errno_of(v.getattr, b"/.fuse_hidden0000000c00000003") == errno.ESTALE
 
 
