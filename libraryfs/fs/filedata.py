@@ -181,8 +181,17 @@ class FileData(ViewService):
         since the kernel last asked.
 
         O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
-        AccessDenied; opening a directory for writing raises IsADir.
+        AccessDenied; opening a directory for writing raises IsADir. While hidden names exist, under the
+        handle table's lock: the path may be one the mount's background thread is retiring
+        (:meth:`expire_hidden`), whose file must not be freed under the new handle.
         """
+        if not self.handles.hidden:
+            return self._open(path, flags)
+        with self.handles.lock:
+            return self._open(path, flags)
+
+    def _open(self, path: bytes, flags: int) -> tuple[int, bool]:
+        """:meth:`open` itself."""
         acc = flags & os.O_ACCMODE
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
@@ -473,19 +482,19 @@ class FileData(ViewService):
         """Free the files that only a libfuse hidden name still reaches once they have lingered
         :data:`~libraryfs.fs.handles.LINGER_S` after their last close (``everything``: now, at unmount),
         and retire those names (ESTALE from then on; :mod:`libraryfs.fs.handles`). A file opened again
-        through its name is kept (it lingers anew at its last close). Called at the start of the requests
-        that end or replace names and handles (open, release, rename, unlink): on the thread serving
-        requests, so no request is resolving such a name meanwhile. Returns how many inodes were freed."""
-        due = self.handles.due(time.monotonic(), everything) if self.handles.linger else []
-        if not due:
+        through its name is kept (it lingers anew at its last close). Called by the mount's background
+        pass (every 0.2 s) and at unmount; names are retired under the handle table's lock, which
+        :meth:`open` takes while hidden names exist. Returns how many inodes were freed."""
+        if not self.handles.linger:
             return 0
         free: set[int] = set()
-        for key, ino in due:
-            if self.handles.open_count(ino):
-                continue
-            self.handles.retire_hidden(key)
-            if not self.handles.hidden_names(ino):
-                free.add(ino)
+        with self.handles.lock:  # no open resolves a name while it is retired (:meth:`open`)
+            for key, ino in self.handles.due(time.monotonic(), everything):
+                if self.handles.open_count(ino):
+                    continue
+                self.handles.retire_hidden(key)
+                if not self.handles.hidden_names(ino):
+                    free.add(ino)
         if not free or self.read_only:
             return 0
 

@@ -20,14 +20,16 @@ ESTALE so the kernel walks the path again (docs/posix.md C03).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from libraryfs.fs.aliases import LinkNames
 
 #: seconds a file reachable only by a libfuse hidden name stays after its last close (module doc): the
-#: kernel sends OPEN for such a node microseconds to milliseconds after its path walk; later it is ESTALE
-LINGER_S = 2.0
+#: kernel sends OPEN for such a node microseconds to milliseconds after its path walk; later it is ESTALE.
+#: Kept short: ``libraryfs check`` of a mounted library counts such a file as an orphan meanwhile
+LINGER_S = 0.5
 
 #: retired hidden names remembered (module doc); a name is reachable only by a node id the kernel looked up
 #: before the name was retired, which it forgets within moments, and libfuse never makes the same hidden
@@ -68,7 +70,8 @@ class HandleTable:
     """File handles, directory handles, open counts per inode, and libfuse's hidden names (module doc).
 
     Not thread-safe by itself: the FUSE handlers run one at a time (the single-threaded loop, or under the
-    multithreaded server's lock, :mod:`libraryfs.fs.serverlock`).
+    multithreaded server's lock, :mod:`libraryfs.fs.serverlock`); the hidden names are also retired by the
+    mount's background thread, under :attr:`lock`.
     """
 
     def __init__(self) -> None:
@@ -81,6 +84,9 @@ class HandleTable:
         self.retired: OrderedDict[tuple[int, bytes], None] = OrderedDict()
         #: hidden names whose file no handle holds: ``(parent ino, name) → monotonic deadline``, oldest first
         self.linger: OrderedDict[tuple[int, bytes], float] = OrderedDict()
+        #: held while hidden names are retired (the mount's background thread) and while a request that
+        #: may resolve one opens a handle, so no handle is opened on a file being freed
+        self.lock = threading.RLock()
         #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
         self.links = LinkNames()
         self._next_fh = 1
@@ -93,12 +99,13 @@ class HandleTable:
     def retire_hidden(self, key: tuple[int, bytes]) -> None:
         """Forget hidden name ``key`` = ``(parent ino, name)`` and remember it as retired (the resolver
         answers it ESTALE; at most :data:`RETIRED_MAX` are kept, the oldest dropped first)."""
-        self.hidden.pop(key, None)
-        self.linger.pop(key, None)
-        self.retired[key] = None
-        self.retired.move_to_end(key)
-        while len(self.retired) > RETIRED_MAX:
-            self.retired.popitem(last=False)
+        with self.lock:
+            self.hidden.pop(key, None)
+            self.linger.pop(key, None)
+            self.retired[key] = None
+            self.retired.move_to_end(key)
+            while len(self.retired) > RETIRED_MAX:
+                self.retired.popitem(last=False)
 
     def hidden_names(self, ino: int) -> list[tuple[int, bytes]]:
         """The hidden names (``(parent ino, name)``) that reach inode ``ino``."""
@@ -107,23 +114,25 @@ class HandleTable:
     def linger_ino(self, ino: int, now: float) -> None:
         """Let every hidden name of inode ``ino`` (no handle holds it any more) reach it until ``now`` +
         :data:`LINGER_S` (monotonic s), then :meth:`due` hands it over to be freed."""
-        for key in self.hidden_names(ino):
-            self.linger[key] = now + LINGER_S
-            self.linger.move_to_end(key)
+        with self.lock:
+            for key in self.hidden_names(ino):
+                self.linger[key] = now + LINGER_S
+                self.linger.move_to_end(key)
 
     def due(self, now: float, everything: bool = False) -> list[tuple[tuple[int, bytes], int]]:
         """The lingering hidden names whose time is up at ``now`` (all of them with ``everything``), removed
         from :attr:`linger`: ``((parent ino, name), ino)`` each. The caller frees each inode no handle
         holds and retires the name (:meth:`retire_hidden`); one opened again lingers anew at its last close."""
         out = []
-        while self.linger:
-            key, deadline = next(iter(self.linger.items()))
-            if deadline > now and not everything:
-                break
-            del self.linger[key]
-            ino = self.hidden.get(key)
-            if ino is not None:
-                out.append((key, ino))
+        with self.lock:
+            while self.linger:
+                key, deadline = next(iter(self.linger.items()))
+                if deadline > now and not everything:
+                    break
+                del self.linger[key]
+                ino = self.hidden.get(key)
+                if ino is not None:
+                    out.append((key, ino))
         return out
 
     # -- files ---------------------------------------------------------------------------------------------

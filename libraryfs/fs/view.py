@@ -218,13 +218,11 @@ class LibraryView:
     # -- file data (FileData) -----------------------------------------------------------------------------------
     def create(self, path: bytes, mode: int, flags: int, uid: int, gid: int) -> int:
         """``open(O_CREAT)``: create (or, without O_EXCL, open) a regular file; returns a handle."""
-        self._expire_hidden()
         return self.files.create(path, mode, flags, uid, gid)
 
     def open(self, path: bytes, flags: int) -> tuple[int, bool]:
         """Open a file; returns ``(handle, direct_io)``. ``direct_io`` is True only for a generated file
         whose size changed since the kernel last asked (:mod:`libraryfs.fs.filedata`)."""
-        self._expire_hidden()
         return self.files.open(path, flags)
 
     def keep_cache(self, fh: int) -> bool:
@@ -250,8 +248,7 @@ class LibraryView:
 
     def release(self, fh: int) -> None:
         """Close a handle; the last close of an unlinked file frees its inode (one a libfuse hidden name
-        reaches lingers: :meth:`FileData.expire_hidden <libraryfs.fs.filedata.FileData.expire_hidden>`)."""
-        self._expire_hidden()
+        reaches lingers: :meth:`reclaim_orphans`)."""
         self.files.release(fh)
 
     def fsync(self, fh: int | None = None) -> None:
@@ -276,17 +273,13 @@ class LibraryView:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
         return self.files.purge_orphans()
 
-    def _expire_hidden(self) -> None:
-        """Free the files whose hidden names have lingered long enough (at the start of open, create,
-        release, unlink and rename: on the thread serving requests; a dict test when none lingers)."""
-        if self.handles.linger:
-            self.files.expire_hidden()
-
     def reclaim_orphans(self) -> int:
-        """The mount's background pass: free the registered orphans no handle holds any more (freed after
-        being seen registered by two passes); returns how many (:meth:`FileData.reclaim_orphans
-        <libraryfs.fs.filedata.FileData.reclaim_orphans>`)."""
-        return self.files.reclaim_orphans()
+        """The mount's background pass: free the files whose libfuse hidden names have lingered long enough
+        (:meth:`FileData.expire_hidden <libraryfs.fs.filedata.FileData.expire_hidden>`) and the registered
+        orphans no handle holds any more (freed after being seen registered by two passes,
+        :meth:`FileData.reclaim_orphans <libraryfs.fs.filedata.FileData.reclaim_orphans>`); returns how
+        many inodes were freed."""
+        return self.files.expire_hidden() + self.files.reclaim_orphans()
 
     def settle_orphans(self) -> int:
         """For a view beside a possible mount (``mount_alive`` set: the MCP server), after a change that may
@@ -330,7 +323,6 @@ class LibraryView:
     def unlink(self, path: bytes) -> None:
         """Remove a name; an open file keeps its data until the last close (POSIX unlink); beside a mount
         (``mount_alive``) a file left without names is the mount's to free (:meth:`settle_orphans`)."""
-        self._expire_hidden()
         self.names.unlink(path)
         if self.mount_alive is not None:
             self.settle_orphans()
@@ -338,7 +330,6 @@ class LibraryView:
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
         """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE; beside a
         mount (``mount_alive``) a replaced file is the mount's to free (:meth:`settle_orphans`)."""
-        self._expire_hidden()
         self.names.rename(old, new, flags)
         if self.mount_alive is not None:
             self.settle_orphans()

@@ -5,9 +5,10 @@ access newpath will find it missing").
 1. ``open`` racing ``mv -f tmp target``: a path walk that found ``target`` just before the rename sends
    OPEN for the replaced file's node. When that file was open, libfuse had hidden it (``.fuse_hidden…``) and
    unlinked the hidden name at its last close, then turned the node id into that hidden path: the view
-   answered ENOENT, which the kernel returns to the caller. It now answers ESTALE, and Linux walks the path
-   again (``LOOKUP_REVAL``) and opens the current file. Before the fix about 2 of every 3 renames made one
-   open fail (ENOENT) in the loop below.
+   answered ENOENT, which the kernel returns to the caller. The replaced file now lingers 0.5 s under its
+   hidden name (such an open reads its bytes, as on ext4), and then the name answers ESTALE, so Linux walks
+   the path again (``LOOKUP_REVAL``). Before the fix about half to all of the 200 renames made an open of
+   the loop below fail (ENOENT).
 2. A descriptor open through the mount on a file that an MCP server (another process, which cannot see the
    mount's handles) then replaces keeps reading the old bytes and writing until it is closed: the MCP server
    registers the replaced inode as an orphan, the mount frees it after its last close. Before, the MCP
@@ -32,7 +33,7 @@ from helpers.wait import wait_until
 pytestmark = pytest.mark.mount
 from mcp import Client  # noqa: E402
 
-RENAMES = 200  #: rename-overs per test (each used to fail about 0.7 opens of the loop)
+RENAMES = 200  #: rename-overs per test (before the fix, 0.5 to 1.2 failed opens of the loop per rename)
 
 #: the writer: RENAMES × (write a temp file, ``mv -f`` it over ``target``) — what editors, git and SQLite do
 _RENAMER = 'cd "$1" && for i in $(seq 1 "$2"); do echo "v$i" > "tmp.$i"; mv -f "tmp.$i" target; done'
