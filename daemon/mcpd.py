@@ -9,9 +9,9 @@ transactions of all processes (one writer at a time), and each side reads the ot
 transaction. Unlike the mount it never purges orphaned inodes and never sets the clean flag (a mount may
 hold unlinked files open), and a file it replaces or removes is not freed at once while a mount runs (the
 mount may hold it open): it stays with nlink 0 in ``config[orphans]`` until the mount's last close of it
-(:meth:`LibraryView.settle_orphans <libraryfs.fs.view.LibraryView.settle_orphans>`; docs/posix.md C03). Writes are journaled, so the indexer indexes them: when no indexer runs and the
-server is not read-only, it starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on
-exit.
+(:meth:`LibraryView.settle_orphans <libraryfs.fs.view.LibraryView.settle_orphans>`; docs/posix.md C03).
+Writes are journaled, so the indexer indexes them: when no indexer runs and the server is not read-only, it
+starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on exit.
 
 Tools: :mod:`libraryfs.daemon.mcp_tools` (the reference filesystem server's; registered through
 :mod:`libraryfs.daemon.mcp_registry`) and :class:`LibraryTools`

@@ -453,8 +453,8 @@ class FileData(ViewService):
                 if node is not None:
                     unlinked = node.nlink == 0
                     same = bool(h.index_dir) and not unlinked and self.virtual.absorbs(t, h.index_dir, node)
-        if (h.wrote_after_journal or unlinked or same) and not self.read_only:
-            hidden = n <= 0 and bool(self.handles.hidden_names(h.ino))
+        hidden = n <= 0 and bool(self.handles.hidden_names(h.ino))  # it lingers: expire_hidden frees it
+        if (h.wrote_after_journal or (unlinked and not hidden) or same) and not self.read_only:
 
             def fn(t: Txn) -> None:
                 """The write transaction of the close: free the inode if this was the last handle of an

@@ -318,8 +318,8 @@ class NameOps(ViewService):
             """The write transaction: drop the stored name (the inode goes with its last name unless open),
             claim a generated ``INDEX.md``, ignore a ``.index/`` page, or let a libfuse hidden name's file
             linger (noted in ``gone``: :meth:`FileData.expire_hidden
-            <libraryfs.fs.filedata.FileData.expire_hidden>` frees it). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
-            NotADir, Busy (the root)."""
+            <libraryfs.fs.filedata.FileData.expire_hidden>` frees it). Raises IsADir (EISDIR), AccessDenied
+            (EACCES, generated), NotFound (ENOENT), NotADir, Busy (the root)."""
             gone.clear()
             walked = True
             try:  # the common case first: a stored dirent under a real directory (one path walk)
@@ -430,14 +430,14 @@ class NameOps(ViewService):
     def _hide(self, old: bytes, new: bytes) -> bool:
         """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
         the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
-        close). Returns False when ``old`` is not a regular file or ``new`` exists, or when no handle has
+        close, and for :data:`~libraryfs.fs.handles.LINGER_S` more). Returns False when ``old`` is not a regular file or ``new`` exists, or when no handle has
         ``old`` open and :attr:`hide_closed` is off (then it is an ordinary rename).
 
         With :attr:`hide_closed` (the multithreaded mount), a file no handle has open any more is unlinked
-        and lingers under its hidden name (:mod:`libraryfs.fs.handles`): with several FUSE workers, the last ``release`` can be served between
-        libfuse's "is it open?" check of an ``unlink`` and this rename (libfuse takes no path lock for a
-        release with ``nullpath_ok``), and libfuse then never unlinks the hidden name (its open count is
-        already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
+        and lingers under its hidden name (:mod:`libraryfs.fs.handles`): with several FUSE workers, the
+        last ``release`` can be served between libfuse's "is it open?" check of an ``unlink`` and this
+        rename (libfuse takes no path lock for a release with ``nullpath_ok``), and libfuse then never
+        unlinks the hidden name (its open count is already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
         ``bench/crash_run.py`` on the multithreaded server). There, a program renaming a closed file to
         exactly libfuse's pattern removes it."""
 
