@@ -434,6 +434,7 @@ class LibraryOps:
                 except _Relinked:
                     continue  # a symbolic link replaced the file since it was followed: follow again
                 self.view.handles.links.rename(tmp, real)
+                self.view.settle_orphans()
                 if out[1] is not None:
                     self.view.accounting.count_bytes(self.pid, len(out[1]))
                 return out

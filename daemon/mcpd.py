@@ -7,9 +7,11 @@ beside a mount of the same library and beside other MCP servers: it takes none o
 (``mount.lock`` is the mount server's, ``indexer.lock`` the indexer's); LMDB serialises the write
 transactions of all processes (one writer at a time), and each side reads the other's commits at its next
 transaction. Unlike the mount it never purges orphaned inodes and never sets the clean flag (a mount may
-hold unlinked files open). Writes are journaled, so the indexer indexes them: when no indexer runs and the
-server is not read-only, it starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on
-exit.
+hold unlinked files open), and a file it replaces or removes is not freed at once while a mount runs (the
+mount may hold it open): it stays with nlink 0 in ``config[orphans]`` until the mount's last close of it
+(:meth:`LibraryView.settle_orphans <libraryfs.fs.view.LibraryView.settle_orphans>`; docs/posix.md C03).
+Writes are journaled, so the indexer indexes them: when no indexer runs and the server is not read-only, it
+starts one (:func:`~libraryfs.daemon.launcher.start_indexer`) and stops it on exit.
 
 Tools: :mod:`libraryfs.daemon.mcp_tools` (the reference filesystem server's; registered through
 :mod:`libraryfs.daemon.mcp_registry`) and :class:`LibraryTools`
@@ -54,10 +56,12 @@ from libraryfs.index.find import check_term, find_ranked, finder_for
 from libraryfs.index.toc import links
 from libraryfs.layout import (
     INDEXER_LOCK,
+    MOUNT_LOCK,
     acquire_lock,
     child_exit,
     index_backlog,
     indexer_pid,
+    lock_holder,
     lock_stopping,
     mount_info,
     term_index_path,
@@ -263,7 +267,11 @@ class Served:
         self.opts = opts
         self.store = Store(self.libdir, readonly=False)
         self.view = LibraryView(
-            self.store, read_only=opts.read_only, finder=finder_for(self.libdir), count_tokens=None
+            self.store,
+            read_only=opts.read_only,
+            finder=finder_for(self.libdir),
+            count_tokens=None,
+            mount_alive=self._mount_alive,
         )
         self.ops = LibraryOps(self.view, mount_probe=self._mountpoint)
         self.bus = InMemorySubscriptionBus()
@@ -285,6 +293,14 @@ class Served:
         self.legacy = LegacySubscriptions()
         self.legacy.install(self.server)
         self.keeper: IndexerKeeper | None = None  #: the indexer this server started (set by its transport)
+
+    def _mount_alive(self) -> bool:
+        """Whether a mount server of this library may be running now: a process holds ``mount.lock`` (taken
+        before the server opens the store, held until it exits; an unreadable lock counts as held)."""
+        try:
+            return lock_holder(self.libdir, MOUNT_LOCK) is not None
+        except OSError:
+            return True
 
     def _mountpoint(self) -> str | None:
         info = mount_info(self.libdir, self.store)

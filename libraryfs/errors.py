@@ -23,6 +23,20 @@ class NotFound(LibraryError):
     errno = errno.ENOENT
 
 
+class Stale(NotFound):
+    """A path that named a file the view has since let go: one of libfuse's hidden names (``.fuse_hidden…``)
+    after the last close of the file behind it (ESTALE).
+
+    The kernel can still hold the node of that name (a path walk that found the old dentry just before a
+    rename replaced the file, then sends OPEN or GETATTR by node id); libfuse's high-level API turns the
+    node id into the hidden path. ESTALE, not ENOENT, makes Linux walk the path again once with
+    ``LOOKUP_REVAL`` (``do_filp_open``, ``vfs_statx``: ``retry_estale``), which finds the name's current
+    file, as libfuse itself answers ESTALE for a node that has lost its name. A subclass of
+    :class:`NotFound`: code that treats a missing path as absent treats this one so too."""
+
+    errno = errno.ESTALE
+
+
 class Exists(LibraryError):
     """The name already exists (EEXIST)."""
 
@@ -234,6 +248,7 @@ ERRNO_TABLE: dict[type[LibraryError], int] = {
     cls: cls.errno
     for cls in (
         NotFound,
+        Stale,
         Exists,
         NotADir,
         IsADir,

@@ -35,6 +35,7 @@ import logging
 import os
 import shutil
 import stat as _stat
+import time
 
 from libraryfs.errors import (
     AccessDenied,
@@ -110,6 +111,8 @@ class FileData(ViewService):
         self.cached_gen: dict[bytes, tuple[int, int]] = {}
         #: new files not yet in the store, by handle (:mod:`libraryfs.fs.pending`)
         self.pending = PendingCreates(store)
+        #: the orphans the last :meth:`reclaim_orphans` left registered (due at the next call)
+        self._orphans_seen: frozenset[int] = frozenset()
 
     def _keep_cache(self, path: bytes, node: S.Inode) -> bool:
         """Whether the kernel's cached pages of ``path`` are current (module doc), and remember this open."""
@@ -208,8 +211,17 @@ class FileData(ViewService):
         the kernel last asked, and for SQLite's logs (:meth:`direct_io`).
 
         O_TRUNC is applied here (libfuse3 passes it with atomic_o_trunc). Writing a generated file raises
-        AccessDenied; opening a directory for writing raises IsADir.
+        AccessDenied; opening a directory for writing raises IsADir. While hidden names exist, under the
+        handle table's lock: the path may be one the mount's background thread is retiring
+        (:meth:`expire_hidden`), whose file must not be freed under the new handle.
         """
+        if not self.handles.hidden:
+            return self._open(path, flags)
+        with self.handles.lock:
+            return self._open(path, flags)
+
+    def _open(self, path: bytes, flags: int) -> tuple[int, bool]:
+        """:meth:`open` itself."""
         acc = flags & os.O_ACCMODE
         with self.store.read() as t:
             r = self.resolver.resolve(t, path)
@@ -524,18 +536,21 @@ class FileData(ViewService):
                 if node is not None:
                     unlinked = node.nlink == 0
                     same = bool(h.index_dir) and not unlinked and self.virtual.absorbs(t, h.index_dir, node)
-        if (h.wrote_after_journal or unlinked or same) and not self.read_only:
+        hidden = n <= 0 and bool(self.handles.hidden_names(h.ino))  # it lingers: expire_hidden frees it
+        if (h.wrote_after_journal or (unlinked and not hidden) or same) and not self.read_only:
 
             def fn(t: Txn) -> None:
                 """The write transaction of the close: free the inode if this was the last handle of an
-                unlinked file, else absorb a user's ``INDEX.md`` equal to the generated page (checked again
-                here: the read above was a separate transaction), else journal a write made after the
-                handle's first journal record."""
+                unlinked file (one a libfuse hidden name reaches lingers instead: :meth:`expire_hidden`),
+                else absorb a user's ``INDEX.md`` equal to the generated page (checked again here: the read
+                above was a separate transaction), else journal a write made after the handle's first
+                journal record."""
                 node = t.inode(h.ino)
                 if node is None:
                     return
                 if node.nlink == 0 and n <= 0:
-                    t.del_inode(h.ino, is_dir=node.is_dir)
+                    if not hidden:
+                        t.del_inode(h.ino, is_dir=node.is_dir)
                     return
                 if h.index_dir and n <= 0 and self._absorb(t, h.index_dir, node):
                     return
@@ -543,6 +558,40 @@ class FileData(ViewService):
                     t.journal(S.JournalRecord(S.OP_WRITE, h.ino, 0, b"", now_ns()))
 
             self.store.run_write(fn)
+        if n <= 0 and self.handles.hidden:
+            self.handles.linger_ino(h.ino, time.monotonic())
+
+    def expire_hidden(self, everything: bool = False) -> int:
+        """Free the files that only a libfuse hidden name still reaches once they have lingered
+        :data:`~libraryfs.fs.handles.LINGER_S` after their last close (``everything``: now, at unmount),
+        and retire those names (ESTALE from then on; :mod:`libraryfs.fs.handles`). A file opened again
+        through its name is kept (it lingers anew at its last close). Called by the mount's background
+        pass (every 0.2 s) and at unmount; names are retired under the handle table's lock, which
+        :meth:`open` takes while hidden names exist. Returns how many inodes were freed."""
+        if not self.handles.linger:
+            return 0
+        free: set[int] = set()
+        with self.handles.lock:  # no open resolves a name while it is retired (:meth:`open`)
+            for key, ino in self.handles.due(time.monotonic(), everything):
+                if self.handles.open_count(ino):
+                    continue
+                self.handles.retire_hidden(key)
+                if not self.handles.hidden_names(ino):
+                    free.add(ino)
+        if not free or self.read_only:
+            return 0
+
+        def fn(t: Txn) -> int:
+            """The write transaction: delete each inode of ``free`` still without a name."""
+            n = 0
+            for ino in free:
+                node = t.inode(ino)
+                if node is not None and node.nlink == 0:
+                    t.del_inode(ino, is_dir=node.is_dir)
+                    n += 1
+            return n
+
+        return self.store.run_write(fn)
 
     def _absorb(self, t: Txn, dir_ino: int, node: S.Inode | None) -> bool:
         """At the last close of a user's ``INDEX.md``: when its bytes are the generated page 0
@@ -578,13 +627,55 @@ class FileData(ViewService):
             self.pending.commit_all(raise_errors=True)
 
     def purge_orphans(self) -> int:
-        """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
+        """Delete inodes left with nlink 0 by a crash while they were open, and empty the orphan register
+        (``config[orphans]``); returns how many were deleted. Only for a process that knows no handle of
+        any mount holds one (the mount server starting alone)."""
 
         def fn(t: Txn) -> int:
             """The write transaction: delete every non-directory inode with nlink 0; returns how many."""
             dead = [n.ino for n in t.iter_inodes() if n.nlink == 0 and not n.is_dir]
             for ino in dead:
                 t.del_inode(ino)
+            t.put_orphans(set())
             return len(dead)
 
         return self.store.run_write(fn)
+
+    def reclaim_orphans(self, *, grace: bool = True) -> int:
+        """Free the registered orphans (``config[orphans]``: files another process — the MCP server — left
+        with nlink 0 because a mount might hold them open, :attr:`NameOps.defer_free
+        <libraryfs.fs.nameops.NameOps.defer_free>`) that no handle of this view holds; returns how many.
+
+        The mount calls it from its background pass (every :data:`~libraryfs.fs.mount.POLL_S`) with
+        ``grace``: an orphan is freed only when the previous call saw it registered too, so an ``open`` that
+        resolved the name just before the replacing commit has registered its handle by then (one read
+        transaction when the register is empty). The MCP server calls it without ``grace`` once it knows no
+        mount runs (no other handle can exist). A registered inode that is gone, or named again, is dropped
+        from the register. Read-only: nothing (0)."""
+        if self.read_only:
+            return 0
+        with self.store.read() as t:
+            if not t.orphans():
+                self._orphans_seen = frozenset()
+                return 0
+        seen = self._orphans_seen
+
+        def fn(t: Txn) -> tuple[int, frozenset[int]]:
+            """The write transaction: free the orphans due, keep the others registered; returns
+            ``(freed, inodes still registered)``."""
+            keep: set[int] = set()
+            freed = 0
+            for ino in t.orphans():
+                node = t.inode(ino)
+                if node is None or node.nlink > 0:
+                    continue
+                if self.handles.open_count(ino) or (grace and ino not in seen):
+                    keep.add(ino)
+                    continue
+                t.del_inode(ino, is_dir=node.is_dir)
+                freed += 1
+            t.put_orphans(keep)
+            return freed, frozenset(keep)
+
+        freed, self._orphans_seen = self.store.run_write(fn)
+        return freed

@@ -189,8 +189,15 @@ class FuseOps(mfusepy.Operations):
 
     @mfusepy.overrides(mfusepy.Operations)
     def destroy(self, path) -> None:
-        """libfuse destroy (unmount): commit pending creates and sync the store so every commit survives an
-        OS crash (a create that cannot be committed any more is logged by the view)."""
+        """libfuse destroy (unmount): free the files lingering under libfuse hidden names and the registered
+        orphans no handle holds (an MCP server's replaced files, :meth:`LibraryView.reclaim_orphans`): at
+        once, the kernel sends nothing more; then commit pending creates and sync the store so every commit
+        survives an OS crash (a create that cannot be committed any more is logged by the view)."""
+        try:
+            self.view.files.expire_hidden(everything=True)
+            self.view.files.reclaim_orphans(grace=False)
+        except LibraryError:
+            log.exception("could not free the orphans at unmount (the next mount does)")
         try:
             self.view.fsync()
         except LibraryError:

@@ -9,14 +9,32 @@ The table also counts the open handles of each inode (an unlinked inode lives un
 unlink(2)), the names of hard-linked files the kernel knows (:class:`~libraryfs.fs.aliases.LinkNames`),
 and keeps libfuse's *hidden names*: a file unlinked while open is renamed by libfuse to
 ``.fuse_hidden<16 hex digits>`` (``hard_remove`` off) so that ``fstat`` on its descriptor keeps a path
-(C11); the view unlinks it for real and remembers the hidden name here only.
+(C11); the view unlinks it for real and remembers the hidden name here only. After the last close libfuse
+unlinks the hidden name, but the kernel may still send OPEN or GETATTR for that name's node: a path walk
+that found the file's name just before a rename replaced it (``mv -f tmp name`` beside ``cat name``). So
+the file *lingers*: its hidden name keeps reaching it for :data:`LINGER_S` after its last close, as an ext4
+inode lives while the kernel still holds it, and such an open reads the replaced bytes; then the file is
+freed and the name *retired* (the last :data:`RETIRED_MAX` are remembered), which the resolver answers
+ESTALE so the kernel walks the path again (docs/posix.md C03).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from libraryfs.fs.aliases import LinkNames
+
+#: seconds a file reachable only by a libfuse hidden name stays after its last close (module doc): the
+#: kernel sends OPEN for such a node microseconds to milliseconds after its path walk; later it is ESTALE.
+#: Kept short: ``libraryfs check`` of a mounted library counts such a file as an orphan meanwhile
+LINGER_S = 0.5
+
+#: retired hidden names remembered (module doc); a name is reachable only by a node id the kernel looked up
+#: before the name was retired, which it forgets within moments, and libfuse never makes the same hidden
+#: name again (its names carry a node id and a counter), so a few thousand cover any burst of replacements
+RETIRED_MAX = 4096
 
 
 @dataclass(slots=True)
@@ -52,7 +70,8 @@ class HandleTable:
     """File handles, directory handles, open counts per inode, and libfuse's hidden names (module doc).
 
     Not thread-safe by itself: the FUSE handlers run one at a time (the single-threaded loop, or under the
-    multithreaded server's lock, :mod:`libraryfs.fs.serverlock`).
+    multithreaded server's lock, :mod:`libraryfs.fs.serverlock`); the hidden names are also retired by the
+    mount's background thread, under :attr:`lock`.
     """
 
     def __init__(self) -> None:
@@ -61,6 +80,13 @@ class HandleTable:
         self._open: dict[int, int] = {}  # inode → open file handles
         #: ``(parent ino, .fuse_hidden name) → ino`` of files unlinked while open (never stored, never listed)
         self.hidden: dict[tuple[int, bytes], int] = {}
+        #: ``(parent ino, .fuse_hidden name)`` of hidden names libfuse has unlinked (module doc), oldest first
+        self.retired: OrderedDict[tuple[int, bytes], None] = OrderedDict()
+        #: hidden names whose file no handle holds: ``(parent ino, name) → monotonic deadline``, oldest first
+        self.linger: OrderedDict[tuple[int, bytes], float] = OrderedDict()
+        #: held while hidden names are retired (the mount's background thread) and while a request that
+        #: may resolve one opens a handle, so no handle is opened on a file being freed
+        self.lock = threading.RLock()
         #: names of hard-linked files the kernel has looked up (:mod:`libraryfs.fs.aliases`)
         self.links = LinkNames()
         self._next_fh = 1
@@ -69,6 +95,45 @@ class HandleTable:
         fh = self._next_fh
         self._next_fh += 1
         return fh
+
+    def retire_hidden(self, key: tuple[int, bytes]) -> None:
+        """Forget hidden name ``key`` = ``(parent ino, name)`` and remember it as retired (the resolver
+        answers it ESTALE; at most :data:`RETIRED_MAX` are kept, the oldest dropped first)."""
+        with self.lock:
+            self.hidden.pop(key, None)
+            self.linger.pop(key, None)
+            self.retired[key] = None
+            self.retired.move_to_end(key)
+            while len(self.retired) > RETIRED_MAX:
+                self.retired.popitem(last=False)
+
+    def hidden_names(self, ino: int) -> list[tuple[int, bytes]]:
+        """The hidden names (``(parent ino, name)``) that reach inode ``ino``."""
+        return [k for k, v in self.hidden.items() if v == ino] if self.hidden else []
+
+    def linger_ino(self, ino: int, now: float) -> None:
+        """Let every hidden name of inode ``ino`` (no handle holds it any more) reach it until ``now`` +
+        :data:`LINGER_S` (monotonic s), then :meth:`due` hands it over to be freed."""
+        with self.lock:
+            for key in self.hidden_names(ino):
+                self.linger[key] = now + LINGER_S
+                self.linger.move_to_end(key)
+
+    def due(self, now: float, everything: bool = False) -> list[tuple[tuple[int, bytes], int]]:
+        """The lingering hidden names whose time is up at ``now`` (all of them with ``everything``), removed
+        from :attr:`linger`: ``((parent ino, name), ino)`` each. The caller frees each inode no handle
+        holds and retires the name (:meth:`retire_hidden`); one opened again lingers anew at its last close."""
+        out = []
+        with self.lock:
+            while self.linger:
+                key, deadline = next(iter(self.linger.items()))
+                if deadline > now and not everything:
+                    break
+                del self.linger[key]
+                ino = self.hidden.get(key)
+                if ino is not None:
+                    out.append((key, ino))
+        return out
 
     # -- files ---------------------------------------------------------------------------------------------
     def open_file(self, ino: int, flags: int, keep_cache: bool = False, committed_seq: int = -1) -> int:

@@ -7,7 +7,8 @@
    cached attributes and pages of every TOC file the indexer rewrote (through
    :meth:`FuseOps.invalidate <libraryfs.fs.fuse_adapter.FuseOps.invalidate>`, libfuse's
    ``fuse_invalidate_path``) and of the paths the FUSE loop deferred to it (other names of a hard-linked
-   file that is open, :mod:`libraryfs.fs.aliases`), and (b) syncs the store every ``sync_interval_s`` so committed data survives
+   file that is open, :mod:`libraryfs.fs.aliases`), frees the orphans an MCP server left that this mount no
+   longer holds open (``config[orphans]``), and (b) syncs the store every ``sync_interval_s`` so committed data survives
    an OS crash within that window (ARCHITECTURE §7: unsynced commits survive a process crash only);
 3. :func:`fuse_adapter.run <libraryfs.fs.fuse_adapter.run>` mounts and serves until unmounted (libfuse's
    ``destroy`` syncs the store);
@@ -50,7 +51,9 @@ class MountTasks:
     failure only delays freshness); ``deferred() -> list[bytes]`` (optional) hands over more paths to
     invalidate that the FUSE loop could not safely invalidate itself (hard links' other names while open);
     ``refresh()`` (optional) re-reads store flags the view caches (whether any ``security.*`` xattr exists,
-    which another process or host may have stored). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
+    which another process or host may have stored); ``reclaim()`` (optional) frees the orphans another
+    process registered that this mount no longer holds open (:meth:`LibraryView.reclaim_orphans
+    <libraryfs.fs.view.LibraryView.reclaim_orphans>`; one read when there are none). Explicit :meth:`start` / :meth:`stop`; an error in one pass is logged
     and the next pass runs.
     """
 
@@ -63,11 +66,13 @@ class MountTasks:
         sync_interval_s: float = SYNC_INTERVAL_S,
         deferred: Callable[[], list[bytes]] | None = None,
         refresh: Callable[[], None] | None = None,
+        reclaim: Callable[[], int] | None = None,
     ) -> None:
         self.store = store
         self.invalidate = invalidate
         self.deferred = deferred
         self.refresh = refresh
+        self.reclaim = reclaim
         self.poll_s = poll_s
         self.sync_interval_s = sync_interval_s
         self.watcher = TocWatcher(store)
@@ -98,6 +103,8 @@ class MountTasks:
             self.invalidate(path)
         if self.refresh is not None:
             self.refresh()
+        if self.reclaim is not None:
+            self.reclaim()
         if time.monotonic() - last_sync_s >= self.sync_interval_s:
             self.store.sync()
             return time.monotonic()
@@ -135,7 +142,11 @@ def serve(
     ops = FuseOps(view, timeouts_s=timeouts_s, on_init=on_init)
     view.virtual.control.requests = ops.requests  # status.json's fuse_requests
     tasks = MountTasks(
-        view.store, ops.invalidate, deferred=ops.take_deferred, refresh=view.attrs.refresh_security_flag
+        view.store,
+        ops.invalidate,
+        deferred=ops.take_deferred,
+        refresh=view.attrs.refresh_security_flag,
+        reclaim=None if view.read_only else view.reclaim_orphans,
     )
     tasks.start()
     # a shared (etcd) store: other hosts' mounts write too; their journal records drive our kernel caches

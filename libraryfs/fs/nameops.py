@@ -16,6 +16,7 @@ classes, whose errno follows the POSIX page named in each docstring. Behaviour a
 from __future__ import annotations
 
 import stat as _stat
+import time
 from dataclasses import dataclass
 
 from libraryfs.errors import (
@@ -150,6 +151,11 @@ class NameOps(ViewService):
     #: a rename to libfuse's hidden-name pattern of a file no handle has open is an unlink (the mount with
     #: several FUSE workers: :meth:`_hide`); off, it is an ordinary rename
     hide_closed = False
+    #: this view does not serve the mount but may run beside one (the MCP server): a file losing its last
+    #: name is never freed at once — a mount may hold it open — but kept with nlink 0 and registered in
+    #: ``config[orphans]`` (:meth:`_last_name_gone`); off (the mount, offline tools), it is freed unless this
+    #: view holds it open
+    defer_free = False
 
     # ------------------------------------------------------------------------------------------------
     # directories
@@ -310,13 +316,14 @@ class NameOps(ViewService):
         (it is derived from the directory and comes back; C05).
         """
         require_writable(self.read_only)
-        gone: list[tuple[int, bytes]] = []
+        gone: list[tuple[int, int]] = []
 
         def fn(t: Txn) -> None:
             """The write transaction: drop the stored name (the inode goes with its last name unless open),
-            claim a generated ``INDEX.md``, ignore a ``.index/`` page, or free a libfuse hidden name (noted
-            in ``gone``). Raises IsADir (EISDIR), AccessDenied (EACCES, generated), NotFound (ENOENT),
-            NotADir, Busy (the root)."""
+            claim a generated ``INDEX.md``, ignore a ``.index/`` page, or let a libfuse hidden name's file
+            linger (noted in ``gone``: :meth:`FileData.expire_hidden
+            <libraryfs.fs.filedata.FileData.expire_hidden>` frees it). Raises IsADir (EISDIR), AccessDenied
+            (EACCES, generated), NotFound (ENOENT), NotADir, Busy (the root)."""
             gone.clear()
             walked = True
             try:  # the common case first: a stored dirent under a real directory (one path walk)
@@ -335,11 +342,11 @@ class NameOps(ViewService):
                 if not walked:  # now raises the walk's own error (ENOENT, ENOTDIR, EBUSY for the root)
                     pino, pnode, name = self.resolver.parent_and_name(t, path)
                 hino = self.handles.hidden.get((pino, name))
-                if hino is not None:  # libfuse removes a hidden name after the last close
-                    node = t.inode(hino)
-                    if node is not None and node.nlink <= 0 and self.handles.open_count(hino) == 0:
-                        t.del_inode(hino, is_dir=node.is_dir)
-                    gone.append((pino, name))
+                if hino is not None:  # libfuse removes a hidden name after the last close: it lingers
+                    if not self.handles.open_count(hino):
+                        gone.append((pino, hino))
+                    return
+                if (pino, name) in self.handles.retired:  # libfuse's unlink of a name retired already
                     return
                 if self.virtual.is_generated_name(t, name, pino):
                     raise AccessDenied("generated files are read-only")
@@ -353,24 +360,43 @@ class NameOps(ViewService):
             self._drop_name(t, pino, pnode, name, node)
 
         self.store.run_write(fn)
-        for k in gone:
-            self.handles.hidden.pop(k, None)
+        for _pino, hino in gone:  # its hidden name may still be sent by the kernel: the file lingers
+            if not any(k in self.handles.linger for k in self.handles.hidden_names(hino)):
+                self.handles.linger_ino(hino, time.monotonic())
         self.handles.links.forget(path)
 
-    def _drop_name(self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode) -> None:
-        """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open."""
+    def _drop_name(
+        self, t: Txn, pino: int, pnode: S.Inode, name: bytes, node: S.Inode, *, keep: bool = False
+    ) -> None:
+        """Remove dirent ``name`` of file ``node``; the inode goes with its last name unless it is open
+        (:meth:`_last_name_gone`) or ``keep`` (a hidden name will reach it)."""
         now = now_ns()
         t.del_dirent(pino, name)
         claim_on_removal(t, self.virtual, pino, name)
         node.nlink -= 1
         node.ctime_ns = now
-        if node.nlink <= 0 and self.handles.open_count(node.ino) == 0:
-            t.del_inode(node.ino, is_dir=node.is_dir)
+        if node.nlink <= 0 and not keep:
+            self._last_name_gone(t, node)
         else:
             t.put_inode(node)
         touch_dir(pnode, now)
         t.put_inode(pnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, node.ino, pino, name, now))
+
+    def _last_name_gone(self, t: Txn, node: S.Inode) -> None:
+        """File ``node`` (not a directory, nlink 0 now) lost its last name in ``t``: free it, unless a handle
+        may still hold it open (POSIX unlink(2), rename(2): an open file lives until its last close) — one of
+        this view's (freed at that close, :meth:`FileData.release <libraryfs.fs.filedata.FileData.release>`)
+        or, with :attr:`defer_free`, a mount's that this view cannot see: then it is registered in
+        ``config[orphans]`` (:meth:`FileData.reclaim_orphans <libraryfs.fs.filedata.FileData.reclaim_orphans>`
+        frees it later)."""
+        if self.handles.open_count(node.ino):
+            t.put_inode(node)
+        elif self.defer_free:
+            t.put_inode(node)
+            t.put_orphans(t.orphans() | {node.ino})
+        else:
+            t.del_inode(node.ino, is_dir=node.is_dir)
 
     def _claim_generated_index(self, t: Txn, dir_ino: int) -> None:
         """``unlink`` of the generated ``INDEX.md`` of directory ``dir_ino``: claim the name
@@ -408,14 +434,14 @@ class NameOps(ViewService):
     def _hide(self, old: bytes, new: bytes) -> bool:
         """libfuse's rename of an open, unlinked-to-be file to ``.fuse_hidden…``: unlink it for real, keep
         the hidden name in memory only (ops on it reach the inode until libfuse unlinks it after the last
-        close). Returns False when ``old`` is not a regular file or ``new`` exists, or when no handle has
+        close, and for :data:`~libraryfs.fs.handles.LINGER_S` more). Returns False when ``old`` is not a regular file or ``new`` exists, or when no handle has
         ``old`` open and :attr:`hide_closed` is off (then it is an ordinary rename).
 
         With :attr:`hide_closed` (the multithreaded mount), a file no handle has open any more is unlinked
-        and no hidden name is kept: with several FUSE workers, the last ``release`` can be served between
-        libfuse's "is it open?" check of an ``unlink`` and this rename (libfuse takes no path lock for a
-        release with ``nullpath_ok``), and libfuse then never unlinks the hidden name (its open count is
-        already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
+        and lingers under its hidden name (:mod:`libraryfs.fs.handles`): with several FUSE workers, the
+        last ``release`` can be served between libfuse's "is it open?" check of an ``unlink`` and this
+        rename (libfuse takes no path lock for a release with ``nullpath_ok``), and libfuse then never
+        unlinks the hidden name (its open count is already 0). As an ordinary rename it left a visible ``.fuse_hidden…`` file (found by
         ``bench/crash_run.py`` on the multithreaded server). There, a program renaming a closed file to
         exactly libfuse's pattern removes it."""
 
@@ -433,14 +459,15 @@ class NameOps(ViewService):
             node = t.inode(src)
             if node is None or node.is_dir:
                 return None
-            self._drop_name(t, sp, spn, sname, node)
+            self._drop_name(t, sp, spn, sname, node, keep=True)
             return dp, dname, src, self.handles.open_count(src) > 0
 
         res = self.store.run_write(fn)
         if res is None:
             return False
-        if res[3]:
-            self.handles.hidden[(res[0], res[1])] = res[2]
+        self.handles.hidden[(res[0], res[1])] = res[2]
+        if not res[3]:  # closed already: libfuse's node of the hidden name may still be sent, it lingers
+            self.handles.linger_ino(res[2], time.monotonic())
         self.handles.links.forget(old)
         return True
 
@@ -555,8 +582,8 @@ class NameOps(ViewService):
         else:
             dnode.nlink -= 1
             dnode.ctime_ns = now
-            if dnode.nlink <= 0 and self.handles.open_count(dst.ino) == 0:
-                t.del_inode(dst.ino)
+            if dnode.nlink <= 0:
+                self._last_name_gone(t, dnode)
             else:
                 t.put_inode(dnode)
         t.journal(S.JournalRecord(S.OP_UNLINK, dst.ino, dst.parent, dst.name, now))

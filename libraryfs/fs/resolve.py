@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import errno
 
-from libraryfs.errors import AccessDenied, BadHandle, Busy, NameTooLong, NotADir, NotFound
+from libraryfs.errors import AccessDenied, BadHandle, Busy, NameTooLong, NotADir, NotFound, Stale
 from libraryfs.fs import schema as S
 from libraryfs.fs.handles import HandleTable
 from libraryfs.fs.nodes import Kind, Resolved
@@ -53,7 +53,8 @@ class Resolver:
     def resolve(self, t: Txn, path: bytes) -> Resolved:
         """Resolve an absolute path: one dirent lookup per component (the Library Theorem's path walk).
 
-        Raises NotFound, NotADir (a component is not a directory), NameTooLong.
+        Raises NotFound, NotADir (a component is not a directory), NameTooLong, Stale (ESTALE: a hidden name
+        libfuse has unlinked, :attr:`HandleTable.retired <libraryfs.fs.handles.HandleTable.retired>`).
         """
         # The common case in raw lookups first, inline (this is the hottest path of the mount): every
         # component is a stored dirent. Dirents exist only under directories (invariant I2), so intermediate
@@ -91,6 +92,8 @@ class Resolver:
             if child is None:
                 child = hidden.get((ino, name)) if i == len(parts) - 1 else None
                 if child is None:
+                    if (ino, name) in self.handles.retired:  # a kernel node of a let-go hidden name
+                        raise Stale("hidden name of a closed file")
                     return self.virtual.resolve(t, ino, parts, i)
             ino = child
             node = t.inode(ino)

@@ -66,8 +66,8 @@ I2  Every dirent ``(p, name) → c`` names an existing inode ``c``; ``p`` is an 
 I3  A directory is named by exactly one dirent, mirrored in ``dirparent``; following ``dirparent`` from
     any directory reaches the root without a cycle.
 I4  ``nlink`` of a regular file or symlink equals the number of dirents naming it (0 only while a
-    handle of a running mount holds it open — such orphans are removed at the next mount or by ``check
-    --repair``). ``nlink`` of a directory equals ``2 + number of child directories``.
+    handle of a running mount holds it open, or while ``config[orphans]`` registers it for the mount to
+    free — such orphans are removed at the next mount or by ``check --repair``). ``nlink`` of a directory equals ``2 + number of child directories``.
 I5  Data chunks exist only for regular files and symlinks, only for chunk numbers
     ``< ceil(size / CHUNK_SIZE)``, and no chunk extends past ``size``. A missing chunk reads as zeros
     (sparse file).
@@ -151,6 +151,10 @@ CFG_TOC_DIRTY_LOG = (
 #: JSON list of directory inos the indexer owes a TOC although no journal record after the cursor names them
 #: (deferred until they settle; queued by ``check --repair``): committed with the cursor, read at each pass
 CFG_TOC_PENDING = b"toc_pending"
+#: JSON list of inode numbers left with nlink 0 by a process that cannot know whether a mount holds them open
+#: (the MCP server replacing or removing a file's last name): the mount frees each once no handle of it holds
+#: the inode (its background pass), the MCP server when no mount runs, the next mount's start after a crash
+CFG_ORPHANS = b"orphans"
 CFG_INDEXER_STATUS = b"indexer_status"  #: JSON written by the indexer (state, pid, passes, last report)
 CFG_MOUNT_STATUS = b"mount_status"  #: JSON written by the mount server (mountpoint, pid, options)
 #: prefix on a shared (etcd) store: one such JSON per live read-write mount, key + ``host:libdir``

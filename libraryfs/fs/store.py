@@ -467,6 +467,22 @@ class Txn:
         elif self.cfg(S.CFG_TOC_PENDING) is not None:
             self.kv.delete(S.DB_CONFIG, S.CFG_TOC_PENDING)
 
+    def orphans(self) -> set[int]:
+        """Inodes registered as orphans awaiting a mount's last close (``CFG_ORPHANS``: left with nlink 0 by a
+        view that does not know the mount's open handles); empty when absent or undecodable."""
+        try:
+            value = S.loads(self.cfg(S.CFG_ORPHANS), [])
+        except ValueError:
+            return set()
+        return {int(i) for i in value if isinstance(i, int)} if isinstance(value, list) else set()
+
+    def put_orphans(self, inos: set[int]) -> None:
+        """Store :meth:`orphans` (the key is removed when ``inos`` is empty)."""
+        if inos:
+            self.put_cfg(S.CFG_ORPHANS, S.dumps(sorted(inos)))
+        elif self.cfg(S.CFG_ORPHANS) is not None:
+            self.kv.delete(S.DB_CONFIG, S.CFG_ORPHANS)
+
     def journal(self, rec: S.JournalRecord) -> int:
         """Append a journal record; returns its sequence number."""
         seq = self._journal_last()

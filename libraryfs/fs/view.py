@@ -71,8 +71,12 @@ class LibraryView:
         status_provider: Callable[[], dict] | None = None,
         budget: Budget | None = None,
         count_tokens: Callable[[bytes], int] | None = None,
+        mount_alive: Callable[[], bool] | None = None,
     ) -> None:
         self.store = store
+        #: None: this view is the mount's, or no mount runs beside it; else ``mount_alive()`` says whether a
+        #: mount of the library runs now, whose open handles this view cannot see (:meth:`settle_orphans`)
+        self.mount_alive = mount_alive
         self.read_only = read_only
         started_ns = now_ns()
         self.accounting = ReadAccounting(budget)
@@ -90,6 +94,7 @@ class LibraryView:
         self.files = FileData(store, self.resolver, self.accounting, read_only=read_only)
         self.listing = DirListing(store, self.resolver)
         self.names = NameOps(store, self.resolver, read_only=read_only)
+        self.names.defer_free = mount_alive is not None
         self.attrs = AttrOps(store, self.resolver, read_only=read_only, pending=self.files.pending)
 
     # -- state other layers read ----------------------------------------------------------------------------
@@ -253,7 +258,8 @@ class LibraryView:
         self.files.fallocate(path, fh, mode, offset, length)
 
     def release(self, fh: int) -> None:
-        """Close a handle; the last close of an unlinked file frees its inode."""
+        """Close a handle; the last close of an unlinked file frees its inode (one a libfuse hidden name
+        reaches lingers: :meth:`reclaim_orphans`)."""
         self.files.release(fh)
 
     def fsync(self, fh: int | None = None) -> None:
@@ -277,6 +283,28 @@ class LibraryView:
     def purge_orphans(self) -> int:
         """Delete inodes left with nlink 0 by a crash while they were open; returns how many."""
         return self.files.purge_orphans()
+
+    def reclaim_orphans(self) -> int:
+        """The mount's background pass: free the files whose libfuse hidden names have lingered long enough
+        (:meth:`FileData.expire_hidden <libraryfs.fs.filedata.FileData.expire_hidden>`) and the registered
+        orphans no handle holds any more (freed after being seen registered by two passes,
+        :meth:`FileData.reclaim_orphans <libraryfs.fs.filedata.FileData.reclaim_orphans>`); returns how
+        many inodes were freed."""
+        return self.files.expire_hidden() + self.files.reclaim_orphans()
+
+    def settle_orphans(self) -> int:
+        """For a view beside a possible mount (``mount_alive`` set: the MCP server), after a change that may
+        have left a file without names: free the registered orphans at once when no mount runs now (nothing
+        else can hold them open; a mount started later never saw them); with a mount running, that mount
+        frees them once its last handle is closed. Returns how many were freed."""
+        if self.mount_alive is None or self.read_only:
+            return 0
+        with self.store.read() as t:
+            if not t.orphans():
+                return 0
+        if self.mount_alive():
+            return 0
+        return self.files.reclaim_orphans(grace=False)
 
     # -- names (NameOps) ----------------------------------------------------------------------------------------
     def mkdir(self, path: bytes, mode: int, uid: int, gid: int) -> None:
@@ -304,9 +332,15 @@ class LibraryView:
         self.names.link(existing, new)
 
     def unlink(self, path: bytes) -> None:
-        """Remove a name; an open file keeps its data until the last close (POSIX unlink)."""
+        """Remove a name; an open file keeps its data until the last close (POSIX unlink); beside a mount
+        (``mount_alive``) a file left without names is the mount's to free (:meth:`settle_orphans`)."""
         self.names.unlink(path)
+        if self.mount_alive is not None:
+            self.settle_orphans()
 
     def rename(self, old: bytes, new: bytes, flags: int = 0) -> None:
-        """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE."""
+        """``renameat2``: atomic replace, directories with their subtree, NOREPLACE and EXCHANGE; beside a
+        mount (``mount_alive``) a replaced file is the mount's to free (:meth:`settle_orphans`)."""
         self.names.rename(old, new, flags)
+        if self.mount_alive is not None:
+            self.settle_orphans()

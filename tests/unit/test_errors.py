@@ -39,6 +39,7 @@ EXPECTED = {
     E.LibraryMissing: errno.EIO,
     E.Busy: errno.EBUSY,
     E.Unavailable: errno.EIO,
+    E.Stale: errno.ESTALE,
     E.Compacted: errno.EIO,
     E.Damaged: errno.EIO,
     E.ServerStopped: errno.EAGAIN,

@@ -139,6 +139,8 @@ def test_libfuse_hidden_rename_is_an_unlink_that_keeps_a_path(v, store):
     v.truncate(HIDDEN, 4)
     v.release(fh)
     v.unlink(HIDDEN)  # what libfuse does after the last close
+    assert v.getattr(HIDDEN)["st_ino"] == ino  # the file lingers for a kernel node of the name (C03)
+    assert v.files.expire_hidden(everything=True) == 1
     with pytest.raises(NotFound):
         v.getattr(HIDDEN)
     with store.read() as t:
@@ -161,7 +163,9 @@ def test_with_several_workers_a_hide_that_comes_after_the_last_close_is_an_unlin
     mkfile(v, b"/t.md", b"x")
     ino = v.getattr(b"/t.md")["st_ino"]
     v.rename(b"/t.md", HIDDEN)  # closed already: the unlink it stands for
-    assert real_names(v, b"/") == [] and v.hidden == {}
+    assert real_names(v, b"/") == []
+    assert v.files.expire_hidden(everything=True) == 1  # it lingered (C03), now freed
+    assert v.hidden == {}
     with pytest.raises(NotFound):
         v.getattr(HIDDEN)
     with store.read() as t:
@@ -319,6 +323,112 @@ def test_readdir_offsets_resume_and_never_repeat(v):
 
 
 # ---- rename -----------------------------------------------------------------------------------------------------
+def _errno_of(fn, *args) -> int | None:
+    """The errno ``fn(*args)`` fails with (None: it succeeded)."""
+    try:
+        fn(*args)
+    except Exception as e:
+        return to_errno(e)
+    return None
+
+
+def test_a_hidden_name_libfuse_has_unlinked_reaches_the_old_file_then_is_stale(v, store):
+    """docs/posix.md C03: ``mv -f tmp t.md`` over an open ``t.md``: libfuse hides it, unlinks the hidden
+    name after the last close, and may then still send OPEN for the node (a path walk that found ``t.md``
+    just before the rename); the view answered ENOENT, which failed the open. The file now lingers: such an
+    open reads the replaced bytes (as on ext4); once freed, the name is ESTALE (the kernel walks again)."""
+    mkfile(v, b"/t.md", b"old")
+    ino = v.getattr(b"/t.md")["st_ino"]
+    fh = v.open(b"/t.md", os.O_RDONLY)[0]
+    v.rename(b"/t.md", HIDDEN)  # libfuse's hide, then the rename it is for
+    mkfile(v, b"/tmp", b"new")
+    v.rename(b"/tmp", b"/t.md")
+    v.release(fh)
+    v.unlink(HIDDEN)  # libfuse, after the last close
+    assert cat(v, HIDDEN) == b"old"  # the late OPEN of the old node
+    assert v.getattr(HIDDEN)["st_ino"] == ino
+    assert cat(v, b"/t.md") == b"new" and real_names(v, b"/") == [b"t.md"]
+    assert v.files.expire_hidden(everything=True) == 1
+    with store.read() as t:
+        assert t.inode(ino) is None
+    assert _errno_of(v.open, HIDDEN, os.O_RDONLY) == errno.ESTALE
+    assert _errno_of(v.getattr, HIDDEN) == errno.ESTALE
+    v.unlink(HIDDEN)  # a late unlink of a retired name changes nothing
+    # a hidden name never used is absent, as libfuse's probe for a free hidden name needs
+    assert _errno_of(v.getattr, b"/.fuse_hidden0000000b00000002") == errno.ENOENT
+
+
+def test_with_several_workers_a_close_before_the_hide_is_marked_lets_the_file_linger(v, store):
+    """With several workers the last ``release`` can be served after the view hid the file but before
+    libfuse marked its node hidden: libfuse then never unlinks the hidden name. The view kept the name
+    mapped to the freed inode (ENOENT, and an entry never dropped); now the file lingers, then is freed."""
+    v.serve_from(lambda: True, workers=4)
+    mkfile(v, b"/t.md", b"old")
+    ino = v.getattr(b"/t.md")["st_ino"]
+    fh = v.open(b"/t.md", os.O_RDONLY)[0]
+    v.rename(b"/t.md", HIDDEN)
+    v.release(fh)  # no unlink of HIDDEN follows
+    assert cat(v, HIDDEN) == b"old"
+    assert v.files.expire_hidden(everything=True) == 1
+    with store.read() as t:
+        assert t.inode(ino) is None
+    assert v.hidden == {}
+    assert _errno_of(v.open, HIDDEN, os.O_RDONLY) == errno.ESTALE
+    # the hide of a file closed already (an unlink, above) lingers the same way
+    mkfile(v, b"/u.md", b"x")
+    v.rename(b"/u.md", b"/.fuse_hidden0000000c00000003")
+    assert cat(v, b"/.fuse_hidden0000000c00000003") == b"x"
+    assert v.files.expire_hidden(everything=True) == 1
+    assert _errno_of(v.getattr, b"/.fuse_hidden0000000c00000003") == errno.ESTALE
+
+
+def test_a_view_beside_a_mount_registers_the_files_it_unnames_for_the_mount_to_free(store):
+    """docs/posix.md C03: a view that cannot see a mount's handles (the MCP server) never frees a file
+    whose last name it removes while a mount runs: the mount may hold it open. The mount's view reads the
+    old bytes through its handle, and frees the file once closed (two background passes)."""
+    alive = [True]
+    mcp = LibraryView(store, mount_alive=lambda: alive[0])
+    mnt = LibraryView(store)
+    mkfile(mnt, b"/a.md", b"old")
+    mkfile(mnt, b"/b.md", b"gone")
+    a, b = (mnt.getattr(p)["st_ino"] for p in (b"/a.md", b"/b.md"))
+    fh = mnt.open(b"/a.md", os.O_RDWR)[0]
+    mkfile(mcp, b"/a.tmp", b"new")
+    mcp.rename(b"/a.tmp", b"/a.md")  # what write_file does, in one transaction
+    mcp.unlink(b"/b.md")
+    assert mcp.settle_orphans() == 0  # a mount runs: left to it
+    with store.read() as t:
+        assert t.orphans() == {a, b} and t.inode(a).nlink == 0 and t.inode(b) is not None
+    assert mnt.read(fh, 100, 0) == b"old"
+    mnt.write(fh, b"OLD", 0)
+    assert mnt.read(fh, 100, 0) == b"OLD" and cat(mnt, b"/a.md") == b"new"
+    assert mnt.reclaim_orphans() == 0  # first seen: not yet
+    assert mnt.reclaim_orphans() == 1  # b: nobody holds it; a: open here
+    mnt.release(fh)  # the last close frees it (this view wrote since, so it reads the inode at close)
+    mnt.reclaim_orphans()  # else the next pass would
+    with store.read() as t:
+        assert t.orphans() == set() and t.inode(a) is None and t.inode(b) is None
+    # with no mount running the MCP server frees at once
+    alive[0] = False
+    mkfile(mcp, b"/c.tmp", b"newer")
+    ino = mcp.getattr(b"/a.md")["st_ino"]
+    mcp.rename(b"/c.tmp", b"/a.md")  # the façade settles after the commit
+    with store.read() as t:
+        assert t.orphans() == set() and t.inode(ino) is None
+
+
+def test_a_mount_starting_alone_frees_registered_orphans(store):
+    """After a crash the next mount's purge frees what the register (and any nlink-0 file) held."""
+    mcp = LibraryView(store, mount_alive=lambda: True)
+    mkfile(mcp, b"/a.md", b"x")
+    mcp.unlink(b"/a.md")
+    with store.read() as t:
+        assert len(t.orphans()) == 1
+    assert LibraryView(store).purge_orphans() == 1
+    with store.read() as t:
+        assert t.orphans() == set()
+
+
 def test_rename_replaces_atomically_and_an_open_reader_keeps_the_old_bytes(v):
     mkfile(v, b"/n.md", b"old\n")
     reader = v.open(b"/n.md", os.O_RDONLY)[0]
