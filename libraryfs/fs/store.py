@@ -451,37 +451,39 @@ class Txn:
         value = S.loads(self.cfg(key), {})
         return value if isinstance(value, dict) else {}
 
-    def toc_pending(self) -> set[int]:
-        """Directories the indexer owes a TOC without a journal record naming them (``CFG_TOC_PENDING``:
-        deferred until they settle, or queued by ``check --repair``); empty when absent or undecodable."""
+    def _ino_set(self, key: bytes) -> set[int]:
+        """A config record holding a sorted JSON list of inode numbers, as a set; empty when absent or
+        undecodable."""
         try:
-            value = S.loads(self.cfg(S.CFG_TOC_PENDING), [])
+            value = S.loads(self.cfg(key), [])
         except ValueError:
             return set()
         return {int(i) for i in value if isinstance(i, int)} if isinstance(value, list) else set()
 
+    def _put_ino_set(self, key: bytes, inos: set[int]) -> None:
+        """Store :meth:`_ino_set` ``key`` (the key is removed when ``inos`` is empty)."""
+        if inos:
+            self.put_cfg(key, S.dumps(sorted(inos)))
+        elif self.cfg(key) is not None:
+            self.kv.delete(S.DB_CONFIG, key)
+
+    def toc_pending(self) -> set[int]:
+        """Directories the indexer owes a TOC without a journal record naming them (``CFG_TOC_PENDING``:
+        deferred until they settle, or queued by ``check --repair``); empty when absent or undecodable."""
+        return self._ino_set(S.CFG_TOC_PENDING)
+
     def put_toc_pending(self, inos: set[int]) -> None:
         """Store :meth:`toc_pending` (the key is removed when ``inos`` is empty)."""
-        if inos:
-            self.put_cfg(S.CFG_TOC_PENDING, S.dumps(sorted(inos)))
-        elif self.cfg(S.CFG_TOC_PENDING) is not None:
-            self.kv.delete(S.DB_CONFIG, S.CFG_TOC_PENDING)
+        self._put_ino_set(S.CFG_TOC_PENDING, inos)
 
     def orphans(self) -> set[int]:
         """Inodes registered as orphans awaiting a mount's last close (``CFG_ORPHANS``: left with nlink 0 by a
         view that does not know the mount's open handles); empty when absent or undecodable."""
-        try:
-            value = S.loads(self.cfg(S.CFG_ORPHANS), [])
-        except ValueError:
-            return set()
-        return {int(i) for i in value if isinstance(i, int)} if isinstance(value, list) else set()
+        return self._ino_set(S.CFG_ORPHANS)
 
     def put_orphans(self, inos: set[int]) -> None:
         """Store :meth:`orphans` (the key is removed when ``inos`` is empty)."""
-        if inos:
-            self.put_cfg(S.CFG_ORPHANS, S.dumps(sorted(inos)))
-        elif self.cfg(S.CFG_ORPHANS) is not None:
-            self.kv.delete(S.DB_CONFIG, S.CFG_ORPHANS)
+        self._put_ino_set(S.CFG_ORPHANS, inos)
 
     def journal(self, rec: S.JournalRecord) -> int:
         """Append a journal record; returns its sequence number."""

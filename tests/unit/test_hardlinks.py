@@ -75,6 +75,20 @@ def in_line(st: Store) -> None:
         db.close()
 
 
+def forget_derived(st: Store) -> None:
+    """Drop what the indexer derives from the names (``names`` rows, entries' recorded meta, the term index),
+    so that a full pass must rebuild it from scratch."""
+
+    def forget(t):
+        t.kv.delete_range(S.DB_NAMES, b"", b"\xff" * 64)
+        for ino, m in list(t.iter_meta()):
+            if isinstance(m, S.EntryMeta):
+                t.del_meta(ino)
+
+    st.run_write(forget)
+    os.unlink(term_index_path(st.libdir))
+
+
 def test_a_file_and_its_link_made_in_one_pass_are_each_found_by_their_own_name(libdir):
     """The repro: ``echo hello > solo.md; ln solo.md solo-link.md`` before the indexer's pass. The pass saw
     both records and kept the last name only: ``find solo.md`` listed ``solo-link.md``."""
@@ -205,15 +219,7 @@ def test_incremental_passes_and_a_full_rebuild_give_the_same_rows(libdir):
     idx.run_once(full=True)
     assert derived(st) == incremental
 
-    # from scratch: no names rows, no recorded names, no term index
-    def forget(t):
-        t.kv.delete_range(S.DB_NAMES, b"", b"\xff" * 64)
-        for ino, m in list(t.iter_meta()):
-            if isinstance(m, S.EntryMeta):
-                t.del_meta(ino)
-
-    st.run_write(forget)
-    os.unlink(term_index_path(st.libdir))
+    forget_derived(st)  # from scratch: no names rows, no recorded names, no term index
     fresh = Indexer(str(libdir), store=st)
     fresh.run_once(full=True)
     assert derived(st) == incremental
@@ -379,14 +385,7 @@ def test_random_link_unlink_rename_write_sequences_stay_in_line(tmp_path):
         in_line(st)
         incremental = derived(st)
 
-        def forget(t):
-            t.kv.delete_range(S.DB_NAMES, b"", b"\xff" * 64)
-            for ino, m in list(t.iter_meta()):
-                if isinstance(m, S.EntryMeta):
-                    t.del_meta(ino)
-
-        st.run_write(forget)
-        os.unlink(term_index_path(st.libdir))
+        forget_derived(st)
         Indexer(str(d), store=st).run_once(full=True)
         assert derived(st) == incremental, seed
         st.close()
