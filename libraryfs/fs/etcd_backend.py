@@ -84,9 +84,16 @@ def parse_url(url: str) -> tuple[list[str], str]:
 
 @dataclass
 class _Slot:
+    """One writer's commit marker: every commit compares the marker's mod_revision with :attr:`mod` and puts
+    :attr:`seq` into it, so a commit whose answer was lost can be told applied or not (:meth:`EtcdBackend._resolve`)."""
+
     key: bytes
     mod: int = 0  # mod_revision of the marker key as last seen (0: absent)
     seq: int = 0
+    #: a commit was sent and its answer never came (timeout, lost quorum): etcd may still apply it, which moves
+    #: the marker, so :attr:`mod` is re-read before the slot's next commit — else every later commit's compare
+    #: fails and the writer conflicts until it gives up
+    unsure: bool = False
 
 
 @dataclass
@@ -239,6 +246,8 @@ class EtcdBackend:
         slot = self._take_slot()
         unknown: dict[int, T] = {}  # seq of attempts whose answer was lost -> their result
         try:
+            if slot.unsure:  # an earlier call lost a commit's answer: learn where the marker is now
+                self._resolve(slot)
             for attempt in range(self.max_conflicts):
                 txn = EtcdWriteTxn(self.gw, self.ks, self.max_txn_ops)
                 try:
@@ -272,7 +281,9 @@ class EtcdBackend:
         else:
             mc = {"key": b64(slot.key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
         success = success + [{"request_put": {"key": b64(slot.key), "value": b64(str(slot.seq).encode())}}]
+        slot.unsure = True  # until etcd answers: Ambiguous or Unavailable leave it set
         r = self.gw.call("kv/txn", {"compare": compare + [mc], "success": success}, idempotent=False)
+        slot.unsure = False
         if r.get("succeeded"):
             slot.mod = int(r["header"]["revision"])
             self._note_own(slot.mod)
@@ -300,6 +311,7 @@ class EtcdBackend:
         except errors.Unavailable as e:
             raise errors.Unavailable(f"etcd commit outcome unknown: {e}") from None
         slot.mod = int(kvs[0]["mod_revision"]) if kvs else 0
+        slot.unsure = False
         if slot.mod:
             self._note_own(slot.mod)
         return int(unb64(kvs[0].get("value"))) if kvs else 0

@@ -412,6 +412,31 @@ def test_quorum_loss_is_unavailable_in_bounded_time_and_service_resumes(etcd_clu
         b.close()
 
 
+def test_a_commit_applied_after_its_answer_was_lost_does_not_wedge_the_writer(etcd_cluster):
+    """CI (stop 28): after a quorum loss, the restored cluster applied the commit whose answer the writer had
+    lost (``Unavailable`` from the commit and its resolve); the writer's commit marker had moved, its slot
+    still expected the old revision, and every later write conflicted 200 times then failed ("etcd write still
+    conflicting after 200 attempts"). Here the lost commit is played by another put of the marker (what its
+    late application does), with the slot left as the failed call leaves it: the next write succeeds at once."""
+    from libraryfs.fs.etcd_gateway import b64
+
+    etcd_cluster.restart_all()
+    b = EtcdBackend.open(etcd_cluster.url("lostanswer"), timeout_s=3.0, max_conflicts=5)
+    try:
+        b.run_write(lambda x: x.put(b"data", b"k", b"before"))
+        slot = b._slots[-1]
+        b.gw.call("kv/put", {"key": b64(slot.key), "value": b64(str(slot.seq + 1).encode())})  # applied late
+        slot.seq += 1
+        slot.unsure = True  # its answer never came
+        b.run_write(lambda x: x.put(b"data", b"k", b"after"))
+        with b.read() as x:
+            assert x.get(b"data", b"k") == b"after"
+        assert b.conflicts == 0
+    finally:
+        clear_prefix(b)
+        b.close()
+
+
 def _drain_watch(w, end: list) -> None:
     try:
         for _ in w:
