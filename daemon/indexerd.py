@@ -148,7 +148,7 @@ def lower_priority(increment: int) -> dict:
                 with open(AUTOGROUP, "w") as f:
                     f.write(f"{target}\n")
             done["autogroup_nice"] = target
-        # no autogroups in this kernel, a cgroup's task group (the file is empty), or refused
+        # no autogroups in this kernel, the default autogroup (the file is empty), or refused
         except (OSError, ValueError, IndexError):
             pass
     return done
