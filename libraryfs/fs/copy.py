@@ -27,7 +27,7 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from libraryfs.errors import Corrupt, Exists
@@ -237,14 +237,30 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
     src = Store(src_dir, readonly=True)
     made = not os.path.exists(dst_dir)
     try:
-        with _interrupted_by_signals():
-            make_libdir(dst_dir)
-            with open(marker, "x") as f:
-                f.write(f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n")
+        with _interrupted_by_signals() as hold:
+            # everything from the first thing made to the marker's removal is inside the clean-up: a signal
+            # that lands while the marker is being written (CI: SIGTERM sent the moment the marker appeared)
+            # left the directory behind while the CLI said it had removed it
+            ours = True  # False: another copy made the marker first; what is there is its, not ours
             try:
+                make_libdir(dst_dir)
+                try:
+                    f = open(marker, "x")  # noqa: SIM115 (closed by the with below; only the open may clash)
+                except FileExistsError:
+                    ours = False
+                    raise Exists(f"{dst_dir}: another copy into it has started") from None
+                with f:
+                    f.write(
+                        f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n"
+                    )
                 report = _copy_and_verify(src, src_dir, dst_dir, url)
+                os.unlink(marker)  # last: the destination is a complete, verified library
+                hold()
             except BaseException:
-                if made:
+                hold()  # a second Ctrl-C must not cut the clean-up short
+                if not ours:
+                    pass
+                elif made:
                     shutil.rmtree(dst_dir, ignore_errors=True)
                 else:
                     shutil.rmtree(lmdb_backend.store_path(dst_dir), ignore_errors=True)
@@ -252,7 +268,6 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(os.path.join(dst_dir, name))
                 raise
-            os.unlink(marker)  # last: the destination is a complete, verified library
     finally:
         src.close()
     report.seconds = time.monotonic() - t0
@@ -277,24 +292,46 @@ def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) ->
 
 
 @contextlib.contextmanager
-def _interrupted_by_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block (as Ctrl-C does), so that ``timeout``,
+def _interrupted_by_signals() -> Iterator[Callable[[], None]]:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt inside the block, so that Ctrl-C, ``timeout``,
     ``kill`` or a closed terminal end a copy through its clean-up; the previous handlers are put back.
-    Nothing is changed off the main thread (Python delivers signals to the main thread only)."""
+
+    Yields ``hold()``: after it a signal no longer raises but is held — called when the work is complete
+    (a KeyboardInterrupt then would make the caller report a finished copy as removed) and when the clean-up
+    starts (a second Ctrl-C must not cut it short). A signal held in a block that ends normally is sent again
+    once the previous handlers are back, so it acts as the caller's own disposition says; one held while an
+    exception ends the block is dropped (the block is ending already). Nothing is changed off the main
+    thread (Python delivers signals to the main thread only)."""
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield lambda: None
         return
+    state: dict = {"hold": False, "held": None}
 
     def interrupt(signum, _frame) -> None:
-        """The handler: raise KeyboardInterrupt naming the signal."""
+        """The handler: raise KeyboardInterrupt naming the signal, or hold it."""
+        if state["hold"]:
+            state["held"] = signum
+            return
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
-    old = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    def hold() -> None:
+        """From now on a signal is held, not raised (see above)."""
+        state["hold"] = True
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
-        yield
-    finally:
+        yield hold
+    except BaseException:
+        state["hold"] = True
         for sig, handler in old.items():
             signal.signal(sig, handler)
+        raise
+    state["hold"] = True
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+    if state["held"] is not None:
+        os.kill(os.getpid(), state["held"])
 
 
 def src_url_or_dir(libdir: str) -> str:

@@ -137,3 +137,53 @@ def test_an_interrupted_copy_removes_its_destination_and_a_killed_one_is_named_o
     out, err = done.communicate(timeout=300)
     assert done.returncode == 0, err
     assert "8 files' content hashes equal" in out and not os.path.exists(os.path.join(dst, UNFINISHED))
+
+
+def test_a_signal_while_the_marker_is_written_removes_the_destination(tmp_path, monkeypatch):
+    """CI: SIGTERM sent the moment COPY-UNFINISHED appeared landed while the copy was still writing it —
+    before its clean-up was armed — and the CLI said "removed what it had made" over a directory left
+    behind. A real SIGTERM is sent to this process from inside the marker's write (``time.ctime`` is what
+    the marker line asks for the time); the copy must end by it and leave nothing."""
+    from libraryfs.fs import copy as copy_mod
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    _library(src, {b"f": [(0, b"data")]}, {b"f": 0})
+    real_ctime = time.ctime
+
+    def ctime_then_sigterm(*args):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real_ctime(*args)
+
+    monkeypatch.setattr(copy_mod.time, "ctime", ctime_then_sigterm)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        copy_library(src, dst)
+    assert not os.path.exists(dst)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_signal_after_the_copy_is_complete_is_held_and_sent_again(tmp_path):
+    """Once the work is complete (``hold()``) a signal no longer raises inside the block — the caller would
+    report a finished copy as removed — and reaches the caller's own handler once the block has ended."""
+    from libraryfs.fs.copy import _interrupted_by_signals
+
+    seen: list[int] = []
+    old = signal.signal(signal.SIGHUP, lambda signum, _frame: seen.append(signum))
+    try:
+        with _interrupted_by_signals() as hold:
+            hold()
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.01)
+            assert seen == []
+        deadline = time.monotonic() + 10
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == [signal.SIGHUP]
+        # before hold(): it raises, and nothing is sent again after the block
+        with pytest.raises(KeyboardInterrupt, match="SIGHUP"), _interrupted_by_signals():
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(1)
+        time.sleep(0.05)
+        assert seen == [signal.SIGHUP]
+    finally:
+        signal.signal(signal.SIGHUP, old)
