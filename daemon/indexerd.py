@@ -107,8 +107,9 @@ AUTOGROUP = "/proc/self/autogroup"  #: this process's autogroup and its nice val
 def lower_priority(increment: int) -> dict:
     """Make this process background work for the CPU scheduler, by ``increment`` (``index.nice``, 0–19;
     0 or less: only ``nice(2)`` is applied, as before). Returns what it did: ``{"nice": the new nice value,
-    "policy": "batch" | None, "autogroup_nice": int | None}`` (None: not changed). Never raises: each step
-    that the kernel refuses is left out.
+    "policy": "batch" | None, "autogroup_nice": int | None}`` (None: not changed), plus ``nice_before`` and
+    ``autogroup_before`` (the values before, for :func:`restore_priority`). Never raises: each step that the
+    kernel refuses is left out.
 
     Three steps, all from the calling thread before the process starts any thread (threads inherit them;
     on Linux nice and policy are per thread):
@@ -129,9 +130,11 @@ def lower_priority(increment: int) -> dict:
     """
     done: dict = {"nice": None, "policy": None, "autogroup_nice": None}
     try:
+        before = os.nice(0)
         done["nice"] = os.nice(increment)
     except OSError:
         return done
+    done["nice_before"] = before
     if increment <= 0:
         return done
     try:
@@ -147,11 +150,47 @@ def lower_priority(increment: int) -> dict:
             if target > current:
                 with open(AUTOGROUP, "w") as f:
                     f.write(f"{target}\n")
-            done["autogroup_nice"] = target
+            done["autogroup_nice"], done["autogroup_before"] = target, current
         # no autogroups in this kernel, the default autogroup (the file is empty), or refused
         except (OSError, ValueError, IndexError):
             pass
     return done
+
+
+def restore_priority(done: dict) -> dict:
+    """Undo :func:`lower_priority` (``done``: what it returned) for the way out: shutting down is not
+    background work — ``umount`` waits for it. At nice +10 and SCHED_BATCH on a busy machine the indexer
+    got a few per cent of a CPU and finished its last item after ``umount``'s 10 s (exit 10, "still shutting
+    down"). Every thread of the process goes back to ``SCHED_OTHER`` and to the nice value before (lowering
+    a nice value needs CAP_SYS_NICE or RLIMIT_NICE, setpriority(2): without them the threads keep theirs);
+    the session's autogroup goes back to its value before (a value ≥ 0 needs no privilege, sched(7); the
+    kernel may refuse a second change within seconds, EAGAIN). Returns ``{"threads": threads whose policy
+    and nice value were restored, "autogroup_nice": the value written or None}``. Never raises."""
+    out: dict = {"threads": 0, "autogroup_nice": None}
+    if done.get("nice") is None:
+        return out
+    base = done.get("nice_before", 0)
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            if done.get("policy") == "batch":
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+            os.setpriority(os.PRIO_PROCESS, tid, base)
+            out["threads"] += 1
+        except (OSError, AttributeError):  # a thread that has exited, or not allowed
+            pass
+    before = done.get("autogroup_before")
+    if done.get("autogroup_nice") is not None and before is not None:
+        try:
+            with open(AUTOGROUP, "w") as f:
+                f.write(f"{before}\n")
+            out["autogroup_nice"] = before
+        except OSError:
+            pass
+    return out
 
 
 def make_builder(
@@ -466,6 +505,8 @@ class IndexerProcess:
             except OSError:
                 pass
         notify.stopping(why)
+        if self.priority:
+            restore_priority(self.priority)  # finish the last item at the foreground's priority
         self._set_stop()
 
     def _set_stop(self) -> None:
