@@ -177,6 +177,7 @@ def run_process(
         max_write_bytes=m["max_write_bytes"],
         indexer=indexer,
         inline_tools=stdio,
+        indexer_restart_wait_s=m["indexer_restart_wait_s"],
     )
     served = Served(libdir, opts)
     keeper = served.keeper = IndexerKeeper(served.libdir, opts, served.store, served.ops.lock)

@@ -74,6 +74,8 @@ log = logging.getLogger("libraryfs.mcp")
 RESPONSE_TOKENS = 8000  #: default token budget of one tool response
 MAX_WRITE_BYTES = 8 << 20  #: default cap on a write_file/edit_file content (bytes, UTF-8)
 POLL_S = 0.2  #: how often the TOC generation is read for resource notifications
+#: default of ``mcp.indexer_restart_wait_s``: how long a restart waits for an indexer still shutting down (s)
+RESTART_WAIT_S = 10.0
 URI_ROOT = "library://"
 
 INSTRUCTIONS = """This server is an agent's external memory: a library of files organised in sections
@@ -89,7 +91,9 @@ class ServerOptions:
     """How one MCP server serves its library: ``read_only`` refuses every write tool (EROFS);
     ``response_tokens`` bounds one response; ``max_write_bytes`` one written content; ``indexer`` starts
     an indexer when none runs; ``poll_s`` is the TOC-notification poll interval; ``inline_tools`` runs tools
-    on the event loop (stdio: one client) instead of worker threads."""
+    on the event loop (stdio: one client) instead of worker threads; ``indexer_restart_wait_s``
+    (``mcp.indexer_restart_wait_s``) is how long a restart of a dead indexer waits for one still shutting
+    down, seconds (:class:`IndexerKeeper`)."""
 
     read_only: bool = False
     response_tokens: int = RESPONSE_TOKENS
@@ -97,6 +101,7 @@ class ServerOptions:
     indexer: bool = True
     poll_s: float = POLL_S
     inline_tools: bool = False
+    indexer_restart_wait_s: float = RESTART_WAIT_S
 
 
 def page_uri(path: bytes) -> str:
@@ -430,9 +435,10 @@ class IndexerKeeper:
     which stops it), :meth:`check` starts one (:meth:`take_over`, counted like a restart): before, the
     server went on taking writes that no indexer would ever index.
 
-    A restart may wait up to :data:`DYING_WAIT_S` seconds for an indexer that is shutting down (its lock
-    says ``<pid> stopping``) before starting one, so it runs in a worker thread: on the event loop it
-    stalled every MCP request meanwhile. :attr:`lock` orders a restart against :meth:`stop` (the
+    A restart may wait up to ``opts.indexer_restart_wait_s`` seconds (``mcp.indexer_restart_wait_s``,
+    default :data:`RESTART_WAIT_S`) for an indexer that is shutting down (its lock says ``<pid> stopping``)
+    before starting one, so it runs in a worker thread: on the event loop it stalled every MCP request
+    meanwhile. :attr:`lock` orders a restart against :meth:`stop` (the
     server's shutdown, on another thread): once :meth:`stop` has run, no indexer is started, and one
     started just before is the one it stops. ``store_lock`` is held while the store is read (the
     mountpoint the new indexer files through): the server's :attr:`LibraryOps.lock`. A restart that cannot
@@ -441,7 +447,6 @@ class IndexerKeeper:
 
     RESTARTS = 5
     RESTART_WINDOW_S = 60.0
-    DYING_WAIT_S = 10.0
 
     def __init__(
         self,
@@ -492,9 +497,9 @@ class IndexerKeeper:
 
     def restart(self, child: IndexerChild, how: str) -> None:
         """Replace ``child``, which exited (``how``: :func:`child_exit`'s words) and which :meth:`check` has
-        forgotten: log it, wait for an indexer that is shutting down (up to :data:`DYING_WAIT_S` s, cut
-        short by :meth:`stop`), start another unless :meth:`stop` ran meanwhile. Blocks: call it from a
-        worker thread."""
+        forgotten: log it, wait for an indexer that is shutting down (up to ``opts.indexer_restart_wait_s``
+        seconds, cut short by :meth:`stop`), start another unless :meth:`stop` ran meanwhile. Blocks: call it
+        from a worker thread."""
         from libraryfs.layout import log_path, pid_alive
         from libraryfs.probes import last_log_line
 
@@ -505,7 +510,10 @@ class IndexerKeeper:
         self.restarts.append(now)
         log.warning("the indexer (pid %d) %s: %s; starting another", child.pid, how, last)
         dying = lock_stopping(self.libdir, INDEXER_LOCK)
-        deadline = time.monotonic() + self.DYING_WAIT_S
+        wait_s = self.opts.indexer_restart_wait_s
+        if dying:
+            log.info("waiting up to %g s for the indexer (pid %d) that is shutting down", wait_s, dying)
+        deadline = time.monotonic() + wait_s
         while dying and pid_alive(dying) and time.monotonic() < deadline:
             if self.stopping.wait(0.05):
                 return

@@ -188,7 +188,9 @@ def _set_mounted(store: Store, key: bytes, status: dict | None, *, alone: bool =
     ``key`` (:func:`~libraryfs.layout.mount_record_key`) is the mount's status record. The clean flag
     (:data:`~libraryfs.fs.schema.CFG_CLEAN`) is ``0`` while any read-write mount is registered: on a shared
     store an unregistering mount sets it back to ``1`` only when no other mount's record is left (so a mount
-    that died keeps it ``0`` until a mount starting ``alone`` checks the store and drops the dead records)."""
+    that died keeps it ``0`` until a mount starting ``alone`` checks the store and drops the dead records).
+    Two mounts unregistering at once (two hosts) cannot both miss the flag: the transaction reads every other
+    record by its key, so the second to commit conflicts with the first's delete and runs again."""
     shared = key != S.CFG_MOUNT_STATUS
 
     def mark(t):
@@ -204,7 +206,13 @@ def _set_mounted(store: Store, key: bytes, status: dict | None, *, alone: bool =
             t.put_cfg(key, S.dumps({}))
         else:
             t.kv.delete(S.DB_CONFIG, key)
-            if next(iter(t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS, keys_only=True, limit=1)), None) is None:
+            others = [k for k, _ in t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS, keys_only=True)]
+            # each other record read by its key too: a range read conflicts with a record put meanwhile but
+            # not with one deleted (etcd_txn), so two mounts unregistering at once each saw the other's
+            # record, both committed, and neither set the flag; now the second conflicts and runs again
+            for k in others:
+                t.kv.get(S.DB_CONFIG, k)
+            if not others:
                 t.put_cfg(S.CFG_CLEAN, b"1")
 
     store.run_write(mark)

@@ -165,6 +165,9 @@ SPEC: dict[str, Setting] = {
         high=1 << 30,
         flag="--max-write-bytes",
     ),
+    "mcp.indexer_restart_wait_s": _f(
+        10.0, "how long the MCP server's restart of a dead indexer waits for one still shutting down, seconds"
+    ),
 }
 #: File keys that are not settings of their own but are understood (``[llm] api_key_env``).
 FILE_ONLY = {"llm.api_key_env"}

@@ -120,12 +120,16 @@ class Lease:
             return False
         return int(r.get("result", {}).get("TTL", 0) or 0) > 0
 
-    def release(self) -> None:
-        """Give the lease up at once (revoke: its key is deleted). Idempotent."""
+    def release(self) -> bool:
+        """Give the lease up at once (revoke: its key is deleted). Idempotent. False when etcd did not answer
+        within 3 s (the lease then ends when its TTL runs out)."""
         try:
             self.backend.gw.call("lease/revoke", {"ID": str(self.id)}, timeout_s=3.0)
-        except (LeaseNotFound, errors.Unavailable):
+        except LeaseNotFound:
             pass
+        except errors.Unavailable:
+            return False
+        return True
 
 
 class Watch:

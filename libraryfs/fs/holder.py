@@ -56,24 +56,23 @@ def mount_lease_name(libdir: str) -> str:
     return f"{MOUNT_LEASE_PREFIX}{_hostname()}:{os.path.abspath(libdir)}"
 
 
-def mount_holders(backend) -> list[dict]:
+def mount_holders(backend, *, skip: str | None = None) -> list[dict]:
     """The facts (``host``, ``pid``, ``mountpoint``, ``libdir``) of every live read-write mount of the
-    library on ``backend``, ordered by lease name; ``[]`` on a backend without leases (LMDB)."""
+    library on ``backend``, ordered by lease name (``skip``: a lease name left out); ``[]`` on a backend
+    without leases (LMDB). A lease of this host whose process is gone does not count: a killed server's
+    lease runs out only within the TTL, and so does a stopped server's whose revoke was lost (etcd slow to
+    answer under load: :meth:`Holder.release`)."""
     get = getattr(backend, "lease_holders", None)
     if get is None:
         return []
-    return [_facts(raw) for _name, raw in sorted(get(MOUNT_LEASE_PREFIX).items())]
+    host = _hostname()
+    out = [_facts(raw) for name, raw in sorted(get(MOUNT_LEASE_PREFIX).items()) if name != skip]
+    return [f for f in out if f.get("host") != host or pid_alive(int(f.get("pid") or 0))]
 
 
 def other_mounts(backend, libdir: str) -> list[dict]:
-    """:func:`mount_holders` except this host's mount of ``libdir`` (its own lease) and mounts of this host
-    whose process is gone (killed: their leases run out within the TTL)."""
-    get = getattr(backend, "lease_holders", None)
-    if get is None:
-        return []
-    me, host = mount_lease_name(libdir), _hostname()
-    out = [_facts(raw) for name, raw in sorted(get(MOUNT_LEASE_PREFIX).items()) if name != me]
-    return [f for f in out if f.get("host") != host or pid_alive(int(f.get("pid") or 0))]
+    """:func:`mount_holders` except this host's mount of ``libdir`` (its own lease)."""
+    return mount_holders(backend, skip=mount_lease_name(libdir))
 
 
 def _facts(raw: bytes) -> dict:
@@ -187,10 +186,15 @@ class Holder:
                 log.warning("renewing the etcd lease %r failed: %s", self.name, e)
 
     def release(self) -> None:
-        """Stop renewing and revoke the lease (its key goes at once). Idempotent."""
+        """Stop renewing and revoke the lease (its key goes at once). Idempotent. A revoke etcd did not
+        answer in time is logged: the key then stays until the TTL runs out (:func:`mount_holders` does not
+        count it once this process is gone)."""
         self._stop.set()
         self._thread.join(5)
-        self.lease.release()
+        if not self.lease.release():
+            log.warning(
+                "could not revoke the etcd lease %r: it ends within its TTL (%d s)", self.name, self.ttl_s
+            )
 
 
 def _standby_path(libdir: str) -> str:

@@ -74,9 +74,148 @@ def test_two_read_write_mounts_keep_every_acknowledged_write_and_see_each_other(
             str(a), 300
         )  # a's indexer (the active one) has indexed it all: its term index is whole
     facts = json.loads(run_cli("status", str(a), "--json", check_rc=True).stdout)
-    assert facts["clean_shutdown"] and facts["holders"]["mount"] == []  # the last unmount set the flag
+    # the last unmount set the flag, and no mount lease is left
+    assert facts["clean_shutdown"] and facts["holders"]["mount"] == [], _shutdown_report(facts, a, b)
     r = run_cli("check", str(a))
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _shutdown_report(facts: dict, *libdirs: Path) -> str:
+    """What to look at when the library was not left clean after its last unmount: the status facts, the
+    mount records left in the store (each mount's ``mount_status/<host>:<libdir>``; one left keeps the clean
+    flag off) and the end of each library directory's mount log (did its server log "clean shutdown"?)."""
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
+    from libraryfs.layout import log_path
+
+    lines = [
+        f"clean_shutdown={facts['clean_shutdown']} holders.mount={facts['holders']['mount']}",
+    ]
+    st = Store(libdirs[0], readonly=True)
+    try:
+        with st.read() as t:
+            left = [(k, v) for k, v in t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS)]
+            lines.append(f"clean flag {t.cfg(S.CFG_CLEAN)!r}; mount records left: {left or 'none'}")
+    finally:
+        st.close()
+    for d in libdirs:
+        try:
+            tail = Path(log_path(str(d), "mount")).read_text(errors="replace").splitlines()[-40:]
+        except OSError as e:
+            tail = [f"(no log: {e})"]
+        lines += [f"--- {d.name}: mount log (last {len(tail)} lines)", *tail]
+    return "\n".join(lines)
+
+
+def test_two_mounts_unmounting_at_once_leave_the_clean_flag_set(run_cli, etcd_url, tmp_path):
+    """Two mounts' unregistering transactions (``mountd._set_mounted(..., None)``) running at once, as when
+    two hosts unmount together: each deletes its own record and sets the clean flag only when no other
+    record is left. Each reads the other's record, then both commit: the second must conflict (the other
+    record it read was deleted meanwhile), run again, find no record and set the flag. Before, the
+    transaction read the records only as a range, and an etcd range compare catches inserts but not
+    deletes (libraryfs/fs/etcd_txn.py): both commits went through, neither set the flag, and the library
+    read as stopped uncleanly with no mount left (the next mount ran the consistency check)."""
+    import threading
+
+    from libraryfs.daemon.mountd import _set_mounted
+    from libraryfs.fs import schema as S
+    from libraryfs.fs.store import Store
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    run_cli("init", str(b), "--store", etcd_url, "--join", check_rc=True)
+    stores = [Store(a), Store(b)]
+    try:
+        keys = [S.CFG_MOUNTS + b"host-a:/a", S.CFG_MOUNTS + b"host-b:/b"]  # two hosts' mounts
+        _set_mounted(stores[0], keys[0], {"pid": 1}, alone=True)
+        _set_mounted(stores[1], keys[1], {"pid": 2}, alone=False)
+        both_read = threading.Barrier(2)
+
+        def hold_first_commit(st: Store) -> None:
+            """Make ``st``'s next write transaction wait, after its reads, until the other's has read too
+            (the interleaving of two hosts unmounting at once; later runs of it do not wait)."""
+            real = st.run_write
+            first = [True]
+
+            def run_write(fn):
+                def body(t):
+                    out = fn(t)
+                    if first[0]:
+                        first[0] = False
+                        both_read.wait(60)
+                    return out
+
+                return real(body)
+
+            st.run_write = run_write  # type: ignore[method-assign]
+
+        errors: list[BaseException] = []
+
+        def unregister(st: Store, key: bytes) -> None:
+            try:
+                _set_mounted(st, key, None)
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        for st in stores:
+            hold_first_commit(st)
+        threads = [
+            threading.Thread(target=unregister, args=(st, k)) for st, k in zip(stores, keys, strict=True)
+        ]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert errors == [] and not any(th.is_alive() for th in threads), errors
+        with stores[0].read() as t:
+            assert list(t.kv.prefix(S.DB_CONFIG, S.CFG_MOUNTS, keys_only=True)) == []
+            assert t.cfg(S.CFG_CLEAN) == b"1"  # the last of them set it
+    finally:
+        for st in stores:
+            st.close()
+
+
+#: a mount server that exits without revoking its lease (as when etcd does not answer the revoke in time:
+#: ``Lease.release`` gives up after 3 s): it takes the mount lease of ``argv[1]`` with a TTL of 300 s, prints
+#: the lease id and exits
+LEFT_LEASE = """
+import os, sys
+from libraryfs.fs.holder import Holder, mount_lease_name
+from libraryfs.fs.store import Store
+st = Store(sys.argv[1])
+h = Holder.take(st.backend, mount_lease_name(sys.argv[1]), {"mountpoint": "/gone", "libdir": sys.argv[1]},
+                "mounted", ttl_s=300)
+print(h.lease.id, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_mount_lease_left_by_a_gone_server_of_this_host_is_no_mount(run_cli, etcd_url, tmp_path):
+    """A stopped mount server revokes its lease; when etcd does not answer that revoke in time (slow under
+    load), the lease stays until its TTL runs out, though the server is gone. ``status`` must not list that
+    as a mount, nor ``check --repair`` refuse for it: this host can see that the process is gone (as a
+    starting mount already did for a killed one's). Before, ``status`` listed it for up to the TTL (10 s),
+    which could fail the two-mount test's last ``holders["mount"] == []`` under load."""
+    import sys
+
+    from libraryfs.fs.etcd_backend import EtcdBackend
+
+    a = tmp_path / "a"
+    run_cli("init", str(a), "--store", etcd_url, check_rc=True)
+    r = subprocess.run(
+        [sys.executable, "-c", LEFT_LEASE, str(a)], capture_output=True, text=True, check=True, timeout=120
+    )
+    lease_id = int(r.stdout)
+    b = EtcdBackend.open(store_url(a))
+    try:
+        assert b.lease_holders("mount/")  # the lease is there (300 s TTL), its process gone
+        facts = json.loads(run_cli("status", str(a), "--json", check_rc=True).stdout)
+        assert facts["holders"]["mount"] == [], facts["holders"]
+        r = run_cli("check", str(a), "--repair")
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        b.gw.call("lease/revoke", {"ID": str(lease_id)})
+        b.close()
 
 
 def test_entries_a_listing_cached_follow_the_other_mounts_writes(run_cli, etcd_url, tmp_path):

@@ -349,17 +349,25 @@ def _kill_and_hold_stopping(server: int, indexer: int, libdir: str) -> subproces
         os.kill(server, signal.SIGCONT)
 
 
+#: the restart's wait for an indexer still shutting down (``mcp.indexer_restart_wait_s``) in the restart
+#: tests: long, so that a loaded machine never reaches it before the step the test bounds by it
+RESTART_WAIT_S = 120
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path, transport):
-    """The restart of a dead indexer waits (up to 10 s) for one still shutting down before it starts another;
-    it does so off the event loop: a ``status`` issued meanwhile answers at once (it stalled until the restart
-    was over). Deterministic, no timing: a real process holds ``indexer.lock`` marked ``<pid> stopping``
-    (taken while the server is SIGSTOPped, so its restart cannot slip in first), so the restart cannot
-    complete until the test lets that process go; the server's log says when the restart began and when it
-    ended. The one bound: the restart gives up waiting after 10 s, and ``status`` must answer before that.
-    Over HTTP the tools run in worker threads, but the requests are read on the event loop: they stalled too."""
+def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_path, transport, monkeypatch):
+    """The restart of a dead indexer waits (up to ``mcp.indexer_restart_wait_s``) for one still shutting down
+    before it starts another; it does so off the event loop: a ``status`` issued meanwhile answers at once (it
+    stalled until the restart was over). Deterministic, no timing: a real process holds ``indexer.lock``
+    marked ``<pid> stopping`` (taken while the server is SIGSTOPped, so its restart cannot slip in first), so
+    the restart cannot complete until the test lets that process go; the server's log says when the restart
+    began and when it ended. The one bound: the restart gives up waiting after :data:`RESTART_WAIT_S` (set
+    through ``LIBRARYFS_MCP_INDEXER_RESTART_WAIT_S``; the default 10 s was reached under load), and
+    ``status`` must answer before that. Over HTTP the tools run in worker threads, but the requests are read
+    on the event loop: they stalled too."""
     from libraryfs.layout import indexer_pid, pid_alive, wait_exit
 
+    monkeypatch.setenv("LIBRARYFS_MCP_INDEXER_RESTART_WAIT_S", str(RESTART_WAIT_S))
     err_path = tmp_path / "mcp.err"
     holder = None
 
@@ -375,6 +383,7 @@ def test_requests_are_answered_while_the_indexer_is_being_restarted(libdir, tmp_
             )  # its parent
             holder = _kill_and_hold_stopping(server, first, str(libdir))
             await wait_for(_async(lambda: f"the indexer (pid {first}) killed by SIGKILL" in log()))
+            await wait_for(_async(lambda: f"waiting up to {RESTART_WAIT_S} s for the indexer" in log()))
             t0 = time.monotonic()
             st = (await _call(c, "status", {})).structured_content
             answered_s = time.monotonic() - t0
@@ -481,10 +490,10 @@ def test_a_server_shut_down_while_restarting_its_indexer_exits_and_starts_none(l
     """End of stdin while the restart waits for an indexer still shutting down (as above): the server exits
     (status 0) without waiting for it and starts no indexer after it stopped (IndexerKeeper.stop and the
     restart's thread share one lock and a stop flag). The bound: the exit comes before half the restart's
-    own 10 s wait (a restart that ignored the stop kept the process until that wait ended)."""
+    own wait, :data:`RESTART_WAIT_S` (``LIBRARYFS_MCP_INDEXER_RESTART_WAIT_S``; half the default 10 s was
+    exceeded under load): a restart that ignored the stop kept the process until that wait ended."""
     from helpers.wait import wait_until
 
-    from libraryfs.daemon.mcpd import IndexerKeeper
     from libraryfs.layout import indexer_pid, pid_alive
 
     err_path = tmp_path / "mcp.err"
@@ -492,15 +501,20 @@ def test_a_server_shut_down_while_restarting_its_indexer_exits_and_starts_none(l
         server = subprocess.Popen(
             [sys.executable, "-m", "libraryfs.cli.main", "mcp", str(libdir)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+            env=dict(os.environ, LIBRARYFS_MCP_INDEXER_RESTART_WAIT_S=str(RESTART_WAIT_S)),
         )  # fmt: skip
     holder = None
     try:
         first = wait_until(lambda: indexer_pid(str(libdir)), 60, "the MCP server's indexer to hold its lock")
         holder = _kill_and_hold_stopping(server.pid, first, str(libdir))
-        wait_until(lambda: "starting another" in err_path.read_text(), 60, "the restart to begin")
+        wait_until(  # the restart has begun and waits for the holder, as long as this test set
+            lambda: f"waiting up to {RESTART_WAIT_S} s for the indexer" in err_path.read_text(),
+            60,
+            "the restart to wait",
+        )
         t0 = time.monotonic()
         server.stdin.close()
-        status = server.wait(IndexerKeeper.DYING_WAIT_S / 2)
+        status = server.wait(RESTART_WAIT_S / 2)
         exit_s = time.monotonic() - t0
         log = err_path.read_text()
         assert status == 0, log[-3000:]
