@@ -12,13 +12,15 @@ file there, which a rerun names (:func:`copy_library`).
 Verification (:func:`verify_copy`), before the copy is reported done: every table's record count and a
 SHA-256 over its records in key order are equal on both sides, :func:`libraryfs.fs.check.check` finds no
 problem in the destination, and the content hash of every file (SHA-256 over the data runs of every
-regular file, so holes cost nothing; of the target of every symlink; by path) is equal. Source: issue 15
-"Operations".
+regular file, so holes cost nothing; of the target of every symlink; by path) is equal. The source's side
+is read in the read transaction the records were copied from, so a source that stays mounted and is
+written meanwhile is copied and verified as of that snapshot. Source: issue 15 "Operations".
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -283,7 +285,8 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
     :data:`UNFINISHED` in it; a rerun then raises Exists saying so and how to remove it.
 
     Raises Exists (``dst_dir`` holds a library, an unfinished copy, or is not empty), ``FileExistsError``
-    (``url`` holds one), LibraryMissing, Damaged, Unavailable, NoSpace."""
+    (``url`` holds one), LibraryMissing, Damaged, Unavailable, NoSpace (naming the destination: its disk, or
+    its etcd store, is full)."""
     src_dir, dst_dir = os.path.abspath(src_dir), os.path.abspath(dst_dir)
     marker = os.path.join(dst_dir, UNFINISHED)
     if os.path.exists(marker):
@@ -302,17 +305,18 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
             # left the directory behind while the CLI said it had removed it
             ours = True  # False: another copy made the marker first; what is there is its, not ours
             try:
-                make_libdir(dst_dir)
-                try:
-                    f = open(marker, "x")  # noqa: SIM115 (closed by the with below; only the open may clash)
-                except FileExistsError:
-                    ours = False
-                    raise Exists(f"{dst_dir}: another copy into it has started") from None
-                with f:
-                    f.write(
-                        f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n"
-                    )
-                report = _copy_and_verify(src, src_dir, dst_dir, url)
+                with _destination_full(dst_dir, url):  # every write below is into the destination
+                    make_libdir(dst_dir)
+                    try:
+                        f = open(marker, "x")  # noqa: SIM115 (closed by the with below; only the open may clash)
+                    except FileExistsError:
+                        ours = False
+                        raise Exists(f"{dst_dir}: another copy into it has started") from None
+                    with f:
+                        f.write(
+                            f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n"
+                        )
+                    report = _copy_and_verify(src, src_dir, dst_dir, url)
                 os.unlink(marker)  # last: the destination is a complete, verified library
                 hold()
             except BaseException:
@@ -336,17 +340,15 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
 def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) -> CopyReport:
     """The tables copied into a new store for ``dst_dir`` and verified, then its ``config.toml`` (and
     ``[store] url``) written: :func:`copy_library` without the clean-up."""
-    with _destination_full(dst_dir, url):
-        dst_backend = create_remote(dst_dir, url) if url else lmdb_backend.LmdbBackend.create(dst_dir)
+    dst_backend = create_remote(dst_dir, url) if url else lmdb_backend.LmdbBackend.create(dst_dir)
     report = CopyReport(src_url_or_dir(src_dir), url or dst_dir, src.backend.name, dst_backend.name)
     try:
         tables = open_tables(src.backend, dst_backend)
         # one read transaction of the source for the copy and its verification: SRC may stay mounted and
         # be written meanwhile, and the copy is compared with the snapshot it was made from
         with src.read() as ts:
-            with _destination_full(dst_dir, url):
-                report.records, report.bytes, digests = copy_snapshot(ts.kv, tables, dst_backend)
-                dst_backend.sync()
+            report.records, report.bytes, digests = copy_snapshot(ts.kv, tables, dst_backend)
+            dst_backend.sync()
             dst = Store(dst_dir, backend=dst_backend, readonly=False)
             report.files_hashed, report.check_problems = verify_copy(ts, digests, dst)
     finally:
@@ -359,11 +361,17 @@ def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) ->
 
 @contextlib.contextmanager
 def _destination_full(dst_dir: str, url: str | None) -> Iterator[None]:
-    """:class:`NoSpace` raised inside the block (writes into the copy's store) names the destination: the
-    backend's own words, "no space left on the disk holding the library", read as the source's disk (the
-    fresh-user trial's ``copy`` to a full tmpfs)."""
+    """:class:`NoSpace`, or an ``OSError`` ENOSPC, raised inside the block (every write of a copy is into its
+    destination: the directory, its marker and ``config.toml``, the store) becomes NoSpace naming the
+    destination: the backend's own words, "no space left on the disk holding the library", read as the
+    source's disk (the fresh-user trial's ``copy`` to a full tmpfs), and a full disk under the marker's
+    write said only "No space left on device"."""
     try:
         yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        raise NoSpace(f"no space left for the copy on the disk holding its destination {dst_dir}") from e
     except NoSpace as e:
         if url:
             raise NoSpace(f"no space left for the copy in the etcd store {url}: {e}") from e

@@ -266,7 +266,7 @@ def test_a_tree_deeper_than_4096_levels_has_paths_and_is_checked_clean(tmp_path)
 def test_copy_to_a_full_destination_names_the_destination(tmp_path, run_cli):
     """The fresh-user trial: `copy L small/Lc` onto a full 20 MiB tmpfs said "no space left on the disk holding
     the library" — L's disk had space. The line names the destination; nothing of it is left."""
-    from helpers.disks import tmpfs
+    from helpers.disks import fill, tmpfs
 
     src = str(tmp_path / "src")
     rng = random.Random(11)
@@ -278,6 +278,12 @@ def test_copy_to_a_full_destination_names_the_destination(tmp_path, run_cli):
         line = r.stderr.strip()
         assert "\n" not in line and f"the disk holding its destination {dst}" in line, line
         assert "holding the library" not in line, line
+        assert not os.path.exists(dst)
+        # a disk full before the copy begins: the marker's write failed with a bare "No space left on device"
+        assert fill(fs)
+        r = run_cli("copy", src, dst)
+        line = r.stderr.strip()
+        assert r.returncode == 1 and f"the disk holding its destination {dst}" in line, (r.returncode, line)
         assert not os.path.exists(dst)
 
 
