@@ -308,3 +308,18 @@ def test_a_recursion_error_while_reading_an_inode_is_not_reported_as_corruption(
             t.inode(5)
     finally:
         st.close()
+
+
+@pytest.mark.timeout(300)
+def test_check_of_a_100500_level_chain_is_clean(tmp_path):
+    """``check``'s I3 walked every directory up to the root (depth² steps: hours for a 100,000-level chain)
+    and called a walk longer than 100,000 steps a cycle. Each directory is now settled once."""
+    from libraryfs.fs.check import check
+
+    st = Store.create(str(tmp_path / "lib"))
+    try:
+        _chain(st, 100_500)
+        report = check(st)
+        assert report.problems == [] and report.inodes == 100_501
+    finally:
+        st.close()
