@@ -15,6 +15,7 @@ Reads the store only through the typed layer and its backend transaction (no eng
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,7 +180,7 @@ class _Checker:
             ino = S.from_u64(k)
             try:
                 self.inodes[ino] = S.Inode.unpack(ino, v)
-            except Exception as e:  # struct.error
+            except struct.error as e:  # not Exception: a RecursionError or MemoryError is no corrupt record
                 self.problem("I0", ino, f"undecodable inode: {e}", _later(kv, "delete", S.DB_INODES, k))
         self.apply_fixes()
         self.r.inodes = len(self.inodes)
@@ -230,19 +231,34 @@ class _Checker:
                 key, value = S.u64(ino), S.u64(names[0][0]) + names[0][1]
                 fix = lambda key=key, value=value: self.t.kv.put(S.DB_DIRPARENT, key, value)  # noqa: E731
                 self.problem("I3", ino, "dirparent does not mirror the dirent", fix)
+        # whether a directory's walk up ends without a cycle (at the root, or at an unreachable directory,
+        # which check_orphans reconnects), learnt once per directory: each walk stops at a directory an
+        # earlier one settled, so a tree of any depth costs one step per directory (a walk per directory to
+        # the root cost depth² steps on a deep chain, and a length limit called a deep chain a cycle)
+        settled: dict[int, bool] = {S.ROOT_INO: True}
         for ino, node in self.inodes.items():
             if node.is_dir and ino != S.ROOT_INO and self.dir_names.get(ino):
-                seen: set[int] = set()
+                path: list[int] = []
+                on_path: set[int] = set()
                 cur = ino
-                while cur != S.ROOT_INO:
-                    if cur in seen or len(seen) > 100000:
-                        self.problem("I3", ino, "directory not reachable from the root (cycle)")
+                while True:
+                    if cur in settled:
+                        ok = settled[cur]
                         break
-                    seen.add(cur)
+                    if cur in on_path:
+                        ok = False
+                        break
                     parents = self.dir_names.get(cur)
-                    if not parents:  # below an unreachable directory, which check_orphans reconnects
+                    if not parents:
+                        ok = True
                         break
+                    path.append(cur)
+                    on_path.add(cur)
                     cur = parents[0][0]
+                for d in path:
+                    settled[d] = ok
+                if not ok:
+                    self.problem("I3", ino, "directory not reachable from the root (cycle)")
 
     def check_orphans(self) -> None:
         """I4: inodes no dirent names. A directory, or a file whose ``nlink`` says it still has names, was

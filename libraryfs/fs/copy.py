@@ -12,13 +12,15 @@ file there, which a rerun names (:func:`copy_library`).
 Verification (:func:`verify_copy`), before the copy is reported done: every table's record count and a
 SHA-256 over its records in key order are equal on both sides, :func:`libraryfs.fs.check.check` finds no
 problem in the destination, and the content hash of every file (SHA-256 over the data runs of every
-regular file, so holes cost nothing; of the target of every symlink; by path) is equal. Source: issue 15
-"Operations".
+regular file, so holes cost nothing; of the target of every symlink; by path) is equal. The source's side
+is read in the read transaction the records were copied from, so a source that stays mounted and is
+written meanwhile is copied and verified as of that snapshot. Source: issue 15 "Operations".
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -30,10 +32,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from libraryfs.errors import Corrupt, Exists
+from libraryfs.errors import Corrupt, Exists, NoSpace
 from libraryfs.fs import lmdb_backend
 from libraryfs.fs import schema as S
-from libraryfs.fs.backend import Backend
+from libraryfs.fs.backend import Backend, ReadTxn
 from libraryfs.fs.backends import (
     create_remote,
     make_libdir,
@@ -78,32 +80,62 @@ def copy_tables(src: Backend, dst: Backend) -> tuple[dict[str, int], int]:
     """Copy every record of every table of ``src`` (one snapshot) into ``dst`` (empty); returns the
     records per table and the bytes copied. Raises what the backends raise (Unavailable, NoSpace,
     Compacted when an etcd source's snapshot is compacted during a long copy)."""
-    counts: dict[str, int] = {}
-    total = 0
-    tables = src.tables()
-    for table in tables:  # an extension's table is read (LMDB) or made only once a handle opened it
-        if table not in S.CORE_DBS:
-            src.open_table(table)
-            dst.open_table(table)  # made even when empty: the copy holds the same tables
+    tables = open_tables(src, dst)
     with src.read() as r:
-        for table in tables:
-            n = 0
-            batch: list[tuple[bytes, bytes]] = []
-            size = 0
-            for k, v in r.range(table):
-                batch.append((k, v))
-                n += 1
-                size += len(k) + len(v)
-                if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
-                    total += size
-                    _put_all(dst, table, batch)
-                    batch, size = [], 0
-            total += size
-            _put_all(dst, table, batch)
-            if n or table in S.CORE_DBS:
-                counts[table.decode()] = n
+        counts, total, _digests = copy_snapshot(r, tables, dst)
     dst.sync()
     return counts, total
+
+
+def open_tables(src: Backend, dst: Backend) -> list[bytes]:
+    """The tables of ``src``, each extension table opened on ``src`` and made on ``dst`` (even when empty:
+    the copy holds the same tables). Call it before the read transaction of the copy begins: an extension
+    table is read (LMDB) only by a transaction begun after its handle was opened."""
+    tables = src.tables()
+    for table in tables:
+        if table not in S.CORE_DBS:
+            src.open_table(table)
+            dst.open_table(table)
+    return tables
+
+
+def copy_snapshot(
+    r: ReadTxn, tables: list[bytes], dst: Backend
+) -> tuple[dict[str, int], int, dict[str, tuple[int, str]]]:
+    """Copy every record of ``tables`` as the read transaction ``r`` sees them into ``dst`` (empty), in
+    batches (:data:`BATCH_RECORDS`, :data:`BATCH_BYTES`). Returns the records per table, the bytes copied
+    (keys + values) and the digests of what was copied (:func:`table_digests`' shape: the source's side of
+    the verification, of the very snapshot copied — a digest read in a later transaction of a source being
+    written differs from the copy without anything being wrong; the fresh-user trial's ``copy`` of a
+    mounted library under a writer failed its verification 2 runs of 3)."""
+    counts: dict[str, int] = {}
+    digests: dict[str, tuple[int, str]] = {}
+    total = 0
+    for table in tables:
+        n, h = 0, hashlib.sha256()
+        batch: list[tuple[bytes, bytes]] = []
+        size = 0
+        for k, v in r.range(table):
+            batch.append((k, v))
+            _digest_row(h, k, v)
+            n += 1
+            size += len(k) + len(v)
+            if len(batch) >= BATCH_RECORDS or size >= BATCH_BYTES:
+                total += size
+                _put_all(dst, table, batch)
+                batch, size = [], 0
+        total += size
+        _put_all(dst, table, batch)
+        if n or table in S.CORE_DBS:
+            counts[table.decode()] = n
+        if n:
+            digests[table.decode()] = (n, h.hexdigest())
+    return counts, total, digests
+
+
+def _digest_row(h, k: bytes, v: bytes) -> None:
+    """Feed one record into a table's digest: key and value, each after its length (4 bytes, big-endian)."""
+    h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
 
 
 def _put_all(dst: Backend, table: bytes, rows: list[tuple[bytes, bytes]]) -> None:
@@ -120,7 +152,8 @@ def _put_all(dst: Backend, table: bytes, rows: list[tuple[bytes, bytes]]) -> Non
 
 
 def table_digests(backend: Backend) -> dict[str, tuple[int, str]]:
-    """Per table holding records: (record count, SHA-256 hex over its records in key order)."""
+    """Per table holding records: (record count, SHA-256 hex over its records in key order), read in one
+    new read transaction of ``backend``."""
     out: dict[str, tuple[int, str]] = {}
     tables = backend.tables()
     for table in tables:  # an extension's table is read only once this handle has opened it (LMDB)
@@ -130,7 +163,7 @@ def table_digests(backend: Backend) -> dict[str, tuple[int, str]]:
         for table in tables:
             h, n = hashlib.sha256(), 0
             for k, v in r.range(table):
-                h.update(len(k).to_bytes(4, "big") + k + len(v).to_bytes(4, "big") + v)
+                _digest_row(h, k, v)
                 n += 1
             if n:
                 out[table.decode()] = (n, h.hexdigest())
@@ -147,7 +180,7 @@ def file_hashes(t: Txn) -> dict[bytes, str]:
     (hashing it byte for byte took minutes; the fresh-user trial's ``copy`` of a library holding
     ``truncate -s 20G`` did not finish in 120 s)."""
     out: dict[bytes, str] = {}
-    for path, node in _walk(t, S.ROOT_INO, b""):
+    for path, node in walk_tree(t):
         if node.is_reg:
             h = hashlib.sha256(node.size.to_bytes(8, "big"))
             for lo, hi in t.data_runs(node.ino, 0, node.size):
@@ -159,34 +192,62 @@ def file_hashes(t: Txn) -> dict[bytes, str]:
     return out
 
 
-def _walk(t: Txn, ino: int, path: bytes) -> Iterator[tuple[bytes, S.Inode]]:
-    for name, child, _ty in list(t.iter_dir_typed(ino)):
+def walk_tree(t: Txn) -> Iterator[tuple[bytes, S.Inode]]:
+    """``(path, inode)`` of every entry below the root (``b"/a/b"``), depth first, each directory's
+    entries in name-byte order, a directory before what it holds.
+
+    Iterative (a stack of the directories being listed, each listed whole when reached), so the depth of the
+    tree costs memory, not Python stack: the recursive generator it replaces stopped at Python's recursion
+    limit (~1,000 levels), and the RecursionError surfaced as "inode N is corrupt" (the fresh-user trial's
+    ``copy`` of a library holding a 1,000-level directory chain). Raises :class:`Corrupt` when a dirent
+    names a missing inode."""
+    stack: list[tuple[bytes, Iterator[tuple[bytes, int, int | None]]]] = [
+        (b"", iter(list(t.iter_dir_typed(S.ROOT_INO))))
+    ]
+    while stack:
+        path, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        name, child, _ty = entry
         node = t.inode(child)
         if node is None:
             raise Corrupt(f"dirent {path + b'/' + name!r} names a missing inode {child}")
         yield path + b"/" + name, node
         if node.is_dir:
-            yield from _walk(t, child, path + b"/" + name)
+            stack.append((path + b"/" + name, iter(list(t.iter_dir_typed(child)))))
 
 
-def verify_copy(src: Store, dst: Store) -> tuple[int, list[str]]:
-    """Compare a copy with its source: table digests, the destination's check, every file's content hash.
+def verify_copy(src: Txn, src_digests: dict[str, tuple[int, str]], dst: Store) -> tuple[int, list[str]]:
+    """Compare a copy with the snapshot of its source it was made from: ``src`` is a read transaction of
+    that snapshot (the one :func:`copy_snapshot` read), ``src_digests`` what :func:`copy_snapshot`
+    returned; the copy's table digests, its check and every file's content hash are read from ``dst``.
     Returns (files hashed, check problems). Raises :class:`Corrupt` naming the first difference."""
     from libraryfs.fs.check import check
 
-    a, b = table_digests(src.backend), table_digests(dst.backend)
-    for table in sorted(set(a) | set(b)):
-        if a.get(table) != b.get(table):
+    b = table_digests(dst.backend)
+    for table in sorted(set(src_digests) | set(b)):
+        if src_digests.get(table) != b.get(table):
             raise Corrupt(
-                f"the copy differs from its source in table {table}: {a.get(table)} != {b.get(table)}"
+                f"the copy differs from its source in table {table}: "
+                f"{_digest_words(src_digests.get(table))} in the source, {_digest_words(b.get(table))} "
+                f"in the copy"
             )
     problems = [str(p) for p in check(dst).problems]
-    with src.read() as ts, dst.read() as td:
-        ha, hb = file_hashes(ts), file_hashes(td)
+    with dst.read() as td:
+        ha, hb = file_hashes(src), file_hashes(td)
     if ha != hb:
         diff = sorted(set(ha.items()) ^ set(hb.items()))[0][0]
         raise Corrupt(f"the copy's file {diff!r} differs from its source")
     return len(ha), problems
+
+
+def _digest_words(d: tuple[int, str] | None) -> str:
+    """A table digest for a message: ``12 records (SHA-256 0123abcd…)``."""
+    if d is None:
+        return "no records"
+    return f"{count(d[0], 'record')} (SHA-256 {d[1][:12]}…)"
 
 
 _STORE_TABLE_RE = re.compile(r"(?ms)^\[store\][^\n]*\n.*?(?=^\[|\Z)")
@@ -224,7 +285,8 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
     :data:`UNFINISHED` in it; a rerun then raises Exists saying so and how to remove it.
 
     Raises Exists (``dst_dir`` holds a library, an unfinished copy, or is not empty), ``FileExistsError``
-    (``url`` holds one), LibraryMissing, Damaged, Unavailable, NoSpace."""
+    (``url`` holds one), LibraryMissing, Damaged, Unavailable, NoSpace (naming the destination: its disk, or
+    its etcd store, is full)."""
     src_dir, dst_dir = os.path.abspath(src_dir), os.path.abspath(dst_dir)
     marker = os.path.join(dst_dir, UNFINISHED)
     if os.path.exists(marker):
@@ -243,17 +305,18 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
             # left the directory behind while the CLI said it had removed it
             ours = True  # False: another copy made the marker first; what is there is its, not ours
             try:
-                make_libdir(dst_dir)
-                try:
-                    f = open(marker, "x")  # noqa: SIM115 (closed by the with below; only the open may clash)
-                except FileExistsError:
-                    ours = False
-                    raise Exists(f"{dst_dir}: another copy into it has started") from None
-                with f:
-                    f.write(
-                        f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n"
-                    )
-                report = _copy_and_verify(src, src_dir, dst_dir, url)
+                with _destination_full(dst_dir, url):  # every write below is into the destination
+                    make_libdir(dst_dir)
+                    try:
+                        f = open(marker, "x")  # noqa: SIM115 (closed by the with below; only the open may clash)
+                    except FileExistsError:
+                        ours = False
+                        raise Exists(f"{dst_dir}: another copy into it has started") from None
+                    with f:
+                        f.write(
+                            f"copy of {src_url_or_dir(src_dir)} by pid {os.getpid()} started {time.ctime()}\n"
+                        )
+                    report = _copy_and_verify(src, src_dir, dst_dir, url)
                 os.unlink(marker)  # last: the destination is a complete, verified library
                 hold()
             except BaseException:
@@ -280,15 +343,39 @@ def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) ->
     dst_backend = create_remote(dst_dir, url) if url else lmdb_backend.LmdbBackend.create(dst_dir)
     report = CopyReport(src_url_or_dir(src_dir), url or dst_dir, src.backend.name, dst_backend.name)
     try:
-        report.records, report.bytes = copy_tables(src.backend, dst_backend)
-        dst = Store(dst_dir, backend=dst_backend, readonly=False)
-        report.files_hashed, report.check_problems = verify_copy(src, dst)
+        tables = open_tables(src.backend, dst_backend)
+        # one read transaction of the source for the copy and its verification: SRC may stay mounted and
+        # be written meanwhile, and the copy is compared with the snapshot it was made from
+        with src.read() as ts:
+            report.records, report.bytes, digests = copy_snapshot(ts.kv, tables, dst_backend)
+            dst_backend.sync()
+            dst = Store(dst_dir, backend=dst_backend, readonly=False)
+            report.files_hashed, report.check_problems = verify_copy(ts, digests, dst)
     finally:
         dst_backend.close()
     _copy_config(src_dir, dst_dir)
     if url:
         write_store_url(dst_dir, url)  # last: the directory names the store once it is complete
     return report
+
+
+@contextlib.contextmanager
+def _destination_full(dst_dir: str, url: str | None) -> Iterator[None]:
+    """:class:`NoSpace`, or an ``OSError`` ENOSPC, raised inside the block (every write of a copy is into its
+    destination: the directory, its marker and ``config.toml``, the store) becomes NoSpace naming the
+    destination: the backend's own words, "no space left on the disk holding the library", read as the
+    source's disk (the fresh-user trial's ``copy`` to a full tmpfs), and a full disk under the marker's
+    write said only "No space left on device"."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        raise NoSpace(f"no space left for the copy on the disk holding its destination {dst_dir}") from e
+    except NoSpace as e:
+        if url:
+            raise NoSpace(f"no space left for the copy in the etcd store {url}: {e}") from e
+        raise NoSpace(f"no space left for the copy on the disk holding its destination {dst_dir}") from e
 
 
 @contextlib.contextmanager

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from libraryfs.fs import schema as S
-from libraryfs.fs.store import Txn
+from libraryfs.fs.store import DEEP, Txn
 
 if TYPE_CHECKING:  # imported where a spec is compiled: ~10 ms that `find`, `status` and the mount never pay
     import pathspec
@@ -174,6 +174,7 @@ class TocExclusion:
         from libraryfs.errors import Corrupt
 
         up: list[tuple[int, bytes]] = []  # (directory, its name) from dir_ino up to a known chain
+        seen: set[int] | None = None  # the directories of ``up``, kept once it is deeper than DEEP
         ino = dir_ino
         while ino not in memo:
             if ino == S.ROOT_INO:
@@ -189,8 +190,12 @@ class TocExclusion:
                 break
             up.append((ino, link[1]))
             ino = link[0]
-            if len(up) > 4096:
-                raise Corrupt("dirparent cycle")
+            if len(up) > DEEP:  # past DEEP levels remember the directories met: a real cycle only
+                if seen is None:
+                    seen = {d for d, _name in up}
+                if ino in seen:
+                    raise Corrupt("dirparent cycle")
+                seen.add(ino)
         parent = memo[ino]
         for child, name in reversed(up):
             parent = memo[child] = None if parent is None else self._extend(t, parent, child, name)

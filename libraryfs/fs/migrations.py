@@ -37,6 +37,7 @@ above, and add a test that a version-N store migrates (``tests/unit/test_migrati
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ def _inode_blocks(t: Txn, resume: bytes, batch: int) -> tuple[bytes | None, int]
             continue
         try:
             node = S.Inode.unpack(S.from_u64(key), value)
-        except Exception:  # struct.error
+        except struct.error:  # not Exception: a RecursionError or MemoryError is no corrupt record
             continue
         node.blocks = allocated_blocks(t, node.ino) if node.is_reg else 0
         t.put_inode(node)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,10 @@ log = logging.getLogger("libraryfs.store")
 #: Errors the storage engines raise for an unreadable/corrupt store (the CLI prints them on one line).
 StoreError: tuple[type[Exception], ...] = lmdb_backend.ENGINE_ERRORS
 
+
+#: directory levels up to which a walk up the ``dirparent`` links counts only; past them it remembers the
+#: directories met to find a cycle (a deeper tree is legal: ``mkdir -p`` goes past PATH_MAX with ``mkdirat``)
+DEEP = 4096
 
 _ZERO_PAGE = bytes(S.ALLOC_UNIT)  #: one all-zero page: the data runs' hole test (Txn.data_runs)
 
@@ -85,7 +90,7 @@ class Txn:
             return None
         try:
             return S.Inode.unpack(ino, raw)
-        except Exception as e:  # struct.error
+        except struct.error as e:  # not Exception: a RecursionError or MemoryError is no corrupt record
             raise Corrupt(f"inode {ino} is corrupt: {e}") from e
 
     def put_inode(self, node: S.Inode) -> None:
@@ -112,7 +117,7 @@ class Txn:
             ino = S.from_u64(k)
             try:
                 yield S.Inode.unpack(ino, v)
-            except Exception as e:  # struct.error
+            except struct.error as e:  # not Exception: a RecursionError or MemoryError is no corrupt record
                 raise Corrupt(f"inode {ino} is corrupt: {e}") from e
 
     def alloc_ino(self, count: int = 1) -> int:
@@ -172,18 +177,24 @@ class Txn:
         return next(self.iter_dir(ino), None) is None
 
     def path_of(self, ino: int) -> bytes | None:
-        """Absolute path (``b"/a/b"``) of a directory, or ``None`` if it is detached."""
+        """Absolute path (``b"/a/b"``) of a directory, or ``None`` if it is detached. Raises
+        :class:`Corrupt` on a ``dirparent`` cycle (a real one: past :data:`DEEP` levels the directories met
+        are remembered, so a tree of any depth has its path — a count limit called a 4,097-level chain a
+        cycle)."""
         parts: list[bytes] = []
-        seen = 0
+        seen: set[int] | None = None
         while ino != S.ROOT_INO:
             link = self.dirparent(ino)
             if link is None:
                 return None
+            if seen is not None:
+                if ino in seen:
+                    raise Corrupt("dirparent cycle")
+                seen.add(ino)
+            elif len(parts) >= DEEP:
+                seen = {ino}
             ino, name = link
             parts.append(name)
-            seen += 1
-            if seen > 4096:
-                raise Corrupt("dirparent cycle")
         return b"/" + b"/".join(reversed(parts))
 
     # -- data ------------------------------------------------------------------------------------------

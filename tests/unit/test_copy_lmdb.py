@@ -187,3 +187,139 @@ def test_a_signal_after_the_copy_is_complete_is_held_and_sent_again(tmp_path):
         assert seen == [signal.SIGHUP]
     finally:
         signal.signal(signal.SIGHUP, old)
+
+
+def test_copy_of_a_1200_level_tree_is_verified_not_called_corrupt(tmp_path):
+    """The fresh-user trial: `copy` of a library holding a 1,000-level directory chain said "inode 983 is
+    corrupt: maximum recursion depth exceeded" (exit 1) while `check` found it clean — the file walk was a
+    recursive generator, and the RecursionError became Corrupt in ``Txn.inode``. The walk is iterative."""
+    src = str(tmp_path / "src")
+    st = Store.create(src)
+    view = LibraryView(st)
+    path = b""
+    for _ in range(1200):  # 2,400-byte path: under PATH_MAX, as `mkdir -p` through the mount makes it
+        path += b"/d"
+        view.mkdir(path, 0o755, 0, 0)
+    fh = view.create(path + b"/leaf.txt", S.S_IFREG | 0o644, os.O_WRONLY | os.O_CREAT, 0, 0)
+    view.write(fh, b"leaf\n", 0)
+    view.release(fh)
+    st.close()
+
+    report = copy_library(src, str(tmp_path / "dst"))
+
+    assert report.check_problems == [] and report.files_hashed == 1
+    b = Store(str(tmp_path / "dst"), readonly=True)
+    try:
+        with b.read() as t:
+            assert list(file_hashes(t)) == [path + b"/leaf.txt"]
+    finally:
+        b.close()
+
+
+def _chain(st: Store, levels: int) -> int:
+    """A chain of ``levels`` directories ``/d/d/…`` written into ``st`` in one transaction (what ``mkdir -p``
+    through a mount makes, past PATH_MAX with ``mkdirat``); returns the deepest directory's inode."""
+    now = time.time_ns()
+
+    def write(t) -> int:
+        parent = S.ROOT_INO
+        root = t.inode(S.ROOT_INO)
+        root.nlink += 1
+        t.put_inode(root)
+        first = t.alloc_ino(levels)
+        for i in range(levels):
+            ino = first + i
+            nlink = 2 if i == levels - 1 else 3
+            t.put_inode(S.Inode(ino, S.S_IFDIR | 0o755, 0, 0, nlink, 0, now, now, now))
+            t.add_dirent(parent, b"d", ino, True, S.S_IFDIR | 0o755)
+            parent = ino
+        return parent
+
+    return st.run_write(write)
+
+
+def test_a_tree_deeper_than_4096_levels_has_paths_and_is_checked_clean(tmp_path):
+    """``Txn.path_of`` (every TOC's heading) and ``TocExclusion.chain`` (the indexer's walk up to a
+    directory's exclusion rules) stopped after 4,096 levels with "dirparent cycle" — a false corruption report
+    for a legal tree; a real cycle is still found. ``check`` walked every directory to the root, with a limit
+    of 100,000 levels that it called a cycle; it now settles each directory once."""
+    from libraryfs.errors import Corrupt
+    from libraryfs.fs.check import check
+    from libraryfs.fs.exclude import TocExclusion
+
+    st = Store.create(str(tmp_path / "lib"))
+    try:
+        deepest = _chain(st, 4500)
+        with st.read() as t:
+            assert t.path_of(deepest) == b"/d" * 4500
+            # the indexer's walk up (the exclusion rules of a directory, from its ancestors') had the same limit
+            assert TocExclusion().chain(t, deepest, {}).path == b"/d" * 4500  # type: ignore[union-attr]
+        assert check(st).problems == []
+        # a real cycle, deeper than the levels walked by count: still Corrupt
+        st.run_write(lambda t: t.kv.put(S.DB_DIRPARENT, S.u64(deepest - 4400), S.u64(deepest) + b"d"))
+        with st.read() as t, pytest.raises(Corrupt, match="dirparent cycle"):
+            t.path_of(deepest)
+    finally:
+        st.close()
+
+
+def test_copy_to_a_full_destination_names_the_destination(tmp_path, run_cli):
+    """The fresh-user trial: `copy L small/Lc` onto a full 20 MiB tmpfs said "no space left on the disk holding
+    the library" — L's disk had space. The line names the destination; nothing of it is left."""
+    from helpers.disks import fill, tmpfs
+
+    src = str(tmp_path / "src")
+    rng = random.Random(11)
+    _library(src, {b"big": [(0, rng.randbytes(12 << 20))]}, {b"big": 0})
+    with tmpfs(str(tmp_path / "small"), "8m") as fs:
+        dst = os.path.join(fs, "Lc")
+        r = run_cli("copy", src, dst)
+        assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+        line = r.stderr.strip()
+        assert "\n" not in line and f"the disk holding its destination {dst}" in line, line
+        assert "holding the library" not in line, line
+        assert not os.path.exists(dst)
+        # a disk full before the copy begins: the marker's write failed with a bare "No space left on device"
+        assert fill(fs)
+        r = run_cli("copy", src, dst)
+        line = r.stderr.strip()
+        assert r.returncode == 1 and f"the disk holding its destination {dst}" in line, (r.returncode, line)
+        assert not os.path.exists(dst)
+
+
+def test_a_recursion_error_while_reading_an_inode_is_not_reported_as_corruption(tmp_path):
+    """``Txn.inode`` turned every exception of decoding into Corrupt — so Python's recursion limit, reached
+    inside the decode, read "inode N is corrupt: maximum recursion depth exceeded" (the trial's `copy`).
+    Only a record that does not unpack (``struct.error``) is corrupt; a RecursionError stays itself."""
+    st = Store.create(str(tmp_path / "lib"))
+
+    def descend(t) -> None:
+        t.inode(S.ROOT_INO)  # its own calls go deeper than this frame: the limit is reached inside it
+        descend(t)
+
+    try:
+        with st.read() as t:
+            with pytest.raises(RecursionError):
+                descend(t)
+            st.run_write(lambda w: w.kv.put(S.DB_INODES, S.u64(5), b"short"))
+        from libraryfs.errors import Corrupt
+
+        with st.read() as t, pytest.raises(Corrupt, match="inode 5 is corrupt"):
+            t.inode(5)
+    finally:
+        st.close()
+
+
+@pytest.mark.timeout(300)
+def test_check_of_a_100500_level_chain_is_clean(tmp_path):
+    """``check``'s I3 walked every directory up to the root (depth² steps: hours for a 100,000-level chain)
+    and called a walk longer than 100,000 steps a cycle. Each directory is now settled once."""
+    from libraryfs.fs.check import check
+
+    st = Store.create(str(tmp_path / "lib"))
+    try:
+        _chain(st, 100_500)
+        report = check(st)
+        assert report.problems == [] and report.inodes == 100_501
+    finally:
+        st.close()
