@@ -241,6 +241,18 @@ def _with_index(episode: str, libdir: str, query: Callable[[Any], T]) -> T:
         return query(_episode_index(episode, libdir))
 
 
+def _question(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``QUESTION`` of ``recall``/``answer``: a blank one is a usage error (exit status 2), as an empty
+    ``libraryfs find`` term is (``find.check_term``); before, ``recall ep ""`` printed the episode's first
+    steps, exit 0."""
+    from libraryfs.features.episodes.unitdb import check_question
+
+    try:
+        return check_question(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
 def _budget_option(f):
     return click.option(
         "--budget",
@@ -254,7 +266,7 @@ def _budget_option(f):
 
 @click.command("recall")
 @click.argument("episode")
-@click.argument("question")
+@click.argument("question", callback=_question)
 @_budget_option
 @click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
 @click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
@@ -278,7 +290,7 @@ def recall_cmd(
 
 @click.command("answer")
 @click.argument("episode")
-@click.argument("question")
+@click.argument("question", callback=_question)
 @_budget_option
 @click.option(
     "--json", "as_json", is_flag=True, help="The answer, the reader, the query and the evidence as JSON."

@@ -173,6 +173,10 @@ def test_bad_values_are_usage_errors_before_anything_starts(tmp_path, run_cli):
         for flag, values in flags.items():
             for value in values:
                 usage_error(run_cli(*args, flag, value), flag)
+    # finding 9: a blank question printed the episode's first steps, exit 0 (a blank `find` term: exit 2)
+    for cmd in ("recall", "answer"):
+        for question in ("", "  \t"):
+            usage_error(run_cli(cmd, "ep1", question, "--library", str(lib)), "the question is empty")
     assert sorted(os.listdir(tmp_path)) == ["lib"]
 
 
