@@ -155,12 +155,14 @@ def _processes_of(lib: str) -> list[str]:
     return out
 
 
-def test_mount_that_cannot_write_run_json_is_undone(tmp_path, run_cli):
+@pytest.mark.parametrize("foreground", [False, True], ids=["background", "foreground"])
+def test_mount_that_cannot_write_run_json_is_undone(tmp_path, run_cli, foreground):
     """Trial 1203b finding 1: a library mounted once before (its lock files and log hold a block each, so
     they can be written again; its store's file is allocated to its 1 MiB map) on a disk then filled: the server comes up, the indexer starts, and only
     ``run.json`` cannot be written. Before: exit 1, yet the mount, its server and its indexer stayed, and a
     0-byte ``run.json.tmp`` was left. Now: exit 1 and nothing is left — no mount, no process, no temporary
-    file, no mountpoint made for it; a mount once space is back works."""
+    file, no mountpoint made for it; a mount once space is back works. ``--foreground`` writes ``run.json``
+    before it mounts: it stops the indexer it started (before: a traceback, the indexer left running)."""
     require_fuse()
     mnt = str(tmp_path / "a" / "mnt")
     with tmpfs(str(tmp_path / "fs"), "8m") as fs:
@@ -176,7 +178,7 @@ def test_mount_that_cannot_write_run_json_is_undone(tmp_path, run_cli):
         finally:
             os.close(fd)
         assert fill(fs)
-        r = run_cli("mount", lib, mnt, "--no-llm", timeout=120)
+        r = run_cli("mount", lib, mnt, "--no-llm", *(["--foreground"] if foreground else []), timeout=120)
         try:
             line = one_line(r)
             assert r.returncode == 1, (r.returncode, line)
@@ -185,7 +187,7 @@ def test_mount_that_cannot_write_run_json_is_undone(tmp_path, run_cli):
             wait_until(lambda: not _processes_of(lib), 30, "the mount server and indexer to be gone")
             assert not os.path.lexists(os.path.dirname(mnt)), "the mountpoint (and parent) made is removed"
             assert sorted(n for n in os.listdir(lib) if n.startswith("run.json")) == []
-            assert "the mount was undone" in line, line
+            assert ("nothing was mounted" if foreground else "the mount was undone") in line, line
         finally:  # the code before the fix left all of it
             if is_libraryfs_mount(mnt):
                 run_cli("umount", mnt)
