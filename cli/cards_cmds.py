@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from libraryfs.cli.common import close_tree, needs_feature, open_tree
-from libraryfs.cli.options import llm_field_overrides, llm_options, setting_overrides, tree_options
+from libraryfs.cli.options import (
+    FiniteFloat,
+    llm_field_overrides,
+    llm_options,
+    setting_overrides,
+    tree_options,
+)
 from libraryfs.errors import LibraryError
 from libraryfs.features.cards import cards as cardsmod
 from libraryfs.llm import client_for
@@ -62,7 +68,9 @@ def _read_traces(paths: tuple[str, ...]) -> list[dict[str, Any]]:
 @click.option(
     "--trace-out", type=click.Path(dir_okay=False), default=None, help="Append the JSONL trace here."
 )
-@click.option("--temperature", type=float, default=None, help="Sampling temperature [default: 0.7].")
+@click.option(
+    "--temperature", type=FiniteFloat(min=0), default=None, help="Sampling temperature [default: 0.7]."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the whole trace as JSON.")
 @tree_options
 @llm_options
@@ -194,7 +202,13 @@ def revert_cmd(change_ids, last, library_dir, tree_dir):
 
 
 @cards_group.command("log")
-@click.option("--last", type=int, default=20, show_default=True, help="Show the last N records (0: all).")
+@click.option(
+    "--last",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show the last N records (0: all).",
+)
 @tree_options
 @needs_feature("cards")
 def log_cmd(last, library_dir, tree_dir):

@@ -16,6 +16,7 @@ import click
 
 from libraryfs.cli.common import close_tree, handle_errors, needs_feature, open_tree
 from libraryfs.cli.options import (
+    FiniteFloat,
     library_option,
     llm_field_overrides,
     llm_options,
@@ -44,7 +45,12 @@ def code_group() -> None:
 @click.option("--name", help="Name under code/ (default: the directory's name).")
 @click.option("--watch", is_flag=True, help="Keep watching and re-index changed files until interrupted.")
 @click.option(
-    "--debounce", "debounce_s", default=0.2, show_default=True, help="Quiet time before applying changes (s)."
+    "--debounce",
+    "debounce_s",
+    type=FiniteFloat(min=0),
+    default=0.2,
+    show_default=True,
+    help="Quiet time before applying changes (s).",
 )
 @tree_options
 @needs_feature("code")
@@ -115,7 +121,7 @@ def code_add(
 @click.argument("task")
 @click.option("--repo", required=True, help="Repository name under code/.")
 @click.option("--json", "as_json", is_flag=True, help="Print the decision as JSON.")
-@click.option("--limit", default=10, show_default=True, help="Hits to show.")
+@click.option("--limit", type=click.IntRange(min=0), default=10, show_default=True, help="Hits to show.")
 @tree_options
 @needs_feature("code")
 def code_route(

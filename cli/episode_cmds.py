@@ -2,7 +2,7 @@
 (PAPERS.md §4).
 
 Exit status: 0 on success; 1 for an error (one line: bad episode id, missing library, an episode without
-units, a bad budget or reader); 3 when the ``episodes`` extra is not installed
+units, a reader that cannot run); 2 for a usage error (a bad option value: ``--budget -1``); 3 when the ``episodes`` extra is not installed
 (:data:`~libraryfs.cli.common.EXIT_MISSING_EXTRA`); 4 from ``answer`` when the evidence does not determine the
 answer ("unknown")."""
 
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import click
 
 from libraryfs.cli.common import echo_json, handle_errors, needs_feature, verify_pages
-from libraryfs.cli.options import library_option
+from libraryfs.cli.options import FiniteFloat, library_option
 from libraryfs.errors import LibraryError, NotFound
 
 _library_option = library_option(required=True)
@@ -131,7 +131,14 @@ def episode_build(episode: str | None, rebuild: bool, no_llm: bool, libdir: str)
 
 
 @episode_group.command("watch")
-@click.option("--interval", "interval_s", default=0.5, show_default=True, help="Seconds between polls.")
+@click.option(
+    "--interval",
+    "interval_s",
+    type=FiniteFloat(min=0),
+    default=0.5,
+    show_default=True,
+    help="Seconds between polls.",
+)
 @click.option("--once", is_flag=True, help="One pass, then exit.")
 @_library_option
 @needs_feature("episodes")
@@ -234,15 +241,32 @@ def _with_index(episode: str, libdir: str, query: Callable[[Any], T]) -> T:
         return query(_episode_index(episode, libdir))
 
 
+def _question(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``QUESTION`` of ``recall``/``answer``: a blank one is a usage error (exit status 2), as an empty
+    ``libraryfs find`` term is (``find.check_term``); before, ``recall ep ""`` printed the episode's first
+    steps, exit 0."""
+    from libraryfs.features.episodes.unitdb import check_question
+
+    try:
+        return check_question(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), ctx, param) from None
+
+
 def _budget_option(f):
     return click.option(
-        "--budget", "budget_tokens", default=200, show_default=True, help="Evidence budget (o200k tokens)."
+        "--budget",
+        "budget_tokens",
+        type=click.IntRange(min=0),  # -1: a usage error (exit 2) like `abc`, before anything is opened
+        default=200,
+        show_default=True,
+        help="Evidence budget (o200k tokens, ≥ 0).",
     )(f)
 
 
 @click.command("recall")
 @click.argument("episode")
-@click.argument("question")
+@click.argument("question", callback=_question)
 @_budget_option
 @click.option("--json", "as_json", is_flag=True, help="Steps, scores and tokens as JSON.")
 @click.option("--no-anchors", is_flag=True, help="Rank by text only (ablation).")
@@ -255,8 +279,6 @@ def recall_cmd(
     """The few steps of EPISODE that answer QUESTION, packed within the token budget."""
     from libraryfs.features.episodes.recall import recall
 
-    if budget_tokens < 0:
-        raise click.ClickException("--budget must be ≥ 0")
     r = _with_index(
         episode, libdir, lambda idx: recall(idx, question, budget_tokens, use_anchors=not no_anchors)
     )
@@ -268,7 +290,7 @@ def recall_cmd(
 
 @click.command("answer")
 @click.argument("episode")
-@click.argument("question")
+@click.argument("question", callback=_question)
 @_budget_option
 @click.option(
     "--json", "as_json", is_flag=True, help="The answer, the reader, the query and the evidence as JSON."
@@ -293,8 +315,6 @@ def answer_cmd(
     """
     from libraryfs.features.episodes.answer import answer
 
-    if budget_tokens < 0:
-        raise click.ClickException("--budget must be ≥ 0")
     llm = _llm_reader(libdir) if reader in ("auto", "llm") else None
     if reader == "llm" and llm is None:
         raise click.ClickException(

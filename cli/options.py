@@ -49,6 +49,22 @@ class UntouchedPath(click.Path):
         return super().convert(value, param, ctx)
 
 
+class FiniteFloat(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (``float()`` parses both, and a range
+    check passes ``nan``): a usage error, exit status 2, as for ``abc``. Before, ``episode watch --interval
+    nan`` ended in a ``time.sleep`` traceback."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The float ``value``, range-checked; raises a usage error for a non-number, ``nan``, ``±inf``, or
+        one out of range."""
+        import math
+
+        out = super().convert(value, param, ctx)
+        if not math.isfinite(out):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return out
+
+
 def library_argument(f: F) -> F:
     """``LIBDIR`` argument (defaults to ``$LIBRARYFS_LIBRARY``); a mountpoint given instead is not touched."""
     return click.argument("libdir", type=UntouchedPath(file_okay=False), envvar="LIBRARYFS_LIBRARY")(f)

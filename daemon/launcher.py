@@ -14,6 +14,7 @@ logs in ``<libdir>/logs/``, liveness from the processes' locks and ``/proc/mount
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -238,18 +239,54 @@ def start(
         if lock_fd is not None:
             os.close(lock_fd)
         raise
-    try:
-        if lock_fd is not None:
-            info["indexer_pid"] = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
-        elif running:
-            info["indexer_pid"] = running
-            info["indexer_adopted"] = True  # not this mount's: when it stops, the mount starts its own
-        info["indexer_llm"] = llm  # the server starts a dead indexer again with it (daemon.indexwatch)
-    finally:
-        if lock_fd is not None:
-            os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
-    write_run(libdir, info)
+    started = None
+    try:  # the mount answers: a failure from here on unmounts it and stops what was started (trial 1203b)
+        try:
+            if lock_fd is not None:
+                started = start_indexer(libdir, mountpoint, llm=llm, env=env, lock_fd=lock_fd)
+                info["indexer_pid"] = started
+            elif running:
+                info["indexer_pid"] = running
+                info["indexer_adopted"] = True  # not this mount's: when it stops, the mount starts its own
+            info["indexer_llm"] = llm  # the server starts a dead indexer again with it (daemon.indexwatch)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)  # the indexer holds it now (or, if it never started, nobody does)
+        write_run(libdir, info)
+    except BaseException as e:
+        _undo_start(mountpoint, info["server_pid"], started, created, timeout_s)
+        if isinstance(e, OSError):  # run.json on a full disk: it named its file, say the mount is gone too
+            where = f": {e.filename}" if e.filename else ""
+            raise LaunchError(
+                f"cannot record the mount: {e.strerror or e}{where}; the mount was undone (nothing is left "
+                f"mounted or running)"
+            ) from None
+        raise
     return {**info, "created_mountpoint": bool(created)}
+
+
+def _undo_start(
+    mountpoint: str, server_pid: int, indexer: int | None, created: list[str], timeout_s: float
+) -> None:
+    """Take back a mount that answered but could not be completed (its indexer not started, ``run.json`` not
+    written — a full disk): stop the ``indexer`` pid this mount started (SIGTERM; an adopted one is left
+    running), unmount ``mountpoint`` (``fusermount3 -u``, then ``-uz``), wait up to ``timeout_s`` seconds for
+    the server ``server_pid`` to exit (then SIGTERM it), and remove the directories :func:`preflight` made.
+    Before, `mount` said "Error: No space left on device … run.json.tmp", exit 1, and left the mount, its
+    server and its indexer running."""
+    if indexer and pid_alive(indexer):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(indexer, signal.SIGTERM)
+        wait_exit(indexer, timeout_s)
+    if is_libraryfs_mount(mountpoint):
+        fm = fusermount()
+        if subprocess.run([fm, "-u", mountpoint], capture_output=True).returncode != 0:
+            subprocess.run([fm, "-uz", mountpoint], capture_output=True)
+    if not wait_exit(server_pid, timeout_s):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server_pid, signal.SIGTERM)
+        wait_exit(server_pid, timeout_s)
+    remove_made(created)
 
 
 def _check_indexer_settings(libdir: str) -> None:
@@ -518,9 +555,16 @@ def run_foreground(
                 os.close(lock_fd)
         child, adopted = (None, running) if running else (pid, None)
         info = {"libdir": libdir, "mountpoint": mountpoint, "server_pid": os.getpid(), "indexer_pid": pid}
-        write_run(
-            libdir, {**info, "indexer_llm": llm, "indexer_adopted": bool(running), "started": time.time()}
-        )
+        try:
+            write_run(
+                libdir, {**info, "indexer_llm": llm, "indexer_adopted": bool(running), "started": time.time()}
+            )
+        except OSError as e:  # a full disk: stop the indexer started for it, nothing is mounted yet
+            if child and pid_alive(child):
+                os.kill(child, signal.SIGTERM)
+                wait_exit(child, 10.0)
+            remove_made(created)
+            raise LaunchError(f"{e.strerror or e}: {e.filename}; nothing was mounted") from None
     try:
         try:
             return mountd.run_process(libdir, mountpoint, overrides)

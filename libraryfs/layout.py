@@ -616,14 +616,18 @@ def read_run(libdir: str) -> dict:
 
 
 def write_run(libdir: str, info: dict) -> None:
-    """Replace ``run.json`` atomically (write to a temporary file, then rename)."""
+    """Replace ``run.json`` atomically (write to a temporary file, then rename). Raises ``OSError`` naming
+    the temporary file (ENOSPC on a full disk), which is removed again: none is left behind."""
     path = os.path.join(state_dir(libdir), RUN_FILE)
+    tmp = path + ".tmp"
     try:
-        with open(path + ".tmp", "w") as f:
+        with open(tmp, "w") as f:
             json.dump(info, f)
+        os.replace(tmp, path)
     except OSError as e:  # a full disk fails the write at close, naming no file
-        raise OSError(e.errno, e.strerror, path + ".tmp") from None
-    os.replace(path + ".tmp", path)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OSError(e.errno, e.strerror, e.filename or tmp) from None
 
 
 def remove_run(libdir: str) -> None:

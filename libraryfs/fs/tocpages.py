@@ -47,6 +47,7 @@ class TocPages:
         self._count_tokens = count_tokens or estimate_tokens
         self._tokens_cache: dict[tuple[int, int, bytes], int] = {}
         self._indexer_seen: tuple[float, bool] = (float("-inf"), True)  # (monotonic s, running)
+        self._writable_seen: tuple[float, bool] = (float("-inf"), True)  # (monotonic s, store writable)
 
     def time_ns(self, t: Txn) -> int:
         """The time TOC pages show (ns): the later of the mount's start and the last TOC generation."""
@@ -110,12 +111,28 @@ class TocPages:
         pending = t.journal_tail() - t.cfg_int(S.CFG_CURSOR)
         if pending <= 0 or self._indexer_is_running():
             return b""
-        libdir = shlex.quote(os.fsdecode(self.store.libdir))
+        libdir = os.fsdecode(self.store.libdir)
+        if self._store_writable(libdir):
+            hint = f"run `libraryfs index {shlex.quote(libdir)}`"
+        else:  # `libraryfs index` would fail with EROFS/EACCES opening the store: never suggest it
+            hint = "the library cannot be written here: index it where it can be, then mount it again"
         return (
             f"> **Stale index**: the indexer is not running; {count(pending, 'change')} "
-            f"{'is' if pending == 1 else 'are'} not reflected here "
-            f"(run `libraryfs index {libdir}`).\n"
+            f"{'is' if pending == 1 else 'are'} not reflected here ({hint}).\n"
         ).encode("utf-8", "surrogateescape")
+
+    def _store_writable(self, libdir: str) -> bool:
+        """Whether ``libraryfs index`` could write the library's store: its ``store/`` directory (else the
+        library directory) is writable by this user (``access(2)`` ``W_OK``: false on a read-only filesystem, EROFS, or without
+        permission). Before, a read-only library's banner said "run `libraryfs index LIB`", which then
+        failed (trial 1203b). Rechecked with the indexer test, every :data:`INDEXER_CHECK_S` seconds."""
+        checked_s, writable = self._writable_seen
+        now_s = time.monotonic()
+        if now_s - checked_s >= INDEXER_CHECK_S:
+            store_dir = os.path.join(libdir, "store")  # an etcd library has none: its directory then
+            writable = os.access(store_dir if os.path.isdir(store_dir) else libdir, os.W_OK)
+            self._writable_seen = (now_s, writable)
+        return writable
 
     def _indexer_is_running(self) -> bool:
         checked_s, running = self._indexer_seen

@@ -260,8 +260,16 @@ class VirtualNamespace:
         raise NotFound("no such TOC page")
 
     def _resolve_find(self, t: Txn, rest: list[bytes]) -> Resolved:
+        """``/.find`` itself, ``/.find/<term>`` or one of its links (``rest``: the components after
+        ``.find``). The term passes :func:`libraryfs.index.find.check_term`, the rule of every front end:
+        a blank one (``.find/ ``, a tab) is InvalidArgument (EINVAL), as ``libraryfs find "  "`` (exit 2)
+        and the MCP ``find`` tool refuse it — before, it was an empty directory (trial 1203b). Raises
+        NotFound for a link that is not a match."""
         if not rest:
             return Resolved(Kind.FIND)
+        from libraryfs.index.find import check_term  # the index layer's rule; fs does not import it at load
+
+        check_term(rest[0])  # NUL and > NAME_MAX never get here: the kernel refuses them first
         if len(rest) == 1:
             return Resolved(Kind.FINDTERM, name=rest[0])
         if len(rest) == 2:

@@ -147,6 +147,9 @@ async def _recall(c) -> None:
     assert r.structured_content["items"][0]["t"] == 1  # the step that answers ranks first
     assert r.structured_content["tokens"] <= 100
     await _call(c, "recall", {"episode": "../x", "question": "q"}, error=True)
+    for blank in ("", " \t"):  # trial 1203b: it answered with the first steps, as if they answered it
+        r = await _call(c, "recall", {"episode": "ep1", "question": blank}, error=True)
+        assert "EINVAL: the question is empty" in _text(r), _text(r)
 
 
 async def _bad_input(c) -> None:

@@ -1,5 +1,6 @@
 """CLI commands against real mounts: find, .find/, stats.json, status, ingest --watch, read-only TOCs."""
 
+import errno
 import json
 import os
 import subprocess
@@ -28,6 +29,24 @@ def test_find_and_dot_find(mounted, run_cli):
     assert links == ["01-tools.md"]
     assert read_file(mounted.p(".find/tools.md/01-tools.md")).startswith("# Tools")
     assert run_cli("find", mounted.libdir, "nothing-like-this").returncode == 1
+
+
+def test_dot_find_refuses_a_blank_term_as_libraryfs_find_does(mounted, run_cli):
+    """Trial 1203b finding 5: ``.find/<blank>`` was an empty directory, where ``libraryfs find L "   "``
+    exits 2 and the MCP ``find`` tool answers EINVAL (``find.check_term``, one rule for every front end).
+    Now the lookup fails with EINVAL; a term with blanks around a word still resolves."""
+    write_file("# Tools\n\nA hammer.\n", mounted.p("tools.md"), "w")
+    mounted.wait_indexed()
+    for term in (" ", "   ", "\t", " \t\n"):
+        for op in (os.stat, os.listdir, os.lstat):
+            with pytest.raises(OSError) as e:
+                op(mounted.p(".find/" + term))
+            assert e.value.errno == errno.EINVAL, (term, op, e.value)
+        with pytest.raises(OSError) as e:
+            os.stat(mounted.p(".find/" + term + "/01-tools.md"))
+        assert e.value.errno == errno.EINVAL, (term, e.value)
+    assert run_cli("find", mounted.libdir, "   ").returncode == 2
+    assert os.listdir(mounted.p(".find/ tools.md ")) == ["01-tools.md"]
 
 
 def test_stats_count_toc_pages_and_entries_per_process(mounted):

@@ -138,3 +138,62 @@ def test_mount_on_a_full_disk_names_the_file(tmp_path, run_cli, indexer):
         assert r.returncode == 1, (r.returncode, line)
         assert "No space left on device" in line and f"{lib}/" in line, line
         assert not is_libraryfs_mount(mnt)
+
+
+def _processes_of(lib: str) -> list[str]:
+    """Command lines of the running processes whose arguments name the library ``lib`` (its mount server,
+    its indexer)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if lib.encode() in argv and any(b"libraryfs.daemon" in a for a in argv):
+            out.append(" ".join(a.decode(errors="replace") for a in argv))
+    return out
+
+
+@pytest.mark.parametrize("foreground", [False, True], ids=["background", "foreground"])
+def test_mount_that_cannot_write_run_json_is_undone(tmp_path, run_cli, foreground):
+    """Trial 1203b finding 1: a library mounted once before (its lock files and log hold a block each, so
+    they can be written again; its store's file is allocated to its 1 MiB map) on a disk then filled: the server comes up, the indexer starts, and only
+    ``run.json`` cannot be written. Before: exit 1, yet the mount, its server and its indexer stayed, and a
+    0-byte ``run.json.tmp`` was left. Now: exit 1 and nothing is left — no mount, no process, no temporary
+    file, no mountpoint made for it; a mount once space is back works. ``--foreground`` writes ``run.json``
+    before it mounts: it stops the indexer it started (before: a traceback, the indexer left running)."""
+    require_fuse()
+    mnt = str(tmp_path / "a" / "mnt")
+    with tmpfs(str(tmp_path / "fs"), "8m") as fs:
+        lib = os.path.join(fs, "lib")
+        run_cli("init", lib, "--map-size-mb", "1", check_rc=True)
+        run_cli("mount", lib, mnt, "--no-llm", check_rc=True)
+        run_cli("umount", mnt, check_rc=True)
+        os.rmdir(mnt)
+        os.rmdir(os.path.dirname(mnt))
+        fd = os.open(os.path.join(lib, "store", "data.mdb"), os.O_RDWR)
+        try:  # the store's whole map in blocks already: the server's own writes need no new one
+            os.posix_fallocate(fd, 0, 1 << 20)
+        finally:
+            os.close(fd)
+        assert fill(fs)
+        r = run_cli("mount", lib, mnt, "--no-llm", *(["--foreground"] if foreground else []), timeout=120)
+        try:
+            line = one_line(r)
+            assert r.returncode == 1, (r.returncode, line)
+            assert "No space left on device" in line and "run.json" in line, line
+            assert not is_libraryfs_mount(mnt), "the mount is undone"
+            wait_until(lambda: not _processes_of(lib), 30, "the mount server and indexer to be gone")
+            assert not os.path.lexists(os.path.dirname(mnt)), "the mountpoint (and parent) made is removed"
+            assert sorted(n for n in os.listdir(lib) if n.startswith("run.json")) == []
+            assert ("nothing was mounted" if foreground else "the mount was undone") in line, line
+        finally:  # the code before the fix left all of it
+            if is_libraryfs_mount(mnt):
+                run_cli("umount", mnt)
+        os.unlink(os.path.join(fs, "filler"))
+        r = run_cli("mount", lib, mnt, "--no-llm", check_rc=True)
+        try:
+            assert is_libraryfs_mount(mnt)
+        finally:
+            run_cli("umount", mnt, check_rc=True)

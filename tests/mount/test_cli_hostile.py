@@ -158,6 +158,25 @@ def test_bad_values_are_usage_errors_before_anything_starts(tmp_path, run_cli):
     usage_error(run_cli("init", str(tmp_path / "l2"), "--store", "bogus://x"), "--store")
     usage_error(run_cli("copy", str(lib), str(tmp_path / "l3"), "--store", "etcd://nohostport/p"), "--store")
     usage_error(run_cli("find", str(lib), "  "), "empty")
+    # trial 1203b finding 4: `recall`/`answer --budget -1` exited 1 after opening the library; the other
+    # numeric options of the feature commands took -1, nan or inf (a `time.sleep` traceback, a slice from
+    # the wrong end)
+    feature_flags = {
+        ("recall", "ep1", "x", "--library", str(lib)): {"--budget": ("-1",)},
+        ("answer", "ep1", "x", "--library", str(lib)): {"--budget": ("-1",)},
+        ("episode", "watch", "--once", "--library", str(lib)): {"--interval": ("-1", "nan", "inf")},
+        ("cards", "log", "--library", str(lib)): {"--last": ("-1",)},
+        ("code", "route", "t", "--repo", "r", "--library", str(lib)): {"--limit": ("-1",)},
+        ("code", "add", str(lib), "--library", str(lib)): {"--debounce": ("-1", "nan")},
+    }
+    for args, flags in feature_flags.items():
+        for flag, values in flags.items():
+            for value in values:
+                usage_error(run_cli(*args, flag, value), flag)
+    # finding 9: a blank question printed the episode's first steps, exit 0 (a blank `find` term: exit 2)
+    for cmd in ("recall", "answer"):
+        for question in ("", "  \t"):
+            usage_error(run_cli(cmd, "ep1", question, "--library", str(lib)), "the question is empty")
     assert sorted(os.listdir(tmp_path)) == ["lib"]
 
 

@@ -73,6 +73,32 @@ def test_a_read_only_library_mounts_with_read_only(read_only_library, tmp_path):
     assert not os.path.exists(os.path.join(ro, "logs"))  # nothing was written into the library
 
 
+def test_a_read_only_librarys_stale_banner_does_not_suggest_libraryfs_index(read_only_library, tmp_path):
+    """Trial 1203b finding 10: the TOC of a read-only library with changes not indexed said "run
+    `libraryfs index RO`", which fails opening the store (EROFS). Now the banner says the library cannot
+    be written there; a writable library's banner keeps the command."""
+    ro, mnt = read_only_library, str(tmp_path / "mnt")
+    one_line_error(cli("index", ro), "Read-only file system")
+    r = cli("mount", ro, mnt, "--read-only")
+    assert r.returncode == 0, r.stderr
+    try:
+        with open(os.path.join(mnt, "INDEX.md")) as f:
+            banner = f.read().splitlines()[1]
+    finally:
+        assert cli("umount", mnt).returncode == 0
+    assert banner.startswith("> **Stale index**: the indexer is not running;"), banner
+    assert "libraryfs index" not in banner and "cannot be written here" in banner, banner
+    lib = str(tmp_path / "lib")  # the same library where it is writable: the command is the way
+    r = cli("mount", lib, mnt, "--read-only")
+    assert r.returncode == 0, r.stderr
+    try:
+        with open(os.path.join(mnt, "INDEX.md")) as f:
+            banner = f.read().splitlines()[1]
+    finally:
+        assert cli("umount", mnt).returncode == 0
+    assert f"(run `libraryfs index {lib}`)" in banner, banner
+
+
 def test_init_refuses_a_non_empty_folder_unless_forced(tmp_path):
     folder = tmp_path / "papers"
     folder.mkdir(mode=0o755)

@@ -100,11 +100,39 @@ def test_absent_fields_are_derived_and_labels_carried():
         '{"t": 1, "vitals_delta": {"food": "lots"}}',
         "[1, 2]",
         "{bad",
+        '{"t": 1, "objects": 5}',  # these three were a TypeError, which `episode build` did not catch
+        '{"t": 1, "relations": 5}',
+        '{"t": 1, "position": [[1]]}',
     ],
 )
 def test_bad_records_raise_value_error(line):
     with pytest.raises(ValueError):
         unit_from_line(line)
+
+
+def test_append_refuses_what_build_would_refuse_and_writes_nothing(libdir):
+    """Trial 1203b finding 9: ``episode append ep '{"t": "x"}'`` wrote the line (exit 0) and the build then
+    reported it as a bad line; a wrong-shaped field (``"objects": 5``) ended the build in a TypeError. Now
+    append checks the build's rule (``units.check_step``; a missing ``t`` still takes the next number) and
+    writes nothing for a record it refuses."""
+    store = Store(libdir)
+    try:
+        tree = StoreTree(store)
+        b = EpisodeBuilder(tree, store)
+        assert b.append("e1", '{"action": "noop"}').new_units == 1
+        before = tree.read_bytes("episodes/e1/steps.jsonl")
+        for bad in ('{"t": "x"}', '{"t": null}', '{"t": true}', '{"objects": 5}', '{"inventory": [1]}'):
+            with pytest.raises(ValueError):
+                b.append("e1", bad)
+        assert tree.read_bytes("episodes/e1/steps.jsonl") == before
+        rep = b.append("e1", {"t": 7, "action": "walk"})
+        assert rep.new_units == 1 and rep.errors == [], rep.errors
+        assert [u.t for u in b.db.units("e1")] == [0, 7]
+        tree.append_bytes("episodes/e1/steps.jsonl", b'{"t": 8, "relations": 5}\n')  # written by hand
+        rep = b.build("e1")
+        assert rep.new_units == 0 and len(rep.errors) == 1 and "wrong shape" in rep.errors[0], rep.errors
+    finally:
+        store.close()
 
 
 def test_text_only_record_is_extracted_and_kept_as_observation():

@@ -35,7 +35,7 @@ from typing import Any
 
 from libraryfs.features.episodes.index import stored_line
 from libraryfs.features.episodes.unitdb import UnitDB, check_episode_id
-from libraryfs.features.episodes.units import STATE_VERSION, EpisodeState, Unit, unit_from_line
+from libraryfs.features.episodes.units import STATE_VERSION, EpisodeState, Unit, check_step, unit_from_line
 from libraryfs.features.episodes.views import ViewWriter
 from libraryfs.fs.store import Store
 from libraryfs.fs.tree import DirTree, Tree
@@ -168,11 +168,14 @@ class EpisodeBuilder:
     def append(self, ep: str, record: str | dict) -> BuildReport:
         """Append one step (a JSON object or its text) to ``steps.jsonl`` and build it into a unit.
 
-        Raises ``ValueError`` when the record is not a JSON object.
+        Raises ``ValueError`` when the record is not a JSON object, or is one the build would refuse
+        (:func:`~libraryfs.features.episodes.units.check_step`: ``t`` not an integer, a field of the wrong
+        shape); nothing is written then.
         """
         rec = json.loads(record) if isinstance(record, str) else record
         if not isinstance(rec, dict):
             raise ValueError("a step must be a JSON object")
+        check_step(rec)
         line = json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n"
         with self.writing():
             self.tree.append_bytes(f"{episode_root(ep)}/{STEPS_FILE}", line.encode())

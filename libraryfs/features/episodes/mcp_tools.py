@@ -19,9 +19,10 @@ def register(reg: Any) -> None:
         answer `question`, packed within `budget_tokens` (o200k tokens). New steps are consumed first."""
         from libraryfs.features.episodes.builder import EpisodeBuilder
         from libraryfs.features.episodes.recall import recall as do_recall
-        from libraryfs.features.episodes.unitdb import check_episode_id
+        from libraryfs.features.episodes.unitdb import check_episode_id, check_question
 
         check_episode_id(episode)  # ValueError: a tool error
+        check_question(question)  # blank: EINVAL, as a blank `find` term
         if not 0 <= budget_tokens <= reg.budget.tokens:
             raise ValueError(f"budget_tokens must be 0–{reg.budget.tokens}")
         with reg.ops.lock:

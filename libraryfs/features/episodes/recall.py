@@ -266,7 +266,8 @@ def recall(idx: EpisodeIndex, question: str, budget_tokens: int, use_anchors: bo
     """Evidence for ``question`` within ``budget_tokens`` (o200k tokens of :attr:`Recall.text`, counted by
     :attr:`EpisodeIndex.count_tokens`).
 
-    Raises ``ValueError`` for a negative budget.
+    Raises ``ValueError`` for a negative budget. A blank question ranks no step above another (the front
+    ends refuse it first: :func:`~libraryfs.features.episodes.unitdb.check_question`).
     """
     if budget_tokens < 0:
         raise ValueError("budget_tokens must be ≥ 0")

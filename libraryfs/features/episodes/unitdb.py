@@ -41,6 +41,16 @@ GENERATION = "generation"  #: meta field naming the current set of unit records 
 _GENERATION_BYTES = 16  #: random bytes of a generation (128 bits: a repeat is never expected)
 
 
+def check_question(question: str) -> str:
+    """The question of ``libraryfs recall``/``answer`` and the MCP ``recall`` tool, refused when blank as a
+    search term is (:func:`libraryfs.index.find.check_term`): an empty question asks nothing, and before,
+    ``recall ep ""`` printed the episode's first steps as if they answered it (trial 1203b). Returns
+    ``question``; raises ``ValueError`` (the MCP tool's EINVAL; the CLI makes it a usage error)."""
+    if not question.strip():
+        raise ValueError("the question is empty")
+    return question
+
+
 def check_episode_id(ep: str) -> bytes:
     """UTF-8 bytes of a valid episode id; ``ValueError`` otherwise."""
     b = ep.encode("utf-8", "surrogateescape")

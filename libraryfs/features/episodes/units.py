@@ -306,11 +306,30 @@ def _vitals(rec: dict) -> dict[str, int] | None:
 def from_record(rec: dict) -> Unit:
     """A unit from a step record (the contract in the module doc), before :meth:`EpisodeState.mark`.
 
-    Raises ``ValueError`` when ``t`` is missing or not an integer, or a field has the wrong shape.
+    Raises ``ValueError`` when ``t`` is missing or not an integer, or a field has the wrong shape (also
+    one that is not a list where a list is read: ``"objects": 5`` was a ``TypeError`` that ended
+    ``episode build`` with a traceback).
     """
     t = rec.get("t")
     if not isinstance(t, int) or isinstance(t, bool):
         raise ValueError(f"step record needs an integer 't': {str(rec)[:80]}")
+    try:
+        return _unit_of(rec, t)
+    except TypeError as e:
+        raise ValueError(f"step record has a field of the wrong shape ({e}): {str(rec)[:80]}") from None
+
+
+def check_step(rec: dict) -> None:
+    """Refuse a step record now that ``episode build`` would refuse later: the rule of
+    :func:`from_record`, with a missing ``t`` allowed (the build gives it the next step number, as
+    :meth:`~libraryfs.features.episodes.builder.EpisodeBuilder.build` does). Raises ``ValueError``.
+    Before, ``episode append ep '{"t": "x"}'`` wrote the line and exited 0, and the build then counted it
+    as a bad line (trial 1203b)."""
+    from_record(rec if "t" in rec else {**rec, "t": 0})
+
+
+def _unit_of(rec: dict, t: int) -> Unit:
+    """The :class:`Unit` of step record ``rec`` whose ``t`` is checked (:func:`from_record`)."""
     rel = [[str(x) for x in r][:3] for r in rec.get("relations", []) if isinstance(r, list) and len(r) >= 3]
     if rec.get("facing") and not any(r[1] == "facing" for r in rel):
         rel.insert(0, ["agent", "facing", str(rec["facing"])])
