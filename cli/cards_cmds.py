@@ -149,7 +149,7 @@ def add_cmd(traces, library_dir, tree_dir, **kwargs):
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--min-evidence",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteFloat(min=0, min_open=True),
     default=3.0,
     show_default=True,
     help="Net trace evidence (problems) a merge, demotion or relocation needs.",

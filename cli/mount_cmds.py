@@ -17,6 +17,7 @@ import click
 
 from libraryfs.cli.common import handle_errors
 from libraryfs.cli.options import (
+    FiniteFloat,
     UntouchedPath,
     library_argument,
     llm_options,
@@ -108,7 +109,7 @@ def _serve_foreground(libdir: str, mountpoint: str, **kw: Any) -> int:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(min=0),
+    type=FiniteFloat(min=0),
     default=10.0,
     show_default=True,
     help="Seconds to wait for the mount server and the indexer to exit.",

@@ -168,6 +168,11 @@ def test_bad_values_are_usage_errors_before_anything_starts(tmp_path, run_cli):
         ("cards", "log", "--library", str(lib)): {"--last": ("-1",)},
         ("code", "route", "t", "--repo", "r", "--library", str(lib)): {"--limit": ("-1",)},
         ("code", "add", str(lib), "--library", str(lib)): {"--debounce": ("-1", "nan")},
+        # `umount --timeout nan` waited for ever for a live indexer
+        ("umount", str(tmp_path / "nothing")): {"--timeout": ("-1", "nan", "inf")},
+        ("cards", "refine", str(lib / "config.toml"), "--library", str(lib)): {
+            "--min-evidence": ("0", "nan")
+        },
     }
     for args, flags in feature_flags.items():
         for flag, values in flags.items():
