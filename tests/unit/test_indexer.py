@@ -195,3 +195,19 @@ def test_a_filing_that_keeps_failing_is_logged_once_and_retried_with_a_backoff(l
     assert len(fails) == 1
     assert tree.listdir("inbox") == ["adir"]
     assert idx._filing_failed[b"adir"].tries == 1  # the later passes waited for its retry time
+
+
+def test_cli_find_escapes_bidi_controls_as_the_tocs_and_mcp_do(libdir, run_cli):
+    """``libraryfs find`` printed U+202E (right-to-left override) raw: ``invoice\\u202efdp.exe`` reads
+    ``invoiceexe.pdf`` on a terminal. The TOCs and MCP show ``invoice\\x202efdp.exe``; so does ``find`` now
+    (its ``-0`` output keeps the exact bytes)."""
+    st, tree, idx = make(libdir)
+    name = "invoice\u202efdp.exe"
+    tree.write_bytes(f"bills/{name}", b"invoice text\n")
+    idx.run_once()
+    st.close()
+    out = run_cli("find", str(libdir), "invoice", check_rc=True).stdout.splitlines()
+    assert "/bills/invoice\\x202efdp.exe" in out, out
+    assert not any("\u202e" in line for line in out), out
+    raw = run_cli("find", str(libdir), "invoice", "-0", check_rc=True).stdout.split("\0")
+    assert f"/bills/{name}" in raw, raw
