@@ -469,3 +469,20 @@ def test_tail_of_a_sparse_file_is_refused_as_binary_as_a_plain_read_is(served):
                 )
 
     anyio.run(main)
+
+
+def test_recall_of_a_missing_episode_and_budget_verify_of_a_missing_path_are_enoent_naming_the_path(served):
+    """docs/mcp.md "Errors": a missing file is ENOENT. ``recall`` of an episode with no ``steps.jsonl``
+    answered ``EINVAL: episode 'nope' has no steps.jsonl``; ``budget_verify`` of ``/etc/passwd`` (a host path,
+    taken as the library's ``/etc/passwd``) answered ``ENOENT: no such file or directory``, no path named."""
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("recall", {"episode": "nope", "question": "x"})
+            assert r.is_error and r.content[0].text.endswith(
+                "ENOENT: /episodes/nope/steps.jsonl: episode 'nope' has no steps.jsonl"
+            ), r.content[0].text
+            r = await c.call_tool("budget_verify", {"path": "/etc/passwd"})
+            assert r.is_error and "ENOENT: /etc/passwd: " in r.content[0].text, r.content[0].text
+
+    anyio.run(main)
