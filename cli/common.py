@@ -122,9 +122,12 @@ def echo_json(obj) -> None:
 
 
 def display_path(p: bytes) -> str:
-    """A path for a terminal: undecodable bytes as ``\\xNN``, control characters (newline…) escaped."""
-    s = p.decode("utf-8", "backslashreplace")
-    return "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in s)
+    """A path for a terminal: undecodable bytes as ``\\xNN``, control and invisible characters (newline, C1,
+    zero-width, bidi controls such as U+202E) escaped (``\\x0a``, ``\\x202e``): as the TOCs and the MCP tools
+    show names (:func:`libraryfs.shown.show_name`)."""
+    from libraryfs.shown import show_name
+
+    return show_name(p)
 
 
 def resolve_libdir(arg: str) -> str:

@@ -420,8 +420,9 @@ def find(libdir: str, term: str, limit: int, null: bool, as_json: bool) -> None:
     entries define (``json.dumps``, ``lru_cache``), then BM25 over names, defined names and content.
 
     Directories end in ``/``. When more match than ``--limit``, a note on stderr says how many. Paths are
-    printed with undecodable bytes and control characters escaped (``\\xNN``); use ``-0`` for the exact
-    bytes. TERM is 1–255 bytes in UTF-8 (as ``.find/TERM`` and the MCP ``find`` tool; another is a usage
+    printed with undecodable bytes, control and invisible characters (zero-width, bidi controls such as
+    U+202E: ``\\x202e``) escaped (``\\xNN``), as the TOCs and the MCP tools show them; use ``-0`` for the
+    exact bytes. TERM is 1–255 bytes in UTF-8 (as ``.find/TERM`` and the MCP ``find`` tool; another is a usage
     error, exit status 2). A library that is not mounted has its paths from its own root (``/notes/a.md``),
     and a note on stderr says so. Exit status 1: no match."""
     from libraryfs.index.find import find_ranked  # before the fork: the reader inherits it, and the Found it

@@ -24,6 +24,7 @@ from libraryfs.index.jobs import EntryDoc
 from libraryfs.index.names import links_of, set_links, write_rows
 from libraryfs.index.outline import OUTLINE_VERSION, extract
 from libraryfs.index.tokens import count_tokens
+from libraryfs.shown import escape_controls, show_name
 
 if TYPE_CHECKING:
     from libraryfs.daemon.indexer import PassReport
@@ -104,8 +105,9 @@ class EntryUpdater:
                 try:
                     m, doc = self._examine(t, node, first_parent, first_name, meta, force)
                 except Exception as e:  # one bad entry must never stop the index: record it, move on
-                    self.last_error = f"entry {os.fsdecode(first_name)}: {type(e).__name__}: {e}"
-                    log.warning("skipping entry %s: %s", os.fsdecode(first_name), e)
+                    why = escape_controls(str(e))  # an error may quote the name: one line, as the name
+                    self.last_error = f"entry {show_name(first_name)}: {type(e).__name__}: {why}"
+                    log.warning("skipping entry %s: %s", show_name(first_name), why)
                     continue
                 set_links(m, links)
                 todo.append((ino, m, doc))

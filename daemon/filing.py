@@ -27,6 +27,7 @@ from libraryfs.fs.meta import EntryMeta, SectionMeta
 from libraryfs.fs.store import Txn, now_ns
 from libraryfs.index.jobs import EntryDoc, SectionDoc, safe_section_name
 from libraryfs.layout import is_live
+from libraryfs.shown import escape_controls, show_name
 
 if TYPE_CHECKING:
     from libraryfs.daemon.indexer import PassReport
@@ -148,19 +149,19 @@ class InboxFiler:
                 final = self._move(b"inbox/" + name, os.fsencode(sect), name)
                 failed.pop(name, None)
                 rep.filed.append((os.fsdecode(name), os.fsdecode(final)))
-                log.info("filed inbox/%s as %s", os.fsdecode(name), os.fsdecode(final))
+                log.info("filed inbox/%s as %s", show_name(name), show_name(final))  # a name is one line
             except (OSError, LibraryError) as e:
                 msg = str(e)
                 tries = prev.tries + 1 if prev else 1
                 delay = min(FILING_BACKOFF_MAX_S, max(1.0, self.settle_s) * 2**tries)
                 failed[name] = FilingFailure(tries, mono + delay, msg)
                 if prev is None or prev.error != msg:  # logged once, not every pass
-                    self.last_error = f"filing {os.fsdecode(name)}: {e}"
+                    self.last_error = f"filing {show_name(name)}: {escape_controls(msg)}"
                     log.warning(
                         "could not file inbox/%s into %s: %s (retried with a backoff, up to %.0f s)",
-                        os.fsdecode(name),
-                        sect,
-                        e,
+                        show_name(name),
+                        show_name(sect),
+                        escape_controls(msg),
                         FILING_BACKOFF_MAX_S,
                     )
 

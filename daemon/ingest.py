@@ -15,6 +15,7 @@ import threading
 
 from libraryfs.fs.generated import INDEX_FILE, PAGES_DIRNAME, is_generated
 from libraryfs.fs.tree import Tree, open_tree
+from libraryfs.shown import escape_controls, show_name
 from libraryfs.words import count
 
 log = logging.getLogger("libraryfs.ingest")
@@ -119,7 +120,7 @@ def ingest_tree(
             except OSError as e:
                 why["unreadable"] = why.get("unreadable", 0) + 1
                 nskip += 1
-                log.warning("skipping %s: %s", src, e)
+                log.warning("skipping %s: %s", show_name(src), escape_controls(str(e)))
                 continue
             tree.write_bytes(_rel(section, *rel.split(os.sep)), data)
             total += len(data)
@@ -185,7 +186,7 @@ def watch_tree(
             except FileNotFoundError:
                 pass  # a temporary file that vanished: nothing to mirror
             except OSError as e:
-                log.warning("mirror %s: %s", path, e)
+                log.warning("mirror %s: %s", show_name(path), escape_controls(str(e)))
 
         def on_created(self, event):
             """Make the directory, or copy the file, that appeared (overrides

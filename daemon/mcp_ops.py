@@ -49,7 +49,7 @@ from libraryfs.fs.nodes import Resolved
 from libraryfs.fs.resolve import require_writable
 from libraryfs.fs.store import Txn
 from libraryfs.fs.view import LibraryView
-from libraryfs.index.toc import escape_controls, is_escaped_control
+from libraryfs.shown import is_escaped_control, show_name
 
 PATH_MAX = 4096  #: bytes, with the terminating NUL (Linux ``PATH_MAX``): a path has at most 4,095
 NAME_MAX = 255  #: bytes per component
@@ -113,7 +113,7 @@ _ESCAPE = re.compile(rb"\\x([0-9a-fA-F]{2})([0-9a-fA-F]{2})?")
 
 def unescape_shown(path: bytes, c1_chars: bool = False) -> bytes:
     """The bytes :func:`show` escaped, back: ``\\xHHHH`` (four hex digits) of a character
-    :func:`~libraryfs.index.toc.escape_controls` escapes (zero-width, line/paragraph separators, bidi
+    :func:`~libraryfs.shown.escape_controls` escapes (zero-width, line/paragraph separators, bidi
     controls: ``zero\\x200bwidth.md``) becomes that character in UTF-8; ``\\xNN`` with NN ≥ 80 (a byte that
     is not UTF-8) or an ASCII control (NN < 20, 7f) becomes byte NN — ``caf\\xe9.txt`` → ``caf\xe9.txt``,
     ``new\\x0aline.md`` → ``new\nline.md``; ``\\x00`` stays as typed (no name holds a NUL byte).
@@ -141,9 +141,9 @@ def show(path: bytes) -> str:
     """A library path (or name) as text for messages and results: ``/notes/a.md``; bytes that are not UTF-8
     escaped as ``\\xNN``, as the TOC pages and ``libraryfs find`` show them. Never ``os.fsdecode``: its lone
     surrogates cannot be encoded as JSON, and the SDK's stdio writer then ends the whole server. Control
-    characters are escaped as the TOCs escape them (:func:`~libraryfs.index.toc.escape_controls`,
+    characters are escaped as the TOCs escape them (:func:`~libraryfs.shown.show_name`,
     ``new\\x0aline.md``): a listing shows one name per line."""
-    return escape_controls(path.decode("utf-8", "backslashreplace"))
+    return show_name(path)
 
 
 def is_dir(st: dict) -> bool:

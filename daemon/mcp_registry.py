@@ -112,13 +112,19 @@ REPLACE = ToolAnn(read_only=False, destructive=True, idempotent=True)
 CHANGE = ToolAnn(read_only=False, destructive=True, idempotent=False)
 
 
+def at_path(e: LibraryError, path: bytes) -> LibraryError:
+    """``e`` with the library path it concerns, for :func:`error_text` (``ENOENT: /notes/x.md: …``)."""
+    e.path = show(path)  # type: ignore[attr-defined]
+    return e
+
+
 class ToolRegistry:
     """Adds tools to an :class:`MCPServer`, each wrapped so that library errors become tool errors, and
     write tools are refused on a read-only server. ``inline``: run tools on the event loop (one client, as
     over stdio: saves a worker-thread hop per call, measured in ``bench/mcp_latency.py``) instead of in a
     worker thread (HTTP: a long call must not stall other sessions). Also what features register through
     (:meth:`libraryfs.hooks.Feature.mcp_tools`): ``add(fn, name, title, ann)``, :attr:`budget`,
-    :attr:`ops`, :attr:`libdir`, :meth:`path`, :meth:`result`."""
+    :attr:`ops`, :attr:`libdir`, :meth:`path`, :meth:`result`, :meth:`at_path`."""
 
     def __init__(
         self, server: MCPServer, ops: LibraryOps, libdir: str, budget: Budget, *, inline: bool = False
@@ -155,6 +161,8 @@ class ToolRegistry:
         return tried[1] if len(tried) > 1 else raw  # a new name: the escapes as bytes
 
     result = staticmethod(result)
+    #: :func:`at_path`, for features: a :class:`LibraryError` that names the library path it concerns
+    at_path = staticmethod(at_path)
     #: the annotation presets, for features (which do not import this module)
     READ, CREATE, REPLACE, CHANGE = READ, CREATE, REPLACE, CHANGE
 
@@ -206,9 +214,3 @@ class ToolRegistry:
 
         self.server.add_tool(wrapper, name=name, title=title, annotations=ann.mcp(title))
         self.names.append(name)
-
-
-def at_path(e: LibraryError, path: bytes) -> LibraryError:
-    """``e`` with the library path it concerns, for :func:`error_text` (``ENOENT: /notes/x.md: …``)."""
-    e.path = show(path)  # type: ignore[attr-defined]
-    return e

@@ -32,6 +32,11 @@ from libraryfs.daemon.mcp_registry import (
 from libraryfs.errors import InvalidArgument, IsADir, LibraryError, NotADir, NotFound
 
 TEXT_SNIFF_BYTES = 8192  #: bytes looked at for a NUL byte (binary file)
+#: directory levels ``search_files`` walks below its path. Each level's directories are listed by path, and a
+#: path is resolved from the root, so the walk's cost grows with the cube of the depth (1,000 levels: ~10
+#: minutes on a loaded host); a deeper tree is reported as such (``depth_limit_reached``), never as "No
+#: matches found". ``find`` (the term index) has no such bound.
+SEARCH_DEPTH = 64
 
 
 def decode_text(data: bytes, path: bytes, complete: bool) -> str:
@@ -123,6 +128,9 @@ class FsTools:
         except LibraryError as e:
             raise at_path(e, p) from None
         whole = start == 0 and len(data) == size
+        if b"\x00" in data[:TEXT_SNIFF_BYTES]:  # before a part line is dropped: a window of NULs (a sparse
+            # file's hole) has no line end, and was dropped whole into an empty answer
+            raise at_path(InvalidArgument("binary file (a NUL byte): not readable as text"), p)
         if tail is not None and start > 0:  # the window begins inside a line: drop that part line
             data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
         lines = decode_text(data, p, complete=head is None or whole).splitlines(keepends=True)
@@ -294,11 +302,17 @@ class FsTools:
             text += f"\n{MARKER}: {len(items) - end} more; call list_directory with cursor={nxt}]"
         return result(text, path=show(p), entries=entries, total=len(items), next_cursor=nxt)
 
-    def _walk(self, root: bytes, depth: int, visit: Callable[[bytes, bytes, dict, int], bool]) -> None:
-        """Breadth-first over real entries below ``root`` to ``depth`` levels; ``visit(parent, name, stat,
-        level) -> descend``; generated directories are not entered."""
+    def _walk(self, root: bytes, depth: int | None, visit: Callable[[bytes, bytes, dict, int], bool]) -> bool:
+        """Breadth-first over real entries below ``root`` to ``depth`` levels (None: the whole tree, however
+        deep: a loop over one level's directories at a time, no recursion); ``visit(parent, name, stat,
+        level) -> descend``; generated directories are not entered. Returns whether directories below the
+        ``depth`` bound were left unentered (the answer is then cut and must say so)."""
         level = [root]
-        for d in range(1, depth + 1):
+        d = 0
+        while level:
+            d += 1
+            if depth is not None and d > depth:
+                return True
             nxt = []
             for parent in level:
                 try:
@@ -311,6 +325,7 @@ class FsTools:
                     if visit(parent, name, st, d) and is_dir(st):
                         nxt.append(parent.rstrip(b"/") + b"/" + name)
             level = nxt
+        return False
 
     def directory_tree(self, path: str = "/", depth: int = 2, max_entries: int = 500) -> CallToolResult:
         """A directory's tree as JSON ({name, type, children}), `depth` levels deep (1–8), generated files
@@ -354,8 +369,9 @@ class FsTools:
         limit: int = 200,
     ) -> CallToolResult:
         """Find files and directories below `path` whose name or relative path matches the glob `pattern`
-        (case-insensitive; '*.md', 'notes/**' style). For a name whose section you do not know, `find`
-        (the index) is faster."""
+        (case-insensitive; '*.md', 'notes/**' style), at most 64 directory levels below `path` (a deeper
+        tree is marked: truncated, depth_limit_reached). For a name whose section you do not know, `find`
+        (the index) is faster and has no depth limit."""
         p = self.reg.path(path)
         if not pattern or limit < 1:
             raise ValueError("pattern must be non-empty and limit ≥ 1")
@@ -378,13 +394,21 @@ class FsTools:
             self.ops.stat(self.ops.follow(p))
         except LibraryError as e:
             raise at_path(e, p) from None
-        self._walk(p, 64, visit)
+        deeper = self._walk(p, SEARCH_DEPTH, visit) and len(found) < limit
         text, shown = self.budget.fit_lines(found)
         cut = shown < len(found) or len(found) >= limit
         found = found[:shown]
         if cut:
             text += f"\n{MARKER}: limit of {limit} matches or the token budget; narrow the pattern]"
-        return result(text or "No matches found", matches=found, truncated=cut)
+        elif deeper:  # never "No matches found" for a tree not searched to its end
+            note = (
+                f"{MARKER}: directories more than {SEARCH_DEPTH} levels below {show(p)} were not searched; "
+                "search_files from a deeper path, or find (the index) for a name]"
+            )
+            text = f"{text}\n{note}" if text else note
+        return result(
+            text or "No matches found", matches=found, truncated=cut or deeper, depth_limit_reached=deeper
+        )
 
     def get_file_info(self, path: str) -> CallToolResult:
         """Metadata of a file or directory (size, times, permissions, type) and what the index knows about

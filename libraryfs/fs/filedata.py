@@ -60,6 +60,7 @@ from libraryfs.fs.resolve import Resolver, ViewService, require_writable
 from libraryfs.fs.stats import ReadAccounting
 from libraryfs.fs.store import Store, Txn, now_ns
 from libraryfs.fs.virtual import set_index_claim
+from libraryfs.shown import escape_controls, show_name
 
 #: Name endings of the logs SQLite writes beside a database ``DB``: its write-ahead log ``DB-wal`` and its
 #: rollback journal ``DB-journal``. Every open of such a name beside a file ``DB`` is served with
@@ -521,7 +522,7 @@ class FileData(ViewService):
             try:
                 self.pending.commit(p)
             except LibraryError as e:  # another process took the name meanwhile; close(2) has returned
-                log.error("could not commit the create of %r: %s", p.path, e)
+                log.error("could not commit the create of %s: %s", show_name(p.path), escape_controls(str(e)))
                 return
             h.committed_seq = self.store.write_seq
         unlinked = same = False

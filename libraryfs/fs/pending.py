@@ -33,6 +33,7 @@ from libraryfs.errors import Exists, LibraryError, NotADir, NotFound
 from libraryfs.fs import schema as S
 from libraryfs.fs.nameops import touch_dir
 from libraryfs.fs.store import Store, Txn, now_ns
+from libraryfs.shown import escape_controls, show_name
 
 log = logging.getLogger("libraryfs.view")
 
@@ -194,7 +195,7 @@ class PendingCreates:
             self.by_fh.pop(p.fh, None)
         for p, e in self._failed:
             self.by_fh.pop(p.fh, None)
-            log.error("could not commit the create of %r: %s", p.path, e)
+            log.error("could not commit the create of %s: %s", show_name(p.path), escape_controls(str(e)))
         if self.by_fh:  # not reached: in_write took every pending create
             self._register()
 

@@ -46,9 +46,10 @@ from libraryfs.index.tocplan import Leaf as _Leaf
 from libraryfs.index.tocplan import Levels as _Levels
 from libraryfs.index.tocplan import Plan as _Plan
 from libraryfs.index.tocplan import cheapest_plan
+from libraryfs.shown import CTRL, escape_controls, is_escaped_control, show_name  # noqa: F401 - re-exported
 from libraryfs.words import noun
 
-_CTRL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
+_CTRL = CTRL
 
 
 @dataclass
@@ -189,25 +190,9 @@ def said(text: str, max_chars: int = 240) -> str:
 
 def display_name(name: bytes) -> str:
     """A name as shown in a TOC line's link text: undecodable bytes and control chars as ``\\xNN``, Markdown
-    markup escaped (:func:`md_escape`: ``<img …>``, backticks, ``*x*`` render as themselves)."""
-    return md_escape(escape_controls(name.decode("utf-8", "backslashreplace")))
-
-
-def escape_controls(s: str) -> str:
-    """``s`` with every control or invisible character (C0, DEL, C1, zero-width, line/paragraph separators,
-    bidi controls) written as ``\\xNN`` (its code point in hex): a name shown on one line stays one line and
-    shows what it holds — ``new\\nline.md`` → ``new\\x0aline.md``. The one escaping of names for display
-    (TOC link text, the MCP tools' paths)."""
-    if _CTRL.search(s):
-        s = "".join(f"\\x{ord(c):02x}" if _CTRL.match(c) else c for c in s)
-    return s
-
-
-def is_escaped_control(c: str) -> bool:
-    """Whether :func:`escape_controls` writes the character ``c`` as ``\\xNN`` (its code point in hex: two
-    digits below U+0100, four for the zero-width, separator and bidi controls) — what a reader of an escaped
-    name needs to take ``\\x200b`` back as U+200B."""
-    return len(c) == 1 and _CTRL.match(c) is not None
+    markup escaped (:func:`md_escape`: ``<img …>``, backticks, ``*x*`` render as themselves). The name part is
+    :func:`libraryfs.shown.show_name`, as ``libraryfs find``, the MCP tools and the logs show names."""
+    return md_escape(show_name(name))
 
 
 def link_target(name: bytes, prefix: str = "") -> str:

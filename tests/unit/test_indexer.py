@@ -195,3 +195,40 @@ def test_a_filing_that_keeps_failing_is_logged_once_and_retried_with_a_backoff(l
     assert len(fails) == 1
     assert tree.listdir("inbox") == ["adir"]
     assert idx._filing_failed[b"adir"].tries == 1  # the later passes waited for its retry time
+
+
+def test_a_filed_name_is_logged_on_one_line_escaped_as_the_tocs_show_it(libdir, caplog):
+    """A name holding a newline split ``filed inbox/…`` into two log lines, the second one the name's own text
+    (a name could forge a whole ``… libraryfs.indexer ERROR …`` line, which ``status`` quotes); a byte that is
+    not UTF-8 was logged as ``\\udcff``. Now the name is shown as the TOCs and ``find`` show it: ``\\x0a``,
+    ``\\xff`` (:func:`libraryfs.shown.show_name`)."""
+    import logging
+
+    st, tree, idx = make(libdir)
+    idx.settle_s = 0
+    name = os.fsdecode(b"plan\n2026-12-03 00:00:00 libraryfs.indexer ERROR forged \xff.md")
+    tree.write_bytes(f"inbox/{name}", b"# Plan\n\nA plan.\n")
+    with caplog.at_level(logging.INFO, logger="libraryfs.indexer"):
+        idx.run_once()
+    filed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("filed inbox/")]
+    assert len(filed) == 1, filed
+    assert "\n" not in filed[0] and "\udcff" not in filed[0], filed
+    assert filed[0].startswith(
+        "filed inbox/plan\\x0a2026-12-03 00:00:00 libraryfs.indexer ERROR forged \\xff.md as "
+    )
+
+
+def test_cli_find_escapes_bidi_controls_as_the_tocs_and_mcp_do(libdir, run_cli):
+    """``libraryfs find`` printed U+202E (right-to-left override) raw: ``invoice\\u202efdp.exe`` reads
+    ``invoiceexe.pdf`` on a terminal. The TOCs and MCP show ``invoice\\x202efdp.exe``; so does ``find`` now
+    (its ``-0`` output keeps the exact bytes)."""
+    st, tree, idx = make(libdir)
+    name = "invoice\u202efdp.exe"
+    tree.write_bytes(f"bills/{name}", b"invoice text\n")
+    idx.run_once()
+    st.close()
+    out = run_cli("find", str(libdir), "invoice", check_rc=True).stdout.splitlines()
+    assert "/bills/invoice\\x202efdp.exe" in out, out
+    assert not any("\u202e" in line for line in out), out
+    raw = run_cli("find", str(libdir), "invoice", "-0", check_rc=True).stdout.split("\0")
+    assert f"/bills/{name}" in raw, raw

@@ -410,3 +410,79 @@ def test_unescape_shown_inverts_show(shown, c1, want):
     assert unescape_shown(shown, c1_chars=c1) == want
     if shown != want:
         assert show(want) == shown.decode()
+
+
+def test_search_files_says_when_the_tree_is_deeper_than_it_searched(served):
+    """A file 100 directories down: ``search_files`` walks 64 levels (:data:`~libraryfs.daemon.mcp_tools.
+    SEARCH_DEPTH`) and answered "No matches found" with ``truncated`` false — a wrong "no". Now the answer is
+    marked (``truncated``, ``depth_limit_reached``, a line naming the bound); a match within the bound is
+    still found, and a shallow tree still gets a plain "No matches found"."""
+    ops = served.ops
+    p = b"/deep"
+    ops.makedirs(p)
+    for _ in range(100):
+        p += b"/d"
+        ops.view.mkdir(p, 0o755, 0, 0)
+    ops.write(p + b"/leaf.txt", b"leaf\n")
+    ops.write(b"/deep/d/near.txt", b"near\n")
+
+    async def main():
+        async with Client(served.server) as c:
+            for pat in ("leaf.txt", "**/leaf.txt"):
+                r = await c.call_tool("search_files", {"path": "/", "pattern": pat})
+                assert not r.is_error
+                doc = r.structured_content
+                assert doc["matches"] == [] and doc["truncated"] and doc["depth_limit_reached"], doc
+                text = r.content[0].text
+                assert (
+                    "No matches found" not in text and "more than 64 levels below / were not searched" in text
+                )
+            r = await c.call_tool("search_files", {"path": "/", "pattern": "near.txt"})
+            assert (
+                r.structured_content["matches"] == ["/deep/d/near.txt"] and r.structured_content["truncated"]
+            )
+            deeper = "/deep" + "/d" * 60
+            r = await c.call_tool("search_files", {"path": deeper, "pattern": "leaf.txt"})
+            assert r.structured_content["matches"] == [deeper + "/d" * 40 + "/leaf.txt"]
+            assert not r.structured_content["truncated"] and not r.structured_content["depth_limit_reached"]
+            r = await c.call_tool("search_files", {"path": deeper, "pattern": "nothing.txt"})
+            assert r.content[0].text == "No matches found" and not r.structured_content["truncated"]
+
+    anyio.run(main)
+
+
+def test_tail_of_a_sparse_file_is_refused_as_binary_as_a_plain_read_is(served):
+    """``read_text_file`` with ``tail`` on a 5 GiB file that is one hole (``truncate -s 5G``): its last window
+    is NUL bytes with no line end, dropped whole as a part line into an empty answer (``is_error`` false).
+    Now the same EINVAL as a plain read and ``head``, from the one window read (the hole is not read)."""
+    ops = served.ops
+    ops.write(b"/sparse", b"")
+    ops.view.truncate(b"/sparse", 5 << 30)
+
+    async def main():
+        async with Client(served.server) as c:
+            for args in ({}, {"head": 1}, {"tail": 10}):
+                r = await c.call_tool("read_text_file", {"path": "sparse", **args})
+                assert r.is_error, (args, r.content[0].text[:200])
+                assert r.content[0].text.endswith(
+                    "EINVAL: /sparse: binary file (a NUL byte): not readable as text"
+                )
+
+    anyio.run(main)
+
+
+def test_recall_of_a_missing_episode_and_budget_verify_of_a_missing_path_are_enoent_naming_the_path(served):
+    """docs/mcp.md "Errors": a missing file is ENOENT. ``recall`` of an episode with no ``steps.jsonl``
+    answered ``EINVAL: episode 'nope' has no steps.jsonl``; ``budget_verify`` of ``/etc/passwd`` (a host path,
+    taken as the library's ``/etc/passwd``) answered ``ENOENT: no such file or directory``, no path named."""
+
+    async def main():
+        async with Client(served.server) as c:
+            r = await c.call_tool("recall", {"episode": "nope", "question": "x"})
+            assert r.is_error and r.content[0].text.endswith(
+                "ENOENT: /episodes/nope/steps.jsonl: episode 'nope' has no steps.jsonl"
+            ), r.content[0].text
+            r = await c.call_tool("budget_verify", {"path": "/etc/passwd"})
+            assert r.is_error and "ENOENT: /etc/passwd: " in r.content[0].text, r.content[0].text
+
+    anyio.run(main)

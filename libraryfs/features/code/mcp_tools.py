@@ -36,7 +36,13 @@ def register(reg: Any) -> None:
         if (plan is None) == (path is None):
             raise ValueError("give exactly one of plan and path")
         if path is not None:
-            raw = reg.ops.read(reg.path(path)).decode("utf-8")
+            from libraryfs.errors import LibraryError
+
+            rel = reg.path(path)
+            try:
+                raw = reg.ops.read(rel).decode("utf-8")
+            except LibraryError as e:  # ENOENT: /etc/passwd: … — the path is the library's, not this host's
+                raise reg.at_path(e, rel) from None
             if path.endswith((".yaml", ".yml")):
                 import yaml
 

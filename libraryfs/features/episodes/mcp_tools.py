@@ -17,7 +17,8 @@ def register(reg: Any) -> None:
     def recall(episode: str, question: str, budget_tokens: int = 200) -> Any:
         """Recall from an episode (episodes/<id>/steps.jsonl, one JSON object per step): the few steps that
         answer `question`, packed within `budget_tokens` (o200k tokens). New steps are consumed first."""
-        from libraryfs.features.episodes.builder import EpisodeBuilder
+        from libraryfs.errors import NotFound
+        from libraryfs.features.episodes.builder import EPISODES_DIR, STEPS_FILE, EpisodeBuilder
         from libraryfs.features.episodes.recall import recall as do_recall
         from libraryfs.features.episodes.unitdb import check_episode_id, check_question
 
@@ -25,15 +26,25 @@ def register(reg: Any) -> None:
         check_question(question)  # blank: EINVAL, as a blank `find` term
         if not 0 <= budget_tokens <= reg.budget.tokens:
             raise ValueError(f"budget_tokens must be 0–{reg.budget.tokens}")
+        steps = f"/{EPISODES_DIR}/{episode}/{STEPS_FILE}".encode()
+
+        def missing() -> NotFound:
+            """ENOENT naming the steps file: a missing file (docs/mcp.md "Errors"), not a bad argument."""
+            return reg.at_path(NotFound(f"episode {episode!r} has no {STEPS_FILE}"), steps)
+
         with reg.ops.lock:
             builder = EpisodeBuilder(reg.tree(), reg.ops.view.store)
             if not reg.ops.read_only:
                 try:
                     builder.build(episode)
                 except FileNotFoundError:
-                    raise ValueError(f"episode {episode!r} has no steps.jsonl") from None
+                    raise missing() from None
             units = builder.db.units(episode)
             if not units:
+                try:
+                    reg.ops.stat(steps)
+                except NotFound:  # read-only: nothing was built, and there is nothing to build
+                    raise missing() from None
                 raise ValueError(f"episode {episode!r} has no units yet")
             r = do_recall(builder.index(episode), question, budget_tokens)
         doc = r.to_json()
