@@ -225,7 +225,7 @@ class FileData(ViewService):
         acc = flags & os.O_ACCMODE
         with self.store.read() as t:
             r = self.resolver.resolve_seen(t, path)  # the kernel's LOOKUP of a cold name came just before
-            snap = t.snapshot()
+            sid = t.snapshot()
             writes = acc != os.O_RDONLY or flags & os.O_TRUNC
             # a stored directory's INDEX.md becomes the user's file; the catalogue's and the subject index's
             # page 0 belong to no stored directory: read-only as every other generated file (EACCES below)
@@ -259,14 +259,14 @@ class FileData(ViewService):
                 return n
 
             node = self.store.run_write(fn) or node
-            snap = None  # a commit since: the snapshot's record is not the file's any more
+            sid = None  # a commit since: the snapshot's record is not the file's any more
         # a linked file: its release needs no read unless this process writes meanwhile (nothing unlinks it)
         seq = self.store.write_seq if node.nlink > 0 else -1
         fh = self.handles.open_file(node.ino, flags, not direct and self._keep_cache(path, node), seq)
-        if snap is not None:
+        if sid is not None:
             h = self.handles.file(fh)
             assert h is not None
-            h.seen = (snap, node)
+            h.seen = (sid, node)
         return fh, direct
 
     def direct_io(self, path: bytes | None) -> bool:
