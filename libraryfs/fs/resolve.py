@@ -41,6 +41,7 @@ def split_path(path: bytes) -> list[bytes]:
     return parts
 
 
+_REAL = Kind.REAL
 SEEN_MAX = 4096  #: paths :attr:`Resolver.seen` keeps (a READDIRPLUS of a large directory remembers each)
 
 
@@ -66,12 +67,15 @@ class Resolver:
         snap = t.snapshot()
         if snap is None:
             return self.resolve(t, path)
-        hit = self.seen.get(path)
+        seen = self.seen
+        hit = seen.get(path)
         if hit is not None and hit[0] == snap:
             return hit[1]
         r = self.resolve(t, path)
-        if r.kind is Kind.REAL and not self.handles.hidden:
-            self.remember(snap, path, r)
+        if r.kind is _REAL and not self.handles.hidden:  # :meth:`remember`, inlined: on every LOOKUP
+            if len(seen) >= SEEN_MAX:
+                seen.clear()
+            seen[path] = (snap, r)
         return r
 
     def remember(self, snap: int, path: bytes, r: Resolved) -> None:

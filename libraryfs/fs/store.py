@@ -77,10 +77,8 @@ class Txn:
         without such ids (etcd): then nothing read earlier may stand in for a read of this one."""
         if self.write:
             return None
-        try:
-            return self.kv.snapshot()
-        except AttributeError:
-            return None
+        snapshot = getattr(self.kv, "snapshot", None)
+        return None if snapshot is None else snapshot()
 
     def getter(self, table: bytes) -> Callable[[bytes], bytes | None]:
         """``kv.get`` bound to ``table``: one call per lookup in hot loops (the raw path walk)."""
