@@ -1,5 +1,6 @@
 """In-process cost of the four handlers of a cold read (docs/benchmarks.md "Cold reads"): ``FuseOps.getattr``
-(the kernel's LOOKUP), ``open``, ``read`` and ``release`` over a real LMDB store, no mount, no kernel.
+(the kernel's LOOKUP), ``open``, ``read`` and ``release`` over a real LMDB store, no mount, no kernel; the
+files are ``/procs/p00/f000000``… as in ``bench/workloads.py``'s ``procs_read``.
 
 Run with the interpreter of the code to measure (e.g. another worktree's venv, from a directory that holds
 no ``libraryfs`` package)::
@@ -47,9 +48,10 @@ def main() -> None:
         st = Store.create(os.path.join(d, "lib"))
         view = LibraryView(st)
         ops = FuseOps(view)
-        view.mkdir(b"/p", 0o755, 0, 0)
+        view.mkdir(b"/procs", 0o755, 0, 0)
+        view.mkdir(b"/procs/p00", 0o755, 0, 0)
         for i in range(args.files):
-            fh = view.create(b"/p/f%06d" % i, 0o644, os.O_WRONLY | os.O_CREAT, 0, 0)
+            fh = view.create(b"/procs/p00/f%06d" % i, 0o644, os.O_WRONLY | os.O_CREAT, 0, 0)
             view.write(fh, b"x" * 1024, 0)
             view.release(fh)
         fuse_adapter.mfusepy.fuse_get_context = lambda: (
@@ -57,7 +59,7 @@ def main() -> None:
             0,
             os.getpid(),
         )  # outside a request: no libfuse context
-        paths = ["/p/f%06d" % i for i in range(args.files)]
+        paths = ["/procs/p00/f%06d" % i for i in range(args.files)]
         best = dict.fromkeys(HANDLERS, float("inf"))
         clk = time.process_time
         for _ in range(args.passes):
