@@ -92,7 +92,7 @@ class AttrOps(ViewService):
                 return inode_stat(node)
             if path is None:
                 raise BadHandle("no path and no handle")
-            r = self.resolver.resolve(t, path)
+            r = self.resolver.resolve_seen(t, path)
             if r.is_real:
                 node = r.node
                 if node.nlink > 1 and not node.is_dir:  # type: ignore[union-attr]

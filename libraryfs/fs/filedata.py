@@ -225,7 +225,8 @@ class FileData(ViewService):
         """:meth:`open` itself."""
         acc = flags & os.O_ACCMODE
         with self.store.read() as t:
-            r = self.resolver.resolve(t, path)
+            r = self.resolver.resolve_seen(t, path)  # the kernel's LOOKUP of a cold name came just before
+            sid = t.snapshot()
             writes = acc != os.O_RDONLY or flags & os.O_TRUNC
             # a stored directory's INDEX.md becomes the user's file; the catalogue's and the subject index's
             # page 0 belong to no stored directory: read-only as every other generated file (EACCES below)
@@ -259,11 +260,15 @@ class FileData(ViewService):
                 return n
 
             node = self.store.run_write(fn) or node
+            sid = None  # a commit since: the snapshot's record is not the file's any more
         # a linked file: its release needs no read unless this process writes meanwhile (nothing unlinks it)
         seq = self.store.write_seq if node.nlink > 0 else -1
-        return self.handles.open_file(
-            node.ino, flags, not direct and self._keep_cache(path, node), seq
-        ), direct
+        fh = self.handles.open_file(node.ino, flags, not direct and self._keep_cache(path, node), seq)
+        if sid is not None:
+            h = self.handles.file(fh)
+            assert h is not None
+            h.seen = (sid, node)
+        return fh, direct
 
     def direct_io(self, path: bytes | None) -> bool:
         """Whether opens of ``path`` are served with ``direct_io``: it is SQLite's log of a database beside
@@ -332,7 +337,9 @@ class FileData(ViewService):
         if h.virtual is not None:
             return self._read_snapshot(h, size, offset, pid)
         with self.store.read() as t:
-            node = t.inode(h.ino)
+            seen = h.seen
+            # the record open read, if nothing was committed since (a read right after the open)
+            node = seen[1] if seen is not None and seen[0] == t.snapshot() else t.inode(h.ino)
             if node is None:
                 raise BadHandle("file vanished")
             if node.is_lnk or node.is_dir:

@@ -24,6 +24,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from libraryfs.fs import schema as S
 from libraryfs.fs.aliases import LinkNames
 
 #: seconds a file reachable only by a libfuse hidden name stays after its last close (module doc): the
@@ -55,6 +56,9 @@ class Handle:
     #: ``Store.write_seq`` when this handle last saw its file linked (at open, or right after its own write
     #: transaction): while the count is unchanged nothing in this process unlinked it (release skips a read)
     committed_seq: int = -1
+    #: ``(snapshot id, inode record)`` open read the file's record in (None: unknown): a read in the same
+    #: snapshot uses it instead of reading it again (:meth:`Txn.snapshot <libraryfs.fs.store.Txn.snapshot>`)
+    seen: tuple[int, S.Inode] | None = None
 
 
 @dataclass(slots=True)

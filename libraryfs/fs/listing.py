@@ -23,11 +23,11 @@ name (hard links, the indexer's TOC pages, another host's journal records) cover
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from libraryfs.errors import BadHandle, NotADir
 from libraryfs.fs import schema as S
-from libraryfs.fs.nodes import inode_stat
+from libraryfs.fs.nodes import Kind, Resolved, inode_stat
 from libraryfs.fs.resolve import ViewService
 from libraryfs.fs.store import Txn
 
@@ -88,8 +88,10 @@ class DirListing(ViewService):
                 end = min(k + batch, len(entries))
                 if dir_ino:
                     with self.store.read() as t:
+                        seen = self._seen_base(t, dir_ino)
                         out = [
-                            (*entries[i], i + 1, _plus_stat(t, dir_ino, *entries[i])) for i in range(k, end)
+                            (*entries[i], i + 1, _plus_stat(t, dir_ino, *entries[i], seen))
+                            for i in range(k, end)
                         ]
                 else:
                     out = [(*entries[i], i + 1, None) for i in range(k, end)]
@@ -97,6 +99,19 @@ class DirListing(ViewService):
                 k, batch = end, min(batch * 2, PLUS_BATCH_MAX)
 
         return gen()
+
+    def _seen_base(self, t: Txn, dir_ino: int) -> tuple[Callable, int, bytes] | None:
+        """``(remember, snapshot id, directory path + "/")`` for :func:`_plus_stat` to note each entry it
+        gives attributes for in :attr:`Resolver.seen <libraryfs.fs.resolve.Resolver.seen>` (the kernel's
+        OPEN of a listed name then needs no lookup: ``rg`` opens every file it listed); None when that
+        cannot be exact (no snapshot ids, libfuse hidden names exist, a detached directory)."""
+        snap = t.snapshot()
+        if snap is None or self.handles.hidden:
+            return None
+        path = t.path_of(dir_ino)
+        if path is None:
+            return None
+        return self.resolver.remember, snap, path.rstrip(b"/") + b"/"
 
     def dir_path(self, fh: int) -> bytes | None:
         """Current absolute path of the stored directory open as ``fh``; None for a generated directory, a
@@ -116,15 +131,21 @@ PLUS_BATCH = 32  #: entries whose attributes one readdirplus read transaction fe
 PLUS_BATCH_MAX = 512  #: largest batch
 
 
-def _plus_stat(t: Txn, dir_ino: int, name: bytes, _ftype: int, ino: int) -> dict | None:
+def _plus_stat(
+    t: Txn, dir_ino: int, name: bytes, _ftype: int, ino: int, seen: tuple[Callable, int, bytes] | None = None
+) -> dict | None:
     """The ``stat`` of entry ``name`` → ``ino`` of stored directory ``dir_ino`` for READDIRPLUS, or None when
     a lookup must decide (module doc): a dot entry, a dirent gone or moved since the snapshot, a hard-linked
-    file."""
+    file. ``seen``: ``(remember, snapshot id, directory path + "/")`` of :meth:`DirListing._seen_base`, to
+    note an entry given attributes as resolved in this snapshot."""
     if name == b"." or name == b".." or t.lookup(dir_ino, name) != ino:
         return None
     node = t.inode(ino)
     if node is None or (node.nlink > 1 and not node.is_dir):
         return None
+    if seen is not None:
+        remember, snap, base = seen
+        remember(snap, base + name, Resolved(Kind.REAL, ino, node))
     return inode_stat(node)
 
 

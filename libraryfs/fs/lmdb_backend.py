@@ -109,6 +109,12 @@ class LmdbTxn:
             self._b.lock.release()
 
     # -- reads ------------------------------------------------------------------------------------------
+    def snapshot(self) -> int:
+        """The id of the snapshot a read transaction sees (``mdb_txn_id(3)``: the last committed write
+        transaction's id, shared by every process of the environment; ids only grow). Two read transactions
+        with the same id see the same data."""
+        return self._t.id()
+
     def get(self, table: bytes, key: bytes) -> bytes | None:
         """Value of ``key`` in ``table`` or None (KeyError for a table never opened)."""
         return self._t.get(key, None, self._dbs[table])  # type: ignore[return-value]  # positional: py-lmdb parses them faster

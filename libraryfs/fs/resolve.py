@@ -41,6 +41,10 @@ def split_path(path: bytes) -> list[bytes]:
     return parts
 
 
+_REAL = Kind.REAL
+SEEN_MAX = 4096  #: paths :attr:`Resolver.seen` keeps (a READDIRPLUS of a large directory remembers each)
+
+
 class Resolver:
     """Resolves paths of one mount over ``store``; hidden names from ``handles``, generated names from
     ``virtual``."""
@@ -49,6 +53,38 @@ class Resolver:
         self.store = store
         self.virtual = virtual
         self.handles = handles
+        #: ``path → (snapshot id, Resolved)``: stored inodes resolved lately (:meth:`resolve_seen`)
+        self.seen: dict[bytes, tuple[int, Resolved]] = {}
+
+    def resolve_seen(self, t: Txn, path: bytes) -> Resolved:
+        """:meth:`resolve`, answered without a lookup when ``path`` was resolved to a stored inode in the same
+        snapshot (:meth:`Txn.snapshot <libraryfs.fs.store.Txn.snapshot>`: no commit since, by any process),
+        as the kernel's OPEN right after its LOOKUP (getattr) of a cold name, or after a READDIRPLUS entry,
+        asks it: same snapshot, same dirents, same inode record. Remembers what it resolves. Only results
+        made from stored dirents alone are kept (no libfuse hidden name existed: those live in memory);
+        the :class:`Resolved` is shared, so callers must not change its ``node`` (getattr and open read
+        it). Raises as :meth:`resolve`."""
+        snap = t.snapshot()
+        if snap is None:
+            return self.resolve(t, path)
+        seen = self.seen
+        hit = seen.get(path)
+        if hit is not None and hit[0] == snap:
+            return hit[1]
+        r = self.resolve(t, path)
+        if r.kind is _REAL and not self.handles.hidden:  # :meth:`remember`, inlined: on every LOOKUP
+            if len(seen) >= SEEN_MAX:
+                seen.clear()
+            seen[path] = (snap, r)
+        return r
+
+    def remember(self, snap: int, path: bytes, r: Resolved) -> None:
+        """Note that ``path`` resolves to the stored inode of ``r`` in snapshot ``snap`` (the caller read
+        it there: :meth:`resolve_seen`, a READDIRPLUS entry). At most :data:`SEEN_MAX` paths are kept."""
+        seen = self.seen
+        if len(seen) >= SEEN_MAX:
+            seen.clear()  # older snapshots' entries are useless anyway
+        seen[path] = (snap, r)
 
     def resolve(self, t: Txn, path: bytes) -> Resolved:
         """Resolve an absolute path: one dirent lookup per component (the Library Theorem's path walk).

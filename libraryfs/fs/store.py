@@ -75,6 +75,16 @@ class Txn:
     def __exit__(self, *exc: Any) -> None:
         self._cm.__exit__(*exc)  # type: ignore[union-attr]
 
+    def snapshot(self) -> int | None:
+        """An id of the committed state this read transaction sees: two read transactions with the same id
+        see the same data (LMDB: the snapshot's transaction id, :meth:`LmdbTxn.snapshot
+        <libraryfs.fs.lmdb_backend.LmdbTxn.snapshot>`). None for a write transaction and for a backend
+        without such ids (etcd): then nothing read earlier may stand in for a read of this one."""
+        if self.write:
+            return None
+        snapshot = getattr(self.kv, "snapshot", None)
+        return None if snapshot is None else snapshot()
+
     def getter(self, table: bytes) -> Callable[[bytes], bytes | None]:
         """``kv.get`` bound to ``table``: one call per lookup in hot loops (the raw path walk)."""
         try:
