@@ -79,23 +79,22 @@ def test_a_read_only_librarys_stale_banner_does_not_suggest_libraryfs_index(read
     be written there; a writable library's banner keeps the command."""
     ro, mnt = read_only_library, str(tmp_path / "mnt")
     one_line_error(cli("index", ro), "Read-only file system")
-    r = cli("mount", ro, mnt, "--read-only")
-    assert r.returncode == 0, r.stderr
-    try:
-        with open(os.path.join(mnt, "INDEX.md")) as f:
-            banner = f.read().splitlines()[1]
-    finally:
-        assert cli("umount", mnt).returncode == 0
+
+    def banner_of(library: str) -> str:
+        """The stale banner (second line) of the master INDEX.md of ``library`` mounted read-only."""
+        r = cli("mount", library, mnt, "--read-only")
+        assert r.returncode == 0, r.stderr
+        try:
+            with open(os.path.join(mnt, "INDEX.md")) as f:
+                return f.read().splitlines()[1]
+        finally:
+            assert cli("umount", mnt).returncode == 0
+
+    banner = banner_of(ro)
     assert banner.startswith("> **Stale index**: the indexer is not running;"), banner
     assert "libraryfs index" not in banner and "cannot be written here" in banner, banner
     lib = str(tmp_path / "lib")  # the same library where it is writable: the command is the way
-    r = cli("mount", lib, mnt, "--read-only")
-    assert r.returncode == 0, r.stderr
-    try:
-        with open(os.path.join(mnt, "INDEX.md")) as f:
-            banner = f.read().splitlines()[1]
-    finally:
-        assert cli("umount", mnt).returncode == 0
+    banner = banner_of(lib)
     assert f"(run `libraryfs index {lib}`)" in banner, banner
 
 
