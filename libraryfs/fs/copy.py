@@ -76,26 +76,16 @@ class CopyReport:
         )
 
 
-def copy_tables(src: Backend, dst: Backend) -> tuple[dict[str, int], int]:
-    """Copy every record of every table of ``src`` (one snapshot) into ``dst`` (empty); returns the
-    records per table and the bytes copied. Raises what the backends raise (Unavailable, NoSpace,
-    Compacted when an etcd source's snapshot is compacted during a long copy)."""
-    tables = open_tables(src, dst)
-    with src.read() as r:
-        counts, total, _digests = copy_snapshot(r, tables, dst)
-    dst.sync()
-    return counts, total
-
-
-def open_tables(src: Backend, dst: Backend) -> list[bytes]:
-    """The tables of ``src``, each extension table opened on ``src`` and made on ``dst`` (even when empty:
-    the copy holds the same tables). Call it before the read transaction of the copy begins: an extension
-    table is read (LMDB) only by a transaction begun after its handle was opened."""
+def open_tables(src: Backend, dst: Backend | None = None) -> list[bytes]:
+    """The tables of ``src``, each extension table opened on ``src`` and made on ``dst`` if given (even when
+    empty: the copy holds the same tables). Call it before the read transaction that reads them begins: an
+    extension table is read (LMDB) only by a transaction begun after its handle was opened."""
     tables = src.tables()
     for table in tables:
         if table not in S.CORE_DBS:
             src.open_table(table)
-            dst.open_table(table)
+            if dst is not None:
+                dst.open_table(table)
     return tables
 
 
@@ -155,10 +145,7 @@ def table_digests(backend: Backend) -> dict[str, tuple[int, str]]:
     """Per table holding records: (record count, SHA-256 hex over its records in key order), read in one
     new read transaction of ``backend``."""
     out: dict[str, tuple[int, str]] = {}
-    tables = backend.tables()
-    for table in tables:  # an extension's table is read only once this handle has opened it (LMDB)
-        if table not in S.CORE_DBS:
-            backend.open_table(table)
+    tables = open_tables(backend)
     with backend.read() as r:
         for table in tables:
             h, n = hashlib.sha256(), 0
@@ -321,20 +308,25 @@ def copy_library(src_dir: str, dst_dir: str, url: str | None = None) -> CopyRepo
                 hold()
             except BaseException:
                 hold()  # a second Ctrl-C must not cut the clean-up short
-                if not ours:
-                    pass
-                elif made:
-                    shutil.rmtree(dst_dir, ignore_errors=True)
-                else:
-                    shutil.rmtree(lmdb_backend.store_path(dst_dir), ignore_errors=True)
-                    for name in (UNFINISHED, "config.toml"):
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(os.path.join(dst_dir, name))
+                if ours:
+                    _remove_copy(dst_dir, made)
                 raise
     finally:
         src.close()
     report.seconds = time.monotonic() - t0
     return report
+
+
+def _remove_copy(dst_dir: str, made: bool) -> None:
+    """Remove what a copy made of ``dst_dir``: the directory when the copy made it (``made``), else the store,
+    ``config.toml`` and the :data:`UNFINISHED` marker it wrote there."""
+    if made:
+        shutil.rmtree(dst_dir, ignore_errors=True)
+        return
+    shutil.rmtree(lmdb_backend.store_path(dst_dir), ignore_errors=True)
+    for name in (UNFINISHED, "config.toml"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(dst_dir, name))
 
 
 def _copy_and_verify(src: Store, src_dir: str, dst_dir: str, url: str | None) -> CopyReport:
@@ -409,15 +401,11 @@ def _interrupted_by_signals() -> Iterator[Callable[[], None]]:
     old = {sig: signal.signal(sig, interrupt) for sig in signals}
     try:
         yield hold
-    except BaseException:
+    finally:
         state["hold"] = True
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        raise
-    state["hold"] = True
-    for sig, handler in old.items():
-        signal.signal(sig, handler)
-    if state["held"] is not None:
+    if state["held"] is not None:  # not reached when an exception ends the block: dropped
         os.kill(os.getpid(), state["held"])
 
 
