@@ -46,10 +46,8 @@ from libraryfs.index.tocplan import Leaf as _Leaf
 from libraryfs.index.tocplan import Levels as _Levels
 from libraryfs.index.tocplan import Plan as _Plan
 from libraryfs.index.tocplan import cheapest_plan
-from libraryfs.shown import CTRL, escape_controls, is_escaped_control, show_name  # noqa: F401 - re-exported
+from libraryfs.shown import CTRL, show_name
 from libraryfs.words import noun
-
-_CTRL = CTRL
 
 
 @dataclass
@@ -130,7 +128,7 @@ def sanitize(text: str, max_chars: int = 240) -> str:
     """Make builder/model text safe for one TOC line: no control chars, one line, no TOC markup
     (:func:`~libraryfs.index.lines.neutralise_toc_markup`), no Markdown markup (:func:`md_escape`),
     ≤ ``max_chars``. The one place every summary, description and title passes before it goes on a page."""
-    text = _CTRL.sub(" ", text)
+    text = CTRL.sub(" ", text)
     text = md_escape(neutralise_toc_markup(" ".join(text.split())))  # no links, HTML or emphasis
     if len(text) > max_chars:
         text = text[: max_chars - 1].rstrip() + "…"
@@ -250,7 +248,7 @@ def fit_line(item: Item, prefix: str, cap: int, count_tokens: Callable[[str], in
     (the link target stays exact, :func:`link_target`); else, when the link alone is over ``cap``,
     ``- name… (unlinked: …)`` (:data:`UNLINKED`), unlinked: the entry is still listed, found by ``ls``;
     else ``- …``."""
-    text = escape_controls(item.name.decode("utf-8", "backslashreplace"))
+    text = show_name(item.name)
     target = link_target(item.name, prefix) + ("/" + item.toc_link if item.is_dir else "")
     slash = "/" if item.is_dir else ""
 

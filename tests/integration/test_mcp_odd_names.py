@@ -101,7 +101,7 @@ INVISIBLE = {  #: a name holding an invisible character → how every answer sho
 
 def test_names_with_invisible_characters_round_trip_in_their_escaped_form(libdir):
     """Zero-width, bidi and C1 control characters in a name are shown escaped (``zero\\x200bwidth.md``,
-    :func:`libraryfs.index.toc.escape_controls`), but that form passed back found nothing (ENOENT): only
+    :func:`libraryfs.shown.escape_controls`), but that form passed back found nothing (ENOENT): only
     ``\\xNN`` bytes were taken back. Now each shown name reaches its file, for reading, editing and moving;
     a lone byte 0x85 beside the character U+0085 (both shown ``\\x85``) each keep their own file."""
     s = Served(str(libdir), ServerOptions(indexer=False))

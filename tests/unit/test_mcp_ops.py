@@ -364,7 +364,7 @@ def test_a_trailing_slash_on_a_file_path_is_refused_and_writes_nothing(served):
 
 def test_control_characters_in_names_are_escaped_as_the_tocs_escape_them(served):
     """A name holding a newline or a tab is listed by ``list_directory`` and ``search_files`` as the TOCs
-    show it (``new\\x0aline.md``, :func:`libraryfs.index.toc.escape_controls`): one entry, one line; the
+    show it (``new\\x0aline.md``, :func:`libraryfs.shown.escape_controls`): one entry, one line; the
     escaped path passed back reaches the file (before: the raw newline, one entry read as two lines)."""
     ops = served.ops
     ops.makedirs(b"/notes")
