@@ -302,16 +302,16 @@ class FsTools:
             text += f"\n{MARKER}: {len(items) - end} more; call list_directory with cursor={nxt}]"
         return result(text, path=show(p), entries=entries, total=len(items), next_cursor=nxt)
 
-    def _walk(self, root: bytes, depth: int | None, visit: Callable[[bytes, bytes, dict, int], bool]) -> bool:
-        """Breadth-first over real entries below ``root`` to ``depth`` levels (None: the whole tree, however
-        deep: a loop over one level's directories at a time, no recursion); ``visit(parent, name, stat,
-        level) -> descend``; generated directories are not entered. Returns whether directories below the
-        ``depth`` bound were left unentered (the answer is then cut and must say so)."""
+    def _walk(self, root: bytes, depth: int, visit: Callable[[bytes, bytes, dict, int], bool]) -> bool:
+        """Breadth-first over real entries below ``root`` to ``depth`` levels (a loop over one level's
+        directories at a time, no recursion); ``visit(parent, name, stat, level) -> descend``; generated
+        directories are not entered. Returns whether directories below the ``depth`` bound were left
+        unentered (the answer is then cut and must say so)."""
         level = [root]
         d = 0
         while level:
             d += 1
-            if depth is not None and d > depth:
+            if d > depth:
                 return True
             nxt = []
             for parent in level:
